@@ -1,0 +1,72 @@
+"""transcript-otel: one canonical transcript of every agent run, over OpenTelemetry.
+
+Usage::
+
+    import transcript_otel
+
+    transcript_otel.configure(service_name="my-agent")   # SDK + OTLP + JSONL + instrumentors
+
+    emitter = transcript_otel.TranscriptEmitter(prompt_name="review", adapter="my_adapter")
+    with emitter:
+        emitter.emit("user_message", detail={"text": "Review this diff"})
+
+Each entry becomes an OTel log record (`transcript.entry`), a span event on the
+current span, and a line of the local JSONL mirror. See README.md and docs/.
+"""
+
+from transcript_otel.defaults import get_pipeline, set_pipeline
+from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.invariants import Violation, check_invariants
+from transcript_otel.model import (
+    CANONICAL_ENTRY_TYPES,
+    ENVELOPE_KEYS,
+    EntryType,
+    TranscriptEntry,
+    TranscriptEvent,
+    TranscriptSummary,
+    subagent_source,
+)
+from transcript_otel.otlp_records import records_from_otlp
+from transcript_otel.pipeline import TranscriptPipeline
+from transcript_otel.reconstruct import (
+    TranscriptReadWarning,
+    read_located_records,
+    read_records,
+    reconstruct_transcript,
+    summarize,
+)
+from transcript_otel.setup import Configuration, ConfigurationError, configure
+from transcript_otel.version import __version__
+
+
+def flush(timeout_s: float | None = None) -> bool:
+    """Write everything emitted so far and push it to the OTel exporters; bounded."""
+    return get_pipeline().flush(timeout_s, deep=True)
+
+
+__all__ = [
+    "CANONICAL_ENTRY_TYPES",
+    "ENVELOPE_KEYS",
+    "Configuration",
+    "ConfigurationError",
+    "EntryType",
+    "TranscriptEmitter",
+    "TranscriptEntry",
+    "TranscriptEvent",
+    "TranscriptPipeline",
+    "TranscriptReadWarning",
+    "TranscriptSummary",
+    "Violation",
+    "__version__",
+    "check_invariants",
+    "configure",
+    "flush",
+    "get_pipeline",
+    "read_located_records",
+    "read_records",
+    "reconstruct_transcript",
+    "records_from_otlp",
+    "set_pipeline",
+    "subagent_source",
+    "summarize",
+]

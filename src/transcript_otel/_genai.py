@@ -1,0 +1,120 @@
+"""GenAI semantic-convention attributes read from an entry's `detail`.
+
+Adapters shape `detail` differently (Codex notifications, Claude SDK entries,
+bridged WINK tools, role-based chat messages); this looks in the places each of
+them uses and returns only what it finds. Pure, tolerant of any input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from transcript_otel import attributes as attr
+
+_CALL_ID_KEYS: Final = ("tool_use_id", "tool_call_id", "call_id", "callId", "toolCallId")
+_TOOL_NAME_KEYS: Final = ("tool_name", "toolName", "tool", "name")
+
+# (semantic-convention key, candidate keys: snake_case SDKs, camelCase Codex)
+_USAGE_KEYS: Final = (
+    (attr.GEN_AI_USAGE_INPUT_TOKENS, ("input_tokens", "inputTokens", "prompt_tokens")),
+    (attr.GEN_AI_USAGE_OUTPUT_TOKENS, ("output_tokens", "outputTokens", "completion_tokens")),
+    (
+        attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        ("cache_read_input_tokens", "cachedInputTokens", "cached_input_tokens"),
+    ),
+    (attr.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS, ("cache_creation_input_tokens",)),
+    (
+        attr.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+        ("reasoningOutputTokens", "reasoning_output_tokens", "reasoning_tokens"),
+    ),
+)
+
+
+def _mapping(value: Any, key: str) -> Mapping[str, Any] | None:
+    if isinstance(value, Mapping):
+        found = value.get(key)
+        if isinstance(found, Mapping):
+            return found
+    return None
+
+
+def _first_text(container: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = container.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _tool_candidates(detail: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Where a tool id or name may sit, most specific first."""
+    candidates: list[Mapping[str, Any]] = []
+    notification = _mapping(detail, "notification")
+    if notification is not None:
+        item = _mapping(notification, "item")
+        if item is not None:
+            candidates.append({"call_id": item.get("id"), **item})
+        candidates.append(notification)
+    sdk_entry = _mapping(detail, "sdk_entry")
+    for container in (sdk_entry, _mapping(sdk_entry, "message"), detail):
+        if container is None:
+            continue
+        content = container.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, Mapping) and block.get("type") in ("tool_use", "tool_result"):
+                    candidates.append({"call_id": block.get("id"), **block})
+        candidates.append(container)
+    return candidates
+
+
+def _tool_attributes(detail: Mapping[str, Any]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for candidate in _tool_candidates(detail):
+        if attr.GEN_AI_TOOL_CALL_ID not in found:
+            call_id = _first_text(candidate, _CALL_ID_KEYS)
+            if call_id:
+                found[attr.GEN_AI_TOOL_CALL_ID] = call_id
+        if attr.GEN_AI_TOOL_NAME not in found:
+            name = _first_text(candidate, _TOOL_NAME_KEYS)
+            if name:
+                found[attr.GEN_AI_TOOL_NAME] = name
+    return found
+
+
+def _usage_container(detail: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Codex: `notification.tokenUsage.last`; Claude: `usage`; else `detail` itself."""
+    notification = _mapping(detail, "notification") or detail
+    token_usage = _mapping(notification, "tokenUsage")
+    if token_usage is not None:
+        return _mapping(token_usage, "last") or _mapping(token_usage, "total") or token_usage
+    sdk_entry = _mapping(detail, "sdk_entry")
+    for container in (sdk_entry, _mapping(sdk_entry, "message"), detail):
+        usage = _mapping(container, "usage")
+        if usage is not None:
+            return usage
+    return detail
+
+
+def _usage_attributes(detail: Mapping[str, Any]) -> dict[str, int]:
+    usage = _usage_container(detail)
+    found: dict[str, int] = {}
+    for key, candidates in _USAGE_KEYS:
+        for candidate in candidates:
+            value = usage.get(candidate)
+            if isinstance(value, int) and not isinstance(value, bool):
+                found[key] = value
+                break
+    return found
+
+
+def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:
+    """The `gen_ai.tool.*` / `gen_ai.usage.*` attributes `detail` supports."""
+    if not isinstance(detail, Mapping):
+        return {}
+    if entry_type in ("tool_use", "tool_result"):
+        return dict(_tool_attributes(detail))
+    if entry_type == "token_usage":
+        return dict(_usage_attributes(detail))
+    return {}

@@ -1,0 +1,200 @@
+"""Turning what the agent thread queued into the record every sink writes.
+
+Runs on the background writer only: timestamp formatting, validation and JSON
+encoding all happen here, never on the agent's thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from transcript_otel._serialize import dumps, iso_timestamp, safe_text
+from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, TranscriptEvent
+from transcript_otel.run import RunInfo
+
+LOGGER_NAME: Final = "transcript_otel"
+
+# What the agent thread appends to the backlog. A plain tuple: cheapest to build.
+#   (event, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, context)
+QueuedItem = tuple[TranscriptEvent, RunInfo, Any, Any, int, int, Any, Any, Context | None]
+
+
+@dataclass(slots=True)
+class PreparedRecord:
+    """One structured-log record, ready for every sink.
+
+    `context` is the specification's context object in key order; for entries its
+    `detail` value is a pre-encoded `orjson.Fragment` so the JSON is built once.
+    """
+
+    event: TranscriptEvent
+    run: RunInfo
+    timestamp_ns: int
+    timestamp: str
+    context: dict[str, Any]
+    detail_json: bytes | None = None
+    detail: Any = None
+    otel_context: Context | None = None
+    trace_id: int = 0
+    span_id: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def level(self) -> str:
+        return "WARNING" if self.event is TranscriptEvent.ERROR else "DEBUG"
+
+    @property
+    def message(self) -> str:
+        if self.event is TranscriptEvent.ENTRY:
+            return f"transcript entry: {self.context['entry_type']}"
+        if self.event is TranscriptEvent.ERROR:
+            return f"transcript error: {self.context.get('error', '')}"
+        return str(self.event.value)
+
+
+def _run_fields(run: RunInfo) -> dict[str, Any]:
+    fields: dict[str, Any] = {"prompt_name": run.prompt_name, "adapter": run.adapter}
+    if run.session_id is not None:
+        fields["session_id"] = run.session_id
+    return fields
+
+
+def _with_trace(record: PreparedRecord) -> PreparedRecord:
+    if record.otel_context is not None:
+        span_context = trace.get_current_span(record.otel_context).get_span_context()
+        if span_context.is_valid:
+            record.trace_id = span_context.trace_id
+            record.span_id = span_context.span_id
+            record.context["trace_id"] = format(span_context.trace_id, "032x")
+            record.context["span_id"] = format(span_context.span_id, "016x")
+    return record
+
+
+def prepare_entry(item: QueuedItem) -> PreparedRecord:
+    """Build the `transcript.entry` record; bad input is repaired and noted, never raised."""
+    _, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, otel_context = item
+    problems: list[str] = []
+    entry_type_text, problem = safe_text(entry_type)
+    if problem:
+        problems.append(f"entry_type: {problem}")
+    if entry_type_text not in CANONICAL_ENTRY_TYPES:
+        problems.append(f"entry_type {entry_type_text!r} is not canonical; recorded as 'unknown'")
+        known = {} if detail is None else _detail_dict(detail, problems)
+        detail = {**known, "original_entry_type": entry_type_text}
+        entry_type_text = EntryType.UNKNOWN.value
+    source_text, problem = safe_text(source)
+    if problem:
+        problems.append(f"source: {problem}")
+    timestamp = iso_timestamp(timestamp_ns)
+    context: dict[str, Any] = {
+        "prompt_name": run.prompt_name,
+        "adapter": run.adapter,
+        "entry_type": entry_type_text,
+        "sequence_number": sequence_number,
+        "source": source_text,
+        "timestamp": timestamp,
+    }
+    if run.session_id is not None:
+        context["session_id"] = run.session_id
+    detail_json: bytes | None = None
+    if detail is not None:
+        detail = _detail_dict(detail, problems)
+        encoded = dumps(detail)
+        if encoded.problem:
+            problems.append(f"detail: {encoded.problem}")
+        detail_json = encoded.data
+        context["detail"] = orjson.Fragment(detail_json)
+    if raw is not None:
+        raw_text, problem = safe_text(raw)
+        if problem:
+            problems.append(f"raw: {problem}")
+        context["raw"] = raw_text
+    run.count_entry(entry_type_text, source_text, timestamp_ns)
+    record = PreparedRecord(
+        event=TranscriptEvent.ENTRY,
+        run=run,
+        timestamp_ns=timestamp_ns,
+        timestamp=timestamp,
+        context=context,
+        detail_json=detail_json,
+        detail=detail,
+        otel_context=otel_context,
+        problems=problems,
+    )
+    return _with_trace(record)
+
+
+def _detail_dict(detail: Any, problems: list[str]) -> dict[Any, Any]:
+    if isinstance(detail, dict):
+        return detail
+    problems.append(f"detail must be a dict, got {type(detail).__name__}; wrapped as 'value'")
+    return {"value": detail}
+
+
+def prepare_lifecycle(item: QueuedItem) -> PreparedRecord:
+    """Build a `transcript.start`, `.stop` or `.error` record (`detail` holds its fields)."""
+    event, run, _, _, _, timestamp_ns, extra, _, otel_context = item
+    context = _run_fields(run)
+    context["run_id"] = run.run_id
+    if event is TranscriptEvent.STOP:
+        context.update(
+            total_entries=sum(run.entries_by_type.values()),
+            entries_by_source=dict(run.entries_by_source),
+            entries_by_type=dict(run.entries_by_type),
+            dropped_entries=run.dropped,
+        )
+    if isinstance(extra, dict):
+        context.update(extra)
+    record = PreparedRecord(
+        event=event,
+        run=run,
+        timestamp_ns=timestamp_ns,
+        timestamp=iso_timestamp(timestamp_ns),
+        context=context,
+        otel_context=otel_context,
+    )
+    return _with_trace(record)
+
+
+def error_record(
+    run: RunInfo, timestamp_ns: int, error: str, otel_context: Context | None = None, **extra: Any
+) -> PreparedRecord:
+    """A `transcript.error` record (WARNING) about `run`."""
+    item: QueuedItem = (
+        TranscriptEvent.ERROR,
+        run,
+        None,
+        None,
+        0,
+        timestamp_ns,
+        {"error": error, **extra},
+        None,
+        otel_context,
+    )
+    return prepare_lifecycle(item)
+
+
+def encode_line(record: PreparedRecord) -> bytes:
+    """The debug-bundle `logs/app.jsonl` line for `record`, newline included."""
+    line = {
+        "timestamp": record.timestamp,
+        "level": record.level,
+        "logger": LOGGER_NAME,
+        "event": record.event.value,
+        "message": record.message,
+        "context": record.context,
+    }
+    try:
+        return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        # Lifecycle extras may hold anything a caller passed; entries are pre-sanitized.
+        fallback = dict(line)
+        fallback["context"] = {
+            key: orjson.Fragment(dumps(value).data) for key, value in record.context.items()
+        }
+        return orjson.dumps(fallback, option=orjson.OPT_APPEND_NEWLINE)

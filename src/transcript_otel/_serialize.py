@@ -1,0 +1,120 @@
+"""JSON encoding that never raises, for whatever an adapter hands us.
+
+The fast path is one `orjson.dumps` call. Only when it fails do we pay for the
+fallbacks, and each fallback reports what it changed so the caller can record a
+`transcript.error` instead of silently storing something unfaithful.
+"""
+
+from __future__ import annotations
+
+import json
+import reprlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import orjson
+
+_REPR: Final = reprlib.Repr()
+_REPR.maxstring = 200
+_REPR.maxother = 200
+
+
+@dataclass(slots=True, frozen=True)
+class Encoded:
+    """JSON bytes plus, when the encoding was not faithful, why."""
+
+    data: bytes
+    problem: str | None = None
+
+
+def _fallback(value: object) -> object:
+    """Convert what orjson cannot encode; `repr` is the last resort."""
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
+
+
+def dumps(value: object) -> Encoded:
+    """Encode `value` as JSON; never raises.
+
+    1. orjson, converting unknown types with `_fallback`;
+    2. orjson with non-str keys turned into strings;
+    3. stdlib json, which handles lone surrogates and integers above 64 bits
+       (keys it cannot represent are skipped, which is reported);
+    4. a stub naming the failure (cycles, nesting deeper than the encoders allow).
+    """
+    try:
+        return Encoded(orjson.dumps(value, default=_fallback))
+    except TypeError:
+        pass
+    try:
+        return Encoded(orjson.dumps(value, default=_fallback, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError:
+        pass
+    try:
+        text = json.dumps(value, default=_fallback, ensure_ascii=True)
+        return Encoded(text.encode("ascii"))
+    except TypeError:
+        pass  # a key JSON cannot represent (a tuple, an object)
+    except (ValueError, RecursionError) as exc:
+        return _stub(value, exc)
+    try:
+        text = json.dumps(value, default=_fallback, ensure_ascii=True, skipkeys=True)
+        return Encoded(text.encode("ascii"), "keys that JSON cannot represent were dropped")
+    except (TypeError, ValueError, RecursionError) as exc:
+        return _stub(value, exc)
+
+
+def _stub(value: object, exc: BaseException) -> Encoded:
+    reason = f"not JSON-serializable: {type(exc).__name__}: {exc}"
+    try:
+        preview = _REPR.repr(value)
+    except Exception:
+        preview = f"<unrepresentable {type(value).__name__}>"
+    stub = {"serialization_error": reason, "repr": preview}
+    return Encoded(orjson.dumps(stub, default=_fallback), reason)
+
+
+def safe_text(value: object) -> tuple[str, str | None]:
+    """`value` as a str that UTF-8 can encode, and a note when it had to change."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value, None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return (
+                value.encode("utf-8", "backslashreplace").decode("utf-8"),
+                "text held lone surrogates; they were escaped as \\udXXXX",
+            )
+        return value, None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        try:
+            return data.decode("utf-8"), None
+        except UnicodeDecodeError:
+            return (
+                data.decode("utf-8", "backslashreplace"),
+                "bytes were not valid UTF-8; invalid bytes were escaped as \\xNN",
+            )
+    return str(_fallback(value)), f"expected str, got {type(value).__name__}"
+
+
+def iso_timestamp(timestamp_ns: int) -> str:
+    """ISO-8601 UTC with microseconds and a `+00:00` suffix, as the spec's examples."""
+    moment = datetime.fromtimestamp(timestamp_ns / 1e9, UTC)
+    return moment.isoformat(timespec="microseconds")
+
+
+def loads(line: bytes | str) -> Any:
+    """Parse JSON; falls back to the stdlib for what orjson rejects (lone surrogates)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)

@@ -1,0 +1,50 @@
+"""Attribute names on log records and span events.
+
+The envelope lives under the `transcript.` namespace; GenAI semantic-convention
+keys are added where an envelope value maps onto one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+NAMESPACE: Final = "transcript"
+
+PROMPT_NAME: Final = "transcript.prompt_name"
+ADAPTER: Final = "transcript.adapter"
+ENTRY_TYPE: Final = "transcript.entry_type"
+SEQUENCE_NUMBER: Final = "transcript.sequence_number"
+SOURCE: Final = "transcript.source"
+TIMESTAMP: Final = "transcript.timestamp"
+SESSION_ID: Final = "transcript.session_id"
+DETAIL: Final = "transcript.detail"
+RAW: Final = "transcript.raw"
+RUN_ID: Final = "transcript.run_id"
+# Lifecycle records carry their other fields as `transcript.<field>`; nested
+# values (entries_by_type, ...) are JSON strings.
+
+# Marks on span events whose long values were cut (log records are never cut).
+TRUNCATED_SUFFIX: Final = ".truncated"
+ORIGINAL_LENGTH_SUFFIX: Final = ".original_length"
+
+# GenAI semantic conventions (development status; see docs/attributes.md).
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+
+ENVELOPE_ATTRIBUTES: Final = {
+    "prompt_name": PROMPT_NAME,
+    "adapter": ADAPTER,
+    "entry_type": ENTRY_TYPE,
+    "sequence_number": SEQUENCE_NUMBER,
+    "source": SOURCE,
+    "timestamp": TIMESTAMP,
+    "session_id": SESSION_ID,
+    "detail": DETAIL,
+    "raw": RAW,
+}

@@ -1,0 +1,202 @@
+"""`TranscriptEmitter`: the one call instrumentors make per transcript entry.
+
+`emit()` runs on the agent's thread, so it does the least possible: a per-source
+sequence number, a timestamp, the current OTel context, and one `deque.append`
+of a tuple. Formatting, validation, encoding and I/O happen on the pipeline's
+writer thread (`transcript_otel.pipeline`). `emit()` never raises and never
+blocks; `detail` is kept by reference, so it must not be mutated after `emit()`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Self
+
+from opentelemetry.context import get_current
+
+from transcript_otel import environment_variables as env
+from transcript_otel._records import QueuedItem
+from transcript_otel._serialize import safe_text
+from transcript_otel.defaults import get_pipeline
+from transcript_otel.model import MAIN_SOURCE, TranscriptEvent, TranscriptSummary
+from transcript_otel.pipeline import WAKE_THRESHOLD, TranscriptPipeline
+from transcript_otel.run import RunInfo
+
+_ENTRY = TranscriptEvent.ENTRY
+
+
+class TranscriptEmitter:
+    """Emit the transcript of one run (one `evaluate()`): thread- and asyncio-safe.
+
+    Sequence numbers start at 1 and increase by one per `source` with no gaps.
+    `emission=False` (or `TRANSCRIPT_OTEL_EMISSION=false`) turns the emitter into
+    a no-op; `emit_raw=False` (or `TRANSCRIPT_OTEL_EMIT_RAW=false`) drops `raw`.
+    """
+
+    __slots__ = (
+        "_backlog",
+        "_counter_lock",
+        "_counters",
+        "_emit_raw",
+        "_enabled",
+        "_pipeline",
+        "_run",
+        "_started",
+        "_stopped",
+    )
+
+    def __init__(
+        self,
+        *,
+        prompt_name: str,
+        adapter: str,
+        session_id: str | None = None,
+        emit_raw: bool | None = None,
+        emission: bool | None = None,
+        pipeline: TranscriptPipeline | None = None,
+    ) -> None:
+        self._enabled = env.env_flag(env.TRANSCRIPT_OTEL_EMISSION, True) if emission is None else emission
+        self._emit_raw = env.env_flag(env.TRANSCRIPT_OTEL_EMIT_RAW, True) if emit_raw is None else emit_raw
+        self._run = RunInfo(
+            prompt_name=safe_text(prompt_name)[0],
+            adapter=safe_text(adapter)[0],
+            session_id=None if session_id is None else safe_text(session_id)[0],
+            started_ns=time.time_ns(),
+        )
+        self._pipeline = pipeline if pipeline is not None else get_pipeline()
+        self._backlog = self._pipeline.backlog
+        self._counters: dict[Any, Iterator[int]] = {}
+        self._counter_lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+        if self._enabled:
+            self._pipeline.register_run(self._run)
+
+    # -- identity ----------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    @property
+    def jsonl_path(self) -> str | None:
+        """Where the JSONL mirror writes this run (None without a mirror)."""
+        return self._run.jsonl_path
+
+    @property
+    def dropped_entries(self) -> int:
+        """Entries dropped because the backlog was full (each reported by an error record)."""
+        return self._run.dropped
+
+    # -- the hot path ------------------------------------------------------------------
+
+    def emit(
+        self,
+        entry_type: str,
+        *,
+        source: str = MAIN_SOURCE,
+        detail: dict[str, Any] | None = None,
+        raw: str | None = None,
+    ) -> None:
+        """Emit one transcript entry. Thread-safe, never raises, never blocks."""
+        if not self._enabled:
+            return
+        try:
+            backlog = self._backlog
+            if len(backlog) >= self._pipeline.backlog_limit:
+                self._run.note_drop()
+                return
+            counter = self._counters.get(source)
+            if counter is None:
+                counter = self._new_counter(source)
+            backlog.append(
+                (
+                    _ENTRY,
+                    self._run,
+                    entry_type,
+                    source,
+                    next(counter),
+                    time.time_ns(),
+                    detail,
+                    raw if self._emit_raw else None,
+                    get_current(),
+                )
+            )
+            if len(backlog) >= WAKE_THRESHOLD:
+                self._pipeline.wake()
+        except Exception as exc:  # non-blocking invariant: report, skip the entry
+            self._report(f"emit failed: {type(exc).__name__}: {exc}")
+
+    def _new_counter(self, source: Any) -> Iterator[int]:
+        # `next()` on itertools.count is atomic under the GIL; the lock only guards
+        # two threads creating the same source's counter at once.
+        with self._counter_lock:
+            return self._counters.setdefault(source, itertools.count(1))
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Record `transcript.start`. Idempotent; never raises."""
+        if self._enabled and not self._started:
+            self._started = True
+            self._submit(TranscriptEvent.START, None)
+
+    def stop(self, timeout_s: float | None = None) -> TranscriptSummary:
+        """Record `transcript.stop` with the counts, and wait until the run is on disk.
+
+        The wait is bounded by `timeout_s` (default: the pipeline's shutdown
+        timeout). Returns the summary of what the writer has processed.
+        """
+        if self._enabled and not self._stopped:
+            self._stopped = True
+            self._submit(TranscriptEvent.STOP, None)
+            try:
+                self._pipeline.flush(timeout_s)
+            except Exception as exc:
+                self._report(f"flush at stop failed: {exc!r}")
+        return self._run.summary()
+
+    def error(self, message: str, **fields: Any) -> None:
+        """Record a non-fatal `transcript.error` (WARNING) for this run."""
+        if self._enabled:
+            self._report(message, **fields)
+
+    def _report(self, message: str, **fields: Any) -> None:
+        try:
+            self._submit(TranscriptEvent.ERROR, {"error": message, **fields})
+        except Exception:
+            self._pipeline.internal_errors += 1
+
+    def _submit(self, event: TranscriptEvent, extra: dict[str, Any] | None) -> None:
+        item: QueuedItem = (
+            event,
+            self._run,
+            None,
+            None,
+            0,
+            time.time_ns(),
+            extra,
+            None,
+            get_current(),
+        )
+        self._pipeline.submit(item)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

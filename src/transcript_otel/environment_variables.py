@@ -1,0 +1,70 @@
+"""Environment variables read by transcript-otel (arguments take precedence).
+
+| Variable | Default | Meaning |
+|---|---|---|
+| `TRANSCRIPT_OTEL_EMISSION` | `true` | Emit transcript entries at all (`transcript_emission`). |
+| `TRANSCRIPT_OTEL_EMIT_RAW` | `true` | Include `raw` source data in entries (`transcript_emit_raw`). |
+| `TRANSCRIPT_OTEL_JSONL` | `true` | Write the local JSONL mirror. |
+| `TRANSCRIPT_OTEL_JSONL_DIR` | `$XDG_STATE_HOME/transcript-otel/runs` | Directory of per-run files. |
+| `TRANSCRIPT_OTEL_JSONL_PATH` | unset | One file every run appends to, instead of one file per run. |
+| `TRANSCRIPT_OTEL_LOG_RECORDS` | `true` | Emit OTel log records. |
+| `TRANSCRIPT_OTEL_SPAN_EVENTS` | `true` | Add span events to the current span. |
+| `TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH` | `4096` | Longest span-event attribute value, in characters. |
+| `TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES` | `67108864` | Bound of the in-memory backlog (64 MiB). |
+| `TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT` | `5` | Seconds that flush and shutdown may take at most. |
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Final
+
+TRANSCRIPT_OTEL_EMISSION: Final = "TRANSCRIPT_OTEL_EMISSION"
+TRANSCRIPT_OTEL_EMIT_RAW: Final = "TRANSCRIPT_OTEL_EMIT_RAW"
+TRANSCRIPT_OTEL_JSONL: Final = "TRANSCRIPT_OTEL_JSONL"
+TRANSCRIPT_OTEL_JSONL_DIR: Final = "TRANSCRIPT_OTEL_JSONL_DIR"
+TRANSCRIPT_OTEL_JSONL_PATH: Final = "TRANSCRIPT_OTEL_JSONL_PATH"
+TRANSCRIPT_OTEL_LOG_RECORDS: Final = "TRANSCRIPT_OTEL_LOG_RECORDS"
+TRANSCRIPT_OTEL_SPAN_EVENTS: Final = "TRANSCRIPT_OTEL_SPAN_EVENTS"
+TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH: Final = "TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH"
+TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES: Final = "TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES"
+TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT: Final = "TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT"
+
+_logger = logging.getLogger(__name__)
+_TRUE: Final = frozenset(("1", "true", "yes", "on"))
+_FALSE: Final = frozenset(("0", "false", "no", "off"))
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A boolean variable; an unreadable value warns and keeps the default."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    _logger.warning("transcript-otel: %s=%r is not a boolean; using %s", name, value, default)
+    return default
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number; an unreadable value warns and keeps the default."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if number <= 0:
+        _logger.warning("transcript-otel: %s=%r is not a positive number; using %s", name, value, default)
+        return default
+    return number
+
+
+def env_text(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value if value else None

@@ -1,0 +1,128 @@
+"""Structured-log records from exported OTLP log records.
+
+Lets `reconstruct_transcript()` and `check_invariants()` read a transcript back
+from what reached an OTLP backend: protobuf `LogRecord`s (as a receiver or the
+OTLP encoder produces them) or the OTLP/JSON form of the same messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from transcript_otel import attributes as attr
+from transcript_otel._serialize import loads
+
+_CONTEXT_SKIP = frozenset((attr.RUN_ID,))
+_JSON_ATTRIBUTES = frozenset((attr.DETAIL, "transcript.entries_by_source", "transcript.entries_by_type"))
+
+
+def _any_value(value: Any) -> Any:
+    """An OTLP AnyValue (protobuf message or OTLP/JSON dict) as a Python value."""
+    if isinstance(value, Mapping):
+        if not value:
+            return None
+        kind, inner = next(iter(value.items()))
+        return _json_any_value(kind, inner)
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    inner = getattr(value, kind)
+    if kind == "array_value":
+        return [_any_value(item) for item in inner.values]
+    if kind == "kvlist_value":
+        return {kv.key: _any_value(kv.value) for kv in inner.values}
+    return inner
+
+
+def _json_any_value(kind: str, inner: Any) -> Any:
+    if kind == "intValue":
+        return int(inner)
+    if kind == "arrayValue":
+        return [_any_value(item) for item in inner.get("values", [])]
+    if kind == "kvlistValue":
+        return {kv["key"]: _any_value(kv.get("value", {})) for kv in inner.get("values", [])}
+    return inner
+
+
+def _attributes(log_record: Any) -> dict[str, Any]:
+    if isinstance(log_record, Mapping):
+        pairs = [(kv["key"], kv.get("value", {})) for kv in log_record.get("attributes", [])]
+    else:
+        pairs = [(kv.key, kv.value) for kv in log_record.attributes]
+    return {key: _any_value(value) for key, value in pairs}
+
+
+def _hex_id(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        return value.hex() if value.strip(b"\0") else None
+    return value or None
+
+
+def record_from_otlp(log_record: Any) -> dict[str, Any]:
+    """One structured-log record (the JSONL mirror's shape) from one OTLP log record."""
+    attributes = _attributes(log_record)
+    context: dict[str, Any] = {}
+    prefix = f"{attr.NAMESPACE}."
+    for key, value in attributes.items():
+        if not key.startswith(prefix) or key in _CONTEXT_SKIP:
+            continue
+        context[key[len(prefix) :]] = loads(value) if key in _JSON_ATTRIBUTES else value
+    if attr.RUN_ID in attributes and "sequence_number" not in context:
+        context["run_id"] = attributes[attr.RUN_ID]
+    get = (
+        log_record.get
+        if isinstance(log_record, Mapping)
+        else (lambda name, default=None: getattr(log_record, name, default))
+    )
+    trace_id = _hex_id(get("trace_id") or get("traceId"))
+    span_id = _hex_id(get("span_id") or get("spanId"))
+    if trace_id:
+        context["trace_id"] = trace_id
+    if span_id:
+        context["span_id"] = span_id
+    return {
+        "timestamp": context.get("timestamp"),
+        "level": get("severity_text") or get("severityText"),
+        "logger": None,
+        "event": get("event_name") or get("eventName"),
+        "message": _any_value(get("body")) if get("body") is not None else None,
+        "context": context,
+    }
+
+
+def records_from_otlp(messages: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """Records from OTLP log records, `ScopeLogs`, `ResourceLogs` or export requests.
+
+    Only records of the `transcript.*` events are returned.
+    """
+    for log_record in _log_records(messages):
+        record = record_from_otlp(log_record)
+        if str(record.get("event") or "").startswith(f"{attr.NAMESPACE}."):
+            yield record
+
+
+def _log_records(messages: Iterable[Any]) -> Iterator[Any]:
+    for message in messages:
+        children = _field(message, "resource_logs", "resourceLogs")
+        if children is not None:
+            yield from _log_records(children)
+            continue
+        children = _field(message, "scope_logs", "scopeLogs")
+        if children is not None:
+            yield from _log_records(children)
+            continue
+        children = _field(message, "log_records", "logRecords")
+        if children is not None:
+            yield from children
+            continue
+        yield message
+
+
+def _field(message: Any, name: str, json_name: str) -> Any:
+    if isinstance(message, Mapping):
+        return message.get(name, message.get(json_name))
+    descriptor = getattr(message, "DESCRIPTOR", None)
+    if descriptor is not None and name in descriptor.fields_by_name:
+        return getattr(message, name)
+    return None

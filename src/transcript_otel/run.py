@@ -1,0 +1,69 @@
+"""The identity and the writer-side bookkeeping of one transcript run."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from transcript_otel.model import TranscriptSummary
+
+
+@dataclass(slots=True, eq=False)
+class RunInfo:
+    """One `evaluate()`-like run: the envelope's constant part and its counters.
+
+    The agent thread touches only `dropped` (under `_drop_lock`); everything
+    else after construction is written by the background writer alone.
+    """
+
+    prompt_name: str
+    adapter: str
+    session_id: str | None
+    started_ns: int
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    jsonl_path: str | None = None
+    dropped: int = 0
+    dropped_reported: int = 0
+    entries_by_type: Counter[str] = field(default_factory=Counter)
+    entries_by_source: Counter[str] = field(default_factory=Counter)
+    first_ns: int | None = None
+    last_ns: int | None = None
+    _drop_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def note_drop(self) -> None:
+        with self._drop_lock:
+            self.dropped += 1
+
+    def take_unreported_drops(self) -> int:
+        with self._drop_lock:
+            count = self.dropped - self.dropped_reported
+            self.dropped_reported = self.dropped
+        return count
+
+    def count_entry(self, entry_type: str, source: str, timestamp_ns: int) -> None:
+        self.entries_by_type[entry_type] += 1
+        self.entries_by_source[source] += 1
+        if self.first_ns is None:
+            self.first_ns = timestamp_ns
+        self.last_ns = timestamp_ns
+
+    def summary(self) -> TranscriptSummary:
+        return TranscriptSummary(
+            total_entries=sum(self.entries_by_type.values()),
+            entries_by_type=dict(self.entries_by_type),
+            entries_by_source=dict(self.entries_by_source),
+            sources=tuple(sorted(self.entries_by_source)),
+            adapter=self.adapter,
+            prompt_name=self.prompt_name,
+            first_timestamp=_as_datetime(self.first_ns),
+            last_timestamp=_as_datetime(self.last_ns),
+        )
+
+
+def _as_datetime(timestamp_ns: int | None) -> datetime | None:
+    if timestamp_ns is None:
+        return None
+    return datetime.fromtimestamp(timestamp_ns / 1e9, UTC)

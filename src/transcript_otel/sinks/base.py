@@ -1,0 +1,35 @@
+"""The interface every sink implements."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from transcript_otel._records import PreparedRecord
+from transcript_otel.run import RunInfo
+
+
+class Sink(Protocol):
+    """A destination for transcript records, driven by the pipeline's writer thread."""
+
+    name: str
+
+    def register_run(self, run: RunInfo) -> None:
+        """Called on the agent's thread when a run is created; must be cheap."""
+
+    def write(self, record: PreparedRecord) -> None:
+        """Write one record. May raise: the pipeline reports it and goes on."""
+
+    def flush(self) -> None:
+        """Make everything written so far visible (end of each drained batch)."""
+
+    def close_run(self, run: RunInfo) -> None:
+        """The run stopped: release what is held for it."""
+
+    def force_flush(self, timeout_s: float) -> None:
+        """Push buffered data to its final destination, within `timeout_s`."""
+
+    def shutdown(self, timeout_s: float) -> None:
+        """Release everything; called once at pipeline shutdown."""
+
+    def after_fork_in_child(self) -> None:
+        """Forget state inherited from the parent process without flushing it."""

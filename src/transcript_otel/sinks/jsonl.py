@@ -1,0 +1,143 @@
+"""The local JSONL mirror: one debug-bundle `logs/app.jsonl` record per line.
+
+Layout: one file per run in a 0700 directory, each file 0600, named
+`{UTC start time}_{prompt}_{session or run id}.jsonl`, so `ls` sorts runs by time.
+With a fixed `path`, every run appends to that one file instead.
+
+Lines are kept in a per-file list and written with `os.writev` once per drained
+batch. Nothing sits in a userspace file buffer, so a forked child never writes
+the parent's lines twice and a crash can cut at most the last line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from transcript_otel._records import PreparedRecord, encode_line
+from transcript_otel.run import RunInfo
+
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+_IOV_BATCH: Final = 512  # below IOV_MAX (1024 on Linux)
+
+
+def default_directory() -> Path:
+    """`$XDG_STATE_HOME/transcript-otel/runs`, or `~/.local/state/...` without it."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "transcript-otel" / "runs"
+
+
+def _slug(text: str, limit: int) -> str:
+    return _UNSAFE.sub("-", text).strip("-.")[:limit] or "run"
+
+
+def run_file_name(run: RunInfo) -> str:
+    started = datetime.fromtimestamp(run.started_ns / 1e9, UTC).strftime("%Y%m%dT%H%M%SZ")
+    identity = _slug(run.session_id or run.run_id, 36)
+    return f"{started}_{_slug(run.prompt_name, 60)}_{identity}.jsonl"
+
+
+class _OpenFile:
+    __slots__ = ("fd", "pending")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending: list[bytes] = []
+
+
+class JsonlMirror:
+    """Writes every record, complete and never truncated, to local JSONL files."""
+
+    name = "jsonl"
+
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, *, path: str | os.PathLike[str] | None = None
+    ) -> None:
+        self.directory = Path(directory) if directory is not None else default_directory()
+        self.path = Path(path) if path is not None else None
+        self._files: dict[str, _OpenFile] = {}
+
+    def register_run(self, run: RunInfo) -> None:
+        if self.path is not None:
+            run.jsonl_path = str(self.path)
+            return
+        candidate = self.directory / run_file_name(run)
+        if candidate.exists():
+            candidate = candidate.with_name(f"{candidate.stem}-{run.run_id[:8]}.jsonl")
+        run.jsonl_path = str(candidate)
+
+    def write(self, record: PreparedRecord) -> None:
+        target = record.run.jsonl_path
+        if target is None:
+            self.register_run(record.run)
+            target = record.run.jsonl_path
+            assert target is not None
+        handle = self._files.get(target)
+        if handle is None:
+            handle = self._files[target] = _OpenFile(_open_private(Path(target)))
+        handle.pending.append(encode_line(record))
+
+    def flush(self) -> None:
+        failure: OSError | None = None
+        for handle in self._files.values():
+            try:
+                _write_all(handle.fd, handle.pending)
+            except OSError as exc:
+                failure = failure or exc
+            finally:
+                handle.pending.clear()
+        if failure is not None:
+            raise failure
+
+    def close_run(self, run: RunInfo) -> None:
+        if self.path is not None or run.jsonl_path is None:
+            return
+        handle = self._files.get(run.jsonl_path)
+        if handle is None:
+            return
+        try:
+            _write_all(handle.fd, handle.pending)
+        finally:
+            del self._files[run.jsonl_path]
+            os.close(handle.fd)
+
+    def force_flush(self, timeout_s: float) -> None:
+        self.flush()
+
+    def shutdown(self, timeout_s: float) -> None:
+        try:
+            self.flush()
+        finally:
+            for handle in self._files.values():
+                os.close(handle.fd)
+            self._files.clear()
+
+    def after_fork_in_child(self) -> None:
+        for handle in self._files.values():
+            os.close(handle.fd)
+        self._files.clear()
+
+
+def _open_private(target: Path) -> int:
+    """Open `target` for appending: file 0600 in a 0700 directory."""
+    directory = target.parent
+    if not directory.is_dir():
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return fd
+
+
+def _write_all(fd: int, lines: list[bytes]) -> None:
+    """`os.writev` in bounded groups, resuming after short writes."""
+    for start in range(0, len(lines), _IOV_BATCH):
+        chunk = lines[start : start + _IOV_BATCH]
+        expected = sum(map(len, chunk))
+        written = os.writev(fd, chunk)
+        if written < expected:
+            rest = b"".join(chunk)[written:]
+            while rest:
+                rest = rest[os.write(fd, rest) :]

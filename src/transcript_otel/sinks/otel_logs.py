@@ -1,0 +1,68 @@
+"""OTel log records through the OTel *API*, emitted from the writer thread.
+
+Each record keeps the timestamp and the context (hence trace_id/span_id)
+captured when the agent called `emit()`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_logger
+
+from transcript_otel._otel_attributes import record_attributes
+from transcript_otel._records import PreparedRecord
+from transcript_otel.run import RunInfo
+from transcript_otel.version import __version__
+
+SCOPE_NAME = "transcript_otel"
+
+
+class OTelLogSink:
+    """One OTel log record per transcript record, event name `transcript.*`."""
+
+    name = "otel_logs"
+
+    def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
+        self._provider = logger_provider
+        self._logger = get_logger(SCOPE_NAME, __version__, logger_provider=logger_provider)
+
+    def register_run(self, run: RunInfo) -> None:
+        pass
+
+    def write(self, record: PreparedRecord) -> None:
+        warning = record.level == "WARNING"
+        self._logger.emit(
+            LogRecord(
+                timestamp=record.timestamp_ns,
+                observed_timestamp=time.time_ns(),
+                context=record.otel_context,
+                severity_text=record.level,
+                severity_number=SeverityNumber.WARN if warning else SeverityNumber.DEBUG,
+                body=record.message,
+                attributes=record_attributes(record),
+                event_name=record.event.value,
+            )
+        )
+
+    def flush(self) -> None:
+        pass
+
+    def close_run(self, run: RunInfo) -> None:
+        pass
+
+    def force_flush(self, timeout_s: float) -> None:
+        provider = self._provider
+        if provider is None:
+            from opentelemetry._logs import get_logger_provider
+
+            provider = get_logger_provider()
+        force_flush = getattr(provider, "force_flush", None)
+        if callable(force_flush):
+            force_flush(int(timeout_s * 1000))
+
+    def shutdown(self, timeout_s: float) -> None:
+        self.force_flush(timeout_s)
+
+    def after_fork_in_child(self) -> None:
+        pass

@@ -1,0 +1,66 @@
+"""A copy of each transcript record as an event on the span that was current.
+
+Jaeger stores no logs, so this copy has to be readable on its own: the envelope
+flattened into attributes, `detail` as a JSON string, long values cut so their
+JSON stays valid and the cut marked with the original length.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from opentelemetry import trace
+
+from transcript_otel._otel_attributes import record_attributes
+from transcript_otel._records import PreparedRecord
+from transcript_otel.run import RunInfo
+
+DEFAULT_MAX_VALUE_LENGTH: Final = 4096
+
+
+class SpanEventSink:
+    """Adds the record as a span event while its span is still recording.
+
+    A span that ended before the writer reached the record cannot take events any
+    more; such records are counted in `missed` (the log record and the JSONL mirror
+    still hold them). Call `TranscriptPipeline.flush()` before ending a span you own
+    to make sure its events land.
+    """
+
+    name = "span_events"
+
+    def __init__(self, *, max_value_length: int = DEFAULT_MAX_VALUE_LENGTH) -> None:
+        self.max_value_length = max_value_length
+        self.missed = 0
+
+    def register_run(self, run: RunInfo) -> None:
+        pass
+
+    def write(self, record: PreparedRecord) -> None:
+        if record.otel_context is None or not record.span_id:
+            return
+        span = trace.get_current_span(record.otel_context)
+        if not span.is_recording():
+            if span.get_span_context().trace_flags.sampled:
+                self.missed += 1
+            return
+        span.add_event(
+            record.event.value,
+            attributes=record_attributes(record, max_length=self.max_value_length),
+            timestamp=record.timestamp_ns,
+        )
+
+    def flush(self) -> None:
+        pass
+
+    def close_run(self, run: RunInfo) -> None:
+        pass
+
+    def force_flush(self, timeout_s: float) -> None:
+        pass
+
+    def shutdown(self, timeout_s: float) -> None:
+        pass
+
+    def after_fork_in_child(self) -> None:
+        pass
