@@ -1,0 +1,98 @@
+"""Shared fixtures: a real OTel SDK with in-memory exporters and a fresh pipeline per test.
+
+Providers are passed to the sinks explicitly (never set globally), so tests stay
+independent. Tests that need the SDK are skipped where the `[otlp]` extra is
+not installed (the core suite also runs on a bare `opentelemetry-api`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel import TranscriptPipeline
+from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
+from transcript_otel.sinks.base import Sink
+
+
+@dataclass
+class OTelHarness:
+    """A real SDK tracer and logger provider with in-memory exporters."""
+
+    tracer_provider: Any
+    logger_provider: Any
+    span_exporter: Any
+    log_exporter: Any
+
+    @property
+    def tracer(self) -> Any:
+        return self.tracer_provider.get_tracer("tests")
+
+    def finished_logs(self) -> list[Any]:
+        self.logger_provider.force_flush()
+        return list(self.log_exporter.get_finished_logs())
+
+    def finished_spans(self) -> list[Any]:
+        self.tracer_provider.force_flush()
+        return list(self.span_exporter.get_finished_spans())
+
+
+@pytest.fixture
+def otel() -> Iterator[OTelHarness]:
+    sdk_logs = pytest.importorskip("opentelemetry.sdk._logs")
+    sdk_logs_export = pytest.importorskip("opentelemetry.sdk._logs.export")
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    sdk_trace_export = pytest.importorskip("opentelemetry.sdk.trace.export")
+    in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+
+    span_exporter = in_memory.InMemorySpanExporter()
+    tracer_provider = sdk_trace.TracerProvider(shutdown_on_exit=False)
+    tracer_provider.add_span_processor(sdk_trace_export.SimpleSpanProcessor(span_exporter))
+    log_exporter = sdk_logs_export.InMemoryLogRecordExporter()
+    logger_provider = sdk_logs.LoggerProvider(shutdown_on_exit=False)
+    logger_provider.add_log_record_processor(sdk_logs_export.SimpleLogRecordProcessor(log_exporter))
+    yield OTelHarness(tracer_provider, logger_provider, span_exporter, log_exporter)
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def make_pipeline() -> Iterator[Callable[..., TranscriptPipeline]]:
+    """Build pipelines from sinks; every one is shut down after the test."""
+    created: list[TranscriptPipeline] = []
+
+    def build(sinks: list[Sink], **options: Any) -> TranscriptPipeline:
+        pipeline = TranscriptPipeline(sinks, **options)
+        created.append(pipeline)
+        return pipeline
+
+    yield build
+    for pipeline in created:
+        pipeline.shutdown(5.0)
+
+
+@pytest.fixture
+def jsonl_pipeline(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path
+) -> TranscriptPipeline:
+    """A pipeline with the JSONL mirror only (no OTel SDK needed)."""
+    return make_pipeline([JsonlMirror(runs_dir)])
+
+
+@pytest.fixture
+def full_pipeline(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path, otel: OTelHarness
+) -> TranscriptPipeline:
+    """All three sinks: JSONL mirror, OTel log records, span events."""
+    return make_pipeline(
+        [JsonlMirror(runs_dir), OTelLogSink(otel.logger_provider), SpanEventSink()]
+    )
