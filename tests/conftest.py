@@ -81,9 +81,7 @@ def make_pipeline() -> Iterator[Callable[..., TranscriptPipeline]]:
 
 
 @pytest.fixture
-def jsonl_pipeline(
-    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path
-) -> TranscriptPipeline:
+def jsonl_pipeline(make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path) -> TranscriptPipeline:
     """A pipeline with the JSONL mirror only (no OTel SDK needed)."""
     return make_pipeline([JsonlMirror(runs_dir)])
 
@@ -93,6 +91,4 @@ def full_pipeline(
     make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path, otel: OTelHarness
 ) -> TranscriptPipeline:
     """All three sinks: JSONL mirror, OTel log records, span events."""
-    return make_pipeline(
-        [JsonlMirror(runs_dir), OTelLogSink(otel.logger_provider), SpanEventSink()]
-    )
+    return make_pipeline([JsonlMirror(runs_dir), OTelLogSink(otel.logger_provider), SpanEventSink()])

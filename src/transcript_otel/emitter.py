@@ -164,6 +164,18 @@ class TranscriptEmitter:
                 self._report(f"flush at stop failed: {exc!r}")
         return self._run.summary()
 
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait (bounded) until everything emitted so far is written by every sink.
+
+        Call it before ending a span you own, so the entries emitted inside it
+        become its span events. Returns False on timeout.
+        """
+        try:
+            return self._pipeline.flush(timeout_s)
+        except Exception as exc:
+            self._report(f"flush failed: {exc!r}")
+            return False
+
     def error(self, message: str, **fields: Any) -> None:
         """Record a non-fatal `transcript.error` (WARNING) for this run."""
         if self._enabled:

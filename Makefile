@@ -1,0 +1,50 @@
+# The two commands of README.md: `make demo` and `make test`. Both set up what they need.
+SHELL := /bin/bash
+PY313 := $(shell p="$$(pyenv root 2>/dev/null)/versions/3.13.0/bin/python3.13"; \
+	if [ -x "$$p" ]; then echo "$$p"; elif command -v python3.13 >/dev/null; then command -v python3.13; \
+	else command -v python3; fi)
+PY_DEFAULT := $(shell command -v python3)
+PIP_QUIET := --quiet --disable-pip-version-check
+
+DEMO_VENV := .venv-demo
+TEST_VENV := .venv
+TEST_VENV_DEFAULT := .venv-py-default
+CHECKED := src tests examples benchmarks
+
+.PHONY: demo test lint pytest pytest-default clean
+
+$(DEMO_VENV)/.installed: pyproject.toml
+	$(PY313) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]'
+	touch $@
+
+$(TEST_VENV)/.installed: pyproject.toml
+	$(PY313) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install $(PIP_QUIET) -e '.[dev]'
+	touch $@
+
+$(TEST_VENV_DEFAULT)/.installed: pyproject.toml
+	$(PY_DEFAULT) -m venv $(TEST_VENV_DEFAULT)
+	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) -e '.[test]'
+	touch $@
+
+## demo: set up a virtual environment and run the instrumented scripted agent
+demo: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/python examples/scripted_agent.py
+
+## test: set up and run ruff, mypy --strict and the suite (Python 3.13 and the default python3)
+test: lint pytest pytest-default
+
+lint: $(TEST_VENV)/.installed
+	$(TEST_VENV)/bin/ruff check $(CHECKED)
+	$(TEST_VENV)/bin/ruff format --check $(CHECKED)
+	$(TEST_VENV)/bin/mypy --strict
+
+pytest: $(TEST_VENV)/.installed
+	$(TEST_VENV)/bin/python -m pytest
+
+pytest-default: $(TEST_VENV_DEFAULT)/.installed
+	$(TEST_VENV_DEFAULT)/bin/python -m pytest
+
+clean:
+	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) .pytest_cache .mypy_cache .ruff_cache
