@@ -32,17 +32,28 @@ class OTelLogSink:
 
     def write(self, record: PreparedRecord) -> None:
         warning = record.level == "WARNING"
+        severity = SeverityNumber.WARN if warning else SeverityNumber.DEBUG
+        if not self._enabled(record, severity):
+            return  # no SDK behind the API (or filtered): skip building attributes
         self._logger.emit(
             LogRecord(
                 timestamp=record.timestamp_ns,
                 observed_timestamp=time.time_ns(),
                 context=record.otel_context,
                 severity_text=record.level,
-                severity_number=SeverityNumber.WARN if warning else SeverityNumber.DEBUG,
+                severity_number=severity,
                 body=record.message,
                 attributes=record_attributes(record),
                 event_name=record.event.value,
             )
+        )
+
+    def _enabled(self, record: PreparedRecord, severity: SeverityNumber) -> bool:
+        enabled = getattr(self._logger, "enabled", None)  # Logger.enabled() is API >= 1.45
+        if enabled is None:
+            return True
+        return bool(
+            enabled(context=record.otel_context, severity_number=severity, event_name=record.event.value)
         )
 
     def flush(self) -> None:
