@@ -139,6 +139,11 @@ class TranscriptPipeline:
         """Run `callback(remaining_timeout_s)` after the final drain at shutdown."""
         self._on_shutdown.append(callback)
 
+    def adopt_shutdown_callbacks(self, other: TranscriptPipeline) -> None:
+        """Take over `other`'s shutdown callbacks (it is being replaced by this one)."""
+        self._on_shutdown.extend(other._on_shutdown)
+        other._on_shutdown.clear()
+
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Drain everything, stop the writer and release the sinks; bounded in time."""
         timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s

@@ -261,6 +261,8 @@ def configure(
     pipeline.ensure_running()  # also registers the bounded flush at interpreter exit
     previous = set_pipeline(pipeline)
     if previous is not None:
+        # The providers a first configure() created live on; only the old sinks go.
+        pipeline.adopt_shutdown_callbacks(previous)
         previous.shutdown(timeout)
     configuration = Configuration(
         pipeline=pipeline,
