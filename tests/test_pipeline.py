@@ -1,0 +1,472 @@
+"""`TranscriptPipeline` and the JSONL mirror: failing sinks, the backlog bound, flush,
+shutdown, file permissions and naming, fixed-path mode, fork."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import stat
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel import (
+    TranscriptEmitter,
+    TranscriptPipeline,
+    check_invariants,
+    read_records,
+    reconstruct_transcript,
+)
+from transcript_otel._records import PreparedRecord
+from transcript_otel.defaults import pipeline_from_environment
+from transcript_otel.model import TranscriptEvent
+from transcript_otel.run import RunInfo
+from transcript_otel.sinks import JsonlMirror
+
+from helpers import entry_contexts, run_records
+
+MakePipeline = Callable[..., TranscriptPipeline]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class RecordingSink:
+    """A test sink: keeps what it is given; can fail or block on demand."""
+
+    def __init__(
+        self,
+        name: str = "recording",
+        *,
+        fail_write: Callable[[PreparedRecord], bool] | None = None,
+        fail_flush: bool = False,
+        fail_register: bool = False,
+    ) -> None:
+        self.name = name
+        self.records: list[PreparedRecord] = []
+        self.fail_write = fail_write
+        self.fail_flush = fail_flush
+        self.fail_register = fail_register
+        self.flushes = 0
+
+    def register_run(self, run: RunInfo) -> None:
+        if self.fail_register:
+            raise RuntimeError("cannot register")
+
+    def write(self, record: PreparedRecord) -> None:
+        if self.fail_write is not None and self.fail_write(record):
+            raise RuntimeError("disk on fire")
+        self.records.append(record)
+
+    def flush(self) -> None:
+        self.flushes += 1
+        if self.fail_flush:
+            raise OSError("flush failed")
+
+    def close_run(self, run: RunInfo) -> None:
+        pass
+
+    def force_flush(self, timeout_s: float) -> None:
+        pass
+
+    def shutdown(self, timeout_s: float) -> None:
+        pass
+
+    def after_fork_in_child(self) -> None:
+        pass
+
+    def events(self) -> list[str]:
+        return [record.event.value for record in self.records]
+
+
+class BlockingSink(RecordingSink):
+    """Blocks the writer on the first `transcript.entry` until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__("blocking")
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.timed_out = False
+        self._blocked_once = False
+
+    def write(self, record: PreparedRecord) -> None:
+        if record.event is TranscriptEvent.ENTRY and not self._blocked_once:
+            self._blocked_once = True
+            self.entered.set()
+            # Bounded, so a regression fails the test instead of hanging the suite.
+            self.timed_out = not self.release.wait(10.0)
+        super().write(record)
+
+
+def errors(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [record for record in records if record["event"] == "transcript.error"]
+
+
+def micros(timestamp: str) -> int:
+    return (datetime.fromisoformat(timestamp) - EPOCH) // timedelta(microseconds=1)
+
+
+# -- failing sinks ---------------------------------------------------------------------
+
+
+def test_sink_failing_on_every_write(
+    make_pipeline: MakePipeline, runs_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing = RecordingSink("failing", fail_write=lambda record: True)
+    healthy = RecordingSink("healthy")
+    pipeline = make_pipeline([JsonlMirror(runs_dir), failing, healthy])
+    with caplog.at_level(logging.WARNING, logger="transcript_otel"):
+        with TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline) as emitter:
+            emitter.emit("user_message", detail={"text": "hi"})
+            emitter.emit("tool_use", source="subagent:1")
+        summary = emitter.stop()
+    assert summary.total_entries == 2
+    records = run_records(emitter)
+    assert [r["event"] for r in records] == [
+        "transcript.start",
+        "transcript.error",
+        "transcript.entry",
+        "transcript.error",
+        "transcript.entry",
+        "transcript.error",
+        "transcript.stop",
+        "transcript.error",
+    ]
+    failed_about = [
+        (e["context"]["failed_event"], e["context"]["entry_type"], e["context"]["source"])
+        for e in errors(records)
+    ]
+    assert failed_about == [
+        ("transcript.start", None, None),
+        ("transcript.entry", "user_message", "main"),
+        ("transcript.entry", "tool_use", "subagent:1"),
+        ("transcript.stop", None, None),
+    ]
+    for error in errors(records):
+        assert error["level"] == "WARNING"
+        assert error["context"]["sink"] == "failing"
+        assert "sink 'failing' failed: RuntimeError: disk on fire" in error["context"]["error"]
+    assert failing.records == []
+    # The other healthy sink got the same records and the same four errors.
+    assert sorted(healthy.events()) == sorted(r["event"] for r in records)
+    assert [r.context["failed_event"] for r in healthy.records if r.event is TranscriptEvent.ERROR] == [
+        e["context"]["failed_event"] for e in errors(records)
+    ]
+    # Python logging hears about a broken sink once, not once per record.
+    warnings_about_failing = [r for r in caplog.records if "'failing'" in r.getMessage()]
+    assert len(warnings_about_failing) == 1
+
+
+def test_sink_failing_on_one_entry_skips_it_only_there(make_pipeline: MakePipeline, runs_dir: Path) -> None:
+    flaky = RecordingSink("flaky", fail_write=lambda r: r.context.get("sequence_number") == 2)
+    healthy = RecordingSink("healthy")
+    pipeline = make_pipeline([flaky, JsonlMirror(runs_dir), healthy])
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    for index in range(3):
+        emitter.emit("assistant_message", detail={"i": index})
+    emitter.stop()
+    records = run_records(emitter)
+    assert [c["sequence_number"] for c in entry_contexts(records)] == [1, 2, 3]
+    (error,) = errors(records)
+    assert error["context"]["sink"] == "flaky"
+    assert error["context"]["sequence_number"] == 2
+    assert error["context"]["entry_type"] == "assistant_message"
+    assert error["context"]["failed_event"] == "transcript.entry"
+    flaky_entries = [r.context["sequence_number"] for r in flaky.records if r.event is TranscriptEvent.ENTRY]
+    assert flaky_entries == [1, 3]
+    assert "transcript.error" not in flaky.events()  # the error about a sink is not sent to it
+    assert sorted(healthy.events()) == sorted(r["event"] for r in records)
+
+
+def test_sink_failing_in_flush(make_pipeline: MakePipeline, runs_dir: Path) -> None:
+    """A flush failure never reaches the agent; the other sinks get everything and an error."""
+    bad_flush = RecordingSink("bad_flush", fail_flush=True)
+    pipeline = make_pipeline([JsonlMirror(runs_dir), bad_flush])
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.start()
+    for index in range(10):
+        emitter.emit("assistant_message", detail={"i": index})
+    assert emitter.flush() is True
+    summary = emitter.stop()
+    assert summary.total_entries == 10
+    records = run_records(emitter)
+    assert [c["detail"]["i"] for c in entry_contexts(records)] == list(range(10))
+    # The failing sink still receives every record after its failed flush.
+    assert [
+        r.context["sequence_number"] for r in bad_flush.records if r.event is TranscriptEvent.ENTRY
+    ] == list(range(1, 11))
+    assert bad_flush.flushes >= 1
+    # ... and the failure is reported in the transcript, naming the sink.
+    assert any("bad_flush" in e["context"]["error"] for e in errors(records)), errors(records)
+
+
+def test_sink_failing_to_register_a_run(
+    make_pipeline: MakePipeline, runs_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = RecordingSink("broken", fail_register=True)
+    pipeline = make_pipeline([JsonlMirror(runs_dir), broken])
+    with (
+        caplog.at_level(logging.WARNING, logger="transcript_otel"),
+        TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline) as emitter,
+    ):
+        emitter.emit("user_message")
+    assert len(entry_contexts(run_records(emitter))) == 1
+    assert any("'broken'" in r.getMessage() for r in caplog.records)
+
+
+# -- the backlog bound -----------------------------------------------------------------
+
+
+def test_full_backlog_drops_before_numbering_and_reports(make_pipeline: MakePipeline, runs_dir: Path) -> None:
+    blocking = BlockingSink()
+    pipeline = make_pipeline([JsonlMirror(runs_dir), blocking], max_backlog_bytes=1)
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.start()
+    emitter.emit("user_message", detail={"i": 0})
+    assert blocking.entered.wait(10.0), "the writer never reached the blocking sink"
+    # The writer is stuck inside a sink: nothing drains the backlog now.
+    limit = pipeline.backlog_limit
+    for index in range(1, 201):
+        emitter.emit("assistant_message", detail={"i": index})  # returns at once, never blocks
+    dropped = emitter.dropped_entries
+    assert dropped == 200 - limit
+    assert dropped > 0
+    blocking.release.set()
+    summary = emitter.stop()
+    assert not blocking.timed_out
+    assert emitter.dropped_entries == dropped
+    records = run_records(emitter)
+    contexts = entry_contexts(records)
+    # Dropped entries never got a sequence number: the transcript has no gap.
+    assert [c["sequence_number"] for c in contexts] == list(range(1, limit + 2))
+    assert [c["detail"]["i"] for c in contexts] == list(range(limit + 1))
+    (error,) = errors(records)
+    assert error["level"] == "WARNING"
+    assert error["context"]["dropped_entries"] == dropped
+    assert f"{dropped} transcript entries dropped" in error["context"]["error"]
+    stop = records[-1]
+    assert stop["event"] == "transcript.stop"
+    assert stop["context"]["dropped_entries"] == dropped
+    assert stop["context"]["total_entries"] == limit + 1
+    assert summary.total_entries == limit + 1
+    assert check_invariants(records) == []
+
+
+def test_timestamp_is_captured_at_emit_not_at_write(make_pipeline: MakePipeline, runs_dir: Path) -> None:
+    blocking = BlockingSink()
+    pipeline = make_pipeline([JsonlMirror(runs_dir), blocking])
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.emit("user_message")
+    assert blocking.entered.wait(10.0)
+    before = time.time_ns() // 1000
+    emitter.emit("assistant_message")
+    after = time.time_ns() // 1000
+    time.sleep(0.01)  # the writer resumes well after the emit
+    blocking.release.set()
+    emitter.stop()
+    second = entry_contexts(run_records(emitter))[1]
+    assert before <= micros(second["timestamp"]) <= after
+
+
+# -- flush and shutdown ----------------------------------------------------------------
+
+
+def test_flush_returns_true_with_everything_on_disk(jsonl_pipeline: TranscriptPipeline) -> None:
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=jsonl_pipeline)
+    emitter.start()
+    for index in range(1000):
+        emitter.emit("assistant_message", source=f"subagent:{index % 3}", detail={"i": index})
+    assert jsonl_pipeline.flush() is True
+    records = run_records(emitter)  # read before stop(): the flush alone put it on disk
+    assert records[0]["event"] == "transcript.start"
+    assert sorted(c["detail"]["i"] for c in entry_contexts(records)) == list(range(1000))
+    assert jsonl_pipeline.flush(deep=True) is True
+
+
+def test_emit_after_shutdown_is_dropped_and_counted(make_pipeline: MakePipeline, runs_dir: Path) -> None:
+    pipeline = make_pipeline([JsonlMirror(runs_dir)])
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.emit("user_message")
+    pipeline.shutdown(5.0)
+    assert emitter.jsonl_path is not None
+    written = Path(emitter.jsonl_path).read_bytes()
+    assert len(entry_contexts(run_records(emitter))) == 1
+    emitter.emit("assistant_message")
+    emitter.emit("assistant_message", source="subagent:x")
+    assert emitter.dropped_entries == 2
+    summary = emitter.stop(timeout_s=0.5)  # no exception, bounded
+    assert summary.total_entries == 1
+    assert pipeline.flush(0.5) is False  # nothing can be written any more
+    assert Path(emitter.jsonl_path).read_bytes() == written
+    pipeline.shutdown(1.0)  # idempotent
+
+
+# -- files -----------------------------------------------------------------------------
+
+
+def test_files_are_private(jsonl_pipeline: TranscriptPipeline, runs_dir: Path) -> None:
+    with TranscriptEmitter(prompt_name="p", adapter="a", pipeline=jsonl_pipeline) as emitter:
+        emitter.emit("user_message", detail={"secret": "token"})
+    assert emitter.jsonl_path is not None
+    path = Path(emitter.jsonl_path)
+    assert path.parent == runs_dir
+    assert stat.S_IMODE(runs_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_fixed_path_file_is_private(make_pipeline: MakePipeline, tmp_path: Path) -> None:
+    target = tmp_path / "private" / "all.jsonl"
+    pipeline = make_pipeline([JsonlMirror(path=target)])
+    with TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline) as emitter:
+        emitter.emit("user_message")
+    assert emitter.jsonl_path == str(target)
+    assert stat.S_IMODE(target.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_file_name_has_time_prompt_and_session(jsonl_pipeline: TranscriptPipeline, runs_dir: Path) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    with TranscriptEmitter(
+        prompt_name="code review/ü!", adapter="a", session_id="550e8400-e29b", pipeline=jsonl_pipeline
+    ) as emitter:
+        emitter.emit("user_message")
+    after = datetime.now(UTC)
+    assert emitter.jsonl_path is not None
+    name = Path(emitter.jsonl_path).name
+    match = re.fullmatch(r"(\d{8}T\d{6}Z)_code-review_550e8400-e29b\.jsonl", name)
+    assert match, name
+    started = datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert before <= started <= after
+    assert [p.name for p in runs_dir.iterdir()] == [name]
+
+
+def test_file_name_without_session_uses_the_run_id(jsonl_pipeline: TranscriptPipeline) -> None:
+    with TranscriptEmitter(prompt_name="review", adapter="a", pipeline=jsonl_pipeline) as emitter:
+        emitter.emit("user_message")
+    assert emitter.jsonl_path is not None
+    assert re.fullmatch(rf"\d{{8}}T\d{{6}}Z_review_{emitter.run_id}\.jsonl", Path(emitter.jsonl_path).name)
+
+
+def test_each_run_has_its_own_file(jsonl_pipeline: TranscriptPipeline) -> None:
+    """Two runs of the same prompt in the same session, started together, do not share a file."""
+    first = TranscriptEmitter(prompt_name="p", adapter="a", session_id="s", pipeline=jsonl_pipeline)
+    second = TranscriptEmitter(prompt_name="p", adapter="a", session_id="s", pipeline=jsonl_pipeline)
+    first.start()
+    second.start()
+    first.emit("user_message", detail={"run": 1})
+    second.emit("user_message", detail={"run": 2})
+    first.stop()
+    second.stop()
+    assert first.jsonl_path != second.jsonl_path
+    for emitter, run in ((first, 1), (second, 2)):
+        records = run_records(emitter)
+        assert {r["context"]["run_id"] for r in records if "run_id" in r["context"]} == {emitter.run_id}
+        assert [c["detail"]["run"] for c in entry_contexts(records)] == [run]
+
+
+def test_fixed_path_mode_appends_every_run(make_pipeline: MakePipeline, tmp_path: Path) -> None:
+    target = tmp_path / "transcripts.jsonl"
+    pipeline = make_pipeline([JsonlMirror(path=target)])
+    run_ids = []
+    for index in range(2):
+        with TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline) as emitter:
+            emitter.emit("user_message", detail={"run": index})
+            emitter.emit("assistant_message", detail={"run": index})
+        run_ids.append(emitter.run_id)
+    # Another pipeline (another process, say) appends to the same file.
+    other = make_pipeline([JsonlMirror(path=target)])
+    with TranscriptEmitter(prompt_name="q", adapter="a", pipeline=other) as emitter:
+        emitter.emit("user_message", detail={"run": 2})
+    run_ids.append(emitter.run_id)
+    records = list(read_records(target))
+    assert [r["event"] for r in records] == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.entry",
+        "transcript.stop",
+    ] * 2 + ["transcript.start", "transcript.entry", "transcript.stop"]
+    assert [r["context"]["run_id"] for r in records if r["event"] == "transcript.start"] == run_ids
+    assert [c["detail"]["run"] for c in entry_contexts(records)] == [0, 0, 1, 1, 2]
+    assert check_invariants(records) == []
+    assert len(reconstruct_transcript(records)) == 5
+
+
+def test_directory_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRANSCRIPT_OTEL_JSONL_DIR", str(tmp_path / "env-runs"))
+    monkeypatch.setenv("TRANSCRIPT_OTEL_LOG_RECORDS", "false")
+    monkeypatch.setenv("TRANSCRIPT_OTEL_SPAN_EVENTS", "false")
+    monkeypatch.delenv("TRANSCRIPT_OTEL_JSONL_PATH", raising=False)
+    pipeline = pipeline_from_environment()
+    try:
+        with TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline) as emitter:
+            emitter.emit("user_message")
+        assert emitter.jsonl_path is not None
+        assert Path(emitter.jsonl_path).parent == tmp_path / "env-runs"
+        assert len(entry_contexts(run_records(emitter))) == 1
+    finally:
+        pipeline.shutdown(5.0)
+
+
+# -- fork ------------------------------------------------------------------------------
+
+
+def wait_for_child(pid: int, timeout_s: float) -> int:
+    """The child's exit code; a child that hangs is killed and fails the test."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child did not finish")
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_child_writes_its_own_run_and_no_parent_line_twice(
+    make_pipeline: MakePipeline, runs_dir: Path
+) -> None:
+    pipeline = make_pipeline([JsonlMirror(runs_dir)])
+    parent = TranscriptEmitter(prompt_name="parent", adapter="a", pipeline=pipeline)
+    parent.start()
+    for index in range(500):
+        parent.emit("assistant_message", detail={"i": index})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, fork() may deadlock"
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            child = TranscriptEmitter(prompt_name="child", adapter="a", session_id="kid", pipeline=pipeline)
+            with child:
+                for index in range(20):
+                    child.emit("user_message", detail={"c": index})
+            code = 0 if child.flush(5.0) else 2
+        finally:
+            os._exit(code)
+    assert wait_for_child(pid, timeout_s=30.0) == 0
+    for index in range(500, 600):
+        parent.emit("assistant_message", detail={"i": index})
+    parent.stop()
+    assert parent.jsonl_path is not None
+    lines = Path(parent.jsonl_path).read_bytes().splitlines()
+    assert len(lines) == len(set(lines)), "a line of the parent was written twice"
+    records = run_records(parent)
+    assert [c["sequence_number"] for c in entry_contexts(records)] == list(range(1, 601))
+    assert [r["event"] for r in records].count("transcript.start") == 1
+    assert check_invariants(records) == []
+    (child_file,) = runs_dir.glob("*_child_kid.jsonl")
+    child_records = list(read_records(child_file))
+    assert [r["event"] for r in child_records] == ["transcript.start"] + ["transcript.entry"] * 20 + [
+        "transcript.stop"
+    ]
+    assert [c["detail"]["c"] for c in entry_contexts(child_records)] == list(range(20))
+    assert {r["context"]["prompt_name"] for r in child_records} == {"child"}

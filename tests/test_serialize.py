@@ -1,0 +1,246 @@
+"""`_serialize`: JSON encoding that never raises, and says when it was not faithful."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transcript_otel._serialize import dumps, iso_timestamp, loads, safe_text
+
+
+class Opaque:
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
+class ReprRaises:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr for you")
+
+
+def nested(depth: int) -> list[Any]:
+    root: list[Any] = []
+    current = root
+    for _ in range(depth):
+        child: list[Any] = []
+        current.append(child)
+        current = child
+    return root
+
+
+# Text including lone surrogates, which UTF-8 cannot encode.
+ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=20)
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | ANY_TEXT
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(ANY_TEXT, children, max_size=4),
+    max_leaves=20,
+)
+JUNK = st.recursive(
+    JSON_SCALARS
+    | st.binary(max_size=8)
+    | st.sets(st.integers(), max_size=3)
+    | st.decimals(allow_nan=True)
+    | st.builds(Opaque)
+    | st.builds(ReprRaises)
+    | st.integers()
+    | st.floats(),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.tuples(children)
+        | st.dictionaries(st.integers() | ANY_TEXT | st.tuples(st.integers()), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def test_plain_values_take_the_fast_path() -> None:
+    value = {"text": "héllo ✓", "n": 3, "f": 1.5, "list": [None, True], "nested": {"k": "v"}}
+    encoded = dumps(value)
+    assert encoded.problem is None
+    assert encoded.data == orjson.dumps(value)
+    assert loads(encoded.data) == value
+
+
+def test_integers_beyond_64_bits_are_faithful() -> None:
+    value = {"big": 2**70 + 1, "negative": -(2**63) - 1}
+    encoded = dumps(value)
+    assert encoded.problem is None
+    assert json.loads(encoded.data) == value  # the JSON text holds the exact digits
+    decoded = loads(encoded.data)  # ... and reading it back must not turn them into floats
+    assert decoded == value
+    assert type(decoded["big"]) is int
+
+
+def test_lone_surrogates_are_faithful() -> None:
+    value = {"text": "a\ud800b", "key\udfff": ["\udc80"]}
+    encoded = dumps(value)
+    assert encoded.problem is None
+    assert encoded.data.isascii()
+    assert loads(encoded.data) == value
+
+
+def test_deep_nesting_is_faithful() -> None:
+    value = {"deep": nested(300)}
+    encoded = dumps(value)
+    assert encoded.problem is None
+    assert loads(encoded.data) == value
+
+
+def test_cycle_becomes_a_stub_with_the_reason() -> None:
+    value: dict[str, Any] = {"name": "loop"}
+    value["self"] = value
+    encoded = dumps(value)
+    assert encoded.problem is not None
+    assert "Circular reference" in encoded.problem
+    stub = loads(encoded.data)
+    assert stub["serialization_error"] == encoded.problem
+    assert stub["repr"].startswith("{'name': 'loop', 'self': {")
+
+
+def test_unrepresentable_keys_are_dropped_and_reported() -> None:
+    encoded = dumps({(1, 2): "tuple key", "kept": 1})
+    assert encoded.problem == "keys that JSON cannot represent were dropped"
+    assert loads(encoded.data) == {"kept": 1}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({"set": {1, 2, 3}}, id="set"),
+        pytest.param({"bytes": b"ab\xff"}, id="bytes"),
+        pytest.param({"decimal": Decimal("1.10")}, id="decimal"),
+        pytest.param({"object": Opaque()}, id="custom-object"),
+        pytest.param({"object": ReprRaises()}, id="repr-raises"),
+        pytest.param({1: "int key"}, id="int-key"),
+        pytest.param({"nan": math.nan}, id="nan"),
+        pytest.param({"inf": math.inf}, id="infinity"),
+    ],
+)
+def test_lossy_conversions_are_reported(value: dict[Any, Any]) -> None:
+    """What JSON cannot hold is either stored faithfully or reported as a problem."""
+    encoded = dumps(value)
+    assert loads(encoded.data) is not None
+    assert loads(encoded.data) == value or encoded.problem is not None, (encoded, value)
+
+
+def test_converted_values_stay_readable() -> None:
+    value = {"set": {3}, "bytes": b"ab\xff", "decimal": Decimal("1.10"), "obj": Opaque(), "bad": ReprRaises()}
+    decoded = loads(dumps(value).data)
+    assert decoded["set"] == [3]
+    assert decoded["bytes"] == "ab\\xff"
+    assert decoded["decimal"] == "Decimal('1.10')"
+    assert decoded["obj"] == "Opaque()"
+    assert decoded["bad"] == "<unrepresentable ReprRaises>"
+
+
+@settings(max_examples=150, deadline=None)
+@given(JSON_VALUES)
+def test_json_values_round_trip_faithfully(value: Any) -> None:
+    encoded = dumps(value)
+    assert encoded.problem is None
+    assert loads(encoded.data) == value
+
+
+@settings(max_examples=150, deadline=None)
+@given(JUNK)
+def test_anything_encodes_to_valid_json_without_raising(value: Any) -> None:
+    encoded = dumps(value)
+    assert isinstance(encoded.data, bytes)
+    json.loads(encoded.data)  # valid JSON for any consumer, not only ours
+    encoded.data.decode("utf-8")
+
+
+# -- safe_text -------------------------------------------------------------------------
+
+
+def test_safe_text_passes_valid_text_through() -> None:
+    assert safe_text("plain") == ("plain", None)
+    assert safe_text("ünï ✓ 😀") == ("ünï ✓ 😀", None)
+    assert safe_text("") == ("", None)
+
+
+def test_safe_text_escapes_lone_surrogates() -> None:
+    text, problem = safe_text("a\ud800b")
+    assert text == "a\\ud800b"
+    assert problem == "text held lone surrogates; they were escaped as \\udXXXX"
+    text.encode("utf-8")
+
+
+def test_safe_text_decodes_bytes() -> None:
+    assert safe_text(b"caf\xc3\xa9") == ("café", None)
+    text, problem = safe_text(b"caf\xff\xfe")
+    assert text == "caf\\xff\\xfe"
+    assert problem == "bytes were not valid UTF-8; invalid bytes were escaped as \\xNN"
+    assert safe_text(bytearray(b"ok")) == ("ok", None)
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "kind"),
+    [
+        (42, "42", "int"),
+        (None, "None", "NoneType"),
+        (["a"], "['a']", "list"),
+        (Opaque(), "Opaque()", "Opaque"),
+    ],
+)
+def test_safe_text_reports_other_types(value: object, text: str, kind: str) -> None:
+    assert safe_text(value) == (text, f"expected str, got {kind}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(ANY_TEXT, st.binary(max_size=30)))
+def test_safe_text_always_yields_utf8_encodable_text(value: str | bytes) -> None:
+    text, problem = safe_text(value)
+    text.encode("utf-8")
+    if problem is None:
+        assert text == (value if isinstance(value, str) else value.decode("utf-8"))
+
+
+# -- timestamps and loads ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("timestamp_ns", "text"),
+    [
+        (0, "1970-01-01T00:00:00.000000+00:00"),
+        (1_705_314_600_123_456_789, "2024-01-15T10:30:00.123456+00:00"),
+        (1_705_314_600_000_000_999, "2024-01-15T10:30:00.000000+00:00"),
+        (1_705_314_659_999_999_999, "2024-01-15T10:30:59.999999+00:00"),
+    ],
+)
+def test_iso_timestamp(timestamp_ns: int, text: str) -> None:
+    assert iso_timestamp(timestamp_ns) == text
+
+
+def test_iso_timestamp_across_second_boundaries() -> None:
+    base = 1_705_314_600 * 10**9
+    stamps = [iso_timestamp(base + offset) for offset in (0, 999_999_999, 10**9, 10**9 + 1_000, 5 * 10**9)]
+    assert stamps == [
+        "2024-01-15T10:30:00.000000+00:00",
+        "2024-01-15T10:30:00.999999+00:00",
+        "2024-01-15T10:30:01.000000+00:00",
+        "2024-01-15T10:30:01.000001+00:00",
+        "2024-01-15T10:30:05.000000+00:00",
+    ]
+    assert iso_timestamp(base) == stamps[0]  # going back a second is not confused by any caching
+
+
+def test_loads_accepts_str_and_bytes() -> None:
+    assert loads('{"a": 1}') == {"a": 1}
+    assert loads(b'{"a": [1, 2]}') == {"a": [1, 2]}
+    with pytest.raises(ValueError, match=r"."):
+        loads(b"{not json")

@@ -1,0 +1,190 @@
+"""`truncate_text`: span-event values cut to a limit, JSON kept valid, every cut marked."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel._truncate import truncate_text
+from transcript_otel.sinks import SpanEventSink
+
+from conftest import OTelHarness
+
+CUT_STRING = re.compile(r"^(.*)…\[\+(\d+) chars\]$", re.DOTALL)
+CUT_ITEMS = re.compile(r"^…\[\+(\d+) items\]$")
+CUT_KEYS = re.compile(r"^\[\+(\d+) keys\]$")
+PLAIN_MARKER = re.compile(r"…\[truncated, original length (\d+)\]$")
+
+
+@pytest.mark.parametrize("text", ["", "short", '{"a": 1}', "x" * 100])
+def test_values_within_the_limit_are_unchanged(text: str) -> None:
+    assert truncate_text(text, 100) == (text, False)
+
+
+def test_plain_text_is_cut_to_the_limit_with_the_original_length() -> None:
+    text = "lorem ipsum " * 100
+    cut, was_cut = truncate_text(text, 200)
+    assert was_cut
+    assert len(cut) == 200
+    match = PLAIN_MARKER.search(cut)
+    assert match
+    assert int(match.group(1)) == len(text)
+    assert text.startswith(cut[: match.start()])
+
+
+def test_long_string_inside_json_is_shortened_and_marked() -> None:
+    text = json.dumps({"command": "ls -la", "aggregatedOutput": "b" * 5000})
+    cut, was_cut = truncate_text(text, 300)
+    assert was_cut
+    assert len(cut) <= 300
+    value = json.loads(cut)
+    assert value["command"] == "ls -la"
+    match = CUT_STRING.match(value["aggregatedOutput"])
+    assert match
+    kept, removed = match.group(1), int(match.group(2))
+    assert kept == "b" * len(kept)
+    assert len(kept) + removed == 5000
+
+
+def test_long_list_loses_its_tail_with_a_count() -> None:
+    items = list(range(1000))
+    cut, was_cut = truncate_text(json.dumps(items), 120)
+    assert was_cut
+    assert len(cut) <= 120
+    value = json.loads(cut)
+    match = CUT_ITEMS.match(value[-1])
+    assert match
+    kept = value[:-1]
+    assert kept == items[: len(kept)]
+    assert len(kept) + int(match.group(1)) == 1000
+
+
+def test_wide_object_loses_keys_with_a_count() -> None:
+    original = {f"key{index}": index for index in range(500)}
+    cut, was_cut = truncate_text(json.dumps(original), 150)
+    assert was_cut
+    assert len(cut) <= 150
+    value = json.loads(cut)
+    match = CUT_KEYS.match(value.pop("…"))
+    assert match
+    assert all(original[key] == item for key, item in value.items())
+    assert len(value) + int(match.group(1)) == 500
+
+
+def test_nested_structure_stays_valid_and_keeps_its_shape() -> None:
+    original = {
+        "notification": {"item": {"id": "call_1", "type": "commandExecution", "output": "z" * 10_000}}
+    }
+    cut, _ = truncate_text(json.dumps(original), 500)
+    value = json.loads(cut)
+    assert value["notification"]["item"]["id"] == "call_1"
+    assert value["notification"]["item"]["output"].startswith("z")
+
+
+def test_non_ascii_json_is_measured_in_characters() -> None:
+    text = json.dumps({"text": "ü✓😀" * 2000}, ensure_ascii=False)
+    cut, was_cut = truncate_text(text, 400)
+    assert was_cut
+    assert len(cut) <= 400
+    assert CUT_STRING.match(json.loads(cut)["text"])
+
+
+def test_json_too_dense_for_any_budget_becomes_a_valid_preview() -> None:
+    text = json.dumps([[index] for index in range(2000)])
+    cut, was_cut = truncate_text(text, 20)
+    assert was_cut
+    assert len(cut) <= 20
+    json.loads(cut)
+
+
+def test_text_that_only_looks_like_json_is_cut_as_plain_text() -> None:
+    text = '{"unterminated": "' + "x" * 500
+    cut, was_cut = truncate_text(text, 100)
+    assert was_cut
+    assert len(cut) == 100
+    assert PLAIN_MARKER.search(cut)
+
+
+def test_deeply_nested_text_is_cut_without_raising() -> None:
+    text = "[" * 100_000
+    cut, was_cut = truncate_text(text, 100)
+    assert was_cut
+    assert len(cut) <= 100
+    assert PLAIN_MARKER.search(cut)
+
+
+@pytest.mark.parametrize("limit", [10, 20])
+def test_tiny_limits_are_respected(limit: int) -> None:
+    cut, was_cut = truncate_text("x" * 1000, limit)
+    assert was_cut
+    assert len(cut) <= limit
+
+
+JSON_LEAVES = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+)
+LONG_TEXT = st.integers(min_value=50, max_value=800).map(lambda n: "é" * n)
+JSON_CONTAINERS = st.recursive(
+    st.lists(JSON_LEAVES | LONG_TEXT, max_size=12)
+    | st.dictionaries(st.text(max_size=8), JSON_LEAVES | LONG_TEXT, max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(JSON_CONTAINERS, st.integers(min_value=40, max_value=2000))
+def test_json_stays_valid_within_the_limit(value: Any, limit: int) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    cut, was_cut = truncate_text(text, limit)
+    assert len(cut) <= limit
+    assert was_cut == (len(text) > limit)
+    decoded = json.loads(cut)
+    if not was_cut:
+        assert cut == text
+    else:
+        assert isinstance(decoded, (dict, list))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(min_size=1, max_size=3000), st.integers(min_value=40, max_value=1000))
+def test_plain_text_within_the_limit(text: str, limit: int) -> None:
+    cut, was_cut = truncate_text(text, limit)
+    assert len(cut) <= limit
+    assert was_cut == (len(text) > limit)
+    if not was_cut:
+        assert cut == text
+
+
+def test_span_event_values_are_cut_and_marked(make_pipeline: Any, otel: OTelHarness) -> None:
+    pipeline: TranscriptPipeline = make_pipeline([SpanEventSink(max_value_length=512)])
+    detail = {"notification": {"aggregatedOutput": "o" * 20_000}}
+    with otel.tracer.start_as_current_span("turn"):
+        emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+        emitter.emit("tool_result", detail=detail, raw="r" * 1000)
+        emitter.emit("user_message", detail={"text": "short"})
+        assert emitter.flush()
+    (span,) = otel.finished_spans()
+    long_event, short_event = [event for event in span.events if event.name == "transcript.entry"]
+    attributes = long_event.attributes
+    assert attributes is not None
+    encoded = json.dumps(detail, separators=(",", ":"))
+    assert attributes["transcript.detail.truncated"] is True
+    assert attributes["transcript.detail.original_length"] == len(encoded)
+    assert len(str(attributes["transcript.detail"])) <= 512
+    shown = json.loads(str(attributes["transcript.detail"]))
+    assert CUT_STRING.match(shown["notification"]["aggregatedOutput"])
+    assert attributes["transcript.raw.truncated"] is True
+    assert attributes["transcript.raw.original_length"] == 1000
+    assert PLAIN_MARKER.search(str(attributes["transcript.raw"]))
+    assert short_event.attributes is not None
+    assert json.loads(str(short_event.attributes["transcript.detail"])) == {"text": "short"}
+    assert "transcript.detail.truncated" not in short_event.attributes
