@@ -1,0 +1,426 @@
+"""Real OTLP receivers for the tests: rotel (a collector binary), oteltap, free loopback ports.
+
+rotel is the Rust collector shipped as a binary inside the `rotel` wheel. It is
+started in the foreground on two free loopback ports with the debug exporter, so
+everything it receives is printed to its stdout (redirected to a file that the
+tests parse). The binary links the `libpython` of the interpreter the wheel was
+built for, so `LD_LIBRARY_PATH` gets that interpreter's `LIBDIR`.
+
+oteltap is an in-process OTLP/HTTP-protobuf receiver; `TapCollector` keeps every
+span and log record it receives (oteltap itself only hands messages to waiters
+that exist when they arrive).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import re
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on right now (the kernel's pick for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_accepts(port: int, timeout_s: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def subprocess_env(**overrides: str) -> dict[str, str]:
+    """The current environment without any OTEL_*/TRANSCRIPT_OTEL_*/ROTEL_* variable, plus `overrides`."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("OTEL_", "TRANSCRIPT_OTEL_", "ROTEL_"))
+    }
+    env.update(overrides)
+    return env
+
+
+# -- rotel ---------------------------------------------------------------------------------
+
+
+def rotel_binary() -> Path | None:
+    """`rotel-agent` inside the installed `rotel` wheel, or None without it."""
+    spec = importlib.util.find_spec("rotel")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "rotel-agent"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@dataclass
+class RotelLogRecord:
+    """One `LogRecord #n` block of rotel's detailed debug output."""
+
+    event_name: str | None = None
+    severity_text: str | None = None
+    severity_number: str | None = None
+    timestamp: int | None = None
+    observed_timestamp: int | None = None
+    body: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    trace_id: str | None = None
+    span_id: str | None = None
+
+
+@dataclass
+class RotelSpan:
+    """One `Span #n` block of rotel's detailed debug output."""
+
+    name: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    event_names: list[str] = field(default_factory=list)
+
+
+_TOP_LEVEL = re.compile(r"^(ResourceLog|ResourceSpans|ScopeLogs|ScopeSpans|LogRecord|Span|SpanEvent) #\d+")
+_ATTRIBUTE = re.compile(r"^\s+-> ([^:]+): (\w+)\((.*)$")
+_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*: ?(.*)$")
+_EVENT_NAME = re.compile(r"^\s+-> Name: (.*)$")
+_LOG_FIELDS = frozenset(
+    (
+        "ObservedTimestamp",
+        "Timestamp",
+        "SeverityText",
+        "SeverityNumber",
+        "EventName",
+        "Body",
+        "Attributes",
+        "Trace ID",
+        "Span ID",
+        "Flags",
+    )
+)
+
+
+def _typed(kind: str, text: str) -> Any:
+    if kind == "Int":
+        return int(text)
+    if kind == "Double":
+        return float(text)
+    if kind == "Bool":
+        return text == "true"
+    return text
+
+
+def parse_rotel_output(text: str) -> tuple[list[RotelLogRecord], list[RotelSpan]]:
+    """The log records and spans in rotel's `--debug-log-verbosity detailed` output.
+
+    Attribute values keep rotel's typing (`Str`, `Int`, `Double`, `Bool`); a string
+    value that holds newlines continues on the following lines and is rejoined.
+    """
+    logs: list[RotelLogRecord] = []
+    spans: list[RotelSpan] = []
+    current: RotelLogRecord | RotelSpan | None = None
+    in_span_event = False
+    last_attribute: tuple[dict[str, Any], str, str] | None = None  # (attributes, key, rotel type)
+    for raw_line in _ANSI.sub("", text).splitlines():
+        top = _TOP_LEVEL.match(raw_line)
+        if top:
+            last_attribute = None
+            kind = top.group(1)
+            if kind == "LogRecord":
+                current = RotelLogRecord()
+                logs.append(current)
+                in_span_event = False
+            elif kind == "Span":
+                current = RotelSpan()
+                spans.append(current)
+                in_span_event = False
+            elif kind == "SpanEvent":
+                in_span_event = True
+            else:
+                current = None
+            continue
+        if current is None:
+            continue
+        attribute = _ATTRIBUTE.match(raw_line)
+        if isinstance(current, RotelSpan):
+            if in_span_event:
+                name = _EVENT_NAME.match(raw_line)
+                if name:
+                    current.event_names.append(name.group(1))
+                continue
+            found = _FIELD.match(raw_line)
+            if found:
+                key, value = found.group(1), found.group(2).strip()
+                if key == "Name":
+                    current.name = value
+                elif key == "Trace ID":
+                    current.trace_id = value
+                elif key == "ID":
+                    current.span_id = value
+            continue
+        if attribute:
+            key, kind, rest = attribute.groups()
+            value = rest[:-1] if rest.endswith(")") else rest
+            current.attributes[key] = _typed(kind, value)
+            last_attribute = (current.attributes, key, kind)
+            continue
+        found = _FIELD.match(raw_line)
+        if found and found.group(1) in _LOG_FIELDS:
+            last_attribute = None
+            key, value = found.group(1), found.group(2).strip()
+            if key == "ObservedTimestamp":
+                current.observed_timestamp = int(value)
+            elif key == "Timestamp":
+                current.timestamp = int(value)
+            elif key == "SeverityText":
+                current.severity_text = value
+            elif key == "SeverityNumber":
+                current.severity_number = value
+            elif key == "EventName":
+                current.event_name = value
+            elif key == "Body":
+                current.body = value[4:-1] if value.startswith("Str(") else value
+            elif key == "Trace ID":
+                current.trace_id = value
+            elif key == "Span ID":
+                current.span_id = value
+            continue
+        if last_attribute is not None and last_attribute[2] == "Str":
+            # A string attribute whose value holds a newline continues here.
+            attributes, key, _ = last_attribute
+            previous = attributes[key]
+            line = raw_line[:-1] if raw_line.endswith(")") else raw_line
+            attributes[key] = f"{previous}\n{line}"
+    return logs, spans
+
+
+def _owns_listening_port(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the socket listening on loopback `port` (Linux /proc).
+
+    Guards against declaring ready a server that someone else started on the
+    same port. Where /proc is unavailable, a successful connect is trusted.
+    """
+    try:
+        table = Path("/proc/net/tcp").read_text()
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return True
+    inodes = set()
+    for line in table.splitlines()[1:]:
+        columns = line.split()
+        local, state, inode = columns[1], columns[3], columns[9]
+        if state == "0A" and int(local.split(":")[1], 16) == port:
+            inodes.add(inode)
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
+class Rotel:
+    """A rotel collector on two free loopback ports, printing everything it receives."""
+
+    def __init__(self, binary: Path, workdir: Path) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.grpc_port = 0
+        self.http_port = 0
+        self.output_path = workdir / "rotel.out"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.ready_after_s = 0.0
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.grpc_port}"
+
+    @property
+    def http_endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.http_port}"
+
+    def start(self, *, attempts: int = 3, ready_timeout_s: float = 15.0) -> Rotel:
+        """Start in the foreground; retry on fresh ports if a port was taken meanwhile."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        failures: list[str] = []
+        for _ in range(attempts):
+            if self._start_once(ready_timeout_s, failures):
+                return self
+        raise RuntimeError("rotel did not start:\n" + "\n".join(failures))
+
+    def _start_once(self, ready_timeout_s: float, failures: list[str]) -> bool:
+        self.grpc_port, self.http_port = free_port(), free_port()
+        while self.http_port == self.grpc_port:
+            self.http_port = free_port()
+        libdir = sysconfig.get_config_var("LIBDIR") or os.path.dirname(sys.executable)
+        env = subprocess_env(NO_COLOR="1")
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
+        command = [
+            str(self.binary),
+            "start",
+            "--otlp-grpc-endpoint",
+            f"{LOOPBACK}:{self.grpc_port}",
+            "--otlp-http-endpoint",
+            f"{LOOPBACK}:{self.http_port}",
+            "--exporter",
+            "blackhole",
+            "--debug-log",
+            "logs",
+            "--debug-log",
+            "traces",
+            "--debug-log-verbosity",
+            "detailed",
+            "--pid-file",
+            str(self.workdir / "rotel.pid"),
+            "--log-file",
+            str(self.workdir / "rotel.log"),
+        ]
+        started = time.monotonic()
+        with open(self.output_path, "wb") as output:
+            process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
+        self.process = process
+        deadline = started + ready_timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                failures.append(f"rotel exited with {process.returncode}: {self.output()[-2000:]}")
+                self.process = None
+                return False
+            if all(
+                port_accepts(port) and _owns_listening_port(process.pid, port)
+                for port in (self.grpc_port, self.http_port)
+            ):
+                self.ready_after_s = time.monotonic() - started
+                return True
+            time.sleep(0.02)
+        failures.append(f"rotel not ready after {ready_timeout_s} s: {self.output()[-2000:]}")
+        self.stop()
+        return False
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+    def output(self) -> str:
+        try:
+            return _ANSI.sub("", self.output_path.read_text(errors="replace"))
+        except FileNotFoundError:
+            return ""
+
+    def received(self) -> tuple[list[RotelLogRecord], list[RotelSpan]]:
+        return parse_rotel_output(self.output())
+
+    def wait_for(
+        self,
+        condition: Callable[[list[RotelLogRecord], list[RotelSpan]], bool],
+        timeout_s: float = 10.0,
+    ) -> tuple[list[RotelLogRecord], list[RotelSpan]]:
+        """Poll the output until `condition(logs, spans)` holds (rotel batches for 200 ms)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            logs, spans = self.received()
+            if condition(logs, spans) or time.monotonic() > deadline:
+                return logs, spans
+            if self.process is None or self.process.poll() is not None:
+                raise RuntimeError(f"rotel died: {self.output()[-2000:]}")
+            time.sleep(0.05)
+
+
+# -- oteltap -------------------------------------------------------------------------------
+
+
+class TapCollector:
+    """An oteltap OTLP/HTTP receiver on a free loopback port that keeps what it receives."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self._fixed_port = port is not None
+        self.port = port or free_port()
+        self.logs: list[Any] = []  # opentelemetry.proto.logs.v1.logs_pb2.LogRecord
+        self.spans: list[Any] = []  # opentelemetry.proto.trace.v1.trace_pb2.Span
+        self._receiver: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    async def __aenter__(self) -> TapCollector:
+        from oteltap import (
+            OtelTapHttpProtobufReceiver,
+            OtelTapHttpProtobufReceiverSettings,
+            OtelTapInitializationError,
+        )
+
+        for attempt in range(3):
+            settings = OtelTapHttpProtobufReceiverSettings(
+                http_port=self.port, listen_on_all_interfaces=False
+            )
+            try:
+                self._receiver = await OtelTapHttpProtobufReceiver(settings).start()
+                break
+            except OtelTapInitializationError:
+                if self._fixed_port or attempt == 2:
+                    raise
+                self.port = free_port()  # the free port was taken meanwhile
+        self._tasks = [
+            asyncio.create_task(self._keep(self._receiver.stream_logs(), self.logs)),
+            asyncio.create_task(self._keep(self._receiver.stream_traces(), self.spans)),
+        ]
+        for _ in range(3):  # let both subscriptions register before anything is sent
+            await asyncio.sleep(0)
+        return self
+
+    @staticmethod
+    async def _keep(stream: Any, into: list[Any]) -> None:
+        async for message in stream:
+            into.append(message)
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._receiver is not None:
+            await self._receiver.stop()

@@ -1,0 +1,136 @@
+"""The OTLP backend is down: the agent is unaffected and the JSONL mirror is complete.
+
+A subprocess calls `configure()` with OTEL_EXPORTER_OTLP_ENDPOINT at a closed
+loopback port (nothing listens there), emits 2,000 entries inside spans and
+exits normally. The exporters fail and retry; exit must still come within a
+bounded time, with exit code 0, no exception in the agent's code and every
+entry in the JSONL mirror. How long shutdown took is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+from transcript_otel import check_invariants, read_records, reconstruct_transcript
+
+from receivers import free_port, subprocess_env
+
+ENTRIES = 2000
+SPANS = 20
+TIMEOUT_S = 30
+
+AGENT = f"""
+import json, threading, time, atexit
+
+thread_errors = []
+threading.excepthook = lambda args: thread_errors.append(repr(args.exc_value))
+# Registered before configure(): runs after transcript-otel's exit handler (LIFO).
+atexit.register(lambda: print("EXIT_DONE " + json.dumps({{"wall": time.time(),
+                                                          "thread_errors": thread_errors}}), flush=True))
+
+import transcript_otel
+from opentelemetry import trace
+
+cfg = transcript_otel.configure(service_name="backend-down")
+agent_error = None
+emitter = None
+started = time.perf_counter()
+try:
+    tracer = trace.get_tracer("agent")
+    emitter = transcript_otel.TranscriptEmitter(prompt_name="down", adapter="scripted")
+    emitter.start()
+    for turn in range({SPANS}):
+        with tracer.start_as_current_span(f"turn-{{turn}}"):
+            for i in range({ENTRIES // SPANS}):
+                emitter.emit("assistant_message", detail={{"turn": turn, "i": i, "text": "x" * 100}})
+    emitter.stop()
+except BaseException as exc:
+    agent_error = repr(exc)
+agent_s = time.perf_counter() - started
+print("RESULT " + json.dumps({{
+    "agent_error": agent_error,
+    "agent_s": agent_s,
+    "jsonl": emitter.jsonl_path if emitter else None,
+    "protocol": cfg.otlp_protocol,
+    "endpoint": cfg.otlp_endpoint,
+    "dropped": emitter.dropped_entries if emitter else None,
+}}), flush=True)
+atexit.register(lambda: print("EXIT_START " + json.dumps({{"wall": time.time()}}), flush=True))
+"""
+
+
+def marker(stdout: str, name: str) -> dict[str, object]:
+    lines = [line for line in stdout.splitlines() if line.startswith(name + " ")]
+    assert lines, f"{name} missing from output:\n{stdout}"
+    value: dict[str, object] = json.loads(lines[-1][len(name) + 1 :])
+    return value
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_dead_backend_neither_hangs_nor_loses_the_mirror(tmp_path: Path, protocol: str) -> None:
+    if protocol == "grpc":
+        pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    script = tmp_path / "agent.py"
+    script.write_text(textwrap.dedent(AGENT))
+    runs = tmp_path / "runs"
+    closed = free_port()  # bound and released: nothing listens there
+    env = subprocess_env(
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{closed}",
+        OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+        TRANSCRIPT_OTEL_JSONL_DIR=str(runs),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+    )
+    started = time.time()
+    process = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,  # a hang fails the test here
+        cwd=tmp_path,
+        check=False,
+    )
+    finished = time.time()
+    assert process.returncode == 0, process.stderr[-4000:]
+    outcome = marker(process.stdout, "RESULT")
+    exit_start = marker(process.stdout, "EXIT_START")
+    exit_done = marker(process.stdout, "EXIT_DONE")
+    assert isinstance(exit_start["wall"], float)
+    print(
+        f"\n[{protocol}] closed port {closed}: agent {outcome['agent_s']:.2f} s, "
+        f"shutdown {finished - exit_start['wall']:.2f} s, whole process {finished - started:.2f} s"
+    )
+    assert outcome["agent_error"] is None
+    assert outcome["protocol"] == protocol
+    assert outcome["endpoint"] == f"http://127.0.0.1:{closed}"
+    assert exit_done["thread_errors"] == []
+    assert outcome["dropped"] == 0
+
+    # The JSONL mirror holds every entry: start, 2,000 gap-free entries, stop.
+    jsonl = outcome["jsonl"]
+    assert isinstance(jsonl, str)
+    assert Path(jsonl).parent == runs
+    records = list(read_records(jsonl))
+    assert len(records) == ENTRIES + 2
+    assert records[0]["event"] == "transcript.start"
+    assert records[-1]["event"] == "transcript.stop"
+    assert records[-1]["context"]["total_entries"] == ENTRIES
+    entries = reconstruct_transcript(records)
+    assert [e.sequence_number for e in entries] == list(range(1, ENTRIES + 1))
+    assert [(e.detail["turn"], e.detail["i"]) for e in entries] == [
+        (turn, i) for turn in range(SPANS) for i in range(ENTRIES // SPANS)
+    ]
+    assert check_invariants(records, expected_adapter="scripted") == []
+    # Each entry is still correlated with the span it was emitted in.
+    span_ids = [r["context"]["span_id"] for r in records if r["event"] == "transcript.entry"]
+    assert len(set(span_ids)) == SPANS

@@ -1,0 +1,591 @@
+"""`configure()`: one-call setup, each scenario in its own Python process.
+
+Global OTel providers can be set only once per process, so every scenario runs a
+small script in a subprocess (environment cleaned of OTEL_*/TRANSCRIPT_OTEL_*
+variables) and the test asserts on what it printed, its exit code, the files it
+wrote and what real receivers (oteltap, rotel) got over loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+from transcript_otel import read_records, reconstruct_transcript, records_from_otlp
+
+from receivers import Rotel, TapCollector, free_port, rotel_binary, subprocess_env
+
+TIMEOUT_S = 30
+
+PREAMBLE = """
+import json, os, sys, time
+from opentelemetry import _logs, trace
+
+def result(**values):
+    print("RESULT " + json.dumps(values), flush=True)
+"""
+
+# An application that configured OTel itself: SDK providers with in-memory exporters.
+APP_PROVIDERS = """
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+app_spans = InMemorySpanExporter()
+app_logs = InMemoryLogRecordExporter()
+app_tracer_provider = TracerProvider()
+app_tracer_provider.add_span_processor(SimpleSpanProcessor(app_spans))
+app_logger_provider = LoggerProvider()
+app_logger_provider.add_log_record_processor(SimpleLogRecordProcessor(app_logs))
+"""
+
+# The agent: a run of two entries inside a span.
+AGENT_RUN = """
+import transcript_otel
+
+def agent_run(prompt, span_name="agent-run"):
+    with trace.get_tracer("agent").start_as_current_span(span_name) as span:
+        with transcript_otel.TranscriptEmitter(
+            prompt_name=prompt, adapter="scripted", session_id=prompt + "-session"
+        ) as emitter:
+            emitter.emit("user_message", detail={"text": "hi ☃", "n": [1, 2.5, None]})
+            emitter.emit("assistant_message", detail={"text": "hello"}, raw='{"native": true}')
+    context = span.get_span_context()
+    return emitter, format(context.trace_id, "032x"), format(context.span_id, "016x")
+"""
+
+
+def script_command(tmp_path: Path, body: str, *, app_providers: bool = False) -> list[str]:
+    script = tmp_path / "scenario.py"
+    prelude = PREAMBLE + AGENT_RUN + (APP_PROVIDERS if app_providers else "")
+    script.write_text(prelude + textwrap.dedent(body))
+    return [sys.executable, str(script)]
+
+
+def parse_result(stdout: str) -> dict[str, Any]:
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"no RESULT line in output:\n{stdout}"
+    value: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return value
+
+
+def run_scenario(
+    tmp_path: Path, body: str, env: dict[str, str] | None = None, *, app_providers: bool = False
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    environment = subprocess_env(XDG_STATE_HOME=str(tmp_path / "state"), **(env or {}))
+    process = subprocess.run(
+        script_command(tmp_path, body, app_providers=app_providers),
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert process.returncode == 0, f"exit {process.returncode}\n{process.stdout}\n{process.stderr}"
+    return process, parse_result(process.stdout)
+
+
+@pytest.fixture(scope="module")
+def rotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
+    binary = rotel_binary()
+    if binary is None:
+        pytest.skip("the rotel wheel is not installed")
+    collector = Rotel(binary, tmp_path_factory.mktemp("rotel")).start()
+    try:
+        yield collector
+    finally:
+        collector.stop()
+
+
+# -- (a) nothing configured + OTEL_EXPORTER_OTLP_ENDPOINT -> our providers export there ------
+
+
+@pytest.mark.receiver
+def test_unconfigured_process_exports_to_the_otlp_endpoint(tmp_path: Path) -> None:
+    pytest.importorskip("oteltap")
+    runs = tmp_path / "runs"
+    body = """
+    cfg = transcript_otel.configure(service_name="cfg-a")
+    emitter, trace_id, span_id = agent_run("cfg-a")
+    result(
+        created=cfg.created_providers,
+        endpoint=cfg.otlp_endpoint,
+        protocol=cfg.otlp_protocol,
+        jsonl_directory=cfg.jsonl_directory,
+        jsonl=emitter.jsonl_path,
+        run_id=emitter.run_id,
+        trace_id=trace_id,
+        span_id=span_id,
+        tracer_provider=type(trace.get_tracer_provider()).__module__,
+        logger_provider=type(_logs.get_logger_provider()).__module__,
+    )
+    """
+
+    async def scenario() -> tuple[dict[str, Any], list[Any], list[Any]]:
+        async with TapCollector() as tap:
+            environment = subprocess_env(
+                XDG_STATE_HOME=str(tmp_path / "state"),
+                OTEL_EXPORTER_OTLP_ENDPOINT=tap.endpoint,
+                TRANSCRIPT_OTEL_JSONL_DIR=str(runs),
+            )
+            process = await asyncio.create_subprocess_exec(
+                *script_command(tmp_path, body),
+                env=environment,
+                cwd=tmp_path,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            try:
+                stdout, stderr = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+                raise
+            assert process.returncode == 0, stderr.decode()
+            outcome = parse_result(stdout.decode())
+
+            def mine() -> list[Any]:
+                return [
+                    log
+                    for log in tap.logs
+                    if any(kv.value.string_value == outcome["run_id"] for kv in log.attributes)
+                ]
+
+            # The records are exported at interpreter exit: they are already here.
+            await tap.wait_for(lambda: len(mine()) >= 4 and bool(tap.spans), timeout_s=5)
+            return outcome, mine(), list(tap.spans)
+
+    outcome, logs, spans = asyncio.run(scenario())
+    assert outcome["created"] is True
+    assert outcome["endpoint"].startswith("http://127.0.0.1:")
+    assert outcome["protocol"] == "http/protobuf"
+    assert outcome["tracer_provider"].startswith("opentelemetry.sdk")
+    assert outcome["logger_provider"].startswith("opentelemetry.sdk")
+    assert [log.event_name for log in logs] == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.entry",
+        "transcript.stop",
+    ]
+    (span,) = [s for s in spans if s.name == "agent-run"]
+    assert span.trace_id.hex() == outcome["trace_id"]
+    assert {(log.trace_id.hex(), log.span_id.hex()) for log in logs} == {
+        (outcome["trace_id"], outcome["span_id"])
+    }
+    assert [event.name for event in span.events].count("transcript.entry") == 2
+    # The JSONL mirror holds the run, in a private file under the configured directory.
+    jsonl = Path(outcome["jsonl"])
+    assert outcome["jsonl_directory"] == str(runs)
+    assert jsonl.parent == runs
+    assert stat.S_IMODE(jsonl.stat().st_mode) == 0o600
+    assert stat.S_IMODE(runs.stat().st_mode) == 0o700
+    records = list(read_records(jsonl))
+    assert [r["event"] for r in records] == [log.event_name for log in logs]
+    assert reconstruct_transcript(records_from_otlp(logs)) == reconstruct_transcript(records)
+
+
+# -- (b) the application configured OTel itself -> configure reuses its providers -----------
+
+
+def test_app_configured_providers_are_reused(tmp_path: Path) -> None:
+    body = """
+    trace.set_tracer_provider(app_tracer_provider)
+    _logs.set_logger_provider(app_logger_provider)
+    cfg = transcript_otel.configure()
+    emitter, trace_id, span_id = agent_run("cfg-b")
+    cfg.shutdown()
+    # The application's providers still work after transcript-otel shut down.
+    with trace.get_tracer("app").start_as_current_span("after-shutdown"):
+        pass
+    app_logger_provider.get_logger("app").emit(body="app log after shutdown")
+    spans = app_spans.get_finished_spans()
+    result(
+        created=cfg.created_providers,
+        same_tracer_provider=cfg.tracer_provider is app_tracer_provider,
+        same_logger_provider=cfg.logger_provider is app_logger_provider,
+        endpoint=cfg.otlp_endpoint,
+        protocol=cfg.otlp_protocol,
+        events=[r.log_record.event_name for r in app_logs.get_finished_logs()],
+        bodies=[r.log_record.body for r in app_logs.get_finished_logs()],
+        log_ids=sorted({(format(r.log_record.trace_id, "032x"), format(r.log_record.span_id, "016x"))
+                        for r in app_logs.get_finished_logs() if r.log_record.event_name}),
+        trace_id=trace_id,
+        span_id=span_id,
+        spans=[s.name for s in spans],
+        span_events=[e.name for s in spans if s.name == "agent-run" for e in s.events],
+        jsonl=emitter.jsonl_path,
+    )
+    """
+    # An endpoint is set, but the application's own providers win: nothing is exported there.
+    _, outcome = run_scenario(
+        tmp_path,
+        body,
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs"),
+        },
+        app_providers=True,
+    )
+    assert outcome["created"] is False
+    assert outcome["same_tracer_provider"] is True
+    assert outcome["same_logger_provider"] is True
+    assert outcome["endpoint"] is None
+    assert outcome["protocol"] is None
+    assert outcome["events"] == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.entry",
+        "transcript.stop",
+        None,
+    ]
+    assert outcome["bodies"][-1] == "app log after shutdown"
+    assert outcome["log_ids"] == [[outcome["trace_id"], outcome["span_id"]]]
+    assert outcome["spans"] == ["agent-run", "after-shutdown"]
+    assert outcome["span_events"] == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.entry",
+        "transcript.stop",
+    ]
+    assert len(list(read_records(outcome["jsonl"]))) == 4
+
+
+def test_a_reused_tracer_provider_is_not_shut_down_by_configure(tmp_path: Path) -> None:
+    """The app configured tracing only: configure adds a LoggerProvider, and must leave the
+    app's TracerProvider running when transcript-otel shuts down."""
+    body = """
+    trace.set_tracer_provider(app_tracer_provider)
+    cfg = transcript_otel.configure(jsonl=False)
+    emitter, trace_id, span_id = agent_run("cfg-b2")
+    cfg.shutdown()
+    with trace.get_tracer("app").start_as_current_span("after-shutdown"):
+        pass
+    result(
+        created=cfg.created_providers,
+        same_tracer_provider=cfg.tracer_provider is app_tracer_provider,
+        new_logger_provider=cfg.logger_provider is not app_logger_provider,
+        spans=[s.name for s in app_spans.get_finished_spans()],
+    )
+    """
+    _, outcome = run_scenario(tmp_path, body, app_providers=True)
+    assert outcome["same_tracer_provider"] is True
+    assert outcome["new_logger_provider"] is True
+    assert outcome["spans"] == ["agent-run", "after-shutdown"]
+
+
+# -- (c) OTEL_EXPORTER_OTLP_PROTOCOL: grpc vs http/protobuf ----------------------------------
+
+
+@pytest.mark.receiver
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_protocol_is_chosen_by_the_environment(rotel: Rotel, tmp_path: Path, protocol: str) -> None:
+    if protocol == "grpc":
+        pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    name = "cfg-c-" + protocol.replace("/", "-")
+    endpoint = rotel.grpc_endpoint if protocol == "grpc" else rotel.http_endpoint
+    body = f"""
+    cfg = transcript_otel.configure()
+    emitter, trace_id, span_id = agent_run({name!r}, span_name={name!r})
+    result(protocol=cfg.otlp_protocol, endpoint=cfg.otlp_endpoint, run_id=emitter.run_id,
+           trace_id=trace_id, span_id=span_id)
+    """
+    _, outcome = run_scenario(
+        tmp_path,
+        body,
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+            "OTEL_SERVICE_NAME": f"svc-{name}",
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs"),
+        },
+    )
+    assert outcome["protocol"] == protocol
+    assert outcome["endpoint"] == endpoint
+    logs, spans = rotel.wait_for(
+        lambda logs, spans: (
+            sum(log.attributes.get("transcript.run_id") == outcome["run_id"] for log in logs) >= 4
+            and any(span.name == name for span in spans)
+        ),
+        timeout_s=5,
+    )
+    received = [log for log in logs if log.attributes.get("transcript.run_id") == outcome["run_id"]]
+    # Only this protocol's port speaks it, so arriving at all proves the protocol.
+    assert [log.event_name for log in received] == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.entry",
+        "transcript.stop",
+    ]
+    assert {(log.trace_id, log.span_id) for log in received} == {(outcome["trace_id"], outcome["span_id"])}
+    assert [span.trace_id for span in spans if span.name == name] == [outcome["trace_id"]]
+    assert f"service.name: Str(svc-{name})" in rotel.output()
+
+
+@pytest.mark.receiver
+def test_signal_specific_endpoint_variables_are_honoured(rotel: Rotel, tmp_path: Path) -> None:
+    """OTEL_EXPORTER_OTLP_{TRACES,LOGS}_ENDPOINT are standard OTEL_EXPORTER_OTLP_* variables."""
+    body = """
+    cfg = transcript_otel.configure(jsonl=False)
+    emitter, trace_id, span_id = agent_run("cfg-c-signal")
+    result(run_id=emitter.run_id, endpoint=cfg.otlp_endpoint)
+    """
+    _, outcome = run_scenario(
+        tmp_path,
+        body,
+        {
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": f"{rotel.http_endpoint}/v1/logs",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{rotel.http_endpoint}/v1/traces",
+        },
+    )
+    logs, _ = rotel.wait_for(
+        lambda logs, spans: (
+            sum(log.attributes.get("transcript.run_id") == outcome["run_id"] for log in logs) >= 4
+        ),
+        timeout_s=3,
+    )
+    received = [log for log in logs if log.attributes.get("transcript.run_id") == outcome["run_id"]]
+    assert len(received) == 4, "no log records reached OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
+
+
+# -- (d) an unsupported protocol -> ConfigurationError, nothing half-configured ---------------
+
+
+@pytest.mark.parametrize(
+    ("env", "argument", "bad"),
+    [
+        pytest.param({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, None, "http/json", id="env"),
+        pytest.param({"OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "http/json"}, None, "http/json", id="logs-env"),
+        pytest.param({}, "kafka", "kafka", id="argument"),
+    ],
+)
+def test_unsupported_protocol_is_a_clear_configuration_error(
+    tmp_path: Path, env: dict[str, str], argument: str | None, bad: str
+) -> None:
+    body = f"""
+    try:
+        transcript_otel.configure(endpoint="http://127.0.0.1:9", protocol={argument!r})
+    except transcript_otel.ConfigurationError as exc:
+        result(error=str(exc), is_value_error=isinstance(exc, ValueError),
+               tracer_provider=type(trace.get_tracer_provider()).__name__,
+               logger_provider=type(_logs.get_logger_provider()).__name__,
+               pipeline=type(transcript_otel.get_pipeline()).__name__)
+    else:
+        result(error=None)
+    """
+    _, outcome = run_scenario(tmp_path, body, {**env, "TRANSCRIPT_OTEL_JSONL": "false"})
+    assert outcome["error"] is not None, "configure() accepted an unsupported protocol"
+    assert repr(bad) in outcome["error"]
+    assert "grpc" in outcome["error"]
+    assert "http/protobuf" in outcome["error"]
+    assert outcome["is_value_error"] is True
+    # Nothing was left half-configured.
+    assert outcome["tracer_provider"] == "ProxyTracerProvider"
+    assert outcome["logger_provider"] == "ProxyLoggerProvider"
+
+
+# -- (e) instrumentors registered by the transcript-otel distribution ------------------------
+
+FAKE_HARNESS = """
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+CALLS = []
+
+
+class HarnessInstrumentor(BaseInstrumentor):
+    def instrumentation_dependencies(self):
+        return ()
+
+    def _instrument(self, **kwargs):
+        CALLS.append("harness")
+
+    def _uninstrument(self, **kwargs):
+        CALLS.append("harness-off")
+
+
+class ForeignInstrumentor(BaseInstrumentor):
+    def instrumentation_dependencies(self):
+        return ()
+
+    def _instrument(self, **kwargs):
+        CALLS.append("foreign")
+
+    def _uninstrument(self, **kwargs):
+        pass
+"""
+
+
+def first_on_path(directory: Path) -> str:
+    """PYTHONPATH with `directory` first: its `*.dist-info` shadows an installed transcript-otel."""
+    return os.pathsep.join(p for p in (str(directory), os.environ.get("PYTHONPATH")) if p)
+
+
+def make_distribution(site: Path, name: str, version: str, entry_points: str) -> None:
+    dist_info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (dist_info / "entry_points.txt").write_text(entry_points)
+
+
+def test_instrumentors_of_our_distribution_are_instrumented(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "fake_harness.py").write_text(FAKE_HARNESS)
+    make_distribution(
+        site,
+        "transcript-otel",
+        "0.1.0",
+        "[opentelemetry_instrumentor]\n"
+        "fake_harness = fake_harness:HarnessInstrumentor\n"
+        "broken = fake_harness:DoesNotExist\n",
+    )
+    make_distribution(
+        site,
+        "other-dist",
+        "1.0",
+        "[opentelemetry_instrumentor]\nforeign = fake_harness:ForeignInstrumentor\n",
+    )
+    body = """
+    from importlib import metadata
+    import fake_harness
+    from transcript_otel.setup import instrument_installed
+
+    cfg = transcript_otel.configure(jsonl=False)
+    again = instrument_installed()
+    group = metadata.entry_points(group="opentelemetry_instrumentor")
+    result(
+        instrumented=cfg.instrumented,
+        again=again,
+        calls=fake_harness.CALLS,
+        ours_active=fake_harness.HarnessInstrumentor().is_instrumented_by_opentelemetry,
+        foreign_active=fake_harness.ForeignInstrumentor().is_instrumented_by_opentelemetry,
+        visible={ep.name: ep.dist.name for ep in group if ep.dist is not None},
+    )
+    """
+    process, outcome = run_scenario(tmp_path, body, {"PYTHONPATH": first_on_path(site)})
+    # The test set-up is what we think: both distributions are visible in the group.
+    assert outcome["visible"]["fake_harness"] == "transcript-otel"
+    assert outcome["visible"]["foreign"] == "other-dist"
+    assert outcome["instrumented"] == ["fake_harness"]
+    assert outcome["again"] == ["fake_harness"]
+    assert outcome["calls"] == ["harness"]  # instrumented once, even when asked twice
+    assert outcome["ours_active"] is True
+    assert outcome["foreign_active"] is False
+    assert "could not instrument broken" in process.stderr
+
+
+def test_instrument_false_skips_instrumentors(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "fake_harness.py").write_text(FAKE_HARNESS)
+    make_distribution(
+        site,
+        "transcript-otel",
+        "0.1.0",
+        "[opentelemetry_instrumentor]\nh = fake_harness:HarnessInstrumentor\n",
+    )
+    body = """
+    import fake_harness
+    cfg = transcript_otel.configure(jsonl=False, instrument=False)
+    result(instrumented=cfg.instrumented, calls=fake_harness.CALLS)
+    """
+    _, outcome = run_scenario(tmp_path, body, {"PYTHONPATH": first_on_path(site)})
+    assert outcome == {"instrumented": [], "calls": []}
+
+
+# -- (f) sinks switched by environment variables and arguments -------------------------------
+
+SINK_SCENARIO = """
+trace.set_tracer_provider(app_tracer_provider)
+_logs.set_logger_provider(app_logger_provider)
+cfg = transcript_otel.configure(**json.loads(os.environ["SCENARIO_KWARGS"]))
+first, _, _ = agent_run("cfg-f")
+second, _, _ = agent_run("cfg-f-again")
+spans = app_spans.get_finished_spans()
+result(
+    sinks=[sink.name for sink in cfg.pipeline.sinks],
+    jsonl_directory=cfg.jsonl_directory,
+    jsonl=[first.jsonl_path, second.jsonl_path],
+    log_events=[r.log_record.event_name for r in app_logs.get_finished_logs()],
+    span_events=[e.name for s in spans for e in s.events],
+)
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "kwargs", "sinks"),
+    [
+        pytest.param(
+            {"TRANSCRIPT_OTEL_LOG_RECORDS": "false", "TRANSCRIPT_OTEL_SPAN_EVENTS": "false"},
+            {},
+            ["jsonl"],
+            id="jsonl-only-by-env",
+        ),
+        pytest.param({}, {"log_records": False, "span_events": False}, ["jsonl"], id="jsonl-only-by-args"),
+        pytest.param({"TRANSCRIPT_OTEL_JSONL": "false"}, {}, ["otel_logs", "span_events"], id="no-jsonl"),
+        pytest.param(
+            {"TRANSCRIPT_OTEL_LOG_RECORDS": "false", "TRANSCRIPT_OTEL_SPAN_EVENTS": "false"},
+            {"log_records": True},
+            ["jsonl", "otel_logs"],
+            id="arguments-beat-env",
+        ),
+        pytest.param(
+            {"TRANSCRIPT_OTEL_EMISSION": "false"}, {}, ["jsonl", "otel_logs", "span_events"], id="off"
+        ),
+        pytest.param(
+            {"TRANSCRIPT_OTEL_SPAN_EVENTS": "false"},
+            {"jsonl_path": "ONE_FILE"},
+            ["jsonl", "otel_logs"],
+            id="one-file",
+        ),
+    ],
+)
+def test_sinks_follow_environment_and_arguments(
+    tmp_path: Path, env: dict[str, str], kwargs: dict[str, Any], sinks: list[str]
+) -> None:
+    runs = tmp_path / "runs"
+    one_file = tmp_path / "all-runs.jsonl"
+    kwargs = {k: str(one_file) if v == "ONE_FILE" else v for k, v in kwargs.items()}
+    _, outcome = run_scenario(
+        tmp_path,
+        SINK_SCENARIO,
+        {**env, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs), "SCENARIO_KWARGS": json.dumps(kwargs)},
+        app_providers=True,
+    )
+    assert outcome["sinks"] == sinks
+    emitting = env.get("TRANSCRIPT_OTEL_EMISSION") != "false"
+    per_run = ["transcript.start", "transcript.entry", "transcript.entry", "transcript.stop"]
+    expected_records = per_run * 2 if emitting else []
+    assert outcome["log_events"] == (expected_records if "otel_logs" in sinks else [])
+    assert outcome["span_events"] == (expected_records if "span_events" in sinks else [])
+    if "jsonl" not in sinks:
+        assert outcome["jsonl"] == [None, None]
+        assert outcome["jsonl_directory"] is None
+        assert not runs.exists()
+    elif not emitting:
+        assert not runs.exists()
+    elif "jsonl_path" in kwargs:
+        assert outcome["jsonl"] == [str(one_file)] * 2
+        assert [r["event"] for r in read_records(one_file)] == expected_records
+    else:
+        first, second = (Path(p) for p in outcome["jsonl"])
+        assert first != second
+        assert first.parent == second.parent == runs
+        assert [r["event"] for r in read_records(first)] == per_run
+        assert [r["event"] for r in read_records(second)] == per_run
