@@ -1,0 +1,241 @@
+"""Section 1: what `TranscriptEmitter.emit()` costs the agent's thread, all three sinks on.
+
+Sinks: the JSONL mirror (temp dir), OTel log records (SDK `LoggerProvider`,
+`BatchLogRecordProcessor`, a discarding exporter) and span events (an SDK span
+is current during every `emit()`). The pipeline has its default byte bound.
+
+* hot loop: `emit()` back to back, `HOT_BATCH` entries per batch (below the
+  writer's wake threshold, so it mostly stays parked, as in perf.md's "floor"),
+  the pipeline flushed (untimed) between batches; ns per entry.
+* sustained: entries back to back for longer than the writer needs to drain
+  them, so the writer is busy all along and the agent thread shares the GIL with
+  it. Chunks of 16 `emit()` calls are timed; whenever the backlog holds more than
+  half its bound the producer sleeps 0.2 ms (untimed), so nothing is dropped.
+* paced: a sleep between entries (0.5 ms, and 2 ms), each `emit()` timed alone
+  with `perf_counter_ns` (the timer pair, ~0.1 µs, is included); p50 and p99.
+* capture off: `TranscriptEmitter(emission=False)`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from entries import Entry, all_entries
+from harness import THREADED_RUNS, TIMED_RUNS, Stat, loop_ns_per_call, percentile, perf_ns, repeat
+from otel_setup import SdkLogs, sdk_logs, sdk_tracer
+from results import Row
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
+
+SECTION = "1. agent thread: our emit(), JSONL + OTel logs + span events"
+
+HOT_BATCH = 200
+SUSTAINED = {"1kb": 4_000, "50kb": 400, "50kb_nested": 400}  # entries per run
+SUSTAINED_CHUNK = 16
+PACED = {0.5: 300, 2.0: 120}  # gap in ms -> entries per run
+FLUSH_TIMEOUT_S = 120.0
+
+
+class Setup:
+    def __init__(self, directory: str) -> None:
+        self.logs: SdkLogs = sdk_logs()
+        self.tracer_provider: TracerProvider
+        self.tracer_provider, _ = sdk_tracer()
+        self.tracer = self.tracer_provider.get_tracer("benchmarks")
+        self.pipeline = TranscriptPipeline(
+            [JsonlMirror(directory), OTelLogSink(self.logs.provider), SpanEventSink()]
+        )
+
+    def emitter(self, *, emission: bool = True) -> TranscriptEmitter:
+        return TranscriptEmitter(
+            prompt_name="bench:agent",
+            adapter="codex_app_server",
+            session_id="11111111-2222-3333-4444-555555555555",
+            emission=emission,
+            pipeline=self.pipeline,
+        )
+
+    def flush(self) -> None:
+        if not self.pipeline.flush(FLUSH_TIMEOUT_S):
+            raise RuntimeError("pipeline flush timed out")
+
+    def close(self) -> None:
+        self.pipeline.shutdown(30.0)
+        self.logs.shutdown()
+        self.tracer_provider.shutdown()
+
+
+def _timed_batch(emitter: TranscriptEmitter, entry: Entry, count: int) -> int:
+    emit = emitter.emit
+    entry_type, detail, raw = entry.entry_type, entry.detail, entry.raw
+    start = perf_ns()
+    for _ in range(count):
+        emit(entry_type, detail=detail, raw=raw)
+    return perf_ns() - start
+
+
+def hot_loop(setup: Setup, emitter: TranscriptEmitter, entry: Entry, batches: int) -> Stat:
+    dropped_before = emitter.dropped_entries
+
+    def run() -> float:
+        total = 0
+        for _ in range(batches):
+            setup.flush()
+            total += _timed_batch(emitter, entry, HOT_BATCH)
+        return total / (HOT_BATCH * batches)
+
+    values = repeat(run, TIMED_RUNS)
+    setup.flush()
+    return Stat(
+        values,
+        {"per_run": HOT_BATCH * batches, "dropped": emitter.dropped_entries - dropped_before},
+    )
+
+
+def sustained(setup: Setup, emitter: TranscriptEmitter, entry: Entry) -> Stat:
+    """emit() while the writer is busy draining: chunks of 16 timed, waits untimed."""
+    count = SUSTAINED[entry.key]
+    emit = emitter.emit
+    backlog = setup.pipeline.backlog
+    entry_type, detail, raw = entry.entry_type, entry.detail, entry.raw
+    dropped_before = emitter.dropped_entries
+    waits: list[int] = []
+
+    def run() -> float:
+        setup.flush()
+        total = 0
+        waited = 0
+        for _ in range(count // SUSTAINED_CHUNK):
+            while len(backlog) > setup.pipeline.backlog_limit // 2:
+                waited += 1
+                time.sleep(0.0002)
+            start = perf_ns()
+            for _ in range(SUSTAINED_CHUNK):
+                emit(entry_type, detail=detail, raw=raw)
+            total += perf_ns() - start
+        waits.append(waited)
+        return total / (count // SUSTAINED_CHUNK * SUSTAINED_CHUNK)
+
+    values = repeat(run, THREADED_RUNS)
+    setup.flush()
+    return Stat(
+        values,
+        {
+            "per_run": count,
+            "producer_waits": sum(waits[1:]),
+            "dropped": emitter.dropped_entries - dropped_before,
+        },
+    )
+
+
+def paced(setup: Setup, emitter: TranscriptEmitter, entry: Entry, gap_ms: float) -> tuple[Stat, Stat]:
+    count = PACED[gap_ms]
+    gap_s = gap_ms / 1000
+    emit = emitter.emit
+    entry_type, detail, raw = entry.entry_type, entry.detail, entry.raw
+    p50s: list[float] = []
+    p99s: list[float] = []
+    maxima: list[int] = []
+    dropped_before = emitter.dropped_entries
+
+    def run() -> float:
+        setup.flush()
+        samples: list[int] = []
+        sleep = time.sleep
+        for _ in range(count):
+            sleep(gap_s)
+            start = perf_ns()
+            emit(entry_type, detail=detail, raw=raw)
+            samples.append(perf_ns() - start)
+        samples.sort()
+        p50s.append(percentile(samples, 0.50))
+        p99s.append(percentile(samples, 0.99))
+        maxima.append(samples[-1])
+        return p50s[-1]
+
+    repeat(run, THREADED_RUNS)
+    setup.flush()
+    # Keep only the timed runs (repeat() discards the warm-up's return value).
+    p50s, p99s, maxima = p50s[1:], p99s[1:], maxima[1:]
+    dropped = emitter.dropped_entries - dropped_before
+    notes: dict[str, Any] = {"per_run": count, "dropped": dropped}
+    return Stat(p50s, dict(notes)), Stat(p99s, {**notes, "max_of_runs_us": max(maxima) / 1000})
+
+
+def paced_timer_only(gap_ms: float) -> tuple[Stat, Stat]:
+    """The same paced loop timing nothing: what this VM adds after a sleep."""
+    count = PACED[gap_ms]
+    gap_s = gap_ms / 1000
+    p50s: list[float] = []
+    p99s: list[float] = []
+
+    def run() -> float:
+        samples: list[int] = []
+        sleep = time.sleep
+        for _ in range(count):
+            sleep(gap_s)
+            start = perf_ns()
+            samples.append(perf_ns() - start)
+        samples.sort()
+        p50s.append(percentile(samples, 0.50))
+        p99s.append(percentile(samples, 0.99))
+        return p50s[-1]
+
+    repeat(run, THREADED_RUNS)
+    return Stat(p50s[1:]), Stat(p99s[1:])
+
+
+def capture_off(setup: Setup, entry: Entry) -> Stat:
+    emitter = setup.emitter(emission=False)
+    emit = emitter.emit
+    entry_type, detail, raw = entry.entry_type, entry.detail, entry.raw
+    count = loop_ns_per_call(lambda: emit(entry_type, detail=detail, raw=raw), 0.05)
+
+    def run() -> float:
+        return _timed_batch(emitter, entry, count) / count
+
+    return Stat(repeat(run, TIMED_RUNS), {"per_run": count})
+
+
+def main() -> list[Row]:
+    entries = all_entries()
+    hot = Row(SECTION, f"hot loop: ns/entry ({HOT_BATCH} per batch, writer parked)", "ns")
+    busy = Row(SECTION, "sustained, writer busy: ns/entry (GIL shared with the writer)", "ns")
+    paced_rows = {
+        gap: (
+            Row(SECTION, f"paced {gap} ms: p50", "ns"),
+            Row(SECTION, f"paced {gap} ms: p99", "ns"),
+            Row(SECTION, f"  calibration: paced {gap} ms, timer only: p50", "ns"),
+            Row(SECTION, f"  calibration: paced {gap} ms, timer only: p99", "ns"),
+        )
+        for gap in PACED
+    }
+    off = Row(SECTION, "capture off (emission=False): ns/entry", "ns")
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as directory:
+        setup = Setup(directory)
+        try:
+            for entry in entries:
+                emitter = setup.emitter()
+                emitter.start()
+                with setup.tracer.start_as_current_span(f"bench {entry.key}"):
+                    batches = 5 if entry.key == "1kb" else 1
+                    hot.cells[entry.key] = hot_loop(setup, emitter, entry, batches)
+                    busy.cells[entry.key] = sustained(setup, emitter, entry)
+                    for gap, (p50_row, p99_row, timer_p50, timer_p99) in paced_rows.items():
+                        if gap < 2.0 and entry.key != "1kb":
+                            continue  # 50 KB entries every 0.5 ms outrun the writer (see README)
+                        p50_row.cells[entry.key], p99_row.cells[entry.key] = paced(setup, emitter, entry, gap)
+                        timer_p50.cells[entry.key], timer_p99.cells[entry.key] = paced_timer_only(gap)
+                emitter.stop(FLUSH_TIMEOUT_S)
+                off.cells[entry.key] = capture_off(setup, entry)
+        finally:
+            setup.close()
+    rows = [hot, busy]
+    for paced_group in paced_rows.values():
+        rows += list(paced_group)
+    rows.append(off)
+    return rows

@@ -1,0 +1,240 @@
+"""Section 3: end-to-end throughput, entries/s = N / (first emit() .. flush() returned).
+
+The producer emits N entries back to back, except that it sleeps 0.2 ms while the
+backlog holds more than half of its bound (the bound is 64 MiB: ~340 entries of
+50 KB), so the figures measure the writer, not the drop path. The waits and any
+pipeline drops are reported.
+
+* `main_jsonl`: the JSONL mirror alone (`pipeline.flush()`), and all three sinks
+  with OTel logs into a discarding exporter (writer cost of the full setup).
+* `main_otlp`: JSONL + OTel logs + span events, exported with the real
+  OTLP/HTTP exporters to a live `rotel` on loopback (blackhole exporter);
+  `pipeline.flush(deep=True)` also force-flushes the SDK, so every record has
+  been answered by the receiver when the clock stops. Drops: the pipeline's
+  counter, the SDK's (records emitted into the SDK that never reached the
+  exporter: its queue was full) and export failures (records the receiver
+  refused).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Tracer, use_span
+
+from entries import SIZES, Entry, make_entry
+from harness import THREADED_RUNS, Stat, perf_ns, repeat
+from otel_setup import ExporterMessages, SdkLogs, sdk_logs, sdk_tracer
+from results import Row
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
+from transcript_otel.sinks.base import Sink
+
+SECTION_JSONL = "3a. throughput, writer side (N entries, then flush)"
+SECTION_OTLP = "3b. throughput into a live OTLP/HTTP receiver (rotel, loopback)"
+FLUSH_TIMEOUT_S = 300.0
+EXPORT_TIMEOUT_S = 5.0  # what configure() gives the OTLP exporters
+
+JSONL_N = {"1kb": 20_000, "50kb": 2_000, "50kb_nested": 1_000}
+ALL_SINKS_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
+OTLP_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
+
+
+def produce(pipeline: TranscriptPipeline, emitter: TranscriptEmitter, entry: Entry, count: int) -> int:
+    """Emit `count` entries, waiting while the backlog is over half its bound; the waits."""
+    emit = emitter.emit
+    backlog = pipeline.backlog
+    entry_type, detail, raw = entry.entry_type, entry.detail, entry.raw
+    waits = 0
+    for _ in range(count):
+        while len(backlog) > pipeline.backlog_limit // 2:
+            waits += 1
+            time.sleep(0.0002)
+        emit(entry_type, detail=detail, raw=raw)
+    return waits
+
+
+class Runner:
+    """Runs one throughput measurement per entry size on one pipeline."""
+
+    def __init__(
+        self,
+        pipeline: TranscriptPipeline,
+        tracer: Tracer | None = None,
+        *,
+        deep: bool = False,
+        after_run: Callable[[], object] | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.tracer = tracer
+        self.deep = deep
+        self.after_run = after_run
+
+    def measure(self, entry: Entry, count: int, counters: Callable[[], dict[str, int]] | None = None) -> Stat:
+        """entries/s per run; notes are totals over the timed runs (warm-up excluded)."""
+        per_run: list[dict[str, int]] = []
+
+        def run() -> float:
+            before = counters() if counters is not None else {}
+            emitter = TranscriptEmitter(
+                prompt_name=f"bench:throughput:{entry.key}",
+                adapter="codex_app_server",
+                session_id="11111111-2222-3333-4444-555555555555",
+                pipeline=self.pipeline,
+            )
+            span = self.tracer.start_span(f"throughput {entry.key}") if self.tracer else None
+            notes: dict[str, int] = {}
+            try:
+                with use_span(span, end_on_exit=False) if span is not None else nullcontext():
+                    return self._timed(emitter, entry, count, notes)
+            finally:
+                notes["pipeline_dropped"] = emitter.dropped_entries
+                emitter.stop(FLUSH_TIMEOUT_S)
+                if span is not None:
+                    span.end()
+                if emitter.jsonl_path is not None and os.path.exists(emitter.jsonl_path):
+                    os.remove(emitter.jsonl_path)
+                if self.after_run is not None:
+                    self.after_run()
+                if counters is not None:
+                    after = counters()
+                    notes.update({key: after[key] - before.get(key, 0) for key in after})
+                per_run.append(notes)
+
+        rates = repeat(run, THREADED_RUNS)
+        totals: dict[str, Any] = {"N": count}
+        for notes in per_run[-len(rates) :]:
+            for key, value in notes.items():
+                totals[key] = totals.get(key, 0) + value
+        return Stat(rates, totals)
+
+    def _timed(self, emitter: TranscriptEmitter, entry: Entry, count: int, notes: dict[str, int]) -> float:
+        start = perf_ns()
+        notes["producer_waits"] = produce(self.pipeline, emitter, entry, count)
+        if not self.pipeline.flush(FLUSH_TIMEOUT_S, deep=self.deep):
+            raise RuntimeError("pipeline flush timed out")
+        return count / ((perf_ns() - start) / 1e9)
+
+
+def _entries() -> list[Entry]:
+    return [make_entry(key) for key, _ in SIZES]
+
+
+def _sdk_counters(logs: SdkLogs) -> Callable[[], dict[str, int]]:
+    def counters() -> dict[str, int]:
+        logs.provider.force_flush()
+        emitted, exported, failed = logs.snapshot()
+        return {"sdk_emitted": emitted, "sdk_dropped": emitted - exported - failed, "export_failed": failed}
+
+    return counters
+
+
+def main_jsonl() -> list[Row]:
+    entries = _entries()
+    jsonl_row = Row(SECTION_JSONL, "JSONL mirror only: entries/s", "rate")
+    all_row = Row(SECTION_JSONL, "JSONL + OTel logs (discarding exporter) + span events: entries/s", "rate")
+    with tempfile.TemporaryDirectory(prefix="bench-throughput-") as directory:
+        pipeline = TranscriptPipeline([JsonlMirror(Path(directory) / "jsonl")])
+        try:
+            runner = Runner(pipeline)
+            for entry in entries:
+                jsonl_row.cells[entry.key] = runner.measure(entry, JSONL_N[entry.key])
+        finally:
+            pipeline.shutdown(30.0)
+
+        logs = sdk_logs()
+        tracer_provider, _ = sdk_tracer()
+        sinks: list[Sink] = [
+            JsonlMirror(Path(directory) / "all"),
+            OTelLogSink(logs.provider),
+            SpanEventSink(),
+        ]
+        pipeline = TranscriptPipeline(sinks)
+        try:
+            runner = Runner(pipeline, tracer_provider.get_tracer("benchmarks"), deep=True)
+            for entry in entries:
+                all_row.cells[entry.key] = runner.measure(entry, ALL_SINKS_N[entry.key], _sdk_counters(logs))
+        finally:
+            pipeline.shutdown(30.0)
+            logs.shutdown()
+            tracer_provider.shutdown()
+    return [jsonl_row, all_row]
+
+
+def _otlp_row(
+    endpoint: str,
+    directory: Path,
+    entries: list[Entry],
+    name: str,
+    batch_options: Callable[[Entry], dict[str, Any]],
+) -> Row:
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    row = Row(SECTION_OTLP, name, "rate")
+    for entry in entries:
+        logs = sdk_logs(
+            OTLPLogExporter(endpoint=endpoint + "/v1/logs", timeout=EXPORT_TIMEOUT_S),
+            **batch_options(entry),
+        )
+        tracer_provider: TracerProvider
+        tracer_provider, _ = sdk_tracer(
+            OTLPSpanExporter(endpoint=endpoint + "/v1/traces", timeout=EXPORT_TIMEOUT_S)
+        )
+        sinks: list[Sink] = [JsonlMirror(directory), OTelLogSink(logs.provider), SpanEventSink()]
+        pipeline = TranscriptPipeline(sinks)
+        try:
+            runner = Runner(
+                pipeline,
+                tracer_provider.get_tracer("benchmarks"),
+                deep=True,
+                after_run=tracer_provider.force_flush,
+            )
+            row.cells[entry.key] = runner.measure(entry, OTLP_N[entry.key], _sdk_counters(logs))
+        finally:
+            pipeline.shutdown(30.0)
+            logs.shutdown()
+            tracer_provider.shutdown()
+    return row
+
+
+def main_otlp() -> dict[str, Any]:
+    from receiver import Rotel
+
+    entries = [entry for entry in _entries() if entry.key in OTLP_N]
+    rows: list[Row] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-otlp-") as directory,
+        Rotel() as rotel,
+        ExporterMessages() as messages,
+    ):
+        rows.append(
+            _otlp_row(
+                rotel.http_endpoint,
+                Path(directory),
+                entries,
+                "configure() defaults (SDK batch 512, queue 2048): entries/s",
+                lambda entry: {},
+            )
+        )
+        rows.append(
+            _otlp_row(
+                rotel.http_endpoint,
+                Path(directory),
+                entries,
+                "SDK queue = N, batch 512 (1 KB) / 64 (50 KB): entries/s",
+                lambda entry: {
+                    "max_queue_size": OTLP_N[entry.key],
+                    "max_export_batch_size": 512 if entry.key == "1kb" else 64,
+                },
+            )
+        )
+    info = {"exporter_messages": dict(messages.counts)}
+    return {"rows": [row.to_json() for row in rows], "info": info}

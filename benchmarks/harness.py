@@ -1,0 +1,155 @@
+"""Timing, statistics and process helpers shared by the benchmark sections.
+
+Method (as in `shared/reference/perf.md` section 0): one untimed warm-up run, then
+at least five timed runs; GC stays on, `gc.collect()` runs before each run; the
+figure reported is the median over the runs, with the smallest run beside it.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import resource
+import socket
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+WARMUP_RUNS = 1
+TIMED_RUNS = 7  # single-thread rows
+THREADED_RUNS = 5  # rows that involve the writer or exporter threads
+
+perf_ns = time.perf_counter_ns
+
+
+@dataclass
+class Stat:
+    """The per-run values of one measurement (ns per entry, entries/s, bytes...)."""
+
+    values: list[float]
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def best(self) -> float:
+        return min(self.values)
+
+    @property
+    def worst(self) -> float:
+        return max(self.values)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"values": self.values, "median": self.median, "notes": self.notes}
+
+
+def repeat(run: Callable[[], float], runs: int = TIMED_RUNS, warmup: int = WARMUP_RUNS) -> list[float]:
+    """Call `run` warm-up + `runs` times (GC collected before each); the timed results."""
+    results: list[float] = []
+    for index in range(warmup + runs):
+        gc.collect()
+        value = run()
+        if index >= warmup:
+            results.append(value)
+    return results
+
+
+def percentile(sorted_values: list[int] | list[float], fraction: float) -> float:
+    """Nearest-rank percentile of already sorted values."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return float(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+def loop_ns_per_call(call: Callable[[], object], seconds: float = 0.1) -> int:
+    """How many iterations of `call` fill about `seconds` (at least 100)."""
+    count = 100
+    while True:
+        start = perf_ns()
+        for _ in range(count):
+            call()
+        elapsed = perf_ns() - start
+        if elapsed >= seconds * 1e9 / 4 or count >= 10_000_000:
+            per_call = elapsed / count
+            return max(100, int(seconds * 1e9 / max(per_call, 1.0)))
+        count *= 4
+
+
+# -- formatting -----------------------------------------------------------------------
+
+
+def fmt_ns(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
+    if value < 1_000:
+        return f"{value:.0f} ns"
+    if value < 1_000_000:
+        return f"{value / 1_000:.2f} µs" if value < 10_000 else f"{value / 1_000:.1f} µs"
+    return f"{value / 1_000_000:.2f} ms"
+
+
+def fmt_rate(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.2f} M/s"
+    if value >= 10_000:
+        return f"{value / 1_000:.1f} k/s"
+    return f"{value:,.0f} /s"
+
+
+def fmt_bytes(value: float) -> str:
+    if value >= 1 << 30:
+        return f"{value / (1 << 30):.2f} GiB"
+    if value >= 1 << 20:
+        return f"{value / (1 << 20):.1f} MiB"
+    if value >= 1 << 10:
+        return f"{value / (1 << 10):.1f} KiB"
+    return f"{value:.0f} B"
+
+
+def fmt_ratio(value: float) -> str:
+    if math.isnan(value) or value == 0:
+        return "n/a"
+    if value >= 1:
+        return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
+    return f"{value:.3f}x" if value >= 0.01 else f"{value:.4f}x"
+
+
+# -- process ----------------------------------------------------------------------------
+
+
+def rss_bytes() -> int:
+    """Current resident set size of this process (Linux)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        resident_pages = int(statm.read().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
