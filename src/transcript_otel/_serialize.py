@@ -8,6 +8,8 @@ fallbacks, and each fallback reports what it changed so the caller can record a
 from __future__ import annotations
 
 import json
+import math
+import re
 import reprlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,35 +42,92 @@ def _fallback(value: object) -> object:
         return f"<unrepresentable {type(value).__name__}>"
 
 
-def dumps(value: object) -> Encoded:
-    """Encode `value` as JSON; never raises.
+class _RecordingFallback:
+    """`_fallback` that remembers which types it had to convert."""
 
-    1. orjson, converting unknown types with `_fallback`;
-    2. orjson with non-str keys turned into strings;
+    __slots__ = ("converted",)
+
+    def __init__(self) -> None:
+        self.converted: set[str] = set()
+
+    def __call__(self, value: object) -> object:
+        self.converted.add(type(value).__name__)
+        return _fallback(value)
+
+
+def _has_non_finite_float(value: object) -> bool:
+    """Whether a NaN or an infinity hides in `value` (orjson writes them as null)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is float:
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def _problems(fallback: _RecordingFallback, *notes: str) -> str | None:
+    found = list(notes)
+    if fallback.converted:
+        found.append(
+            f"values of type {', '.join(sorted(fallback.converted))} were converted "
+            "(sets to lists, bytes to text, anything else to its repr)"
+        )
+    return "; ".join(found) or None
+
+
+def dumps(value: object) -> Encoded:
+    """Encode `value` as JSON; never raises; reports every change it had to make.
+
+    1. orjson, converting unknown types with `_fallback` (reported);
+    2. orjson with non-str keys turned into strings (reported);
     3. stdlib json, which handles lone surrogates and integers above 64 bits
-       (keys it cannot represent are skipped, which is reported);
+       faithfully (keys it cannot represent are skipped, which is reported);
     4. a stub naming the failure (cycles, nesting deeper than the encoders allow).
+
+    NaN and infinities, which JSON cannot hold, come out as null and are reported;
+    the check only runs when the output holds a `null` at all.
     """
+    fallback = _RecordingFallback()
     try:
-        return Encoded(orjson.dumps(value, default=_fallback))
+        data = orjson.dumps(value, default=fallback)
+        non_finite = b"null" in data and _has_non_finite_float(value)
+        return Encoded(data, _problems(fallback, *_NON_FINITE_NOTE[non_finite]))
     except TypeError:
         pass
     try:
-        return Encoded(orjson.dumps(value, default=_fallback, option=orjson.OPT_NON_STR_KEYS))
+        data = orjson.dumps(value, default=fallback, option=orjson.OPT_NON_STR_KEYS)
+        non_finite = b"null" in data and _has_non_finite_float(value)
+        notes = ("non-string keys were converted to strings", *_NON_FINITE_NOTE[non_finite])
+        return Encoded(data, _problems(fallback, *notes))
     except TypeError:
         pass
     try:
-        text = json.dumps(value, default=_fallback, ensure_ascii=True)
-        return Encoded(text.encode("ascii"))
+        text = json.dumps(value, default=fallback, ensure_ascii=True)
+        return Encoded(text.encode("ascii"), _problems(fallback, *_json_notes(text, value)))
     except TypeError:
         pass  # a key JSON cannot represent (a tuple, an object)
     except (ValueError, RecursionError) as exc:
         return _stub(value, exc)
     try:
-        text = json.dumps(value, default=_fallback, ensure_ascii=True, skipkeys=True)
-        return Encoded(text.encode("ascii"), "keys that JSON cannot represent were dropped")
+        text = json.dumps(value, default=fallback, ensure_ascii=True, skipkeys=True)
+        notes = ("keys that JSON cannot represent were dropped", *_json_notes(text, value))
+        return Encoded(text.encode("ascii"), _problems(fallback, *notes))
     except (TypeError, ValueError, RecursionError) as exc:
         return _stub(value, exc)
+
+
+_NON_FINITE_NOTE: Final = ((), ("NaN or infinite floats were written as null",))
+
+
+def _json_notes(text: str, value: object) -> tuple[str, ...]:
+    if ("NaN" in text or "Infinity" in text) and _has_non_finite_float(value):
+        return ("NaN or infinite floats were written as NaN/Infinity, which strict JSON rejects",)
+    return ()
 
 
 def _stub(value: object, exc: BaseException) -> Encoded:
@@ -124,9 +183,23 @@ def iso_timestamp(timestamp_ns: int) -> str:
     return f"{prefix}.{remainder // 1000:06d}+00:00"
 
 
+_LONG_INTEGER: Final = re.compile(rb"\d{20,}")
+_LONG_INTEGER_TEXT: Final = re.compile(r"\d{20,}")
+
+
 def loads(line: bytes | str) -> Any:
-    """Parse JSON; falls back to the stdlib for what orjson rejects (lone surrogates)."""
+    """Parse JSON; never raises anything but ValueError.
+
+    Falls back to the stdlib for what orjson rejects (lone surrogates, NaN) or
+    would change (integers beyond 64 bits, which orjson turns into floats).
+    """
+    pattern = _LONG_INTEGER_TEXT if isinstance(line, str) else _LONG_INTEGER
     try:
-        return orjson.loads(line)
+        if pattern.search(line) is None:  # type: ignore[arg-type]
+            return orjson.loads(line)
     except orjson.JSONDecodeError:
+        pass
+    try:
         return json.loads(line)
+    except RecursionError as exc:
+        raise ValueError(f"JSON nested too deeply: {exc}") from exc

@@ -39,7 +39,9 @@ def _shrink(value: Any, max_string: int, max_items: int) -> Any:
 
 def _cut_plain(text: str, limit: int) -> str:
     marker = f"…[truncated, original length {len(text)}]"
-    return text[: max(0, limit - len(marker))] + marker
+    if len(marker) >= limit:  # no room for the full marker: keep the bare ellipsis
+        return text[: max(0, limit - 1)] + "…"[:limit]
+    return text[: limit - len(marker)] + marker
 
 
 def truncate_text(text: str, limit: int) -> tuple[str, bool]:
@@ -53,8 +55,23 @@ def truncate_text(text: str, limit: int) -> tuple[str, bool]:
         parsed = loads(text)
     except ValueError:
         return _cut_plain(text, limit), True
+    if isinstance(parsed, str):  # a JSON string: cut its content, keep it a JSON string
+        size = limit
+        while size > 0:
+            quoted = dumps(_cut_plain(parsed, size)).data.decode("utf-8")
+            if len(quoted) <= limit:
+                return quoted, True
+            size = min(size - 1, size * limit // len(quoted))
+        return _cut_plain(text, limit), True
     if not isinstance(parsed, (dict, list)):
         return _cut_plain(text, limit), True
+    try:
+        return _shrink_to_fit(parsed, text, limit), True
+    except RecursionError:  # nesting deeper than we can walk: a plain, marked cut
+        return _cut_plain(text, limit), True
+
+
+def _shrink_to_fit(parsed: dict[str, Any] | list[Any], text: str, limit: int) -> str:
     best: str | None = None
     low, high = _MIN_STRING, limit
     while low <= high:
@@ -66,12 +83,12 @@ def truncate_text(text: str, limit: int) -> tuple[str, bool]:
         else:
             high = budget - 1
     if best is not None:
-        return best, True
+        return best
     # Too many nodes for even the smallest budget: keep a readable, valid preview.
     size = limit // 2
     while size > 0:
         preview = orjson.dumps({"truncated_json_preview": text[:size]}).decode("utf-8")
         if len(preview) <= limit:
-            return preview, True
+            return preview
         size //= 2
-    return "{}", True
+    return "{}"

@@ -39,10 +39,10 @@ class TranscriptEmitter:
 
     __slots__ = (
         "_backlog",
-        "_counter_lock",
         "_counters",
         "_emit_raw",
         "_enabled",
+        "_order_lock",
         "_pipeline",
         "_run",
         "_started",
@@ -61,20 +61,29 @@ class TranscriptEmitter:
     ) -> None:
         self._enabled = env.env_flag(env.TRANSCRIPT_OTEL_EMISSION, True) if emission is None else emission
         self._emit_raw = env.env_flag(env.TRANSCRIPT_OTEL_EMIT_RAW, True) if emit_raw is None else emit_raw
+        identity = {"prompt_name": prompt_name, "adapter": adapter, "session_id": session_id}
+        problems: list[str] = []
+        for field, value in identity.items():
+            if value is not None:
+                identity[field], problem = safe_text(value)
+                if problem:
+                    problems.append(f"{field}: {problem}")
         self._run = RunInfo(
-            prompt_name=safe_text(prompt_name)[0],
-            adapter=safe_text(adapter)[0],
-            session_id=None if session_id is None else safe_text(session_id)[0],
+            prompt_name=str(identity["prompt_name"]),
+            adapter=str(identity["adapter"]),
+            session_id=identity["session_id"],
             started_ns=time.time_ns(),
         )
         self._pipeline = pipeline if pipeline is not None else get_pipeline()
         self._backlog = self._pipeline.backlog
         self._counters: dict[Any, Iterator[int]] = {}
-        self._counter_lock = threading.Lock()
+        self._order_lock = threading.Lock()
         self._started = False
         self._stopped = False
         if self._enabled:
             self._pipeline.register_run(self._run)
+            if problems:
+                self._report("; ".join(problems))
 
     # -- identity ----------------------------------------------------------------------
 
@@ -117,28 +126,30 @@ class TranscriptEmitter:
             counter = self._counters.get(source)
             if counter is None:
                 counter = self._new_counter(source)
-            backlog.append(
-                (
-                    _ENTRY,
-                    self._run,
-                    entry_type,
-                    source,
-                    next(counter),
-                    time.time_ns(),
-                    detail,
-                    raw if self._emit_raw else None,
-                    get_current(),
+            otel_context = get_current()
+            # Number, timestamp and queue position are taken together, so that entries
+            # of one source from several threads stay in sequence and in time order.
+            with self._order_lock:
+                backlog.append(
+                    (
+                        _ENTRY,
+                        self._run,
+                        entry_type,
+                        source,
+                        next(counter),
+                        time.time_ns(),
+                        detail,
+                        raw if self._emit_raw else None,
+                        otel_context,
+                    )
                 )
-            )
             if len(backlog) >= WAKE_THRESHOLD:
                 self._pipeline.wake()
         except Exception as exc:  # non-blocking invariant: report, skip the entry
             self._report(f"emit failed: {type(exc).__name__}: {exc}")
 
     def _new_counter(self, source: Any) -> Iterator[int]:
-        # `next()` on itertools.count is atomic under the GIL; the lock only guards
-        # two threads creating the same source's counter at once.
-        with self._counter_lock:
+        with self._order_lock:
             return self._counters.setdefault(source, itertools.count(1))
 
     # -- lifecycle ---------------------------------------------------------------------

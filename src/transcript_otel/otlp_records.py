@@ -7,11 +7,14 @@ OTLP encoder produces them) or the OTLP/JSON form of the same messages.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import string
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from transcript_otel import attributes as attr
-from transcript_otel._serialize import loads
+from transcript_otel._serialize import iso_timestamp, loads
 
 _CONTEXT_SKIP = frozenset((attr.RUN_ID,))
 _JSON_ATTRIBUTES = frozenset((attr.DETAIL, "transcript.entries_by_source", "transcript.entries_by_type"))
@@ -53,10 +56,30 @@ def _attributes(log_record: Any) -> dict[str, Any]:
     return {key: _any_value(value) for key, value in pairs}
 
 
-def _hex_id(value: Any) -> str | None:
-    if isinstance(value, bytes):
-        return value.hex() if value.strip(b"\0") else None
-    return value or None
+def _hex_id(value: Any, size: int) -> str | None:
+    """A trace (16 bytes) or span (8 bytes) id as hex, from protobuf bytes, the OTLP/JSON
+    hex form, or the base64 form of protobuf's generic JSON mapping."""
+    if isinstance(value, str) and value:
+        if len(value) == size * 2 and all(c in string.hexdigits for c in value):
+            raw = bytes.fromhex(value)
+        else:
+            try:
+                raw = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                return None
+    elif isinstance(value, bytes):
+        raw = value
+    else:
+        return None
+    return raw.hex() if len(raw) == size and raw.strip(b"\0") else None
+
+
+def _nanos(value: Any) -> int | None:
+    try:
+        nanos = int(value)
+    except (TypeError, ValueError):
+        return None
+    return nanos if nanos > 0 else None
 
 
 def record_from_otlp(log_record: Any) -> dict[str, Any]:
@@ -75,14 +98,18 @@ def record_from_otlp(log_record: Any) -> dict[str, Any]:
         if isinstance(log_record, Mapping)
         else (lambda name, default=None: getattr(log_record, name, default))
     )
-    trace_id = _hex_id(get("trace_id") or get("traceId"))
-    span_id = _hex_id(get("span_id") or get("spanId"))
+    trace_id = _hex_id(get("trace_id") or get("traceId"), 16)
+    span_id = _hex_id(get("span_id") or get("spanId"), 8)
     if trace_id:
         context["trace_id"] = trace_id
     if span_id:
         context["span_id"] = span_id
+    timestamp = context.get("timestamp")
+    if timestamp is None:  # lifecycle records: the log record's own time
+        nanos = _nanos(get("time_unix_nano") or get("timeUnixNano"))
+        timestamp = iso_timestamp(nanos) if nanos else None
     return {
-        "timestamp": context.get("timestamp"),
+        "timestamp": timestamp,
         "level": get("severity_text") or get("severityText"),
         "logger": None,
         "event": get("event_name") or get("eventName"),

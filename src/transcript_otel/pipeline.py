@@ -17,12 +17,13 @@ agent, however slow the disk or the backend.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Final
 
@@ -83,8 +84,12 @@ class TranscriptPipeline:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._warned_sinks: set[str] = set()
-        self._on_shutdown: list[Callable[[float], None]] = []
+        self._on_shutdown: list[Callable[[], None]] = []
+        # Records handed to the sinks since their last flush, per run: what a failed
+        # flush may have lost.
+        self._unflushed: Counter[RunInfo] = Counter()
         self.internal_errors = 0
+        self.sink_failures: Counter[str] = Counter()
         _PIPELINES.add(self)
 
     # -- agent-thread side -------------------------------------------------------------
@@ -135,8 +140,8 @@ class TranscriptPipeline:
         self.wake()
         return request.done.wait(timeout)
 
-    def add_shutdown_callback(self, callback: Callable[[float], None]) -> None:
-        """Run `callback(remaining_timeout_s)` after the final drain at shutdown."""
+    def add_shutdown_callback(self, callback: Callable[[], None]) -> None:
+        """Run `callback()` after the final drain at shutdown, bounded by its deadline."""
         self._on_shutdown.append(callback)
 
     def adopt_shutdown_callbacks(self, other: TranscriptPipeline) -> None:
@@ -145,12 +150,18 @@ class TranscriptPipeline:
         other._on_shutdown.clear()
 
     def shutdown(self, timeout_s: float | None = None) -> None:
-        """Drain everything, stop the writer and release the sinks; bounded in time."""
+        """Drain everything, stop the writer and release the sinks; bounded in time.
+
+        The local mirror is completed first; then the sinks' shutdowns and the
+        shutdown callbacks (OTel providers `configure()` created) run side by side
+        on helper threads, sharing what is left of the deadline, so a dead backend
+        cannot take the whole budget from the others nor hang the process.
+        """
         timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
         if self._closed:
             return
-        self.flush(timeout, deep=True)
+        self.flush(timeout)
         with self._lock:
             self._closed = True
             thread = self._thread
@@ -158,13 +169,12 @@ class TranscriptPipeline:
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
-        for sink in self.sinks:
-            self._guard(sink, lambda s: s.shutdown(max(0.0, deadline - time.monotonic())))
-        for callback in self._on_shutdown:
-            try:
-                callback(max(0.0, deadline - time.monotonic()))
-            except Exception as exc:
-                _logger.warning("transcript-otel: shutdown callback failed: %r", exc)
+        actions: list[tuple[str, Callable[[], None]]] = [
+            (f"sink {sink.name}", functools.partial(sink.shutdown, max(0.0, deadline - time.monotonic())))
+            for sink in self.sinks
+        ]
+        actions += [(repr(callback), callback) for callback in self._on_shutdown]
+        _run_all_before(actions, deadline)
 
     # -- writer thread -----------------------------------------------------------------
 
@@ -203,7 +213,7 @@ class TranscriptPipeline:
             written += 1
             if written % WAKE_THRESHOLD == 0:
                 self._flush_sinks()
-        if written:
+        if self._unflushed:
             self._flush_sinks()
 
     def _process(self, item: QueuedItem) -> None:
@@ -243,9 +253,13 @@ class TranscriptPipeline:
             self._observe_size(record)
         elif event is TranscriptEvent.STOP:
             for sink in self.sinks:
-                self._guard(sink, lambda s: s.close_run(run))
+                try:
+                    sink.close_run(run)
+                except Exception as exc:
+                    self._report_lost(sink, "close the run", exc, {run: self._unflushed[run]})
 
     def _write(self, record: PreparedRecord, skip: Sink | None = None) -> None:
+        self._unflushed[record.run] += 1
         for sink in self.sinks:
             if sink is skip:
                 continue
@@ -255,6 +269,7 @@ class TranscriptPipeline:
                 self._sink_failed(sink, record, exc)
 
     def _sink_failed(self, sink: Sink, record: PreparedRecord, exc: Exception) -> None:
+        self.sink_failures[sink.name] += 1
         self._warn_once(sink.name, f"failed to write a record: {exc!r}")
         if record.event is TranscriptEvent.ERROR:
             return  # never recurse on the error about an error
@@ -274,8 +289,30 @@ class TranscriptPipeline:
         )
 
     def _flush_sinks(self) -> None:
+        unflushed = dict(self._unflushed)
+        self._unflushed.clear()
         for sink in self.sinks:
-            self._guard(sink, lambda s: s.flush())
+            try:
+                sink.flush()
+            except Exception as exc:
+                self._report_lost(sink, "flush", exc, unflushed)
+
+    def _report_lost(self, sink: Sink, action: str, exc: Exception, unflushed: dict[RunInfo, int]) -> None:
+        """One `transcript.error` per affected run, in the sinks that still work."""
+        self.sink_failures[sink.name] += 1
+        self._warn_once(sink.name, f"failed to {action}: {exc!r}")
+        for run, count in unflushed.items():
+            self._write(
+                error_record(
+                    run,
+                    time.time_ns(),
+                    f"sink {sink.name!r} failed to {action}: {type(exc).__name__}: {exc}; "
+                    f"up to {count} records of this run may be missing there",
+                    sink=sink.name,
+                    possibly_lost_records=count,
+                ),
+                skip=sink,
+            )
 
     def _force_flush_sinks(self, timeout_s: float) -> None:
         for sink in self.sinks:
@@ -291,7 +328,11 @@ class TranscriptPipeline:
         if sink_name in self._warned_sinks:
             return
         self._warned_sinks.add(sink_name)
-        _logger.warning("transcript-otel: sink %r: %s (further failures are counted)", sink_name, message)
+        _logger.warning(
+            "transcript-otel: sink %r: %s (further failures become transcript.error records)",
+            sink_name,
+            message,
+        )
 
     def _observe_size(self, record: PreparedRecord) -> None:
         raw = record.context.get("raw")
@@ -312,6 +353,29 @@ class TranscriptPipeline:
         self._thread = None
         for sink in self.sinks:
             self._guard(sink, lambda s: s.after_fork_in_child())
+
+
+def _run_all_before(actions: list[tuple[str, Callable[[], None]]], deadline: float) -> None:
+    """Run `actions` concurrently on daemon threads; stop waiting at `deadline`."""
+    workers = []
+    for name, action in actions:
+        worker = threading.Thread(target=_logged(name, action), name="transcript-otel-shutdown", daemon=True)
+        worker.start()
+        workers.append((name, worker))
+    for name, worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            _logger.warning("transcript-otel: %s did not finish before the shutdown deadline", name)
+
+
+def _logged(name: str, action: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            action()
+        except Exception as exc:
+            _logger.warning("transcript-otel: %s failed at shutdown: %r", name, exc)
+
+    return run
 
 
 _PIPELINES: weakref.WeakSet[TranscriptPipeline] = weakref.WeakSet()

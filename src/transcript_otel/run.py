@@ -66,4 +66,6 @@ class RunInfo:
 def _as_datetime(timestamp_ns: int | None) -> datetime | None:
     if timestamp_ns is None:
         return None
-    return datetime.fromtimestamp(timestamp_ns / 1e9, UTC)
+    # Truncated to the microsecond, exactly as the records' ISO timestamps are.
+    seconds, remainder = divmod(timestamp_ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=remainder // 1000)

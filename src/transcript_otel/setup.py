@@ -6,10 +6,8 @@ application already configured OTel itself.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Final
@@ -18,7 +16,9 @@ from opentelemetry import _logs, trace
 from opentelemetry._logs._internal import ProxyLoggerProvider
 
 from transcript_otel import environment_variables as env
+from transcript_otel import exporters
 from transcript_otel.defaults import set_pipeline
+from transcript_otel.exporters import ConfigurationError
 from transcript_otel.pipeline import (
     DEFAULT_MAX_BACKLOG_BYTES,
     DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -29,18 +29,12 @@ from transcript_otel.sinks.jsonl import JsonlMirror
 from transcript_otel.sinks.otel_logs import OTelLogSink
 from transcript_otel.sinks.span_events import DEFAULT_MAX_VALUE_LENGTH, SpanEventSink
 
+__all__ = ["Configuration", "ConfigurationError", "configure", "instrument_installed"]
+
 _logger = logging.getLogger(__name__)
 
 DISTRIBUTION: Final = "transcript-otel"
 INSTRUMENTOR_GROUP: Final = "opentelemetry_instrumentor"
-DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
-# Exports give up after this long, so a dead backend cannot hang shutdown for 30 s.
-EXPORT_TIMEOUT_S: Final = 5.0
-_PROTOCOLS: Final = ("grpc", "http/protobuf")
-
-
-class ConfigurationError(ValueError):
-    """`configure()` was given settings it cannot honour."""
 
 
 @dataclass(slots=True)
@@ -54,6 +48,8 @@ class Configuration:
     otlp_endpoint: str | None
     otlp_protocol: str | None
     jsonl_directory: str | None
+    created_tracer_provider: bool = False
+    created_logger_provider: bool = False
     instrumented: list[str] = field(default_factory=list)
 
     def shutdown(self, timeout_s: float | None = None) -> None:
@@ -69,102 +65,19 @@ def _logs_configured() -> bool:
     return not isinstance(provider, (ProxyLoggerProvider, _logs.NoOpLoggerProvider))
 
 
-def _otlp_endpoint(endpoint: str | None) -> str | None:
-    return endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+def _described_endpoint(endpoint: str | None, logs_url: str | None, traces_url: str | None) -> str | None:
+    """The endpoint as the user gave it (base URL), or the signal URL we export to."""
+    if logs_url is None and traces_url is None:
+        return None
+    return endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or logs_url or traces_url
 
 
-def _otlp_protocol(signal: str, protocol: str | None) -> str:
-    chosen = (
-        protocol
-        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    if chosen not in _PROTOCOLS:
-        raise ConfigurationError(
-            f"OTLP protocol {chosen!r} is not supported; use one of {', '.join(_PROTOCOLS)}"
-        )
-    return chosen
-
-
-def _signal_endpoint(base: str, protocol: str, path: str) -> str:
-    if protocol == "grpc":
-        return base
-    return base.rstrip("/") + path
-
-
-def _exporters(endpoint: str | None, protocol: str | None) -> tuple[Any, Any]:
-    """OTLP span and log exporters per the `OTEL_EXPORTER_OTLP_*` variables."""
-    traces_protocol = _otlp_protocol("TRACES", protocol)
-    logs_protocol = _otlp_protocol("LOGS", protocol)
-    timeout = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", 0)) / 1000 or EXPORT_TIMEOUT_S
-    span_kwargs: dict[str, Any] = {"timeout": timeout}
-    log_kwargs: dict[str, Any] = {"timeout": timeout}
-    if endpoint is not None:
-        span_kwargs["endpoint"] = _signal_endpoint(endpoint, traces_protocol, "/v1/traces")
-        log_kwargs["endpoint"] = _signal_endpoint(endpoint, logs_protocol, "/v1/logs")
-    if traces_protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
-
-        span_exporter: Any = Grpc(insecure=_insecure(endpoint), **span_kwargs)
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        span_exporter = OTLPSpanExporter(**span_kwargs)
-    if logs_protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
-
-        log_exporter: Any = GrpcLogs(insecure=_insecure(endpoint), **log_kwargs)
-    else:
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-
-        log_exporter = OTLPLogExporter(**log_kwargs)
-    return span_exporter, log_exporter
-
-
-def _insecure(endpoint: str | None) -> bool | None:
-    if endpoint is None:
-        return None  # let OTEL_EXPORTER_OTLP_INSECURE / the scheme decide
-    return endpoint.startswith("http://")
-
-
-def _create_providers(
-    service_name: str | None, endpoint: str | None, protocol: str | None
-) -> tuple[Any, Any]:
-    try:
-        from opentelemetry.sdk._logs import LoggerProvider
-        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError as exc:
-        raise ConfigurationError(
-            "configure() needs the OTel SDK: pip install 'transcript-otel[otlp]'"
-        ) from exc
-    attributes = {}
-    if service_name or not os.environ.get("OTEL_SERVICE_NAME"):
-        attributes[SERVICE_NAME] = service_name or DEFAULT_SERVICE_NAME
-    resource = Resource.create(attributes)
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-    if endpoint is not None:
-        span_exporter, log_exporter = _exporters(endpoint, protocol)
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
-    return tracer_provider, logger_provider
-
-
-def _shutdown_within(provider: Any, timeout_s: float) -> None:
-    """`provider.shutdown()` on a helper thread: a dead backend must not hang exit."""
-    worker = threading.Thread(target=provider.shutdown, name="transcript-otel-shutdown", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        _logger.warning(
-            "transcript-otel: %s did not shut down within %.1f s; giving up",
-            type(provider).__name__,
-            timeout_s,
-        )
+def _described_protocol(protocol: str | None, logs_url: str | None, traces_url: str | None) -> str | None:
+    if logs_url is not None:
+        return exporters.protocol_for("LOGS", protocol)
+    if traces_url is not None:
+        return exporters.protocol_for("TRACES", protocol)
+    return None
 
 
 def instrument_installed() -> list[str]:
@@ -207,9 +120,10 @@ def configure(
 
     * OTel: when the application has not configured OTel yet, create SDK tracer and
       logger providers (batch processors; OTLP exporters when `endpoint` or
-      `OTEL_EXPORTER_OTLP_ENDPOINT` is set, over `protocol` or
+      `OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]ENDPOINT` is set, over `protocol` or
       `OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]PROTOCOL`: `grpc` or `http/protobuf`) and
-      make them global. When it has, reuse its providers.
+      make them global. A provider the application already set is reused, and
+      left for the application to shut down.
     * Sinks: the JSONL mirror, OTel log records and span events, each switchable
       (arguments > `TRANSCRIPT_OTEL_*` variables > on).
     * Instrumentors: every transcript-otel instrumentor whose library is installed.
@@ -217,19 +131,23 @@ def configure(
     Everything is flushed and shut down at interpreter exit within
     `shutdown_timeout_s` (default 5 s), even when the backend is down.
     """
-    endpoint = _otlp_endpoint(endpoint)
-    created = False
     tracer_provider: Any = trace.get_tracer_provider()
     logger_provider: Any = _logs.get_logger_provider()
-    if not _sdk_configured() or not _logs_configured():
-        new_tracer_provider, new_logger_provider = _create_providers(service_name, endpoint, protocol)
-        if not _sdk_configured():
-            trace.set_tracer_provider(new_tracer_provider)
-            tracer_provider = new_tracer_provider
-        if not _logs_configured():
-            _logs.set_logger_provider(new_logger_provider)
-            logger_provider = new_logger_provider
-        created = True
+    create_tracer, create_logger = not _sdk_configured(), not _logs_configured()
+    traces_url = exporters.endpoint_for("TRACES", endpoint, protocol) if create_tracer else None
+    logs_url = exporters.endpoint_for("LOGS", endpoint, protocol) if create_logger else None
+    if create_tracer or create_logger:
+        resource = exporters.resource(service_name)
+        if create_tracer:
+            tracer_provider = exporters.tracer_provider(
+                resource, traces_url, exporters.protocol_for("TRACES", protocol)
+            )
+            trace.set_tracer_provider(tracer_provider)
+        if create_logger:
+            logger_provider = exporters.logger_provider(
+                resource, logs_url, exporters.protocol_for("LOGS", protocol)
+            )
+            _logs.set_logger_provider(logger_provider)
 
     timeout = shutdown_timeout_s or env.env_number(
         env.TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_S
@@ -255,9 +173,11 @@ def configure(
         or int(env.env_number(env.TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES, DEFAULT_MAX_BACKLOG_BYTES)),
         shutdown_timeout_s=timeout,
     )
-    if created:
-        for provider in (tracer_provider, logger_provider):
-            pipeline.add_shutdown_callback(functools.partial(_shutdown_within, provider))
+    # Only what we created is ours to shut down; the application's providers are its own.
+    if create_tracer:
+        pipeline.add_shutdown_callback(tracer_provider.shutdown)
+    if create_logger:
+        pipeline.add_shutdown_callback(logger_provider.shutdown)
     pipeline.ensure_running()  # also registers the bounded flush at interpreter exit
     previous = set_pipeline(pipeline)
     if previous is not None:
@@ -268,9 +188,11 @@ def configure(
         pipeline=pipeline,
         tracer_provider=tracer_provider,
         logger_provider=logger_provider,
-        created_providers=created,
-        otlp_endpoint=endpoint if created else None,
-        otlp_protocol=_otlp_protocol("LOGS", protocol) if created and endpoint else None,
+        created_providers=create_tracer or create_logger,
+        otlp_endpoint=_described_endpoint(endpoint, logs_url, traces_url),
+        otlp_protocol=_described_protocol(protocol, logs_url, traces_url),
+        created_tracer_provider=create_tracer,
+        created_logger_provider=create_logger,
         jsonl_directory=None if mirror is None else str(mirror.path or mirror.directory),
     )
     if instrument:

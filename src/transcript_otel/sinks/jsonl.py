@@ -59,14 +59,17 @@ class JsonlMirror:
         self.directory = Path(directory) if directory is not None else default_directory()
         self.path = Path(path) if path is not None else None
         self._files: dict[str, _OpenFile] = {}
+        self._assigned: set[str] = set()
 
     def register_run(self, run: RunInfo) -> None:
         if self.path is not None:
             run.jsonl_path = str(self.path)
             return
         candidate = self.directory / run_file_name(run)
-        if candidate.exists():
-            candidate = candidate.with_name(f"{candidate.stem}-{run.run_id[:8]}.jsonl")
+        # Files are created on the first write, so names already handed out count too.
+        if str(candidate) in self._assigned or candidate.exists():
+            candidate = candidate.with_name(f"{candidate.stem}-{run.run_id[:12]}.jsonl")
+        self._assigned.add(str(candidate))
         run.jsonl_path = str(candidate)
 
     def write(self, record: PreparedRecord) -> None:

@@ -1,0 +1,126 @@
+"""OTel SDK providers and OTLP exporters, as `configure()` builds them.
+
+Needs the `[otlp]` extra. Endpoints and protocols follow the standard variables:
+an explicit argument, else `OTEL_EXPORTER_OTLP_{TRACES,LOGS}_ENDPOINT` (used as
+given), else `OTEL_EXPORTER_OTLP_ENDPOINT` (plus `/v1/traces` or `/v1/logs` over
+HTTP); `OTEL_EXPORTER_OTLP_[{TRACES,LOGS}_]PROTOCOL` is `http/protobuf` (default)
+or `grpc`. Headers, certificates and compression are left to the exporters,
+which read their own `OTEL_EXPORTER_OTLP_*` variables.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Final, Literal
+
+PROTOCOLS: Final = ("grpc", "http/protobuf")
+DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
+# Exports give up after this long, so a dead backend cannot hold shutdown for 30 s.
+EXPORT_TIMEOUT_S: Final = 5.0
+
+Signal = Literal["TRACES", "LOGS"]
+_HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs"}
+
+
+class ConfigurationError(ValueError):
+    """Settings transcript-otel cannot honour."""
+
+
+def protocol_for(signal: Signal, protocol: str | None = None) -> str:
+    chosen = (
+        protocol
+        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if chosen not in PROTOCOLS:
+        raise ConfigurationError(
+            f"OTLP protocol {chosen!r} is not supported; use one of {', '.join(PROTOCOLS)}"
+        )
+    return chosen
+
+
+def endpoint_for(signal: Signal, endpoint: str | None = None, protocol: str | None = None) -> str | None:
+    """The URL the `signal` exporter sends to, or None when nothing is configured."""
+    chosen_protocol = protocol_for(signal, protocol)
+    if endpoint is None:
+        specific = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+        if specific:
+            return specific
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+        if endpoint is None:
+            return None
+    if chosen_protocol == "grpc":
+        return endpoint
+    return endpoint.rstrip("/") + _HTTP_PATHS[signal]
+
+
+def _timeout_s() -> float:
+    try:
+        milliseconds = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", "0"))
+    except ValueError:
+        milliseconds = 0.0
+    return milliseconds / 1000 if milliseconds > 0 else EXPORT_TIMEOUT_S
+
+
+def span_exporter(url: str, protocol: str) -> Any:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+
+        return GrpcSpans(endpoint=url, insecure=url.startswith("http://"), timeout=_timeout_s())
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=url, timeout=_timeout_s())
+
+
+def log_exporter(url: str, protocol: str) -> Any:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
+
+        return GrpcLogs(endpoint=url, insecure=url.startswith("http://"), timeout=_timeout_s())
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+    return OTLPLogExporter(endpoint=url, timeout=_timeout_s())
+
+
+def _sdk() -> Any:
+    try:
+        import opentelemetry.sdk as sdk
+    except ImportError as exc:
+        raise ConfigurationError("the OTel SDK is missing: pip install 'transcript-otel[otlp]'") from exc
+    return sdk
+
+
+def resource(service_name: str | None) -> Any:
+    """The SDK resource: `service_name`, else `OTEL_SERVICE_NAME`, else our default."""
+    _sdk()
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+    attributes = {}
+    if service_name or not os.environ.get("OTEL_SERVICE_NAME"):
+        attributes[SERVICE_NAME] = service_name or DEFAULT_SERVICE_NAME
+    return Resource.create(attributes)
+
+
+def tracer_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
+    """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way)."""
+    _sdk()
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=sdk_resource, shutdown_on_exit=False)
+    if url is not None:
+        provider.add_span_processor(BatchSpanProcessor(span_exporter(url, protocol)))
+    return provider
+
+
+def logger_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
+    """An SDK LoggerProvider, exporting over OTLP when `url` is set."""
+    _sdk()
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    provider = LoggerProvider(resource=sdk_resource, shutdown_on_exit=False)
+    if url is not None:
+        provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter(url, protocol)))
+    return provider
