@@ -29,7 +29,7 @@ from transcript_otel._records import PreparedRecord
 from transcript_otel.defaults import pipeline_from_environment
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.run import RunInfo
-from transcript_otel.sinks import JsonlMirror
+from transcript_otel.sinks import JsonlMirror, Sink
 
 from helpers import entry_contexts, run_records
 
@@ -37,7 +37,7 @@ MakePipeline = Callable[..., TranscriptPipeline]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class RecordingSink:
+class RecordingSink(Sink):
     """A test sink: keeps what it is given; can fail or block on demand."""
 
     def __init__(
@@ -68,18 +68,6 @@ class RecordingSink:
         self.flushes += 1
         if self.fail_flush:
             raise OSError("flush failed")
-
-    def close_run(self, run: RunInfo) -> None:
-        pass
-
-    def force_flush(self, timeout_s: float) -> None:
-        pass
-
-    def shutdown(self, timeout_s: float) -> None:
-        pass
-
-    def after_fork_in_child(self) -> None:
-        pass
 
     def events(self) -> list[str]:
         return [record.event.value for record in self.records]

@@ -10,6 +10,7 @@ which read their own `OTEL_EXPORTER_OTLP_*` variables.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Final, Literal
 
@@ -63,24 +64,30 @@ def _timeout_s() -> float:
     return milliseconds / 1000 if milliseconds > 0 else EXPORT_TIMEOUT_S
 
 
-def span_exporter(url: str, protocol: str) -> Any:
+_EXPORTER_CLASSES: Final[dict[tuple[Signal, str], tuple[str, str]]] = {
+    ("TRACES", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc.trace_exporter", "OTLPSpanExporter"),
+    ("TRACES", "http/protobuf"): (
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+        "OTLPSpanExporter",
+    ),
+    ("LOGS", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc._log_exporter", "OTLPLogExporter"),
+    ("LOGS", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http._log_exporter", "OTLPLogExporter"),
+}
+
+
+def otlp_exporter(signal: Signal, url: str, protocol: str) -> Any:
+    """The OTLP exporter of `signal` over `protocol`, sending to `url`."""
+    module_name, class_name = _EXPORTER_CLASSES[signal, protocol]
+    try:
+        exporter_class = getattr(importlib.import_module(module_name), class_name)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the OTLP {protocol} exporter is missing: pip install 'transcript-otel[otlp]'"
+        ) from exc
+    options: dict[str, Any] = {"endpoint": url, "timeout": _timeout_s()}
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
-
-        return GrpcSpans(endpoint=url, insecure=url.startswith("http://"), timeout=_timeout_s())
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter(endpoint=url, timeout=_timeout_s())
-
-
-def log_exporter(url: str, protocol: str) -> Any:
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
-
-        return GrpcLogs(endpoint=url, insecure=url.startswith("http://"), timeout=_timeout_s())
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-
-    return OTLPLogExporter(endpoint=url, timeout=_timeout_s())
+        options["insecure"] = url.startswith("http://")
+    return exporter_class(**options)
 
 
 def _sdk() -> Any:
@@ -110,7 +117,7 @@ def tracer_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
 
     provider = TracerProvider(resource=sdk_resource, shutdown_on_exit=False)
     if url is not None:
-        provider.add_span_processor(BatchSpanProcessor(span_exporter(url, protocol)))
+        provider.add_span_processor(BatchSpanProcessor(otlp_exporter("TRACES", url, protocol)))
     return provider
 
 
@@ -122,5 +129,5 @@ def logger_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
 
     provider = LoggerProvider(resource=sdk_resource, shutdown_on_exit=False)
     if url is not None:
-        provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter(url, protocol)))
+        provider.add_log_record_processor(BatchLogRecordProcessor(otlp_exporter("LOGS", url, protocol)))
     return provider

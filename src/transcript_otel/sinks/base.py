@@ -1,23 +1,26 @@
-"""The interface every sink implements."""
+"""The base every sink builds on."""
 
 from __future__ import annotations
-
-from typing import Protocol
 
 from transcript_otel._records import PreparedRecord
 from transcript_otel.run import RunInfo
 
 
-class Sink(Protocol):
-    """A destination for transcript records, driven by the pipeline's writer thread."""
+class Sink:
+    """A destination for transcript records, driven by the pipeline's writer thread.
 
-    name: str
+    Only `write` is required; the other hooks default to doing nothing. Any
+    method may raise: the pipeline reports it as a `transcript.error` and goes on.
+    """
+
+    name: str = "sink"
 
     def register_run(self, run: RunInfo) -> None:
         """Called on the agent's thread when a run is created; must be cheap."""
 
     def write(self, record: PreparedRecord) -> None:
-        """Write one record. May raise: the pipeline reports it and goes on."""
+        """Write one record."""
+        raise NotImplementedError
 
     def flush(self) -> None:
         """Make everything written so far visible (end of each drained batch)."""

@@ -19,6 +19,7 @@ from typing import Final
 
 from transcript_otel._records import PreparedRecord, encode_line
 from transcript_otel.run import RunInfo
+from transcript_otel.sinks.base import Sink
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 _IOV_BATCH: Final = 512  # below IOV_MAX (1024 on Linux)
@@ -48,7 +49,7 @@ class _OpenFile:
         self.pending: list[bytes] = []
 
 
-class JsonlMirror:
+class JsonlMirror(Sink):
     """Writes every record, complete and never truncated, to local JSONL files."""
 
     name = "jsonl"

@@ -12,13 +12,13 @@ from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_l
 
 from transcript_otel._otel_attributes import record_attributes
 from transcript_otel._records import PreparedRecord
-from transcript_otel.run import RunInfo
+from transcript_otel.sinks.base import Sink
 from transcript_otel.version import __version__
 
 SCOPE_NAME = "transcript_otel"
 
 
-class OTelLogSink:
+class OTelLogSink(Sink):
     """One OTel log record per transcript record, event name `transcript.*`."""
 
     name = "otel_logs"
@@ -26,9 +26,6 @@ class OTelLogSink:
     def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
         self._provider = logger_provider
         self._logger = get_logger(SCOPE_NAME, __version__, logger_provider=logger_provider)
-
-    def register_run(self, run: RunInfo) -> None:
-        pass
 
     def write(self, record: PreparedRecord) -> None:
         warning = record.level == "WARNING"
@@ -56,12 +53,6 @@ class OTelLogSink:
             enabled(context=record.otel_context, severity_number=severity, event_name=record.event.value)
         )
 
-    def flush(self) -> None:
-        pass
-
-    def close_run(self, run: RunInfo) -> None:
-        pass
-
     def force_flush(self, timeout_s: float) -> None:
         provider = self._provider
         if provider is None:
@@ -74,6 +65,3 @@ class OTelLogSink:
 
     def shutdown(self, timeout_s: float) -> None:
         self.force_flush(timeout_s)
-
-    def after_fork_in_child(self) -> None:
-        pass

@@ -13,12 +13,12 @@ from opentelemetry import trace
 
 from transcript_otel._otel_attributes import record_attributes
 from transcript_otel._records import PreparedRecord
-from transcript_otel.run import RunInfo
+from transcript_otel.sinks.base import Sink
 
 DEFAULT_MAX_VALUE_LENGTH: Final = 4096
 
 
-class SpanEventSink:
+class SpanEventSink(Sink):
     """Adds the record as a span event while its span is still recording.
 
     A span that ended before the writer reached the record cannot take events any
@@ -33,9 +33,6 @@ class SpanEventSink:
         self.max_value_length = max_value_length
         self.missed = 0
 
-    def register_run(self, run: RunInfo) -> None:
-        pass
-
     def write(self, record: PreparedRecord) -> None:
         if record.otel_context is None or not record.span_id:
             return
@@ -49,18 +46,3 @@ class SpanEventSink:
             attributes=record_attributes(record, max_length=self.max_value_length),
             timestamp=record.timestamp_ns,
         )
-
-    def flush(self) -> None:
-        pass
-
-    def close_run(self, run: RunInfo) -> None:
-        pass
-
-    def force_flush(self, timeout_s: float) -> None:
-        pass
-
-    def shutdown(self, timeout_s: float) -> None:
-        pass
-
-    def after_fork_in_child(self) -> None:
-        pass
