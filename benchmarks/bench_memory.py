@@ -27,6 +27,7 @@ from harness import peak_rss_bytes, percentile, perf_ns, rss_bytes
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel._records import PreparedRecord
 from transcript_otel.run import RunInfo
+from transcript_otel.sinks.base import Sink
 
 ENTRIES = 10_000
 ENTRY_KEY = "50kb"
@@ -47,7 +48,7 @@ VARIANTS = (
 )
 
 
-class BlockingSink:
+class BlockingSink(Sink):
     """Counts what it receives; blocks in `write()` after `pass_first` records until released."""
 
     name = "blocking"

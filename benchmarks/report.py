@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from entries import SIZES, all_entries
@@ -112,8 +113,9 @@ def render_memory(results: list[dict[str, Any]]) -> str:
 
 
 def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: float) -> str:
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
-        "# transcript-otel benchmarks",
+        f"transcript-otel benchmarks, {when}",
         "",
         f"Machine: {machine}",
         f"Total time: {total_s:.0f} s. Cells: median over the timed runs [best run]; "

@@ -86,6 +86,28 @@ def run_section(name: str, scratch: Path) -> dict[str, Any]:
     return payload
 
 
+def describe_code() -> str:
+    """The commit measured, and whether src/ had uncommitted changes."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=HERE.parent,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=HERE.parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "code: unknown (not a git checkout)"
+    return f"code: commit {commit}" + (" with uncommitted changes in src/" if dirty else "")
+
+
 def describe_machine() -> str:
     import opentelemetry.sdk.version as sdk_version
     import orjson
@@ -140,10 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     started = time.monotonic()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="transcript-otel-bench-") as scratch:
         results = {name: run_section(name, Path(scratch)) for name in chosen}
     total = time.monotonic() - started
-    machine = describe_machine()
+    load_after = os.getloadavg()
+    machine = describe_machine() + (
+        f"; load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after; {describe_code()}"
+    )
     print(render_report(results, machine=machine, total_s=total))
     if args.json:
         args.json.write_text(
