@@ -8,7 +8,7 @@ from transcript_otel import attributes as attr
 from transcript_otel._genai import genai_attributes
 from transcript_otel._records import PreparedRecord
 from transcript_otel._serialize import dumps
-from transcript_otel._truncate import truncate_text
+from transcript_otel._truncate import truncate_json
 from transcript_otel.model import TranscriptEvent
 
 Scalar = str | int | float | bool
@@ -16,12 +16,14 @@ Scalar = str | int | float | bool
 _NOT_ATTRIBUTES = frozenset(("detail", "trace_id", "span_id"))
 
 
-def record_attributes(record: PreparedRecord, *, max_length: int | None = None) -> dict[str, Scalar]:
+def record_attributes(record: PreparedRecord) -> dict[str, Scalar]:
     """The envelope as `transcript.*` attributes plus the GenAI keys it maps onto.
 
-    Nested values become JSON strings. With `max_length`, longer strings are cut
-    (JSON-preserving) and marked with `<key>.truncated` and `<key>.original_length`.
+    Nested values become JSON strings. Built once per record and shared by the
+    sinks (cached on the record); callers must not modify the returned dict.
     """
+    if record.otel_attributes is not None:
+        return record.otel_attributes
     attributes: dict[str, Scalar] = {attr.RUN_ID: record.run.run_id}
     for key, value in record.context.items():
         if key in _NOT_ATTRIBUTES:
@@ -33,8 +35,23 @@ def record_attributes(record: PreparedRecord, *, max_length: int | None = None) 
         attributes[attr.GEN_AI_CONVERSATION_ID] = record.run.session_id
     if record.event is TranscriptEvent.ENTRY:
         attributes.update(genai_attributes(record.context["entry_type"], record.detail))
-    if max_length is not None:
-        _truncate_in_place(attributes, max_length)
+    record.otel_attributes = attributes
+    return attributes
+
+
+def truncated_attributes(record: PreparedRecord, max_length: int) -> dict[str, Scalar]:
+    """`record_attributes` with strings longer than `max_length` cut and marked.
+
+    JSON values (`transcript.detail`, a raw notification) keep their structure and
+    stay valid JSON; other text is cut as text. Each cut adds `<key>.truncated` and
+    `<key>.original_length`.
+    """
+    attributes = dict(record_attributes(record))
+    for key, value in list(attributes.items()):
+        if isinstance(value, str) and len(value) > max_length:
+            attributes[key] = truncate_json(value, max_length)
+            attributes[key + attr.TRUNCATED_SUFFIX] = True
+            attributes[key + attr.ORIGINAL_LENGTH_SUFFIX] = len(value)
     return attributes
 
 
@@ -42,11 +59,3 @@ def _scalar(value: Any) -> Scalar:
     if isinstance(value, (str, int, float, bool)):
         return value
     return dumps(value).data.decode("utf-8")
-
-
-def _truncate_in_place(attributes: dict[str, Scalar], max_length: int) -> None:
-    for key, value in list(attributes.items()):
-        if isinstance(value, str) and len(value) > max_length:
-            attributes[key], _ = truncate_text(value, max_length)
-            attributes[key + attr.TRUNCATED_SUFFIX] = True
-            attributes[key + attr.ORIGINAL_LENGTH_SUFFIX] = len(value)

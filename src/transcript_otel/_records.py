@@ -43,6 +43,8 @@ class PreparedRecord:
     trace_id: int = 0
     span_id: int = 0
     problems: list[str] = field(default_factory=list)
+    # Filled by the first OTel sink that needs them (`_otel_attributes`), shared after.
+    otel_attributes: dict[str, str | int | float | bool] | None = None
 
     @property
     def level(self) -> str:

@@ -58,15 +58,23 @@ class _RecordingFallback:
 def _has_non_finite_float(value: object) -> bool:
     """Whether a NaN or an infinity hides in `value` (orjson writes them as null)."""
     stack = [value]
+    pop, push = stack.pop, stack.extend
     while stack:
-        item = stack.pop()
-        if type(item) is float:
-            if not math.isfinite(item):
+        item = pop()
+        kind = type(item)
+        if kind is str:  # the common case first
+            continue
+        if kind is float:
+            if not math.isfinite(item):  # type: ignore[arg-type]
                 return True
+        elif kind is dict:
+            push(item.values())  # type: ignore[attr-defined]
+        elif kind is list or kind is tuple:
+            push(item)  # type: ignore[arg-type]
         elif isinstance(item, dict):
-            stack.extend(item.values())
+            push(item.values())
         elif isinstance(item, (list, tuple)):
-            stack.extend(item)
+            push(item)
     return False
 
 

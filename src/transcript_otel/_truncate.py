@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import orjson
 
-from transcript_otel._serialize import dumps, loads
+from transcript_otel._serialize import dumps
 
 _MIN_STRING: Final = 8
 _MIN_ITEMS: Final = 1
@@ -37,7 +37,10 @@ def _shrink(value: Any, max_string: int, max_items: int) -> Any:
     return value
 
 
-def _cut_plain(text: str, limit: int) -> str:
+def truncate_plain(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, the cut marked with the original length."""
+    if len(text) <= limit:
+        return text
     marker = f"…[truncated, original length {len(text)}]"
     if len(marker) >= limit:  # no room for the full marker: keep the bare ellipsis
         return text[: max(0, limit - 1)] + "…"[:limit]
@@ -51,39 +54,49 @@ def truncate_text(text: str, limit: int) -> tuple[str, bool]:
     """
     if len(text) <= limit:
         return text, False
+    return truncate_json(text, limit), True
+
+
+def truncate_json(text: str, limit: int) -> str:
+    """JSON `text` cut to at most `limit` characters as valid, marked JSON.
+
+    Text that does not parse as JSON is cut as plain text.
+    """
+    if len(text) <= limit:
+        return text
     try:
-        parsed = loads(text)
-    except ValueError:
-        return _cut_plain(text, limit), True
+        # orjson directly: a preview need not keep integers beyond 64 bits exact.
+        parsed = orjson.loads(text)
+    except (orjson.JSONDecodeError, RecursionError):
+        return truncate_plain(text, limit)
     if isinstance(parsed, str):  # a JSON string: cut its content, keep it a JSON string
         size = limit
         while size > 0:
-            quoted = dumps(_cut_plain(parsed, size)).data.decode("utf-8")
+            quoted = dumps(truncate_plain(parsed, size)).data.decode("utf-8")
             if len(quoted) <= limit:
-                return quoted, True
+                return quoted
             size = min(size - 1, size * limit // len(quoted))
-        return _cut_plain(text, limit), True
+        return truncate_plain(text, limit)
     if not isinstance(parsed, (dict, list)):
-        return _cut_plain(text, limit), True
+        return truncate_plain(text, limit)
     try:
-        return _shrink_to_fit(parsed, text, limit), True
+        return _shrink_to_fit(parsed, text, limit)
     except RecursionError:  # nesting deeper than we can walk: a plain, marked cut
-        return _cut_plain(text, limit), True
+        return truncate_plain(text, limit)
 
 
 def _shrink_to_fit(parsed: dict[str, Any] | list[Any], text: str, limit: int) -> str:
-    best: str | None = None
-    low, high = _MIN_STRING, limit
-    while low <= high:
-        budget = (low + high) // 2
+    """Shrink string and container budgets until the JSON fits.
+
+    Each try costs a walk of the value, so the next budget is scaled by how far
+    the last candidate overshot: two or three tries instead of a binary search.
+    """
+    budget = limit // 2
+    while budget >= _MIN_STRING:
         candidate = dumps(_shrink(parsed, budget, max(_MIN_ITEMS, budget // 16))).data
         if len(candidate) <= limit:
-            best = candidate.decode("utf-8")
-            low = budget + 1
-        else:
-            high = budget - 1
-    if best is not None:
-        return best
+            return candidate.decode("utf-8")
+        budget = min(budget - 1, int(budget * limit * 0.9 / len(candidate)))
     # Too many nodes for even the smallest budget: keep a readable, valid preview.
     size = limit // 2
     while size > 0:

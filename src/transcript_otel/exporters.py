@@ -18,6 +18,7 @@ PROTOCOLS: Final = ("grpc", "http/protobuf")
 DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
 # Exports give up after this long, so a dead backend cannot hold shutdown for 30 s.
 EXPORT_TIMEOUT_S: Final = 5.0
+LOG_EXPORT_BATCH_SIZE: Final = 64
 
 Signal = Literal["TRACES", "LOGS"]
 _HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs"}
@@ -129,5 +130,10 @@ def logger_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
 
     provider = LoggerProvider(resource=sdk_resource, shutdown_on_exit=False)
     if url is not None:
-        provider.add_log_record_processor(BatchLogRecordProcessor(otlp_exporter("LOGS", url, protocol)))
+        # Batches of 512 (the SDK default) of 50 KB entries make 25 MB requests that
+        # collectors refuse (413); 64 keeps requests within common limits.
+        processor = BatchLogRecordProcessor(
+            otlp_exporter("LOGS", url, protocol), max_export_batch_size=LOG_EXPORT_BATCH_SIZE
+        )
+        provider.add_log_record_processor(processor)
     return provider

@@ -25,8 +25,9 @@ import time
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Any, Final
 
+import orjson
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
 from transcript_otel._records import (
@@ -48,8 +49,11 @@ DEFAULT_MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
 _MIN_BACKLOG_ENTRIES: Final = 64
-_INITIAL_ENTRY_BYTES: Final = 4096
-_OBJECT_OVERHEAD: Final = 2  # a queued entry holds ~2x its JSON size as Python objects
+# Until the writer has measured an entry (it does at the first wake, at most 256 entries
+# in), assume large ones: a cold burst of 50 KB entries must not overshoot the bound.
+_INITIAL_ENTRY_BYTES: Final = 64 * 1024
+# A queued entry holds ~2.5x its JSON size as Python objects (UCS-4 text, dicts), measured.
+_OBJECT_OVERHEAD: Final = 2.5
 
 
 class _FlushRequest:
@@ -78,7 +82,7 @@ class TranscriptPipeline:
         self.shutdown_timeout_s = shutdown_timeout_s
         self.backlog: deque[QueuedItem | _FlushRequest] = deque()
         self.backlog_limit = max(_MIN_BACKLOG_ENTRIES, max_backlog_bytes // _INITIAL_ENTRY_BYTES)
-        self._mean_entry_bytes = float(_INITIAL_ENTRY_BYTES)
+        self._mean_entry_bytes = 0.0  # unknown until the writer measures an entry
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -112,7 +116,23 @@ class TranscriptPipeline:
         """Ask the writer to drain now rather than at its next tick."""
         if self._thread is None:
             self.ensure_running()
-        self._wake.set()
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def wake_and_calibrate(self, detail: Any, raw: Any) -> None:
+        """`wake()`, and size the byte bound from this entry if none was measured yet.
+
+        Called by the agent thread when the backlog passes `WAKE_THRESHOLD`. A burst
+        can outrun the writer's first measurement, so the agent thread measures one
+        entry itself, once per pipeline.
+        """
+        if self._mean_entry_bytes == 0.0:
+            try:
+                size = len(orjson.dumps(detail, default=str)) if detail is not None else 0
+            except TypeError:
+                size = _INITIAL_ENTRY_BYTES
+            self._set_entry_size(size + (len(raw) if isinstance(raw, str) else 0))
+        self.wake()
 
     def ensure_running(self) -> None:
         if self._thread is not None or self._closed:
@@ -236,6 +256,8 @@ class TranscriptPipeline:
             self.internal_errors += 1
             self._write(error_record(run, item[5], f"could not build record: {exc!r}"))
             return
+        if event is TranscriptEvent.ENTRY:
+            self._observe_size(record)  # before the sinks: one of them may block
         self._write(record)
         if record.problems:
             self._write(
@@ -249,9 +271,7 @@ class TranscriptPipeline:
                     sequence_number=record.context.get("sequence_number"),
                 )
             )
-        if event is TranscriptEvent.ENTRY:
-            self._observe_size(record)
-        elif event is TranscriptEvent.STOP:
+        if event is TranscriptEvent.STOP:
             for sink in self.sinks:
                 try:
                     sink.close_run(run)
@@ -336,8 +356,14 @@ class TranscriptPipeline:
 
     def _observe_size(self, record: PreparedRecord) -> None:
         raw = record.context.get("raw")
-        size = 512 + len(record.detail_json or b"") + (len(raw) if isinstance(raw, str) else 0)
-        self._mean_entry_bytes += (size * _OBJECT_OVERHEAD - self._mean_entry_bytes) / 64
+        self._set_entry_size(len(record.detail_json or b"") + (len(raw) if isinstance(raw, str) else 0))
+
+    def _set_entry_size(self, json_bytes: int) -> None:
+        size = (512 + json_bytes) * _OBJECT_OVERHEAD
+        if self._mean_entry_bytes == 0.0:
+            self._mean_entry_bytes = size  # the first measurement replaces the guess at once
+        else:
+            self._mean_entry_bytes += (size - self._mean_entry_bytes) / 16
         if not self._closed:
             self.backlog_limit = max(
                 _MIN_BACKLOG_ENTRIES, int(self.max_backlog_bytes / self._mean_entry_bytes)

@@ -22,7 +22,6 @@ from transcript_otel.run import RunInfo
 from transcript_otel.sinks.base import Sink
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
-_IOV_BATCH: Final = 512  # below IOV_MAX (1024 on Linux)
 
 
 def default_directory() -> Path:
@@ -41,12 +40,33 @@ def run_file_name(run: RunInfo) -> str:
     return f"{started}_{_slug(run.prompt_name, 60)}_{identity}.jsonl"
 
 
+_BUFFER_BYTES: Final = 1 << 20  # write out once this much is pending
+
+
 class _OpenFile:
-    __slots__ = ("fd", "pending")
+    """An append-only file and the bytes pending for it.
+
+    Lines are copied into one reusable buffer rather than kept as a list: orjson
+    over-allocates its output several times over, and holding those objects until
+    the batch is written touches (and, on a VM, faults in) far more memory.
+    """
+
+    __slots__ = ("buffer", "fd")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.pending: list[bytes] = []
+        self.buffer = bytearray()
+
+    def add(self, line: bytes) -> None:
+        self.buffer += line
+        if len(self.buffer) >= _BUFFER_BYTES:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        try:
+            _write_all(self.fd, self.buffer)
+        finally:
+            del self.buffer[:]
 
 
 class JsonlMirror(Sink):
@@ -82,17 +102,15 @@ class JsonlMirror(Sink):
         handle = self._files.get(target)
         if handle is None:
             handle = self._files[target] = _OpenFile(_open_private(Path(target)))
-        handle.pending.append(encode_line(record))
+        handle.add(encode_line(record))
 
     def flush(self) -> None:
         failure: OSError | None = None
         for handle in self._files.values():
             try:
-                _write_all(handle.fd, handle.pending)
+                handle.write_pending()
             except OSError as exc:
                 failure = failure or exc
-            finally:
-                handle.pending.clear()
         if failure is not None:
             raise failure
 
@@ -103,7 +121,7 @@ class JsonlMirror(Sink):
         if handle is None:
             return
         try:
-            _write_all(handle.fd, handle.pending)
+            handle.write_pending()
         finally:
             del self._files[run.jsonl_path]
             os.close(handle.fd)
@@ -135,13 +153,11 @@ def _open_private(target: Path) -> int:
     return fd
 
 
-def _write_all(fd: int, lines: list[bytes]) -> None:
-    """`os.writev` in bounded groups, resuming after short writes."""
-    for start in range(0, len(lines), _IOV_BATCH):
-        chunk = lines[start : start + _IOV_BATCH]
-        expected = sum(map(len, chunk))
-        written = os.writev(fd, chunk)
-        if written < expected:
-            rest = b"".join(chunk)[written:]
-            while rest:
-                rest = rest[os.write(fd, rest) :]
+def _write_all(fd: int, data: bytearray) -> None:
+    """`os.write` until everything is written (short writes resume)."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        view.release()

@@ -11,7 +11,7 @@ from typing import Final
 
 from opentelemetry import trace
 
-from transcript_otel._otel_attributes import record_attributes
+from transcript_otel._otel_attributes import truncated_attributes
 from transcript_otel._records import PreparedRecord
 from transcript_otel.sinks.base import Sink
 
@@ -43,6 +43,6 @@ class SpanEventSink(Sink):
             return
         span.add_event(
             record.event.value,
-            attributes=record_attributes(record, max_length=self.max_value_length),
+            attributes=truncated_attributes(record, self.max_value_length),
             timestamp=record.timestamp_ns,
         )
