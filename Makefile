@@ -7,11 +7,12 @@ PY_DEFAULT := $(shell command -v python3)
 PIP_QUIET := --quiet --disable-pip-version-check
 
 DEMO_VENV := .venv-demo
+BENCH_VENV := .venv-bench
 TEST_VENV := .venv
 TEST_VENV_DEFAULT := .venv-py-default
 CHECKED := src tests examples benchmarks
 
-.PHONY: demo test lint pytest pytest-default clean
+.PHONY: demo test lint pytest pytest-default bench clean
 
 $(DEMO_VENV)/.installed: pyproject.toml
 	$(PY313) -m venv $(DEMO_VENV)
@@ -26,6 +27,11 @@ $(TEST_VENV)/.installed: pyproject.toml
 $(TEST_VENV_DEFAULT)/.installed: pyproject.toml
 	$(PY_DEFAULT) -m venv $(TEST_VENV_DEFAULT)
 	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) -e '.[test]'
+	touch $@
+
+$(BENCH_VENV)/.installed: pyproject.toml
+	$(PY313) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 rotel==0.0.1a15
 	touch $@
 
 ## demo: set up a virtual environment and run the instrumented scripted agent
@@ -46,5 +52,9 @@ pytest: $(TEST_VENV)/.installed
 pytest-default: $(TEST_VENV_DEFAULT)/.installed
 	$(TEST_VENV_DEFAULT)/bin/python -m pytest
 
+## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~3 min)
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/run.py
+
 clean:
-	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
