@@ -1,4 +1,4 @@
-"""`truncate_text`: span-event values cut to a limit, JSON kept valid, every cut marked."""
+"""`truncate_json`: span-event values cut to a limit, JSON kept valid, every cut marked."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel._truncate import truncate_text
+from transcript_otel._truncate import truncate_json
 from transcript_otel.sinks import SpanEventSink
 
 from conftest import OTelHarness
@@ -20,6 +20,12 @@ CUT_STRING = re.compile(r"^(.*)…\[\+(\d+) chars\]$", re.DOTALL)
 CUT_ITEMS = re.compile(r"^…\[\+(\d+) items\]$")
 CUT_KEYS = re.compile(r"^\[\+(\d+) keys\]$")
 PLAIN_MARKER = re.compile(r"…\[truncated, original length (\d+)\]$")
+
+
+def truncate_text(text: str, limit: int) -> tuple[str, bool]:
+    """The cut value and whether it was cut (the function returns its input when it fits)."""
+    cut = truncate_json(text, limit)
+    return cut, cut is not text
 
 
 @pytest.mark.parametrize("text", ["", "short", '{"a": 1}', "x" * 100])

@@ -47,16 +47,6 @@ def truncate_plain(text: str, limit: int) -> str:
     return text[: limit - len(marker)] + marker
 
 
-def truncate_text(text: str, limit: int) -> tuple[str, bool]:
-    """`text` cut to at most `limit` characters; JSON text stays valid JSON.
-
-    Returns the value and whether it was cut.
-    """
-    if len(text) <= limit:
-        return text, False
-    return truncate_json(text, limit), True
-
-
 def truncate_json(text: str, limit: int) -> str:
     """JSON `text` cut to at most `limit` characters as valid, marked JSON.
 

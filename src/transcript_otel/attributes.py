@@ -36,15 +36,3 @@ GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
 GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
-
-ENVELOPE_ATTRIBUTES: Final = {
-    "prompt_name": PROMPT_NAME,
-    "adapter": ADAPTER,
-    "entry_type": ENTRY_TYPE,
-    "sequence_number": SEQUENCE_NUMBER,
-    "source": SOURCE,
-    "timestamp": TIMESTAMP,
-    "session_id": SESSION_ID,
-    "detail": DETAIL,
-    "raw": RAW,
-}
