@@ -34,6 +34,7 @@ from harness import THREADED_RUNS, Stat, perf_ns, repeat
 from otel_setup import ExporterMessages, SdkLogs, sdk_logs, sdk_tracer
 from results import Row
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.exporters import LOG_EXPORT_BATCH_SIZE
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
@@ -220,7 +221,7 @@ def main_otlp() -> dict[str, Any]:
                 rotel.http_endpoint,
                 Path(directory),
                 entries,
-                "configure() defaults (SDK batch 512, queue 2048): entries/s",
+                "SDK defaults (batch 512, queue 2048): entries/s",
                 lambda entry: {},
             )
         )
@@ -229,10 +230,10 @@ def main_otlp() -> dict[str, Any]:
                 rotel.http_endpoint,
                 Path(directory),
                 entries,
-                "SDK queue = N, batch 512 (1 KB) / 64 (50 KB): entries/s",
+                f"configure()'s batch of {LOG_EXPORT_BATCH_SIZE}, SDK queue = N: entries/s",
                 lambda entry: {
                     "max_queue_size": OTLP_N[entry.key],
-                    "max_export_batch_size": 512 if entry.key == "1kb" else 64,
+                    "max_export_batch_size": LOG_EXPORT_BATCH_SIZE,
                 },
             )
         )
