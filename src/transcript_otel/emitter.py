@@ -144,7 +144,7 @@ class TranscriptEmitter:
                     )
                 )
             if len(backlog) >= WAKE_THRESHOLD:
-                self._pipeline.wake_and_calibrate(detail, raw)
+                self._pipeline.wake_and_sample(detail, raw)
         except Exception as exc:  # non-blocking invariant: report, skip the entry
             self._report(f"emit failed: {type(exc).__name__}: {exc}")
 

@@ -3,15 +3,19 @@
 The agent thread only appends a tuple to a deque (see `TranscriptEmitter.emit`).
 One daemon thread wakes every `flush_interval_s`, or at once when the backlog
 passes `WAKE_THRESHOLD` or someone waits for a flush, and does everything else:
-formatting, validation, JSON encoding, file I/O and OTel calls.
+formatting, validation, JSON encoding, file I/O and OTel calls. It works in
+batches of up to `WAKE_THRESHOLD` records and hands each batch to the sinks in
+their order, the JSONL mirror first, so a slow OTel exporter delays the mirror
+by at most one batch.
 
 Memory bound: the backlog is bounded in bytes (`max_backlog_bytes`, default
-64 MiB). The writer measures the size of the records it encodes and turns the
-bound into an entry count the agent thread can check with one `len()`. When the
-backlog is full, new entries are dropped *before* they get a sequence number
-(so the transcript stays gap-free), counted per run, and reported as one
-`transcript.error` record as soon as the writer catches up. Nothing blocks the
-agent, however slow the disk or the backend.
+64 MiB) through an entry count the agent thread checks with one `len()`: the
+bound divided by the size of an entry (the writer measures every entry; while
+the backlog is long, the agent thread also samples one entry in 256 itself, so
+a stuck writer cannot hide that entries grew). Sizes go up at once and down
+slowly. When the backlog is full, new entries are dropped *before* they get a
+sequence number (the transcript stays gap-free), counted per run, and reported as
+one `transcript.error` record as soon as the writer catches up.
 """
 
 from __future__ import annotations
@@ -48,10 +52,13 @@ WAKE_THRESHOLD: Final = 256
 DEFAULT_MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
-_MIN_BACKLOG_ENTRIES: Final = 64
-# Until the writer has measured an entry (it does at the first wake, at most 256 entries
-# in), assume large ones: a cold burst of 50 KB entries must not overshoot the bound.
+_MIN_BACKLOG_ENTRIES: Final = 8
+# Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
+# must not overshoot the bound.
 _INITIAL_ENTRY_BYTES: Final = 64 * 1024
+# Lifecycle records (start/stop/error) may exceed the entry limit by this much before
+# errors are dropped too; start and stop are always kept.
+_LIFECYCLE_HEADROOM: Final = 1024
 # A queued entry holds ~2.5x its JSON size as Python objects (UCS-4 text, dicts), measured.
 _OBJECT_OVERHEAD: Final = 2.5
 
@@ -81,17 +88,16 @@ class TranscriptPipeline:
         self.flush_interval_s = flush_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
         self.backlog: deque[QueuedItem | _FlushRequest] = deque()
-        self.backlog_limit = max(_MIN_BACKLOG_ENTRIES, max_backlog_bytes // _INITIAL_ENTRY_BYTES)
-        self._mean_entry_bytes = 0.0  # unknown until the writer measures an entry
+        self._entry_bytes = 0.0  # estimated memory of one queued entry; 0 = not measured yet
+        self.backlog_limit = self._limit_for(_INITIAL_ENTRY_BYTES)
+        self._samples_due = 0
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._mirror_only = False
         self._warned_sinks: set[str] = set()
         self._on_shutdown: list[Callable[[], None]] = []
-        # Records handed to the sinks since their last flush, per run: what a failed
-        # flush may have lost.
-        self._unflushed: Counter[RunInfo] = Counter()
         self.internal_errors = 0
         self.sink_failures: Counter[str] = Counter()
         _PIPELINES.add(self)
@@ -108,7 +114,14 @@ class TranscriptPipeline:
         self.ensure_running()
 
     def submit(self, item: QueuedItem) -> None:
-        """Queue a lifecycle record (start/stop/error). Never raises, never blocks."""
+        """Queue a lifecycle record (start/stop/error). Never raises, never blocks.
+
+        Start and stop are always queued; error records are dropped and counted
+        like entries once the backlog is well past its bound.
+        """
+        if item[0] is TranscriptEvent.ERROR and len(self.backlog) >= self.backlog_limit + _LIFECYCLE_HEADROOM:
+            item[1].note_drop()
+            return
         self.backlog.append(item)
         self.wake()
 
@@ -119,19 +132,24 @@ class TranscriptPipeline:
         if not self._wake.is_set():
             self._wake.set()
 
-    def wake_and_calibrate(self, detail: Any, raw: Any) -> None:
-        """`wake()`, and size the byte bound from this entry if none was measured yet.
+    def wake_and_sample(self, detail: Any, raw: Any) -> None:
+        """`wake()`; called by the agent thread for every entry queued past `WAKE_THRESHOLD`.
 
-        Called by the agent thread when the backlog passes `WAKE_THRESHOLD`. A burst
-        can outrun the writer's first measurement, so the agent thread measures one
-        entry itself, once per pipeline.
+        The writer measures entries as it processes them, but a burst can outrun
+        it and a stuck sink stops it: then the agent thread sizes one entry in 256
+        itself (`len(raw)` when given, else the JSON size of `detail`).
         """
-        if self._mean_entry_bytes == 0.0:
-            try:
-                size = len(orjson.dumps(detail, default=str)) if detail is not None else 0
-            except TypeError:
-                size = _INITIAL_ENTRY_BYTES
-            self._set_entry_size(size + (len(raw) if isinstance(raw, str) else 0))
+        self._samples_due -= 1
+        if self._samples_due <= 0:
+            self._samples_due = WAKE_THRESHOLD
+            if isinstance(raw, str):
+                size = 2 * len(raw)  # raw is typically the JSON of the same data as detail
+            else:
+                try:
+                    size = len(orjson.dumps(detail, default=str)) if detail is not None else 0
+                except TypeError:
+                    size = _INITIAL_ENTRY_BYTES
+            self._observe_json_bytes(size)
         self.wake()
 
     def ensure_running(self) -> None:
@@ -165,23 +183,30 @@ class TranscriptPipeline:
         self._on_shutdown.append(callback)
 
     def adopt_shutdown_callbacks(self, other: TranscriptPipeline) -> None:
-        """Take over `other`'s shutdown callbacks (it is being replaced by this one)."""
+        """Take over `other`'s shutdown callbacks (this pipeline replaces it as the default)."""
         self._on_shutdown.extend(other._on_shutdown)
         other._on_shutdown.clear()
 
     def shutdown(self, timeout_s: float | None = None) -> None:
-        """Drain everything, stop the writer and release the sinks; bounded in time.
-
-        The local mirror is completed first; then the sinks' shutdowns and the
-        shutdown callbacks (OTel providers `configure()` created) run side by side
-        on helper threads, sharing what is left of the deadline, so a dead backend
-        cannot take the whole budget from the others nor hang the process.
-        """
+        """Drain everything, stop the writer and release the sinks; bounded in time."""
         timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
+        self._close(deadline)
+        _run_all_before(self._release_actions(deadline), deadline)
+
+    def _close(self, deadline: float) -> None:
+        """Drain the backlog and stop the writer, completing the local mirror first.
+
+        Past 80% of the time left, the writer stops feeding the OTel sinks and only
+        finishes the mirror, which is fast: a dead or slow backend must not cost
+        the local copy.
+        """
         if self._closed:
             return
-        self.flush(timeout)
+        remaining = max(0.0, deadline - time.monotonic())
+        if not self.flush(remaining * 0.8):
+            self._mirror_only = True
+            self.flush(max(0.0, deadline - time.monotonic()))
         with self._lock:
             self._closed = True
             thread = self._thread
@@ -189,12 +214,19 @@ class TranscriptPipeline:
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
+        if self.backlog:
+            _logger.warning(
+                "transcript-otel: %d queued records were not written before the shutdown deadline",
+                len(self.backlog),
+            )
+
+    def _release_actions(self, deadline: float) -> list[tuple[str, Callable[[], None]]]:
+        remaining = max(0.0, deadline - time.monotonic())
         actions: list[tuple[str, Callable[[], None]]] = [
-            (f"sink {sink.name}", functools.partial(sink.shutdown, max(0.0, deadline - time.monotonic())))
-            for sink in self.sinks
+            (f"sink {sink.name}", functools.partial(sink.shutdown, remaining)) for sink in self.sinks
         ]
         actions += [(repr(callback), callback) for callback in self._on_shutdown]
-        _run_all_before(actions, deadline)
+        return actions
 
     # -- writer thread -----------------------------------------------------------------
 
@@ -217,30 +249,33 @@ class TranscriptPipeline:
 
     def _drain(self) -> None:
         backlog = self.backlog
-        written = 0
         while True:
-            try:
-                item = backlog.popleft()
-            except IndexError:
-                break
-            if isinstance(item, _FlushRequest):
-                self._flush_sinks()
-                if item.deep:
-                    self._force_flush_sinks(item.timeout_s)
-                item.done.set()
-                continue
-            self._process(item)
-            written += 1
-            if written % WAKE_THRESHOLD == 0:
-                self._flush_sinks()
-        if self._unflushed:
-            self._flush_sinks()
+            batch: list[PreparedRecord] = []
+            request: _FlushRequest | None = None
+            while len(batch) < WAKE_THRESHOLD:
+                try:
+                    item = backlog.popleft()
+                except IndexError:
+                    break
+                if isinstance(item, _FlushRequest):
+                    request = item
+                    break
+                self._prepare(item, batch)
+            if batch:
+                self._write_batch(batch)
+            if request is not None:
+                if request.deep and not self._mirror_only:
+                    self._force_flush_sinks(request.timeout_s)
+                request.done.set()
+            elif not batch:
+                return
 
-    def _process(self, item: QueuedItem) -> None:
+    def _prepare(self, item: QueuedItem, batch: list[PreparedRecord]) -> None:
+        """Append the records `item` yields: a pending drop report, the record, its repairs."""
         event, run = item[0], item[1]
-        dropped = run.take_unreported_drops() if run.dropped != run.dropped_reported else 0
-        if dropped:
-            self._write(
+        if run.dropped != run.dropped_reported:
+            dropped = run.take_unreported_drops()
+            batch.append(
                 error_record(
                     run,
                     time.time_ns(),
@@ -254,13 +289,13 @@ class TranscriptPipeline:
             record = prepare(item)
         except Exception as exc:
             self.internal_errors += 1
-            self._write(error_record(run, item[5], f"could not build record: {exc!r}"))
+            batch.append(error_record(run, item[5], f"could not build record: {exc!r}"))
             return
         if event is TranscriptEvent.ENTRY:
-            self._observe_size(record)  # before the sinks: one of them may block
-        self._write(record)
+            self._observe_json_bytes(len(record.detail_json or b"") + len(record.context.get("raw") or ""))
+        batch.append(record)
         if record.problems:
-            self._write(
+            batch.append(
                 error_record(
                     run,
                     record.timestamp_ns,
@@ -271,68 +306,83 @@ class TranscriptPipeline:
                     sequence_number=record.context.get("sequence_number"),
                 )
             )
-        if event is TranscriptEvent.STOP:
-            for sink in self.sinks:
+
+    def _write_batch(self, batch: list[PreparedRecord]) -> None:
+        """Every sink takes the whole batch in turn, then flushes it.
+
+        Failures become `transcript.error` records for the other sinks, written
+        after the batch; runs that stopped in the batch are closed last.
+        """
+        failures: list[tuple[Sink, PreparedRecord]] = []
+        for sink in self._active_sinks():
+            for record in batch:
                 try:
-                    sink.close_run(run)
+                    sink.write(record)
                 except Exception as exc:
-                    self._report_lost(sink, "close the run", exc, {run: self._unflushed[run]})
-
-    def _write(self, record: PreparedRecord, skip: Sink | None = None) -> None:
-        self._unflushed[record.run] += 1
-        for sink in self.sinks:
-            if sink is skip:
-                continue
-            try:
-                sink.write(record)
-            except Exception as exc:
-                self._sink_failed(sink, record, exc)
-
-    def _sink_failed(self, sink: Sink, record: PreparedRecord, exc: Exception) -> None:
-        self.sink_failures[sink.name] += 1
-        self._warn_once(sink.name, f"failed to write a record: {exc!r}")
-        if record.event is TranscriptEvent.ERROR:
-            return  # never recurse on the error about an error
-        self._write(
-            error_record(
-                record.run,
-                record.timestamp_ns,
-                f"sink {sink.name!r} failed: {type(exc).__name__}: {exc}; record skipped there",
-                record.otel_context,
-                sink=sink.name,
-                failed_event=record.event.value,
-                entry_type=record.context.get("entry_type"),
-                source=record.context.get("source"),
-                sequence_number=record.context.get("sequence_number"),
-            ),
-            skip=sink,
-        )
-
-    def _flush_sinks(self) -> None:
-        unflushed = dict(self._unflushed)
-        self._unflushed.clear()
-        for sink in self.sinks:
+                    failures.append((sink, self._failure_record(sink, record, exc)))
             try:
                 sink.flush()
             except Exception as exc:
-                self._report_lost(sink, "flush", exc, unflushed)
+                failures.extend((sink, report) for report in self._lost_records(sink, "flush", exc, batch))
+        for failed_sink, report in failures:
+            for sink in self._active_sinks():
+                if sink is not failed_sink:
+                    self._guard(sink, lambda s, r=report: s.write(r))  # type: ignore[misc]
+        if failures:
+            for sink in self._active_sinks():
+                self._guard(sink, lambda s: s.flush())
+        for record in batch:
+            if record.event is TranscriptEvent.STOP:
+                self._close_run(record.run)
 
-    def _report_lost(self, sink: Sink, action: str, exc: Exception, unflushed: dict[RunInfo, int]) -> None:
-        """One `transcript.error` per affected run, in the sinks that still work."""
+    def _active_sinks(self) -> list[Sink]:
+        if self._mirror_only:
+            return [sink for sink in self.sinks if sink.essential]
+        return self.sinks
+
+    def _close_run(self, run: RunInfo) -> None:
+        for sink in self._active_sinks():
+            try:
+                sink.close_run(run)
+            except Exception as exc:
+                for report in self._lost_records(sink, "close the run", exc, []):
+                    for other in self._active_sinks():
+                        if other is not sink:
+                            self._guard(other, lambda s, r=report: s.write(r))  # type: ignore[misc]
+
+    def _failure_record(self, sink: Sink, record: PreparedRecord, exc: Exception) -> PreparedRecord:
+        self.sink_failures[sink.name] += 1
+        self._warn_once(sink.name, f"failed to write a record: {exc!r}")
+        return error_record(
+            record.run,
+            record.timestamp_ns,
+            f"sink {sink.name!r} failed: {type(exc).__name__}: {exc}; record skipped there",
+            record.otel_context,
+            sink=sink.name,
+            failed_event=record.event.value,
+            entry_type=record.context.get("entry_type"),
+            source=record.context.get("source"),
+            sequence_number=record.context.get("sequence_number"),
+        )
+
+    def _lost_records(
+        self, sink: Sink, action: str, exc: Exception, batch: list[PreparedRecord]
+    ) -> list[PreparedRecord]:
+        """One `transcript.error` per run of `batch` that `sink` may have lost."""
         self.sink_failures[sink.name] += 1
         self._warn_once(sink.name, f"failed to {action}: {exc!r}")
-        for run, count in unflushed.items():
-            self._write(
-                error_record(
-                    run,
-                    time.time_ns(),
-                    f"sink {sink.name!r} failed to {action}: {type(exc).__name__}: {exc}; "
-                    f"up to {count} records of this run may be missing there",
-                    sink=sink.name,
-                    possibly_lost_records=count,
-                ),
-                skip=sink,
+        counts = Counter(record.run for record in batch)
+        return [
+            error_record(
+                run,
+                time.time_ns(),
+                f"sink {sink.name!r} failed to {action}: {type(exc).__name__}: {exc}; "
+                f"up to {count} records of this run may be missing there",
+                sink=sink.name,
+                possibly_lost_records=count,
             )
+            for run, count in counts.items()
+        ]
 
     def _force_flush_sinks(self, timeout_s: float) -> None:
         for sink in self.sinks:
@@ -342,6 +392,7 @@ class TranscriptPipeline:
         try:
             action(sink)
         except Exception as exc:
+            self.sink_failures[sink.name] += 1
             self._warn_once(sink.name, f"{exc!r}")
 
     def _warn_once(self, sink_name: str, message: str) -> None:
@@ -354,20 +405,18 @@ class TranscriptPipeline:
             message,
         )
 
-    def _observe_size(self, record: PreparedRecord) -> None:
-        raw = record.context.get("raw")
-        self._set_entry_size(len(record.detail_json or b"") + (len(raw) if isinstance(raw, str) else 0))
-
-    def _set_entry_size(self, json_bytes: int) -> None:
+    def _observe_json_bytes(self, json_bytes: int) -> None:
+        """Fold one entry's JSON size into the estimate: up at once, down slowly."""
         size = (512 + json_bytes) * _OBJECT_OVERHEAD
-        if self._mean_entry_bytes == 0.0:
-            self._mean_entry_bytes = size  # the first measurement replaces the guess at once
+        if size >= self._entry_bytes:
+            self._entry_bytes = size
         else:
-            self._mean_entry_bytes += (size - self._mean_entry_bytes) / 16
+            self._entry_bytes += (size - self._entry_bytes) / 64
         if not self._closed:
-            self.backlog_limit = max(
-                _MIN_BACKLOG_ENTRIES, int(self.max_backlog_bytes / self._mean_entry_bytes)
-            )
+            self.backlog_limit = self._limit_for(self._entry_bytes)
+
+    def _limit_for(self, entry_bytes: float) -> int:
+        return max(_MIN_BACKLOG_ENTRIES, int(self.max_backlog_bytes / entry_bytes))
 
     # -- process lifecycle -------------------------------------------------------------
 
@@ -412,9 +461,21 @@ def _reset_pipelines_after_fork() -> None:
         pipeline._after_fork_in_child()
 
 
-def _shutdown_pipelines_at_exit() -> None:
-    for pipeline in list(_PIPELINES):
-        pipeline.shutdown()
+def shutdown_all(timeout_s: float | None = None) -> None:
+    """Shut every pipeline down against one deadline (the longest shutdown timeout).
+
+    All backlogs are drained before any sink or provider is released, so no
+    pipeline writes into an OTel provider another pipeline has shut down.
+    """
+    pipelines = list(_PIPELINES)
+    if not pipelines:
+        return
+    timeout = timeout_s if timeout_s is not None else max(p.shutdown_timeout_s for p in pipelines)
+    deadline = time.monotonic() + timeout
+    for pipeline in pipelines:
+        pipeline._close(deadline)
+    actions = [action for pipeline in pipelines for action in pipeline._release_actions(deadline)]
+    _run_all_before(actions, deadline)
 
 
 _exit_handler_registered = False
@@ -427,7 +488,7 @@ def _register_exit_handler() -> None:
     global _exit_handler_registered
     if not _exit_handler_registered:
         _exit_handler_registered = True
-        atexit.register(_shutdown_pipelines_at_exit)
+        atexit.register(shutdown_all)
 
 
 os.register_at_fork(after_in_child=_reset_pipelines_after_fork)

@@ -14,6 +14,8 @@ class Sink:
     """
 
     name: str = "sink"
+    # Essential sinks still get every record when shutdown runs short of time.
+    essential: bool = False
 
     def register_run(self, run: RunInfo) -> None:
         """Called on the agent's thread when a run is created; must be cheap."""

@@ -73,6 +73,7 @@ class JsonlMirror(Sink):
     """Writes every record, complete and never truncated, to local JSONL files."""
 
     name = "jsonl"
+    essential = True
 
     def __init__(
         self, directory: str | os.PathLike[str] | None = None, *, path: str | os.PathLike[str] | None = None
