@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from transcript_otel import attributes as attr
+from transcript_otel._serialize import safe_text
 
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 _CALL_ID_KEYS: Final = ("tool_use_id", "tool_call_id", "call_id", "callId", "toolCallId")
 _TOOL_NAME_KEYS: Final = ("tool_name", "toolName", "tool", "name")
 
@@ -43,7 +46,7 @@ def _first_text(container: Mapping[str, Any], keys: tuple[str, ...]) -> str | No
     for key in keys:
         value = container.get(key)
         if isinstance(value, str) and value:
-            return value
+            return safe_text(value)[0]  # OTLP cannot encode lone surrogates
     return None
 
 
@@ -103,7 +106,7 @@ def _usage_attributes(detail: Mapping[str, Any]) -> dict[str, int]:
     for key, candidates in _USAGE_KEYS:
         for candidate in candidates:
             value = usage.get(candidate)
-            if isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX:
                 found[key] = value
                 break
     return found

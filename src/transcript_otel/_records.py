@@ -151,7 +151,9 @@ def prepare_lifecycle(item: QueuedItem) -> PreparedRecord:
             dropped_entries=run.dropped,
         )
     if isinstance(extra, dict):
-        context.update(extra)
+        for key, value in extra.items():
+            if key not in context:  # caller fields never overwrite the run's identity
+                context[key] = safe_text(value)[0] if isinstance(value, str) else value
     record = PreparedRecord(
         event=event,
         run=run,

@@ -56,8 +56,12 @@ class _RecordingFallback:
 
 
 def _has_non_finite_float(value: object) -> bool:
-    """Whether a NaN or an infinity hides in `value` (orjson writes them as null)."""
+    """Whether a NaN or an infinity hides in `value` (orjson writes them as null).
+
+    Iterative, and each container is visited once, so cycles and deep nesting are safe.
+    """
     stack = [value]
+    seen: set[int] = set()
     pop, push = stack.pop, stack.extend
     while stack:
         item = pop()
@@ -67,14 +71,11 @@ def _has_non_finite_float(value: object) -> bool:
         if kind is float:
             if not math.isfinite(item):  # type: ignore[arg-type]
                 return True
-        elif kind is dict:
-            push(item.values())  # type: ignore[attr-defined]
-        elif kind is list or kind is tuple:
-            push(item)  # type: ignore[arg-type]
-        elif isinstance(item, dict):
-            push(item.values())
-        elif isinstance(item, (list, tuple)):
-            push(item)
+        elif isinstance(item, (dict, list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            push(item.values() if isinstance(item, dict) else item)
     return False
 
 
@@ -115,15 +116,16 @@ def dumps(value: object) -> Encoded:
     except TypeError:
         pass
     try:
-        text = json.dumps(value, default=fallback, ensure_ascii=True)
-        return Encoded(text.encode("ascii"), _problems(fallback, *_json_notes(text, value)))
+        value, notes = _finite(value)
+        text = json.dumps(value, default=fallback, ensure_ascii=True, allow_nan=False)
+        return Encoded(text.encode("ascii"), _problems(fallback, *notes))
     except TypeError:
         pass  # a key JSON cannot represent (a tuple, an object)
     except (ValueError, RecursionError) as exc:
         return _stub(value, exc)
     try:
-        text = json.dumps(value, default=fallback, ensure_ascii=True, skipkeys=True)
-        notes = ("keys that JSON cannot represent were dropped", *_json_notes(text, value))
+        text = json.dumps(value, default=fallback, ensure_ascii=True, allow_nan=False, skipkeys=True)
+        notes = ("keys that JSON cannot represent were dropped", *notes)
         return Encoded(text.encode("ascii"), _problems(fallback, *notes))
     except (TypeError, ValueError, RecursionError) as exc:
         return _stub(value, exc)
@@ -132,10 +134,21 @@ def dumps(value: object) -> Encoded:
 _NON_FINITE_NOTE: Final = ((), ("NaN or infinite floats were written as null",))
 
 
-def _json_notes(text: str, value: object) -> tuple[str, ...]:
-    if ("NaN" in text or "Infinity" in text) and _has_non_finite_float(value):
-        return ("NaN or infinite floats were written as NaN/Infinity, which strict JSON rejects",)
-    return ()
+def _finite(value: object) -> tuple[object, tuple[str, ...]]:
+    """`value`, with NaN and infinities replaced by None (a copy, only when needed)."""
+    if not _has_non_finite_float(value):
+        return value, ()
+    return _replace_non_finite(value), _NON_FINITE_NOTE[1]
+
+
+def _replace_non_finite(value: object) -> object:
+    if type(value) is float and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _replace_non_finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_replace_non_finite(item) for item in value]
+    return value
 
 
 def _stub(value: object, exc: BaseException) -> Encoded:
@@ -191,8 +204,9 @@ def iso_timestamp(timestamp_ns: int) -> str:
     return f"{prefix}.{remainder // 1000:06d}+00:00"
 
 
-_LONG_INTEGER: Final = re.compile(rb"\d{20,}")
-_LONG_INTEGER_TEXT: Final = re.compile(r"\d{20,}")
+# Integers orjson would read as floats: beyond 64 bits, or below -2**63 (19+ digits).
+_LONG_INTEGER: Final = re.compile(rb"-?\d{19,}")
+_LONG_INTEGER_TEXT: Final = re.compile(r"-?\d{19,}")
 
 
 def loads(line: bytes | str) -> Any:

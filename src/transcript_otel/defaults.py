@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from typing import Any, TypeVar
 
 from transcript_otel import environment_variables as env
 from transcript_otel.pipeline import (
@@ -15,30 +17,51 @@ from transcript_otel.sinks.jsonl import JsonlMirror
 from transcript_otel.sinks.otel_logs import OTelLogSink
 from transcript_otel.sinks.span_events import DEFAULT_MAX_VALUE_LENGTH, SpanEventSink
 
+_T = TypeVar("_T")
 _lock = threading.Lock()
 _pipeline: TranscriptPipeline | None = None
 
 
-def pipeline_from_environment() -> TranscriptPipeline:
-    """JSONL mirror, OTel log records (global provider) and span events, per env vars."""
+def _choose(argument: _T | None, from_environment: _T) -> _T:
+    return from_environment if argument is None else argument
+
+
+def pipeline_from_environment(
+    *,
+    logger_provider: Any = None,
+    jsonl: bool | None = None,
+    jsonl_dir: str | os.PathLike[str] | None = None,
+    jsonl_path: str | os.PathLike[str] | None = None,
+    log_records: bool | None = None,
+    span_events: bool | None = None,
+    span_event_max_length: int | None = None,
+    max_backlog_bytes: int | None = None,
+    shutdown_timeout_s: float | None = None,
+) -> TranscriptPipeline:
+    """The JSONL mirror, OTel log records and span events, as a pipeline.
+
+    Each setting is the argument when given, else its `TRANSCRIPT_OTEL_*`
+    variable, else the default. `logger_provider=None` means the global one.
+    """
     sinks: list[Sink] = []
-    if env.env_flag(env.TRANSCRIPT_OTEL_JSONL, True):
+    if _choose(jsonl, env.env_flag(env.TRANSCRIPT_OTEL_JSONL, True)):
         sinks.append(
             JsonlMirror(
-                env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR), path=env.env_text(env.TRANSCRIPT_OTEL_JSONL_PATH)
+                _choose(jsonl_dir, env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR)),
+                path=_choose(jsonl_path, env.env_text(env.TRANSCRIPT_OTEL_JSONL_PATH)),
             )
         )
-    if env.env_flag(env.TRANSCRIPT_OTEL_LOG_RECORDS, True):
-        sinks.append(OTelLogSink())
-    if env.env_flag(env.TRANSCRIPT_OTEL_SPAN_EVENTS, True):
+    if _choose(log_records, env.env_flag(env.TRANSCRIPT_OTEL_LOG_RECORDS, True)):
+        sinks.append(OTelLogSink(logger_provider))
+    if _choose(span_events, env.env_flag(env.TRANSCRIPT_OTEL_SPAN_EVENTS, True)):
         length = env.env_number(env.TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH, DEFAULT_MAX_VALUE_LENGTH)
-        sinks.append(SpanEventSink(max_value_length=int(length)))
+        sinks.append(SpanEventSink(max_value_length=int(_choose(span_event_max_length, length))))
+    backlog = env.env_number(env.TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES, DEFAULT_MAX_BACKLOG_BYTES)
+    timeout = env.env_number(env.TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_S)
     return TranscriptPipeline(
         sinks,
-        max_backlog_bytes=int(
-            env.env_number(env.TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES, DEFAULT_MAX_BACKLOG_BYTES)
-        ),
-        shutdown_timeout_s=env.env_number(env.TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_S),
+        max_backlog_bytes=int(_choose(max_backlog_bytes, backlog)),
+        shutdown_timeout_s=_choose(shutdown_timeout_s, timeout),
     )
 
 

@@ -10,8 +10,10 @@ blocks; `detail` is kept by reference, so it must not be mutated after `emit()`.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Self
@@ -38,6 +40,7 @@ class TranscriptEmitter:
     """
 
     __slots__ = (
+        "__weakref__",
         "_backlog",
         "_counters",
         "_emit_raw",
@@ -84,6 +87,7 @@ class TranscriptEmitter:
             self._pipeline.register_run(self._run)
             if problems:
                 self._report("; ".join(problems))
+        _EMITTERS.add(self)
 
     # -- identity ----------------------------------------------------------------------
 
@@ -146,7 +150,7 @@ class TranscriptEmitter:
             if len(backlog) >= WAKE_THRESHOLD:
                 self._pipeline.wake_and_sample(detail, raw)
         except Exception as exc:  # non-blocking invariant: report, skip the entry
-            self._report(f"emit failed: {type(exc).__name__}: {exc}")
+            self._report_exception("emit failed", exc)
 
     def _new_counter(self, source: Any) -> Iterator[int]:
         with self._order_lock:
@@ -172,7 +176,7 @@ class TranscriptEmitter:
             try:
                 self._pipeline.flush(timeout_s)
             except Exception as exc:
-                self._report(f"flush at stop failed: {exc!r}")
+                self._report_exception("flush at stop failed", exc)
         return self._run.summary()
 
     def flush(self, timeout_s: float | None = None) -> bool:
@@ -184,13 +188,20 @@ class TranscriptEmitter:
         try:
             return self._pipeline.flush(timeout_s)
         except Exception as exc:
-            self._report(f"flush failed: {exc!r}")
+            self._report_exception("flush failed", exc)
             return False
 
     def error(self, message: str, **fields: Any) -> None:
         """Record a non-fatal `transcript.error` (WARNING) for this run."""
         if self._enabled:
             self._report(message, **fields)
+
+    def _report_exception(self, what: str, exc: Exception) -> None:
+        try:
+            message = f"{what}: {type(exc).__name__}: {exc}"
+        except Exception:  # an exception whose str() raises
+            message = f"{what}: {type(exc).__name__}"
+        self._report(message)
 
     def _report(self, message: str, **fields: Any) -> None:
         try:
@@ -212,6 +223,26 @@ class TranscriptEmitter:
         )
         self._pipeline.submit(item)
 
+    def _after_fork_in_child(self) -> None:
+        """Continue as a new run in the child: own lock, own numbers, own file.
+
+        The parent keeps writing its run; sharing it would put two processes'
+        sequence numbers into one transcript.
+        """
+        self._order_lock = threading.Lock()
+        old = self._run
+        self._run = RunInfo(
+            prompt_name=old.prompt_name,
+            adapter=old.adapter,
+            session_id=old.session_id,
+            started_ns=time.time_ns(),
+        )
+        self._counters = {}
+        if self._enabled:
+            self._pipeline.register_run(self._run)
+            if self._started and not self._stopped:
+                self._submit(TranscriptEvent.START, {"forked_from_run_id": old.run_id})
+
     def __enter__(self) -> Self:
         self.start()
         return self
@@ -223,3 +254,15 @@ class TranscriptEmitter:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+_EMITTERS: weakref.WeakSet[TranscriptEmitter] = weakref.WeakSet()
+
+
+def _renew_runs_after_fork() -> None:
+    for emitter in list(_EMITTERS):
+        emitter._after_fork_in_child()
+
+
+# Registered after the pipeline's own hook (imported first), which resets the backlog.
+os.register_at_fork(after_in_child=_renew_runs_after_fork)

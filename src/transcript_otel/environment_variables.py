@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 from typing import Final
 
@@ -59,7 +60,7 @@ def env_number(name: str, default: float) -> float:
         number = float(value)
     except ValueError:
         number = -1.0
-    if number <= 0:
+    if not math.isfinite(number) or number <= 0:
         _logger.warning("transcript-otel: %s=%r is not a positive number; using %s", name, value, default)
         return default
     return number

@@ -19,6 +19,7 @@ DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
 # Exports give up after this long, so a dead backend cannot hold shutdown for 30 s.
 EXPORT_TIMEOUT_S: Final = 5.0
 LOG_EXPORT_BATCH_SIZE: Final = 64
+SPAN_EVENT_LIMIT: Final = 1024
 
 Signal = Literal["TRACES", "LOGS"]
 _HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs"}
@@ -86,8 +87,8 @@ def otlp_exporter(signal: Signal, url: str, protocol: str) -> Any:
             f"the OTLP {protocol} exporter is missing: pip install 'transcript-otel[otlp]'"
         ) from exc
     options: dict[str, Any] = {"endpoint": url, "timeout": _timeout_s()}
-    if protocol == "grpc":
-        options["insecure"] = url.startswith("http://")
+    if protocol == "grpc" and url.startswith("http://"):
+        options["insecure"] = True  # otherwise OTEL_EXPORTER_OTLP_INSECURE and the scheme decide
     return exporter_class(**options)
 
 
@@ -113,10 +114,15 @@ def resource(service_name: str | None) -> Any:
 def tracer_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
     """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way)."""
     _sdk()
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=sdk_resource, shutdown_on_exit=False)
+    # A run's span events are its readable transcript in Jaeger: keep more than the
+    # SDK's 128 unless OTEL_SPAN_EVENT_COUNT_LIMIT says otherwise.
+    limits = SpanLimits(
+        max_events=None if os.environ.get("OTEL_SPAN_EVENT_COUNT_LIMIT") else SPAN_EVENT_LIMIT
+    )
+    provider = TracerProvider(resource=sdk_resource, shutdown_on_exit=False, span_limits=limits)
     if url is not None:
         provider.add_span_processor(BatchSpanProcessor(otlp_exporter("TRACES", url, protocol)))
     return provider

@@ -17,17 +17,12 @@ from opentelemetry._logs._internal import ProxyLoggerProvider
 
 from transcript_otel import environment_variables as env
 from transcript_otel import exporters
-from transcript_otel.defaults import set_pipeline
+from transcript_otel.defaults import pipeline_from_environment, set_pipeline
 from transcript_otel.exporters import ConfigurationError
 from transcript_otel.pipeline import (
-    DEFAULT_MAX_BACKLOG_BYTES,
-    DEFAULT_SHUTDOWN_TIMEOUT_S,
     TranscriptPipeline,
 )
-from transcript_otel.sinks.base import Sink
 from transcript_otel.sinks.jsonl import JsonlMirror
-from transcript_otel.sinks.otel_logs import OTelLogSink
-from transcript_otel.sinks.span_events import DEFAULT_MAX_VALUE_LENGTH, SpanEventSink
 
 __all__ = ["Configuration", "ConfigurationError", "configure", "instrument_installed"]
 
@@ -133,46 +128,39 @@ def configure(
     """
     tracer_provider: Any = trace.get_tracer_provider()
     logger_provider: Any = _logs.get_logger_provider()
-    create_tracer, create_logger = not _sdk_configured(), not _logs_configured()
+    sdk_disabled = env.env_flag("OTEL_SDK_DISABLED", False)
+    create_tracer = not sdk_disabled and not _sdk_configured()
+    create_logger = not sdk_disabled and not _logs_configured()
     traces_url = exporters.endpoint_for("TRACES", endpoint, protocol) if create_tracer else None
     logs_url = exporters.endpoint_for("LOGS", endpoint, protocol) if create_logger else None
     if create_tracer or create_logger:
+        # Both are built before either becomes global: a failure leaves nothing half set.
         resource = exporters.resource(service_name)
         if create_tracer:
             tracer_provider = exporters.tracer_provider(
                 resource, traces_url, exporters.protocol_for("TRACES", protocol)
             )
-            trace.set_tracer_provider(tracer_provider)
         if create_logger:
             logger_provider = exporters.logger_provider(
                 resource, logs_url, exporters.protocol_for("LOGS", protocol)
             )
+        if create_tracer:
+            trace.set_tracer_provider(tracer_provider)
+        if create_logger:
             _logs.set_logger_provider(logger_provider)
 
-    timeout = shutdown_timeout_s or env.env_number(
-        env.TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_S
+    pipeline = pipeline_from_environment(
+        logger_provider=logger_provider,
+        jsonl=jsonl,
+        jsonl_dir=jsonl_dir,
+        jsonl_path=jsonl_path,
+        log_records=log_records,
+        span_events=span_events,
+        span_event_max_length=span_event_max_length,
+        max_backlog_bytes=max_backlog_bytes,
+        shutdown_timeout_s=shutdown_timeout_s,
     )
-    sinks: list[Sink] = []
-    mirror: JsonlMirror | None = None
-    if jsonl if jsonl is not None else env.env_flag(env.TRANSCRIPT_OTEL_JSONL, True):
-        mirror = JsonlMirror(
-            jsonl_dir if jsonl_dir is not None else env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR),
-            path=jsonl_path if jsonl_path is not None else env.env_text(env.TRANSCRIPT_OTEL_JSONL_PATH),
-        )
-        sinks.append(mirror)
-    if log_records if log_records is not None else env.env_flag(env.TRANSCRIPT_OTEL_LOG_RECORDS, True):
-        sinks.append(OTelLogSink(logger_provider))
-    if span_events if span_events is not None else env.env_flag(env.TRANSCRIPT_OTEL_SPAN_EVENTS, True):
-        length = span_event_max_length or int(
-            env.env_number(env.TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH, DEFAULT_MAX_VALUE_LENGTH)
-        )
-        sinks.append(SpanEventSink(max_value_length=length))
-    pipeline = TranscriptPipeline(
-        sinks,
-        max_backlog_bytes=max_backlog_bytes
-        or int(env.env_number(env.TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES, DEFAULT_MAX_BACKLOG_BYTES)),
-        shutdown_timeout_s=timeout,
-    )
+    mirror = next((sink for sink in pipeline.sinks if isinstance(sink, JsonlMirror)), None)
     # Only what we created is ours to shut down; the application's providers are its own.
     if create_tracer:
         pipeline.add_shutdown_callback(tracer_provider.shutdown)
@@ -181,9 +169,9 @@ def configure(
     pipeline.ensure_running()  # also registers the bounded flush at interpreter exit
     previous = set_pipeline(pipeline)
     if previous is not None:
-        # The providers a first configure() created live on; only the old sinks go.
+        # Emitters created before keep their pipeline, which lives on until exit; the
+        # providers a first configure() created are now shut down with this one.
         pipeline.adopt_shutdown_callbacks(previous)
-        previous.shutdown(timeout)
     configuration = Configuration(
         pipeline=pipeline,
         tracer_provider=tracer_provider,
