@@ -26,11 +26,10 @@ def record_attributes(record: PreparedRecord) -> dict[str, Scalar]:
         return record.otel_attributes
     attributes: dict[str, Scalar] = {attr.RUN_ID: record.run.run_id}
     for key, value in record.context.items():
-        if key in _NOT_ATTRIBUTES:
-            continue
-        attributes[f"{attr.NAMESPACE}.{key}"] = _scalar(value)
-    if record.detail_json is not None:
-        attributes[attr.DETAIL] = record.detail_json.decode("utf-8")
+        if key == "detail" and record.detail_json is not None:
+            attributes[attr.DETAIL] = record.detail_json.decode("utf-8")  # in envelope order
+        elif key not in _NOT_ATTRIBUTES and value is not None:
+            attributes[f"{attr.NAMESPACE}.{key}"] = _scalar(value)
     if record.run.session_id is not None:
         attributes[attr.GEN_AI_CONVERSATION_ID] = record.run.session_id
     if record.event is TranscriptEvent.ENTRY:

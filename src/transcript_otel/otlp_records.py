@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import binascii
 import string
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from transcript_otel import attributes as attr
 from transcript_otel._serialize import iso_timestamp, loads
+from transcript_otel.reconstruct import TranscriptReadWarning
 
 _CONTEXT_SKIP = frozenset((attr.RUN_ID,))
 _JSON_ATTRIBUTES = frozenset((attr.DETAIL, "transcript.entries_by_source", "transcript.entries_by_type"))
@@ -82,22 +84,37 @@ def _nanos(value: Any) -> int | None:
     return nanos if nanos > 0 else None
 
 
+def _json_attribute(key: str, value: Any) -> Any:
+    """A JSON-string attribute parsed; one a backend cut (attribute length limits) stays a
+    string, with a warning, so the rest of the read-back goes on."""
+    try:
+        return loads(value)
+    except (TypeError, ValueError):
+        warnings.warn(
+            f"{key} is not valid JSON (cut by an attribute length limit?); kept as a string",
+            TranscriptReadWarning,
+            stacklevel=4,
+        )
+        return value
+
+
 def record_from_otlp(log_record: Any) -> dict[str, Any]:
     """One structured-log record (the JSONL mirror's shape) from one OTLP log record."""
     attributes = _attributes(log_record)
     context: dict[str, Any] = {}
     prefix = f"{attr.NAMESPACE}."
-    for key, value in attributes.items():
-        if not key.startswith(prefix) or key in _CONTEXT_SKIP:
-            continue
-        context[key[len(prefix) :]] = loads(value) if key in _JSON_ATTRIBUTES else value
-    if attr.RUN_ID in attributes and "sequence_number" not in context:
-        context["run_id"] = attributes[attr.RUN_ID]
     get = (
         log_record.get
         if isinstance(log_record, Mapping)
         else (lambda name, default=None: getattr(log_record, name, default))
     )
+    event = get("event_name") or get("eventName")
+    for key, value in attributes.items():
+        if not key.startswith(prefix) or key in _CONTEXT_SKIP:
+            continue
+        context[key[len(prefix) :]] = _json_attribute(key, value) if key in _JSON_ATTRIBUTES else value
+    if attr.RUN_ID in attributes and event != "transcript.entry":  # entries keep the pure envelope
+        context["run_id"] = attributes[attr.RUN_ID]
     trace_id = _hex_id(get("trace_id") or get("traceId"), 16)
     span_id = _hex_id(get("span_id") or get("spanId"), 8)
     if trace_id:
@@ -112,7 +129,7 @@ def record_from_otlp(log_record: Any) -> dict[str, Any]:
         "timestamp": timestamp,
         "level": get("severity_text") or get("severityText"),
         "logger": None,
-        "event": get("event_name") or get("eventName"),
+        "event": event,
         "message": _any_value(get("body")) if get("body") is not None else None,
         "context": context,
     }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -41,6 +42,9 @@ def run_file_name(run: RunInfo) -> str:
 
 
 _BUFFER_BYTES: Final = 1 << 20  # write out once this much is pending
+# A run that is never stopped must not hold a file descriptor for ever: files idle this
+# long are closed (and reopened for appending if the run writes again).
+IDLE_CLOSE_S: Final = 60.0
 
 
 class _OpenFile:
@@ -51,13 +55,15 @@ class _OpenFile:
     the batch is written touches (and, on a VM, faults in) far more memory.
     """
 
-    __slots__ = ("buffer", "fd")
+    __slots__ = ("buffer", "fd", "last_write")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buffer = bytearray()
+        self.last_write = time.monotonic()
 
     def add(self, line: bytes) -> None:
+        self.last_write = time.monotonic()
         self.buffer += line
         if len(self.buffer) >= _BUFFER_BYTES:
             self.write_pending()
@@ -107,11 +113,15 @@ class JsonlMirror(Sink):
 
     def flush(self) -> None:
         failure: OSError | None = None
-        for handle in self._files.values():
+        idle_since = time.monotonic() - IDLE_CLOSE_S
+        for target, handle in list(self._files.items()):
             try:
                 handle.write_pending()
             except OSError as exc:
                 failure = failure or exc
+            if handle.last_write < idle_since and not handle.buffer:
+                del self._files[target]
+                os.close(handle.fd)
         if failure is not None:
             raise failure
 

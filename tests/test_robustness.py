@@ -1,0 +1,146 @@
+"""Failure modes found in review: forks, slow sinks at shutdown, hostile fields, bad settings."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+
+import transcript_otel.sinks.jsonl as jsonl_module
+from transcript_otel import TranscriptEmitter, TranscriptPipeline, TranscriptReadWarning, read_records
+from transcript_otel._records import PreparedRecord
+from transcript_otel.otlp_records import record_from_otlp
+from transcript_otel.sinks import JsonlMirror, Sink
+
+from helpers import entry_contexts, run_records
+
+MakePipeline = Callable[..., TranscriptPipeline]
+
+
+class SlowSink(Sink):
+    """An OTel-like sink that takes 50 ms per record (a synchronous exporter, backend down)."""
+
+    name = "slow"
+
+    def write(self, record: PreparedRecord) -> None:
+        time.sleep(0.05)
+
+
+def test_shutdown_completes_the_mirror_behind_a_slow_sink(
+    make_pipeline: MakePipeline, runs_dir: Path
+) -> None:
+    pipeline = make_pipeline([JsonlMirror(runs_dir), SlowSink()])
+    emitter = TranscriptEmitter(prompt_name="slow", adapter="a", pipeline=pipeline)
+    emitter.start()
+    for index in range(200):
+        emitter.emit("user_message", detail={"index": index})
+    started = time.monotonic()
+    pipeline.shutdown(2.0)  # the slow sink alone would need 10 s
+    assert time.monotonic() - started < 4.0
+    contexts = entry_contexts(run_records(emitter))
+    assert [c["sequence_number"] for c in contexts] == list(range(1, 201))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_continues_as_its_own_run(jsonl_pipeline: TranscriptPipeline) -> None:
+    emitter = TranscriptEmitter(prompt_name="fork", adapter="a", pipeline=jsonl_pipeline)
+    emitter.start()
+    emitter.emit("user_message", detail={"who": "parent"})
+    assert emitter.flush()
+    parent_path = emitter.jsonl_path
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the writer thread exists, on purpose
+        pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            emitter.emit("assistant_message", detail={"who": "child"})
+            emitter.stop()
+            os.write(write_end, (emitter.jsonl_path or "").encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    child_path = os.read(read_end, 4096).decode()
+    os.close(read_end)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert child_path
+    assert child_path != parent_path
+    child = entry_contexts(list(read_records(child_path)))
+    assert [(c["sequence_number"], c["detail"]["who"]) for c in child] == [(1, "child")]
+    emitter.emit("assistant_message", detail={"who": "parent"})
+    emitter.stop()
+    parent = entry_contexts(run_records(emitter))
+    assert [(c["sequence_number"], c["detail"]["who"]) for c in parent] == [(1, "parent"), (2, "parent")]
+
+
+def test_error_fields_cannot_overwrite_the_run_identity(jsonl_pipeline: TranscriptPipeline) -> None:
+    with TranscriptEmitter(prompt_name="p", adapter="real", pipeline=jsonl_pipeline) as emitter:
+        emitter.error("something odd", adapter="spoofed", note="bad\udcff")
+    (error,) = [r for r in run_records(emitter) if r["event"] == "transcript.error"]
+    assert error["context"]["adapter"] == "real"
+    assert error["context"]["note"] == "bad\\udcff"
+
+
+def test_non_finite_settings_fall_back_to_defaults(
+    monkeypatch: pytest.MonkeyPatch, make_pipeline: MakePipeline
+) -> None:
+    from transcript_otel.defaults import pipeline_from_environment
+
+    monkeypatch.setenv("TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH", "inf")
+    monkeypatch.setenv("TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES", "nan")
+    monkeypatch.setenv("TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT", "inf")
+    pipeline = pipeline_from_environment(jsonl=False)
+    assert pipeline.max_backlog_bytes == 64 * 1024 * 1024
+    assert pipeline.shutdown_timeout_s == 5.0
+    pipeline.shutdown(1.0)
+
+
+def test_nan_with_a_surrogate_still_writes_strict_json(jsonl_pipeline: TranscriptPipeline) -> None:
+    with TranscriptEmitter(prompt_name="p", adapter="a", pipeline=jsonl_pipeline) as emitter:
+        emitter.emit("tool_result", detail={"ratio": float("nan"), "text": "bad\udcff", "n": -(2**63) - 1})
+    assert emitter.jsonl_path is not None
+    lines = Path(emitter.jsonl_path).read_bytes().splitlines()
+    entry = next(line for line in lines if b"transcript.entry" in line)
+    assert b"NaN" not in entry
+    (context,) = entry_contexts(run_records(emitter))
+    assert context["detail"]["ratio"] is None
+    assert context["detail"]["n"] == -(2**63) - 1
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(entry)  # the escaped lone surrogate is valid JSON orjson refuses; our reader copes
+
+
+def test_a_cut_detail_in_otlp_is_kept_as_text_with_a_warning() -> None:
+    otlp = {
+        "eventName": "transcript.entry",
+        "attributes": [
+            {"key": "transcript.entry_type", "value": {"stringValue": "user_message"}},
+            {"key": "transcript.detail", "value": {"stringValue": '{"text": "cut here'}},
+        ],
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record = record_from_otlp(otlp)
+    assert record["context"]["detail"] == '{"text": "cut here'
+    assert any(issubclass(w.category, TranscriptReadWarning) for w in caught)
+
+
+def test_idle_files_are_closed_and_reopened(
+    monkeypatch: pytest.MonkeyPatch, make_pipeline: MakePipeline, runs_dir: Path
+) -> None:
+    monkeypatch.setattr(jsonl_module, "IDLE_CLOSE_S", 0.0)
+    mirror = JsonlMirror(runs_dir)
+    pipeline = make_pipeline([mirror])
+    emitter = TranscriptEmitter(prompt_name="idle", adapter="a", pipeline=pipeline)
+    emitter.emit("user_message", detail={"n": 1})
+    assert pipeline.flush()
+    assert pipeline.flush()  # a second batch sees the file idle
+    assert mirror._files == {}
+    emitter.emit("user_message", detail={"n": 2})
+    emitter.stop()
+    assert [c["detail"]["n"] for c in entry_contexts(run_records(emitter))] == [1, 2]
