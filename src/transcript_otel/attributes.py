@@ -8,17 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
-NAMESPACE: Final = "transcript"
+NAMESPACE: Final = "transcript"  # every envelope key `k` becomes `transcript.k`
 
-PROMPT_NAME: Final = "transcript.prompt_name"
-ADAPTER: Final = "transcript.adapter"
-ENTRY_TYPE: Final = "transcript.entry_type"
-SEQUENCE_NUMBER: Final = "transcript.sequence_number"
-SOURCE: Final = "transcript.source"
-TIMESTAMP: Final = "transcript.timestamp"
-SESSION_ID: Final = "transcript.session_id"
 DETAIL: Final = "transcript.detail"
-RAW: Final = "transcript.raw"
 RUN_ID: Final = "transcript.run_id"
 # Lifecycle records carry their other fields as `transcript.<field>`; nested
 # values (entries_by_type, ...) are JSON strings.
@@ -27,7 +19,7 @@ RUN_ID: Final = "transcript.run_id"
 TRUNCATED_SUFFIX: Final = ".truncated"
 ORIGINAL_LENGTH_SUFFIX: Final = ".original_length"
 
-# GenAI semantic conventions (development status; see docs/attributes.md).
+# GenAI semantic conventions (development status; the mapping is in docs/design.md).
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"

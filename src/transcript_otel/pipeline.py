@@ -114,7 +114,7 @@ class TranscriptPipeline:
         self.ensure_running()
 
     def submit(self, item: QueuedItem) -> None:
-        """Queue a lifecycle record (start/stop/error). Never raises, never blocks.
+        """Queue a lifecycle record (start/stop/error). Never raises, never waits for I/O.
 
         Start and stop are always queued; error records are dropped and counted
         like entries once the backlog is well past its bound.

@@ -4,9 +4,10 @@ Layout: one file per run in a 0700 directory, each file 0600, named
 `{UTC start time}_{prompt}_{session or run id}.jsonl`, so `ls` sorts runs by time.
 With a fixed `path`, every run appends to that one file instead.
 
-Lines are kept in a per-file list and written with `os.writev` once per drained
-batch. Nothing sits in a userspace file buffer, so a forked child never writes
-the parent's lines twice and a crash can cut at most the last line.
+Lines are copied into one buffer per file and written with `os.write` once per
+drained batch (or per MiB). A forked child drops that buffer unwritten, so lines
+are never written twice; a crash can cut at most the last line. Files idle for a
+minute are closed and reopened on demand.
 """
 
 from __future__ import annotations
