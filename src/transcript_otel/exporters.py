@@ -92,17 +92,17 @@ def otlp_exporter(signal: Signal, url: str, protocol: str) -> Any:
     return exporter_class(**options)
 
 
-def _sdk() -> Any:
+def _require_sdk() -> None:
+    """Raise a clear ConfigurationError when the `[otlp]` extra is not installed."""
     try:
-        import opentelemetry.sdk as sdk
+        import opentelemetry.sdk  # noqa: F401
     except ImportError as exc:
         raise ConfigurationError("the OTel SDK is missing: pip install 'transcript-otel[otlp]'") from exc
-    return sdk
 
 
 def resource(service_name: str | None) -> Any:
     """The SDK resource: `service_name`, else `OTEL_SERVICE_NAME`, else our default."""
-    _sdk()
+    _require_sdk()
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
     attributes = {}
@@ -113,7 +113,7 @@ def resource(service_name: str | None) -> Any:
 
 def tracer_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
     """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way)."""
-    _sdk()
+    _require_sdk()
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -130,7 +130,7 @@ def tracer_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
 
 def logger_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
     """An SDK LoggerProvider, exporting over OTLP when `url` is set."""
-    _sdk()
+    _require_sdk()
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 

@@ -325,30 +325,33 @@ class TranscriptPipeline:
             except Exception as exc:
                 failures.extend((sink, report) for report in self._lost_records(sink, "flush", exc, batch))
         for failed_sink, report in failures:
-            for sink in self._active_sinks():
-                if sink is not failed_sink:
-                    self._guard(sink, lambda s, r=report: s.write(r))  # type: ignore[misc]
+            self._write_to_others(report, failed_sink)
         if failures:
             for sink in self._active_sinks():
                 self._guard(sink, lambda s: s.flush())
         for record in batch:
             if record.event is TranscriptEvent.STOP:
-                self._close_run(record.run)
+                self._close_run(record.run, batch)
 
     def _active_sinks(self) -> list[Sink]:
         if self._mirror_only:
             return [sink for sink in self.sinks if sink.essential]
         return self.sinks
 
-    def _close_run(self, run: RunInfo) -> None:
+    def _close_run(self, run: RunInfo, batch: list[PreparedRecord]) -> None:
         for sink in self._active_sinks():
             try:
                 sink.close_run(run)
             except Exception as exc:
-                for report in self._lost_records(sink, "close the run", exc, []):
-                    for other in self._active_sinks():
-                        if other is not sink:
-                            self._guard(other, lambda s, r=report: s.write(r))  # type: ignore[misc]
+                of_run = [record for record in batch if record.run is run]
+                for report in self._lost_records(sink, "close the run", exc, of_run):
+                    self._write_to_others(report, sink)
+
+    def _write_to_others(self, report: PreparedRecord, failed: Sink) -> None:
+        """Write an error `report` about `failed` to every other active sink."""
+        for sink in self._active_sinks():
+            if sink is not failed:
+                self._guard(sink, lambda s: s.write(report))
 
     def _failure_record(self, sink: Sink, record: PreparedRecord, exc: Exception) -> PreparedRecord:
         self.sink_failures[sink.name] += 1
