@@ -18,6 +18,8 @@ from transcript_otel import TranscriptPipeline
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
+from receivers import Rotel, rotel_binary
+
 
 @dataclass
 class OTelHarness:
@@ -92,3 +94,16 @@ def full_pipeline(
 ) -> TranscriptPipeline:
     """All three sinks: JSONL mirror, OTel log records, span events."""
     return make_pipeline([JsonlMirror(runs_dir), OTelLogSink(otel.logger_provider), SpanEventSink()])
+
+
+@pytest.fixture(scope="module")
+def rotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
+    """A real rotel collector on free loopback ports, one per test module."""
+    binary = rotel_binary()
+    if binary is None:
+        pytest.skip("the rotel wheel is not installed")
+    collector = Rotel(binary, tmp_path_factory.mktemp("rotel")).start()
+    try:
+        yield collector
+    finally:
+        collector.stop()

@@ -15,7 +15,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from transcript_otel import read_records, reconstruct_transcript, records_from_otlp
 
-from receivers import Rotel, TapCollector, free_port, rotel_binary, subprocess_env
+from receivers import Rotel, TapCollector, free_port, subprocess_env
 
 TIMEOUT_S = 30
 
@@ -99,18 +98,6 @@ def run_scenario(
     )
     assert process.returncode == 0, f"exit {process.returncode}\n{process.stdout}\n{process.stderr}"
     return process, parse_result(process.stdout)
-
-
-@pytest.fixture(scope="module")
-def rotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
-    binary = rotel_binary()
-    if binary is None:
-        pytest.skip("the rotel wheel is not installed")
-    collector = Rotel(binary, tmp_path_factory.mktemp("rotel")).start()
-    try:
-        yield collector
-    finally:
-        collector.stop()
 
 
 # -- (a) nothing configured + OTEL_EXPORTER_OTLP_ENDPOINT -> our providers export there ------

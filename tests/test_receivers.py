@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from transcript_otel import (
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from helpers import run_records
-from receivers import Rotel, RotelLogRecord, TapCollector, rotel_binary
+from receivers import Rotel, RotelLogRecord, TapCollector
 
 pytestmark = pytest.mark.receiver
 
@@ -173,18 +173,6 @@ def test_oteltap_receives_records_that_reconstruct_exactly(
 
 
 # -- rotel ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def rotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
-    binary = rotel_binary()
-    if binary is None:
-        pytest.skip("the rotel wheel is not installed")
-    collector = Rotel(binary, tmp_path_factory.mktemp("rotel")).start()
-    try:
-        yield collector
-    finally:
-        collector.stop()
 
 
 def rotel_exporters(rotel: Rotel, protocol: str) -> tuple[Any, Any]:
