@@ -22,19 +22,9 @@ from transcript_otel import (
 )
 from transcript_otel.sinks import JsonlMirror
 
-from helpers import entry_contexts, run_records
+from helpers import Opaque, ReprRaises, entry_contexts, run_records
 
 MakeEmitter = Callable[..., TranscriptEmitter]
-
-
-class Opaque:
-    def __repr__(self) -> str:
-        return "Opaque()"
-
-
-class ReprRaises:
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr for you")
 
 
 class HashRaises:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import importlib
 import json
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from transcript_otel import (
     CANONICAL_ENTRY_TYPES,
     TranscriptEmitter,
-    TranscriptEntry,
     TranscriptPipeline,
     check_invariants,
     reconstruct_transcript,
@@ -37,7 +35,7 @@ from transcript_otel import (
 )
 
 from conftest import OTelHarness
-from helpers import run_records
+from helpers import run_records, strict
 
 # (entry_type, source, detail, raw): every JSON type, nesting, unicode, empty containers.
 RUN: list[tuple[str, str, dict[str, Any] | None, str | None]] = [
@@ -83,24 +81,6 @@ RUN: list[tuple[str, str, dict[str, Any] | None, str | None]] = [
     ("error", "main", {"message": "rate limited", "retry_after_s": 1.5}, None),
     ("unknown", "main", {"original": {"weird": [None]}}, None),
 ]
-
-
-def strict(entries: Iterable[TranscriptEntry]) -> list[tuple[Any, ...]]:
-    """Entries as comparable tuples in which 1, 1.0 and True differ (`==` alone would not see it)."""
-    return [
-        (
-            e.prompt_name,
-            e.adapter,
-            e.entry_type,
-            e.sequence_number,
-            e.source,
-            e.timestamp.isoformat(),
-            e.session_id,
-            json.dumps(e.detail, ensure_ascii=False),
-            e.raw,
-        )
-        for e in entries
-    ]
 
 
 def expected_entries(

@@ -33,14 +33,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from transcript_otel import (
     TranscriptEmitter,
-    TranscriptEntry,
     TranscriptPipeline,
     reconstruct_transcript,
     records_from_otlp,
 )
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
-from helpers import run_records
+from helpers import run_records, strict
 from receivers import Rotel, RotelLogRecord, TapCollector
 
 pytestmark = pytest.mark.receiver
@@ -56,23 +55,6 @@ RUN: list[tuple[str, str, dict[str, Any] | None, str | None]] = [
     ("thinking", "subagent:helper", {"text": "日本語"}, None),
     ("token_usage", "main", {"usage": {"input_tokens": 12, "output_tokens": 34}}, None),
 ]
-
-
-def strict(entries: list[TranscriptEntry]) -> list[tuple[Any, ...]]:
-    return [
-        (
-            e.prompt_name,
-            e.adapter,
-            e.entry_type,
-            e.sequence_number,
-            e.source,
-            e.timestamp,
-            e.session_id,
-            json.dumps(e.detail, ensure_ascii=False),
-            e.raw,
-        )
-        for e in entries
-    ]
 
 
 def providers(span_exporter: Any, log_exporter: Any, service: str) -> tuple[TracerProvider, LoggerProvider]:

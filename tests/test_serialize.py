@@ -14,15 +14,7 @@ from hypothesis import strategies as st
 
 from transcript_otel._serialize import dumps, iso_timestamp, loads, safe_text
 
-
-class Opaque:
-    def __repr__(self) -> str:
-        return "Opaque()"
-
-
-class ReprRaises:
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr for you")
+from helpers import Opaque, ReprRaises
 
 
 def nested(depth: int) -> list[Any]:
