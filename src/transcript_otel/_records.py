@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from transcript_otel._serialize import dumps, iso_timestamp, safe_text
-from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, TranscriptEvent
+from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, RawJson, TranscriptEvent
 from transcript_otel.run import RunInfo
 
 LOGGER_NAME: Final = "transcript_otel"
@@ -112,6 +112,11 @@ def prepare_entry(item: QueuedItem) -> PreparedRecord:
         detail_json = encoded.data
         context["detail"] = orjson.Fragment(detail_json)
     if raw is not None:
+        if isinstance(raw, RawJson):
+            encoded_raw = dumps(raw.value)
+            if encoded_raw.problem:
+                problems.append(f"raw: {encoded_raw.problem}")
+            raw = encoded_raw.data
         raw_text, problem = safe_text(raw)
         if problem:
             problems.append(f"raw: {problem}")

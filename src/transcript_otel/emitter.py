@@ -14,17 +14,17 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Self
 
-from opentelemetry.context import get_current
+from opentelemetry.context import Context, get_current
 
 from transcript_otel import environment_variables as env
 from transcript_otel._records import QueuedItem
 from transcript_otel._serialize import safe_text
 from transcript_otel.defaults import get_pipeline
-from transcript_otel.model import MAIN_SOURCE, TranscriptEvent, TranscriptSummary
+from transcript_otel.model import MAIN_SOURCE, RawJson, TranscriptEvent, TranscriptSummary
 from transcript_otel.pipeline import WAKE_THRESHOLD, TranscriptPipeline
 from transcript_otel.run import RunInfo
 
@@ -117,10 +117,13 @@ class TranscriptEmitter:
         *,
         source: str = MAIN_SOURCE,
         detail: dict[str, Any] | None = None,
-        raw: str | None = None,
+        raw: str | RawJson | None = None,
+        context: Context | None = None,
     ) -> None:
         """Emit one transcript entry. Thread-safe; never raises; never waits for I/O.
 
+        `context` is the OTel context the entry belongs to (its span); by default the
+        current one. `raw` may be a `RawJson`, encoded later on the writer thread.
         The only lock is held for a few hundred nanoseconds, so that entries of one
         source from several threads keep sequence and time order.
         """
@@ -134,7 +137,7 @@ class TranscriptEmitter:
             counter = self._counters.get(source)
             if counter is None:
                 counter = self._new_counter(source)
-            otel_context = get_current()
+            otel_context = get_current() if context is None else context
             # Number, timestamp and queue position are taken together, so that entries
             # of one source from several threads stay in sequence and in time order.
             with self._order_lock:
@@ -168,15 +171,18 @@ class TranscriptEmitter:
             self._started = True
             self._submit(TranscriptEvent.START, None)
 
-    def stop(self, timeout_s: float | None = None) -> TranscriptSummary:
+    def stop(self, timeout_s: float | None = None, *, wait: bool = True) -> TranscriptSummary:
         """Record `transcript.stop` with the counts, and wait until the run is on disk.
 
         The wait is bounded by `timeout_s` (default: the pipeline's shutdown
-        timeout). Returns the summary of what the writer has processed.
+        timeout); `wait=False` (what instrumentors use: the agent must not wait)
+        only queues the record. Returns the summary of what the writer has processed.
         """
         if self._enabled and not self._stopped:
             self._stopped = True
             self._submit(TranscriptEvent.STOP, None)
+            if not wait:
+                return self._run.summary()
             try:
                 self._pipeline.flush(timeout_s)
             except Exception as exc:
@@ -194,6 +200,17 @@ class TranscriptEmitter:
         except Exception as exc:
             self._report_exception("flush failed", exc)
             return False
+
+    def after_written(self, action: Callable[[], None]) -> None:
+        """Run `action` on the writer once everything emitted so far is written.
+
+        Ending a span this way lets the entries emitted inside it land as its span
+        events without the agent waiting for the writer. Never raises.
+        """
+        try:
+            self._pipeline.after_pending(action)
+        except Exception as exc:
+            self._report_exception("could not defer an action", exc)
 
     def error(self, message: str, **fields: Any) -> None:
         """Record a non-fatal `transcript.error` (WARNING) for this run."""

@@ -55,6 +55,13 @@ class TranscriptEvent(StrEnum):
     ERROR = "transcript.error"
 
 
+@dataclass(frozen=True, slots=True)
+class RawJson:
+    """A `raw` value to be encoded as JSON by the background writer, not by the agent's thread."""
+
+    value: Any
+
+
 def subagent_source(agent_id: str) -> str:
     """The `source` value for entries produced by the subagent `agent_id`."""
     return f"{SUBAGENT_SOURCE_PREFIX}{agent_id}"

@@ -72,6 +72,15 @@ class _FlushRequest:
         self.done = threading.Event()
 
 
+class _DeferredAction:
+    """A callable the writer runs once every record queued before it is written."""
+
+    __slots__ = ("action",)
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self.action = action
+
+
 class TranscriptPipeline:
     """A byte-bounded backlog drained into `sinks` by one background thread."""
 
@@ -87,7 +96,7 @@ class TranscriptPipeline:
         self.max_backlog_bytes = max_backlog_bytes
         self.flush_interval_s = flush_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
-        self.backlog: deque[QueuedItem | _FlushRequest] = deque()
+        self.backlog: deque[QueuedItem | _FlushRequest | _DeferredAction] = deque()
         self._entry_bytes = 0.0  # estimated memory of one queued entry; 0 = not measured yet
         self.backlog_limit = self._limit_for(_INITIAL_ENTRY_BYTES)
         self._samples_due = 0
@@ -178,6 +187,26 @@ class TranscriptPipeline:
         self.wake()
         return request.done.wait(timeout)
 
+    def after_pending(self, action: Callable[[], None]) -> None:
+        """Run `action` on the writer once everything queued before it is written.
+
+        Instrumentors end their spans this way: the span events of the records
+        emitted inside a span are added before it ends, and the agent never waits.
+        Runs at once (on the caller's thread) when the pipeline is closed.
+        """
+        if self._closed:
+            self._run_action(action)
+            return
+        self.backlog.append(_DeferredAction(action))
+        self.wake()
+
+    def _run_action(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as exc:
+            self.internal_errors += 1
+            _logger.warning("transcript-otel: deferred action failed: %r", exc)
+
     def add_shutdown_callback(self, callback: Callable[[], None]) -> None:
         """Run `callback()` after the final drain at shutdown, bounded by its deadline."""
         self._on_shutdown.append(callback)
@@ -251,19 +280,21 @@ class TranscriptPipeline:
         backlog = self.backlog
         while True:
             batch: list[PreparedRecord] = []
-            request: _FlushRequest | None = None
+            request: _FlushRequest | _DeferredAction | None = None
             while len(batch) < WAKE_THRESHOLD:
                 try:
                     item = backlog.popleft()
                 except IndexError:
                     break
-                if isinstance(item, _FlushRequest):
+                if isinstance(item, (_FlushRequest, _DeferredAction)):
                     request = item
                     break
                 self._prepare(item, batch)
             if batch:
                 self._write_batch(batch)
-            if request is not None:
+            if isinstance(request, _DeferredAction):
+                self._run_action(request.action)
+            elif request is not None:
                 if request.deep and not self._mirror_only:
                     self._force_flush_sinks(request.timeout_s)
                 request.done.set()

@@ -1,0 +1,143 @@
+"""Claude Code transcript JSONL lines to canonical entries (the specification's Claude table).
+
+One line of `<session>.jsonl` (source `main`) or `<session>/subagents/agent-<id>.jsonl`
+(source `subagent:<id>`) becomes:
+
+* `user` → `user_message`, `assistant` → `assistant_message`, `tool_result` →
+  `tool_result`, `thinking` → `thinking`, `summary` → `system_event` with
+  `detail.subtype = "compaction"`, `system` → `system_event` (its `subtype` copied),
+  any other type → `unknown`;
+* an assistant line whose content holds `tool_use` blocks is split, as
+  weakincentives 0.26+ does: one `assistant_message` for the other blocks (text and
+  thinking, if any) then one `tool_use` per block; a user line holding
+  `tool_result` blocks likewise gives a `user_message` for the rest (if any) and one
+  `tool_result` per block, named after its `tool_use` when that was seen;
+* a line that is not JSON, or not an object, → `unknown` with `detail.parse_error`
+  and the line as `raw`.
+
+`detail.sdk_entry` is the parsed line (or block); `raw` is the line itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.model import EntryType
+
+_TYPE_MAP: Final = {
+    "user": EntryType.USER_MESSAGE,
+    "assistant": EntryType.ASSISTANT_MESSAGE,
+    "tool_result": EntryType.TOOL_RESULT,
+    "thinking": EntryType.THINKING,
+    "summary": EntryType.SYSTEM_EVENT,
+    "system": EntryType.SYSTEM_EVENT,
+}
+# Tool names remembered per source for naming results; bounded like a transcript's tools.
+_MAX_REMEMBERED_TOOLS: Final = 10_000
+
+
+def _content_blocks(entry: dict[str, Any]) -> list[Any] | None:
+    message = entry.get("message")
+    if isinstance(message, dict):
+        content = message.get("content")
+        if isinstance(content, list):
+            return content
+    return None
+
+
+def _is_block(block: Any, block_type: str) -> bool:
+    return isinstance(block, dict) and block.get("type") == block_type
+
+
+def _unparsed(reason: str, raw: str, source: str) -> list[MappedEntry]:
+    return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, raw, source)]
+
+
+def _with_content(entry: dict[str, Any], blocks: list[Any]) -> dict[str, Any]:
+    message = entry["message"]
+    return {**entry, "message": {**message, "content": blocks}}
+
+
+class ClaudeTranscriptMapper:
+    """Maps the lines of one run's transcript files; remembers tool names per source."""
+
+    __slots__ = ("_tool_names",)
+
+    def __init__(self) -> None:
+        self._tool_names: dict[str, dict[str, str]] = {}
+
+    def line(self, line: Any, source: str) -> list[MappedEntry]:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "backslashreplace")
+        if not isinstance(line, str):
+            return [
+                MappedEntry(EntryType.UNKNOWN.value, {"parse_error": "line is not text"}, repr(line), source)
+            ]
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            return [
+                MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"Invalid JSON: {exc}"}, line, source)
+            ]
+        if not isinstance(entry, dict):
+            reason = f"a transcript line must be a JSON object, got {type(entry).__name__}"
+            return _unparsed(reason, line, source)
+        native_type = entry.get("type")
+        entry_type = (
+            _TYPE_MAP.get(native_type, EntryType.UNKNOWN)
+            if isinstance(native_type, str)
+            else EntryType.UNKNOWN
+        )
+        blocks = _content_blocks(entry) or []
+        if entry_type is EntryType.ASSISTANT_MESSAGE and any(_is_block(b, "tool_use") for b in blocks):
+            return self._split_assistant(entry, blocks, line, source)
+        if entry_type is EntryType.USER_MESSAGE and any(_is_block(b, "tool_result") for b in blocks):
+            return self._split_user(entry, blocks, line, source)
+        detail: dict[str, Any] = {"sdk_entry": entry}
+        if entry.get("type") == "summary":
+            detail["subtype"] = "compaction"
+        elif entry.get("type") == "system" and isinstance(entry.get("subtype"), str):
+            detail["subtype"] = entry["subtype"]
+        return [MappedEntry(entry_type.value, detail, line, source)]
+
+    def _split_assistant(
+        self, entry: dict[str, Any], blocks: list[Any], line: str, source: str
+    ) -> list[MappedEntry]:
+        entries: list[MappedEntry] = []
+        others = [block for block in blocks if not _is_block(block, "tool_use")]
+        if others:
+            sdk_entry = _with_content(entry, others)
+            entries.append(
+                MappedEntry(EntryType.ASSISTANT_MESSAGE.value, {"sdk_entry": sdk_entry}, line, source)
+            )
+        names = self._tool_names.setdefault(source, {})
+        for block in blocks:
+            if _is_block(block, "tool_use"):
+                call_id, name = block.get("id"), block.get("name")
+                if isinstance(call_id, str) and isinstance(name, str) and len(names) < _MAX_REMEMBERED_TOOLS:
+                    names[call_id] = name
+                entries.append(MappedEntry(EntryType.TOOL_USE.value, {"sdk_entry": block}, None, source))
+        return entries
+
+    def _split_user(
+        self, entry: dict[str, Any], blocks: list[Any], line: str, source: str
+    ) -> list[MappedEntry]:
+        entries: list[MappedEntry] = []
+        others = [block for block in blocks if not _is_block(block, "tool_result")]
+        if others:
+            user_detail = {"sdk_entry": _with_content(entry, others)}
+            entries.append(MappedEntry(EntryType.USER_MESSAGE.value, user_detail, line, source))
+        names = self._tool_names.get(source, {})
+        for block in blocks:
+            if _is_block(block, "tool_result"):
+                detail: dict[str, Any] = {"sdk_entry": block}
+                call_id = block.get("tool_use_id")
+                name = names.pop(call_id, None) if isinstance(call_id, str) else None
+                if name is not None:
+                    detail["tool_name"] = name
+                entries.append(
+                    MappedEntry(EntryType.TOOL_RESULT.value, detail, None if others else line, source)
+                )
+        return entries

@@ -1,0 +1,162 @@
+"""Codex app-server notifications to canonical entries (the specification's Codex table).
+
+Agrees with weakincentives 0.26+'s own `CodexTranscriptBridge`, so a run gives
+the same entries whether weakincentives or we build them:
+
+* the prompt sent with `turn/start` → `user_message` `{text}`;
+* `turn/started` → `system_event` `{subtype: "turn_started"}` (as weakincentives does;
+  the specification's table would call it `unknown`);
+* `item/started` of a tool item → `tool_use`; `item/completed` of a tool item →
+  `tool_result`, of `agentMessage` → `assistant_message`, of `contextCompaction` →
+  `system_event` `{subtype: "compaction"}`;
+* `item/reasoning/completed` → `thinking`; `thread/tokenUsage/updated` → `token_usage`;
+  `turn/completed` with status `failed` → `error`;
+* a bridged tool request `item/tool/call` → `tool_use`, the response sent back →
+  `tool_result` `{notification, result}`;
+* streaming deltas are folded, never one entry per delta: an `agentMessage` whose
+  completion carries no `text` gets the joined deltas as `detail.accumulated_text`;
+* any other `item/*` or `turn/*` method → `unknown`; other methods (`thread/*`,
+  `account/*`, legacy `codex/event/*`) are not transcript content.
+
+`detail` is `{"notification": params}`; `raw` is the notification as JSON
+(`{"method", "params"}`), encoded later by the background writer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.model import EntryType, RawJson
+
+TOOL_ITEM_TYPES: Final = frozenset({"commandExecution", "fileChange", "mcpToolCall", "webSearch"})
+STREAMING_DELTAS: Final = frozenset(
+    {
+        "item/agentMessage/delta",
+        "item/reasoning/delta",
+        "item/reasoning/summaryTextDelta",
+        "item/reasoning/summaryPartAdded",
+        "item/reasoning/textDelta",
+        "item/commandExecution/outputDelta",
+        "item/commandExecution/terminalInteraction",
+        "item/fileChange/outputDelta",
+    }
+)
+_AGENT_MESSAGE_DELTA: Final = "item/agentMessage/delta"
+# Deltas kept per message until it completes; beyond this they are not kept (the
+# completed item carries the text anyway).
+_MAX_FOLDED_CHARS: Final = 1 << 20
+
+
+def _item(params: dict[str, Any]) -> dict[str, Any]:
+    item = params.get("item")
+    return item if isinstance(item, dict) else {}
+
+
+def _entry(entry_type: EntryType, method: str, params: Any, **extra: Any) -> MappedEntry:
+    return MappedEntry(
+        entry_type.value,
+        {"notification": params, **extra},
+        RawJson({"method": method, "params": params}),
+    )
+
+
+class CodexMapper:
+    """Maps the notifications of one run; holds only the deltas of unfinished messages."""
+
+    __slots__ = ("_deltas", "_folded_chars")
+
+    def __init__(self) -> None:
+        self._deltas: dict[str, list[str]] = {}
+        self._folded_chars: dict[str, int] = {}
+
+    def user_message(self, text: Any) -> MappedEntry:
+        return MappedEntry(EntryType.USER_MESSAGE.value, {"text": text})
+
+    def tool_call(self, params: Any) -> MappedEntry:
+        return _entry(EntryType.TOOL_USE, "item/tool/call", params)
+
+    def tool_result(self, params: Any, result: Any) -> MappedEntry:
+        return MappedEntry(
+            EntryType.TOOL_RESULT.value,
+            {"notification": params, "result": result},
+            RawJson({"method": "item/tool/result", "params": params, "result": result}),
+        )
+
+    def notification(self, method: Any, params: Any) -> MappedEntry | None:
+        """The entry for one notification, or None when it is not transcript content."""
+        if method in STREAMING_DELTAS:
+            if method == _AGENT_MESSAGE_DELTA and isinstance(params, dict):
+                self._fold(params)
+            return None
+        if not isinstance(method, str):
+            return MappedEntry(
+                EntryType.UNKNOWN.value,
+                {"notification": params, "reason": f"method is {type(method).__name__}, not a string"},
+                RawJson({"method": method, "params": params}),
+            )
+        if not isinstance(params, dict):
+            if method.startswith(("item/", "turn/", "thread/tokenUsage/")):
+                return _entry(EntryType.UNKNOWN, method, params, reason="params is not an object")
+            return None
+        if method == "turn/started":
+            return _entry(EntryType.SYSTEM_EVENT, method, params, subtype="turn_started")
+        if method == "item/started":
+            return _entry(EntryType.TOOL_USE, method, params) if self._is_tool(params) else None
+        if method == "item/completed":
+            return self._item_completed(method, params)
+        if method == "item/reasoning/completed":
+            return _entry(EntryType.THINKING, method, params)
+        if method == "thread/tokenUsage/updated":
+            return _entry(EntryType.TOKEN_USAGE, method, params)
+        if method == "turn/completed":
+            turn = params.get("turn")
+            failed = isinstance(turn, dict) and turn.get("status") == "failed"
+            return _entry(EntryType.ERROR, method, params) if failed else None
+        if method.startswith(("item/", "turn/")):
+            return _entry(EntryType.UNKNOWN, method, params)
+        return None
+
+    def malformed(self, line: Any, reason: str) -> MappedEntry:
+        """A line from the agent that was not a JSON-RPC message: kept, never lost."""
+        return MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, _as_text(line))
+
+    @staticmethod
+    def _is_tool(params: dict[str, Any]) -> bool:
+        return _item(params).get("type") in TOOL_ITEM_TYPES
+
+    def _item_completed(self, method: str, params: dict[str, Any]) -> MappedEntry | None:
+        item = _item(params)
+        item_type = item.get("type")
+        if item_type == "agentMessage":
+            item_id = item.get("id")
+            pieces = None
+            if isinstance(item_id, str):
+                pieces = self._deltas.pop(item_id, None)
+                self._folded_chars.pop(item_id, None)
+            if pieces and not isinstance(item.get("text"), str):
+                return _entry(EntryType.ASSISTANT_MESSAGE, method, params, accumulated_text="".join(pieces))
+            return _entry(EntryType.ASSISTANT_MESSAGE, method, params)
+        if item_type in TOOL_ITEM_TYPES:
+            return _entry(EntryType.TOOL_RESULT, method, params)
+        if item_type == "contextCompaction":
+            return _entry(EntryType.SYSTEM_EVENT, method, params, subtype="compaction")
+        return None
+
+    def _fold(self, params: dict[str, Any]) -> None:
+        delta = params.get("delta")
+        if not isinstance(delta, str):
+            return
+        item_id = params.get("itemId")
+        if not isinstance(item_id, str):
+            return
+        folded = self._folded_chars.get(item_id, 0) + len(delta)
+        if folded <= _MAX_FOLDED_CHARS:
+            self._folded_chars[item_id] = folded
+            self._deltas.setdefault(item_id, []).append(delta)
+
+
+def _as_text(line: Any) -> str:
+    if isinstance(line, bytes):
+        return line.decode("utf-8", "backslashreplace")
+    return line if isinstance(line, str) else repr(line)
