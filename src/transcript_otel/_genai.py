@@ -63,6 +63,8 @@ def _tool_candidates(detail: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     for container in (sdk_entry, _mapping(sdk_entry, "message"), detail):
         if container is None:
             continue
+        if container.get("type") in ("tool_use", "tool_result"):  # a block split out of a message
+            candidates.append({"call_id": container.get("id"), **container})
         content = container.get("content")
         if isinstance(content, list):
             for block in content:
@@ -110,6 +112,32 @@ def _usage_attributes(detail: Mapping[str, Any]) -> dict[str, int]:
                 found[key] = value
                 break
     return found
+
+
+# Codex tool items carry no tool name; these are the names weakincentives uses too.
+_CODEX_ITEM_TOOL_NAMES: Final = {
+    "commandExecution": "codex:command",
+    "fileChange": "codex:file_change",
+    "webSearch": "codex:web_search",
+}
+
+
+def tool_identity(detail: Any) -> tuple[str | None, str | None]:
+    """`(call id, tool name)` of a `tool_use`/`tool_result` entry's `detail`, where found."""
+    if not isinstance(detail, Mapping):
+        return None, None
+    found = _tool_attributes(detail)
+    name = found.get(attr.GEN_AI_TOOL_NAME)
+    if name is None:
+        item = _mapping(_mapping(detail, "notification"), "item")
+        item_type = item.get("type") if item is not None else None
+        name = _CODEX_ITEM_TOOL_NAMES.get(item_type) if isinstance(item_type, str) else None
+    return found.get(attr.GEN_AI_TOOL_CALL_ID), name
+
+
+def usage_attributes(detail: Any) -> dict[str, int]:
+    """The `gen_ai.usage.*` token counts found in `detail` (Codex, Claude or plain)."""
+    return _usage_attributes(detail) if isinstance(detail, Mapping) else {}
 
 
 def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:

@@ -1,0 +1,6 @@
+"""Instrumentors: thin `wrapt` patches on the harnesses that feed the mappings.
+
+Each instrumentor is an `opentelemetry-instrumentation` `BaseInstrumentor`,
+registered under the `opentelemetry_instrumentor` entry point group, so
+`opentelemetry-instrument` finds it; `instrument()`/`uninstrument()` work by hand.
+"""

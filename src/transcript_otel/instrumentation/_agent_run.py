@@ -1,0 +1,478 @@
+"""One instrumented agent run: its transcript emitter and its GenAI span tree.
+
+An `AgentRun` lives for one `evaluate()`. Every canonical entry of the run goes
+through `record()`, which places it in the span it belongs to and emits it with
+that span's context, so its log record and span event land there:
+
+* `invoke_agent {prompt}`: the root span (`gen_ai.agent.name` = prompt name,
+  `gen_ai.conversation.id` = session id, provider, model, token totals);
+* `chat {model}`: one per turn (the prompt sent to the model and everything until
+  the turn completes), with the turn's token usage, ERROR and `error.type` when the
+  turn failed;
+* `execute_tool {name}`: from a `tool_use` entry to the `tool_result` with the same
+  call id, ERROR when the result says the tool failed;
+* `invoke_agent {subagent type}`: a subagent's entries (source `subagent:<id>`),
+  nested under the `Task`/`Agent` tool call that launched it.
+
+Spans end through `TranscriptEmitter.after_written()`: the writer thread ends a
+span once the span events of everything emitted inside it are added, with the end
+time taken when the agent finished it. The agent never waits for that.
+Nothing here raises into the agent: failures become `transcript.error` records.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Final, Self
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from transcript_otel import attributes as attr
+from transcript_otel._genai import tool_identity, usage_attributes
+from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, RawJson
+
+_logger = logging.getLogger(__name__)
+_logger.addHandler(logging.NullHandler())
+
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+ERROR_TYPE: Final = "error.type"
+TURN_NUMBER: Final = "transcript.turn"
+TRANSCRIPT_ADAPTER: Final = "transcript.adapter"
+TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
+
+# Tools that start a Claude subagent.
+_SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
+_ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
+_ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
+
+_CURRENT_RUN: ContextVar[AgentRun | None] = ContextVar("transcript_otel_agent_run", default=None)
+
+
+def current_run() -> AgentRun | None:
+    """The run of the `evaluate()` this code runs inside, if it is instrumented."""
+    return _CURRENT_RUN.get()
+
+
+@dataclass(slots=True)
+class _SpanSlot:
+    span: Span
+    context: Context
+    usage: Counter[str] = field(default_factory=Counter)
+    error_type: str | None = None
+
+    @classmethod
+    def open(
+        cls, tracer: trace.Tracer, name: str, parent: Context, kind: SpanKind, **attributes: Any
+    ) -> Self:
+        span = tracer.start_span(
+            name,
+            context=parent,
+            kind=kind,
+            attributes={key: value for key, value in attributes.items() if value is not None},
+        )
+        return cls(span, trace.set_span_in_context(span, parent))
+
+
+@dataclass(slots=True)
+class _ToolSlot(_SpanSlot):
+    name: str = ""
+    turn: _SpanSlot | None = None
+    subagent_prompt: str | None = None
+    subagent_type: str | None = None
+    subagent_source: str | None = None
+
+
+class AgentRun:
+    """The transcript and spans of one `evaluate()`; thread-safe, never raising."""
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        *,
+        prompt_name: str,
+        adapter: str,
+        session_id: str | None,
+        provider: str | None = None,
+        model: str | None = None,
+        turns_start_with_user_message: bool = False,
+    ) -> None:
+        self._tracer = tracer
+        self._provider = provider
+        self._model = model
+        self._session_id = session_id
+        self._turns_start_with_user_message = turns_start_with_user_message
+        self._lock = threading.RLock()
+        self._turn: _SpanSlot | None = None
+        self._turn_count = 0
+        self._tools: dict[tuple[str, str], _ToolSlot] = {}
+        self._subagents: dict[str, _SpanSlot] = {}
+        self._usage_by_message: dict[str, dict[str, int]] = {}
+        self._finished = False
+        # The instrumentor's per-run mapping state (deltas being folded, tool names seen).
+        self.mapper: object | None = None
+        self.emitter = TranscriptEmitter(prompt_name=prompt_name, adapter=adapter, session_id=session_id)
+        self._root = _SpanSlot.open(
+            tracer,
+            f"invoke_agent {prompt_name}",
+            otel_context.get_current(),
+            SpanKind.INTERNAL,
+            **{
+                GEN_AI_OPERATION_NAME: "invoke_agent",
+                GEN_AI_AGENT_NAME: prompt_name,
+                attr.GEN_AI_CONVERSATION_ID: session_id,
+                GEN_AI_PROVIDER_NAME: provider,
+                GEN_AI_REQUEST_MODEL: model,
+                TRANSCRIPT_ADAPTER: adapter,
+                attr.RUN_ID: self.emitter.run_id,
+            },
+        )
+        self.emitter.start()
+
+    @property
+    def root_span(self) -> Span:
+        return self._root.span
+
+    @contextmanager
+    def activate(self) -> Iterator[AgentRun]:
+        """Make this the current run, with its root span current, inside the block."""
+        token = _CURRENT_RUN.set(self)
+        context_token = otel_context.attach(self._root.context)
+        try:
+            yield self
+        finally:
+            otel_context.detach(context_token)
+            _CURRENT_RUN.reset(token)
+
+    # -- entries ----------------------------------------------------------------------
+
+    def record(
+        self,
+        entry_type: str,
+        *,
+        source: str = MAIN_SOURCE,
+        detail: dict[str, Any] | None = None,
+        raw: str | RawJson | None = None,
+    ) -> None:
+        """Emit one entry in the span it belongs to, opening or ending spans as it implies."""
+        slot: _SpanSlot | None = None
+        try:
+            with self._lock:
+                slot = self._place(entry_type, source, detail)
+        except Exception as exc:
+            self._report("could not place an entry in its span", exc)
+        self.emitter.emit(
+            entry_type, source=source, detail=detail, raw=raw, context=None if slot is None else slot.context
+        )
+        if entry_type == _ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
+            try:
+                self._end_tool(slot, failed=_tool_failed(detail))
+            except Exception as exc:
+                self._report("could not end a tool span", exc)
+
+    def _place(self, entry_type: str, source: str, detail: dict[str, Any] | None) -> _SpanSlot:
+        if (
+            self._turns_start_with_user_message
+            and self._turn is None
+            and source == MAIN_SOURCE
+            and entry_type == EntryType.USER_MESSAGE.value
+        ):
+            self._open_turn()
+        base = self._subagent_slot(source, detail) or self._turn or self._root
+        if entry_type == _ENTRY_TOOL_USE:
+            return self._open_tool(source, detail, base)
+        if entry_type == _ENTRY_TOOL_RESULT:
+            call_id, _ = tool_identity(detail)
+            tool = self._tools.pop((source, call_id), None) if call_id is not None else None
+            return tool if tool is not None else base
+        if entry_type == EntryType.TOKEN_USAGE.value:
+            self._add_usage(base, usage_attributes(detail))
+        elif entry_type == EntryType.ASSISTANT_MESSAGE.value:
+            self._add_message_usage(base, detail)
+        elif entry_type == EntryType.ERROR.value:
+            base.error_type = _error_type(detail)
+        return base
+
+    # -- turns ------------------------------------------------------------------------
+
+    def begin_turn(self) -> None:
+        """Open a turn span unless one is open (the prompt may already have opened it)."""
+        try:
+            with self._lock:
+                if self._turn is None:
+                    self._open_turn()
+        except Exception as exc:
+            self._report("could not start a turn span", exc)
+
+    def _open_turn(self) -> None:
+        self._turn_count += 1
+        operation = "chat"
+        self._turn = _SpanSlot.open(
+            self._tracer,
+            f"{operation} {self._model}" if self._model else operation,
+            self._root.context,
+            SpanKind.CLIENT,
+            **{
+                GEN_AI_OPERATION_NAME: operation,
+                GEN_AI_PROVIDER_NAME: self._provider,
+                GEN_AI_REQUEST_MODEL: self._model,
+                attr.GEN_AI_CONVERSATION_ID: self._session_id,
+                TURN_NUMBER: self._turn_count,
+            },
+        )
+
+    def end_turn(self, error: BaseException | None = None) -> None:
+        """End the open turn (and the tool and subagent spans still open in it)."""
+        try:
+            with self._lock:
+                turn, self._turn = self._turn, None
+                if turn is None:
+                    return
+                self._close_open_spans()
+            if error is not None and turn.error_type is None:
+                turn.error_type = _exception_type(error)
+            self._end(turn)
+        except Exception as exc:
+            self._report("could not end a turn span", exc)
+
+    # -- tools and subagents ----------------------------------------------------------
+
+    def _open_tool(self, source: str, detail: dict[str, Any] | None, parent: _SpanSlot) -> _SpanSlot:
+        call_id, name = tool_identity(detail)
+        if call_id is None:
+            return parent  # a call without an id cannot be matched with its result
+        name = name or "tool"
+        arguments = _tool_input(detail)
+        tool = _ToolSlot.open(
+            self._tracer,
+            f"execute_tool {name}",
+            parent.context,
+            SpanKind.INTERNAL,
+            **{
+                GEN_AI_OPERATION_NAME: "execute_tool",
+                attr.GEN_AI_TOOL_NAME: name,
+                attr.GEN_AI_TOOL_CALL_ID: call_id,
+                GEN_AI_TOOL_TYPE: "function" if _is_bridged_tool(detail) else "extension",
+            },
+        )
+        tool.name = name
+        tool.turn = self._turn
+        if name in _SUBAGENT_TOOLS and isinstance(arguments, Mapping):
+            prompt, subagent_type = arguments.get("prompt"), arguments.get("subagent_type")
+            tool.subagent_prompt = prompt if isinstance(prompt, str) else None
+            tool.subagent_type = subagent_type if isinstance(subagent_type, str) else None
+        self._tools[(source, call_id)] = tool
+        return tool
+
+    def _end_tool(self, tool: _ToolSlot, *, failed: bool) -> None:
+        with self._lock:
+            subagent = self._subagents.pop(tool.subagent_source, None) if tool.subagent_source else None
+        if subagent is not None:
+            self._end(subagent)
+        if failed:
+            tool.error_type = "tool_error"
+        self._end(tool)
+
+    def _subagent_slot(self, source: str, detail: dict[str, Any] | None) -> _SpanSlot | None:
+        if not source.startswith(SUBAGENT_SOURCE_PREFIX):
+            return None
+        slot = self._subagents.get(source)
+        if slot is not None:
+            return slot
+        agent_id = source[len(SUBAGENT_SOURCE_PREFIX) :]
+        launcher = self._launcher_of(detail)
+        parent = launcher or self._turn or self._root
+        subagent_type = launcher.subagent_type if launcher is not None else None
+        slot = _SpanSlot.open(
+            self._tracer,
+            f"invoke_agent {subagent_type or 'subagent'}",
+            parent.context,
+            SpanKind.INTERNAL,
+            **{
+                GEN_AI_OPERATION_NAME: "invoke_agent",
+                GEN_AI_AGENT_NAME: subagent_type or agent_id,
+                GEN_AI_AGENT_ID: agent_id,
+                GEN_AI_PROVIDER_NAME: self._provider,
+                attr.GEN_AI_CONVERSATION_ID: self._session_id,
+            },
+        )
+        if launcher is not None:
+            launcher.subagent_source = source
+        self._subagents[source] = slot
+        return slot
+
+    def _launcher_of(self, detail: dict[str, Any] | None) -> _ToolSlot | None:
+        """The open `Task`/`Agent` call that started this subagent: same prompt, else the oldest."""
+        waiting = [
+            tool
+            for (source, _), tool in self._tools.items()
+            if source == MAIN_SOURCE and tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None
+        ]
+        prompt = _first_user_text(detail)
+        for tool in waiting:
+            if prompt is not None and tool.subagent_prompt == prompt:
+                return tool
+        return waiting[0] if waiting else None
+
+    # -- usage ------------------------------------------------------------------------
+
+    def _add_usage(self, slot: _SpanSlot, usage: Mapping[str, int]) -> None:
+        for target in {id(s): s for s in (slot, self._turn, self._root) if s is not None}.values():
+            target.usage.update(usage)
+
+    def _add_message_usage(self, slot: _SpanSlot, detail: dict[str, Any] | None) -> None:
+        """Claude writes a message's usage on each of its lines: count each message once."""
+        message = _sdk_message(detail)
+        if message is None:
+            return
+        message_id = message.get("id")
+        usage = usage_attributes({"usage": message.get("usage")}) if "usage" in message else {}
+        if not usage or not isinstance(message_id, str) or message_id in self._usage_by_message:
+            return
+        self._usage_by_message[message_id] = usage
+        self._add_usage(slot, usage)
+
+    # -- ending -----------------------------------------------------------------------
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """End the run: open spans, `transcript.stop`, then the root span. Never raises."""
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            self.end_turn(error)
+            with self._lock:
+                self._close_open_spans()
+            root = self._root
+            if error is not None:
+                root.error_type = _exception_type(error)
+                root.span.record_exception(error)
+            self.emitter.stop(wait=False)
+            self._end(root)
+        except Exception as exc:
+            self._report("could not end the run's spans", exc)
+
+    def _close_open_spans(self) -> None:
+        """End tool and subagent spans still open (their result never came); caller holds the lock."""
+        tools, self._tools = list(self._tools.values()), {}
+        subagents, self._subagents = list(self._subagents.values()), {}
+        for slot in subagents:
+            self._end(slot)
+        for tool in tools:
+            tool.span.set_attribute(TOOL_RESULT_MISSING, True)
+            self._end(tool)
+
+    def _end(self, slot: _SpanSlot) -> None:
+        span = slot.span
+        if slot.usage:
+            span.set_attributes(dict(slot.usage))
+        if slot.error_type is not None:
+            span.set_attribute(ERROR_TYPE, slot.error_type)
+            span.set_status(Status(StatusCode.ERROR, slot.error_type))
+        self.emitter.after_written(functools.partial(span.end, end_time=time.time_ns()))
+
+    def _report(self, what: str, exc: Exception) -> None:
+        _logger.debug("transcript-otel: %s", what, exc_info=exc)
+        self.emitter.error(f"{what}: {type(exc).__name__}: {exc}")
+
+
+# -- reading details (tolerant of any shape) ---------------------------------------------
+
+
+def _sdk_message(detail: Any) -> Mapping[str, Any] | None:
+    if isinstance(detail, Mapping):
+        entry = detail.get("sdk_entry")
+        if isinstance(entry, Mapping):
+            message = entry.get("message")
+            if isinstance(message, Mapping):
+                return message
+    return None
+
+
+def _first_user_text(detail: Any) -> str | None:
+    message = _sdk_message(detail)
+    content = message.get("content") if message is not None else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        for block in content:
+            if (
+                isinstance(block, Mapping)
+                and block.get("type") == "text"
+                and isinstance(block.get("text"), str)
+            ):
+                text: str = block["text"]
+                return text
+    return None
+
+
+def _tool_input(detail: Any) -> Any:
+    if isinstance(detail, Mapping):
+        entry = detail.get("sdk_entry")
+        if isinstance(entry, Mapping):
+            return entry.get("input")
+        notification = detail.get("notification")
+        if isinstance(notification, Mapping):
+            return notification.get("arguments")
+    return None
+
+
+def _is_bridged_tool(detail: Any) -> bool:
+    """A WINK tool served to the agent (Codex `item/tool/call`), rather than the agent's own."""
+    if isinstance(detail, Mapping):
+        notification = detail.get("notification")
+        return isinstance(notification, Mapping) and "callId" in notification and "item" not in notification
+    return False
+
+
+def _tool_failed(detail: Any) -> bool:
+    if not isinstance(detail, Mapping):
+        return False
+    result = detail.get("result")
+    if isinstance(result, Mapping) and result.get("success") is False:
+        return True
+    entry = detail.get("sdk_entry")
+    if isinstance(entry, Mapping) and entry.get("is_error") is True:
+        return True
+    notification = detail.get("notification")
+    item = notification.get("item") if isinstance(notification, Mapping) else None
+    if isinstance(item, Mapping):
+        exit_code = item.get("exitCode")
+        return item.get("status") in ("failed", "declined") or (isinstance(exit_code, int) and exit_code != 0)
+    return False
+
+
+def _error_type(detail: Any) -> str:
+    """`error.type` of an `error` entry: Codex's `codexErrorInfo` when present."""
+    if isinstance(detail, Mapping):
+        notification = detail.get("notification")
+        turn = notification.get("turn") if isinstance(notification, Mapping) else None
+        error = turn.get("error") if isinstance(turn, Mapping) else None
+        if isinstance(error, Mapping):
+            info = error.get("codexErrorInfo")
+            if isinstance(info, str) and info:
+                return info
+            if isinstance(info, Mapping) and info:
+                return str(next(iter(info)))
+    return "_OTHER"
+
+
+def _exception_type(error: BaseException) -> str:
+    cls = type(error)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"

@@ -1,0 +1,70 @@
+"""The Claude Agent SDK adapter.
+
+0.24/0.25 log each Claude Code transcript line as it is (`transcript.collector.entry`):
+the `TranscriptCollector._emit_entry` patch maps each line to canonical entries with
+`ClaudeTranscriptMapper`, source `main` or `subagent:<id>` from the file it came from.
+0.26+ map lines natively (mirrored by `_native`). In every version one turn span covers
+`_run_with_prompt_context`: the SDK conversation and the collector's final read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
+
+from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation._patching import Patch, Wrapper
+from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, argument, guarded
+from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
+from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
+from transcript_otel.model import MAIN_SOURCE
+
+ADAPTER_MODULE: Final = "weakincentives.adapters.claude_agent_sdk.adapter"
+COLLECTOR_MODULE: Final = "weakincentives.adapters.claude_agent_sdk._transcript_collector"
+ADAPTER_CLASS: Final = "ClaudeAgentSDKAdapter"
+
+SPEC: Final = AdapterSpec(default_name="claude_agent_sdk", provider="anthropic", model=nested_model("_model"))
+
+
+def _mapper(run: AgentRun) -> ClaudeTranscriptMapper:
+    if not isinstance(run.mapper, ClaudeTranscriptMapper):
+        run.mapper = ClaudeTranscriptMapper()
+    return run.mapper
+
+
+def _emit_entry(state: WinkInstrumentation) -> Wrapper:
+    """0.24/0.25 `TranscriptCollector._emit_entry(tailer, line)`: one transcript line."""
+
+    def wrapper(
+        wrapped: Callable[..., Coroutine[Any, Any, Any]],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Coroutine[Any, Any, Any]:
+        run = state.run()
+        if run is not None:
+            tailer = argument(args, kwargs, "tailer", 0)
+            line = argument(args, kwargs, "line", 1)
+
+            def record() -> None:
+                source = getattr(tailer, "source", MAIN_SOURCE)
+                for entry in _mapper(run).line(line, source if isinstance(source, str) else MAIN_SOURCE):
+                    run.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
+
+            guarded("transcript line", record)
+        return wrapped(*args, **kwargs)
+
+    return wrapper
+
+
+def patches(state: WinkInstrumentation) -> list[Patch]:
+    return [
+        Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}.evaluate", evaluate_wrapper(state, SPEC)),
+        Patch(
+            ADAPTER_MODULE,
+            f"{ADAPTER_CLASS}._run_with_prompt_context",
+            turn_wrapper(state, opens=True, closes=True),
+        ),
+        Patch(COLLECTOR_MODULE, "TranscriptCollector._emit_entry", _emit_entry(state)),
+    ]

@@ -1,0 +1,39 @@
+"""Turn spans: opened when the prompt is sent, ended when the adapter's turn coroutine returns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from transcript_otel.instrumentation._patching import Wrapper
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
+
+
+def turn_wrapper(state: WinkInstrumentation, *, opens: bool, closes: bool) -> Wrapper:
+    """Wrap an `async def` turn step: open the turn span before it, end it after it."""
+
+    def wrapper(
+        wrapped: Callable[..., Coroutine[Any, Any, Any]],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Coroutine[Any, Any, Any]:
+        async def traced() -> Any:
+            run = state.run()
+            if run is None:
+                return await wrapped(*args, **kwargs)
+            if opens:
+                run.begin_turn()
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as error:
+                if closes:
+                    run.end_turn(error)
+                raise
+            if closes:
+                run.end_turn()
+            return result
+
+        return traced()
+
+    return wrapper

@@ -1,0 +1,3 @@
+"""The instrumented library's versions, declared here and, identically, in the `instruments` extra."""
+
+_instruments = ("weakincentives >= 0.24, < 0.28",)
