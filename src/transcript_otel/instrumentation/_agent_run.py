@@ -26,7 +26,7 @@ import functools
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -59,6 +59,7 @@ TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
 
 # Tools that start a Claude subagent.
 _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
+_MAX_ENDED_LAUNCHERS: Final = 64
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 
@@ -123,6 +124,9 @@ class AgentRun:
         self._turn_count = 0
         self._tools: dict[tuple[str, str], _ToolSlot] = {}
         self._subagents: dict[str, _SpanSlot] = {}
+        # Subagent launchers whose result came first: transcript files are read by polling,
+        # so a subagent's file may be read after its `Task` call's result.
+        self._ended_launchers: deque[_ToolSlot] = deque(maxlen=_MAX_ENDED_LAUNCHERS)
         self._usage_by_message: dict[str, dict[str, int]] = {}
         self._finished = False
         # The instrumentor's per-run mapping state (deltas being folded, tool names seen).
@@ -283,6 +287,8 @@ class AgentRun:
     def _end_tool(self, tool: _ToolSlot, *, failed: bool) -> None:
         with self._lock:
             subagent = self._subagents.pop(tool.subagent_source, None) if tool.subagent_source else None
+            if tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
+                self._ended_launchers.append(tool)
         if subagent is not None:
             self._end(subagent)
         if failed:
@@ -318,16 +324,21 @@ class AgentRun:
         return slot
 
     def _launcher_of(self, detail: dict[str, Any] | None) -> _ToolSlot | None:
-        """The open `Task`/`Agent` call that started this subagent: same prompt, else the oldest."""
-        waiting = [
+        """The `Task`/`Agent` call that started this subagent: same prompt, else the oldest waiting.
+
+        Open calls come first; then calls whose result was read before the subagent's file.
+        """
+        open_calls = [
             tool
             for (source, _), tool in self._tools.items()
             if source == MAIN_SOURCE and tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None
         ]
+        ended_calls = [tool for tool in self._ended_launchers if tool.subagent_source is None]
         prompt = _first_user_text(detail)
-        for tool in waiting:
+        for tool in (*open_calls, *ended_calls):
             if prompt is not None and tool.subagent_prompt == prompt:
                 return tool
+        waiting = open_calls or ended_calls
         return waiting[0] if waiting else None
 
     # -- usage ------------------------------------------------------------------------

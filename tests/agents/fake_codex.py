@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for ``codex app-server`` (stdlib only).
+
+weakincentives' Codex adapter spawns ``<codex_bin> app-server`` and talks
+newline-delimited JSON-RPC over stdio, without the ``"jsonrpc"`` key:
+
+* client requests ``{"id", "method", "params"}`` get ``{"id", "result"}``;
+* notifications are ``{"method", "params"}`` (no id);
+* server requests (``item/tool/call``) are ``{"id", "method", "params"}`` and
+  the client answers them with ``{"id", "result"}``.
+
+This fake answers ``initialize``, ``thread/start`` and ``turn/start``, answers
+any other request with an empty result, and after ``turn/start`` streams the
+notifications of the scenario named by ``FAKE_SCENARIO`` (``plain``, ``rich``
+or ``failed``; see tests/agents/README.md). It exits when stdin closes.
+
+Optional: ``FAKE_AGENT_LOG=<path>`` appends every message read and written
+(``{"dir": "in"|"out"|"out-raw", ...}``) to that file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+JsonObj = dict[str, Any]
+
+THREAD_ID = "thr_1"
+TURN_ID = "turn_1"
+SCENARIOS = ("plain", "rich", "failed")
+
+
+class EndOfInput(Exception):
+    """stdin closed: the client is gone."""
+
+
+class Wire:
+    """Line-oriented JSON I/O on stdin/stdout."""
+
+    def __init__(self) -> None:
+        self._log_path = os.environ.get("FAKE_AGENT_LOG") or None
+        self._next_server_id = 1000
+
+    def log(self, direction: str, payload: object) -> None:
+        if self._log_path is None:
+            return
+        with open(self._log_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"agent": "codex", "dir": direction, "msg": payload}) + "\n")
+
+    def write_raw(self, line: str) -> None:
+        self.log("out-raw", line)
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    def send(self, msg: JsonObj) -> None:
+        self.log("out", msg)
+        sys.stdout.write(json.dumps(msg, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+    def messages(self) -> Iterator[JsonObj]:
+        """Yield parsed client messages; ends at EOF. Unparseable lines are skipped."""
+        for line in sys.stdin:
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                parsed: object = json.loads(text)
+            except json.JSONDecodeError:
+                self.log("in-bad", text)
+                continue
+            if isinstance(parsed, dict):
+                self.log("in", parsed)
+                yield parsed
+
+    def notify(self, method: str, params: JsonObj) -> None:
+        self.send({"method": method, "params": params})
+
+    def respond(self, request_id: object, result: JsonObj) -> None:
+        self.send({"id": request_id, "result": result})
+
+    def server_request(self, inbox: Iterator[JsonObj], method: str, params: JsonObj) -> JsonObj:
+        """Send a server->client request and block until its response arrives.
+
+        Client requests that arrive meanwhile are answered with an empty result.
+        """
+        request_id = self._next_server_id
+        self._next_server_id += 1
+        self.send({"id": request_id, "method": method, "params": params})
+        for msg in inbox:
+            if msg.get("id") == request_id and "method" not in msg:
+                result = msg.get("result")
+                return result if isinstance(result, dict) else {"error": msg.get("error")}
+            if "id" in msg and "method" in msg:
+                self.respond(msg["id"], {})
+        raise EndOfInput
+
+
+def _ids(item_id: str | None = None) -> JsonObj:
+    ids: JsonObj = {"threadId": THREAD_ID, "turnId": TURN_ID}
+    if item_id is not None:
+        ids["itemId"] = item_id
+    return ids
+
+
+def _turn(status: str, error: JsonObj | None = None) -> JsonObj:
+    return {"id": TURN_ID, "items": [], "status": status, "error": error}
+
+
+def _item_started(wire: Wire, item: JsonObj) -> None:
+    wire.notify("item/started", {**_ids(), "item": item})
+
+
+def _item_completed(wire: Wire, item: JsonObj) -> None:
+    wire.notify("item/completed", {**_ids(), "item": item})
+
+
+def _agent_message(wire: Wire, item_id: str, chunks: list[str]) -> None:
+    _item_started(wire, {"type": "agentMessage", "id": item_id, "text": ""})
+    for chunk in chunks:
+        wire.notify("item/agentMessage/delta", {**_ids(item_id), "delta": chunk})
+    _item_completed(wire, {"type": "agentMessage", "id": item_id, "text": "".join(chunks)})
+
+
+def _usage(input_tokens: int, output_tokens: int, cached: int, reasoning: int) -> JsonObj:
+    return {
+        "totalTokens": input_tokens + output_tokens,
+        "inputTokens": input_tokens,
+        "cachedInputTokens": cached,
+        "outputTokens": output_tokens,
+        "reasoningOutputTokens": reasoning,
+    }
+
+
+def _token_usage(wire: Wire, last: JsonObj, total: JsonObj) -> None:
+    wire.notify(
+        "thread/tokenUsage/updated",
+        {**_ids(), "tokenUsage": {"last": last, "total": total, "modelContextWindow": 272000}},
+    )
+
+
+def scenario_plain(wire: Wire, inbox: Iterator[JsonObj]) -> None:
+    wire.notify("turn/started", {"threadId": THREAD_ID, "turn": _turn("inProgress")})
+    _agent_message(wire, "item_msg_1", ["Hello ", "from ", "fake codex"])
+    usage = _usage(50, 8, 0, 0)
+    _token_usage(wire, usage, usage)
+    wire.notify("turn/completed", {"threadId": THREAD_ID, "turn": _turn("completed")})
+
+
+def scenario_rich(wire: Wire, inbox: Iterator[JsonObj]) -> None:
+    wire.notify("turn/started", {"threadId": THREAD_ID, "turn": _turn("inProgress")})
+
+    # Reasoning. Codex v2 streams summary deltas and ends the item with
+    # item/completed (type "reasoning"); weakincentives' CodexTranscriptBridge
+    # (0.26/0.27) maps only "item/reasoning/completed" to `thinking`, so both
+    # are sent (the former is ignored by the bridge, the latter is not part of
+    # the published v2 schema).
+    summary = "Echo the text, then inspect the workspace."
+    _item_started(wire, {"type": "reasoning", "id": "item_reason_1", "summary": [], "content": []})
+    wire.notify("item/reasoning/summaryPartAdded", {**_ids("item_reason_1"), "summaryIndex": 0})
+    for chunk in ("Echo the text, ", "then inspect the workspace."):
+        wire.notify(
+            "item/reasoning/summaryTextDelta",
+            {**_ids("item_reason_1"), "delta": chunk, "summaryIndex": 0},
+        )
+    reasoning_item: JsonObj = {
+        "type": "reasoning",
+        "id": "item_reason_1",
+        "summary": [summary],
+        "content": [],
+    }
+    wire.notify("item/reasoning/completed", {**_ids("item_reason_1"), "item": reasoning_item})
+    _item_completed(wire, reasoning_item)
+
+    # A WINK bridged tool: server request, wait for the client's answer.
+    wire.server_request(
+        inbox,
+        "item/tool/call",
+        {**_ids(), "callId": "call_echo_1", "tool": "echo", "arguments": {"text": "hi"}},
+    )
+
+    # Codex-native tool items.
+    cmd: JsonObj = {
+        "type": "commandExecution",
+        "id": "item_cmd_1",
+        "command": "echo hi",
+        "cwd": os.getcwd(),
+        "processId": None,
+        "status": "inProgress",
+        "commandActions": [{"type": "unknown", "command": "echo hi"}],
+        "aggregatedOutput": None,
+        "exitCode": None,
+        "durationMs": None,
+    }
+    _item_started(wire, cmd)
+    wire.notify("item/commandExecution/outputDelta", {**_ids("item_cmd_1"), "delta": "hi\n"})
+    _item_completed(
+        wire, {**cmd, "status": "completed", "aggregatedOutput": "hi\n", "exitCode": 0, "durationMs": 12}
+    )
+
+    change: JsonObj = {
+        "type": "fileChange",
+        "id": "item_file_1",
+        "changes": [{"path": "a.txt", "kind": "add", "diff": "+hi\n"}],
+        "status": "inProgress",
+    }
+    _item_started(wire, change)
+    _item_completed(wire, {**change, "status": "completed"})
+
+    mcp: JsonObj = {
+        "type": "mcpToolCall",
+        "id": "item_mcp_1",
+        "server": "docs",
+        "tool": "search",
+        "status": "inProgress",
+        "arguments": {"query": "opentelemetry logs"},
+        "result": None,
+        "error": None,
+        "durationMs": None,
+    }
+    _item_started(wire, mcp)
+    _item_completed(
+        wire,
+        {
+            **mcp,
+            "status": "completed",
+            "result": {"content": [{"type": "text", "text": "3 documents found"}], "structuredContent": None},
+            "durationMs": 40,
+        },
+    )
+
+    _item_started(wire, {"type": "webSearch", "id": "item_web_1", "query": ""})
+    _item_completed(
+        wire,
+        {
+            "type": "webSearch",
+            "id": "item_web_1",
+            "query": "otel",
+            "action": {"type": "search", "query": "otel"},
+        },
+    )
+
+    _item_started(wire, {"type": "contextCompaction", "id": "item_compact_1"})
+    _item_completed(wire, {"type": "contextCompaction", "id": "item_compact_1"})
+
+    wire.notify("item/unknownThing/happened", {**_ids("item_x_1"), "foo": 1, "bar": ["baz"]})
+    wire.write_raw("{not json")
+
+    _agent_message(wire, "item_msg_1", ["Done", ": ", "hi"])
+    _token_usage(
+        wire,
+        {"inputTokens": 120, "outputTokens": 30, "cachedInputTokens": 10, "reasoningOutputTokens": 5},
+        _usage(120, 30, 10, 5),
+    )
+    wire.notify("turn/completed", {"threadId": THREAD_ID, "turn": _turn("completed")})
+
+
+def scenario_failed(wire: Wire, inbox: Iterator[JsonObj]) -> None:
+    wire.notify("turn/started", {"threadId": THREAD_ID, "turn": _turn("inProgress")})
+    error: JsonObj = {
+        "message": "fake failure",
+        "codexErrorInfo": "internalServerError",
+        "additionalDetails": None,
+    }
+    # Codex v2 puts the failure in turn.error. weakincentives 0.25-0.27 read
+    # turn.codexErrorInfo / turn.additionalDetails instead, so those are set
+    # too (giving "Turn failed: internalServerError — fake failure").
+    turn = _turn("failed", error)
+    turn["codexErrorInfo"] = "internalServerError"
+    turn["additionalDetails"] = "fake failure"
+    wire.notify("error", {**_ids(), "error": error, "willRetry": False})
+    wire.notify("turn/completed", {"threadId": THREAD_ID, "turn": turn})
+
+
+SCRIPTS: dict[str, Callable[[Wire, Iterator[JsonObj]], None]] = {
+    "plain": scenario_plain,
+    "rich": scenario_rich,
+    "failed": scenario_failed,
+}
+
+
+def serve(scenario: str) -> None:
+    wire = Wire()
+    inbox = wire.messages()
+    script = SCRIPTS[scenario]
+    for msg in inbox:
+        method = msg.get("method")
+        if "id" not in msg:
+            continue  # a notification ("initialized") or a stray response
+        request_id = msg["id"]
+        if method == "initialize":
+            wire.respond(request_id, {"userAgent": "fake-codex/0.0.0 (tests/agents)"})
+        elif method == "thread/start":
+            params = msg.get("params") or {}
+            wire.respond(
+                request_id,
+                {
+                    "thread": {"id": THREAD_ID, "preview": "", "modelProvider": "openai", "createdAt": 0},
+                    "model": params.get("model"),
+                    "cwd": params.get("cwd"),
+                    "approvalPolicy": params.get("approvalPolicy"),
+                },
+            )
+        elif method == "turn/start":
+            wire.respond(request_id, {"turn": _turn("inProgress")})
+            script(wire, inbox)
+        else:
+            wire.respond(request_id, {})
+
+
+def main(argv: list[str]) -> int:
+    if any(arg in ("-V", "--version") for arg in argv):
+        print("codex-cli 0.0.0-fake")
+        return 0
+    scenario = os.environ.get("FAKE_SCENARIO", "plain")
+    if scenario not in SCRIPTS:
+        print(
+            f"fake_codex: unknown FAKE_SCENARIO {scenario!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr
+        )
+        return 2
+    with contextlib.suppress(EndOfInput, BrokenPipeError):
+        serve(scenario)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,245 @@
+"""Run the real weakincentives adapters against the scripted fake agents.
+
+Usage (under a Python 3.13 venv that has ``weakincentives[claude-agent-sdk]``)::
+
+    <venv>/bin/python tests/agents/wink_driver.py --out RESULTS.jsonl \\
+        [--configure] [--adapter codex|claude|all] [--scenarios plain,rich,...]
+
+For every applicable (adapter, scenario) the driver builds a prompt named
+``<adapter>-<scenario>`` (namespace ``demo``) with one WINK tool ``echo``,
+evaluates it with a fresh ``Session()`` through the adapter's public
+``evaluate()``, and appends one JSON line to ``--out``::
+
+    {"adapter", "scenario", "prompt_name", "session_id", "ok", "text",
+     "error_type", "error", "seconds", "wink_version"}
+
+The fakes (fake_codex.py, fake_claude.py) are started through small ``/bin/sh``
+wrappers that exec them with this interpreter; the scenario reaches them
+through ``FAKE_SCENARIO`` in the environment. No network, no API keys.
+
+weakincentives is imported with importlib (it is absent from the repo's dev
+venv, where mypy checks this file), and its API is feature-detected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import faulthandler
+import importlib
+import importlib.metadata
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+FAKES = {"codex": HERE / "fake_codex.py", "claude": HERE / "fake_claude.py"}
+MODULES = {
+    "codex": "weakincentives.adapters.codex_app_server",  # 0.25+
+    "claude": "weakincentives.adapters.claude_agent_sdk",
+}
+SCENARIOS = {"codex": ("plain", "rich", "failed"), "claude": ("plain", "rich", "error")}
+NAMESPACE = "demo"
+# Per-scenario limits: the adapter's own deadline, then a hard stop for the process.
+DEADLINE_S = 30.0
+HARD_LIMIT_S = 60.0
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class EchoParams:
+    text: str
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class EchoResult:
+    text: str
+
+    def render(self) -> str:
+        return self.text
+
+
+def _module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _require(name: str) -> ModuleType:
+    return importlib.import_module(name)
+
+
+def _accepts(cls: Any, field: str) -> bool:
+    return dataclasses.is_dataclass(cls) and field in {f.name for f in dataclasses.fields(cls)}
+
+
+def write_wrapper(directory: Path, name: str, script: Path) -> str:
+    """A ``/bin/sh`` launcher that execs ``script`` with this interpreter."""
+    path = directory / name
+    path.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def build_prompt(adapter: str, scenario: str) -> Any:
+    prompt_mod = _require("weakincentives.prompt")
+    tool_cls: Any = prompt_mod.Tool
+    tool_result: Any = prompt_mod.ToolResult
+
+    def echo(params: EchoParams, *, context: Any) -> Any:
+        return tool_result.ok(EchoResult(text=params.text), message=params.text)
+
+    echo_tool = tool_cls[EchoParams, EchoResult](
+        name="echo", description="Echo the given text back.", handler=echo
+    )
+    section = prompt_mod.MarkdownSection(
+        title="Task",
+        key="task",
+        template=f"Scenario {scenario}: call the echo tool with the text 'hi', then reply.",
+        tools=(echo_tool,),
+    )
+    name = f"{adapter}-{scenario}"
+    template = prompt_mod.PromptTemplate(ns=NAMESPACE, key=name, name=name, sections=(section,))
+    return prompt_mod.Prompt(template)
+
+
+def codex_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
+    codex = _module(MODULES["codex"])
+    if codex is None:
+        return None
+    config = codex.CodexAppServerClientConfig(
+        codex_bin=write_wrapper(wrapper_dir, "codex", FAKES["codex"]), cwd=str(cwd)
+    )
+    return codex.CodexAppServerAdapter(client_config=config)
+
+
+def claude_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
+    claude = _module(MODULES["claude"])
+    if claude is None:
+        return None
+    cli = write_wrapper(wrapper_dir, "claude", FAKES["claude"])
+    # claude-agent-sdk has no environment variable for the CLI path and
+    # weakincentives never sets ClaudeAgentOptions.cli_path, so point the SDK's
+    # CLI discovery (bundled binary, then PATH) at the fake.
+    transport = _require("claude_agent_sdk._internal.transport.subprocess_cli").SubprocessCLITransport
+
+    def find_cli(self: Any) -> str:
+        return cli
+
+    transport._find_cli = find_cli
+
+    kwargs: dict[str, Any] = {"cwd": str(cwd)}
+    collector_cls = getattr(claude, "TranscriptCollectorConfig", None)
+    if collector_cls is not None and _accepts(claude.ClaudeAgentSDKClientConfig, "transcript_collection"):
+        kwargs["transcript_collection"] = collector_cls(poll_interval=0.05, subagent_discovery_interval=0.05)
+    return claude.ClaudeAgentSDKAdapter(client_config=claude.ClaudeAgentSDKClientConfig(**kwargs))
+
+
+ADAPTERS: dict[str, Callable[[Path, Path], Any | None]] = {"codex": codex_adapter, "claude": claude_adapter}
+
+
+def deadline() -> Any | None:
+    deadlines = _module("weakincentives.deadlines")
+    if deadlines is None:
+        return None
+    return deadlines.Deadline(expires_at=datetime.now(UTC) + timedelta(seconds=DEADLINE_S))
+
+
+def run_one(adapter_name: str, scenario: str, work: Path, version: str) -> dict[str, Any]:
+    session_cls: Any = _require("weakincentives.runtime").Session
+    prompt_name = f"{adapter_name}-{scenario}"
+    record: dict[str, Any] = {
+        "adapter": adapter_name,
+        "scenario": scenario,
+        "prompt_name": prompt_name,
+        "session_id": None,
+        "ok": False,
+        "text": None,
+        "error_type": None,
+        "error": None,
+        "seconds": 0.0,
+        "wink_version": version,
+    }
+    start = time.monotonic()
+    faulthandler.dump_traceback_later(HARD_LIMIT_S, exit=True)
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix=f"{prompt_name}-", dir=work))
+        cwd = scratch / "workspace"
+        cwd.mkdir()
+        adapter = ADAPTERS[adapter_name](scratch, cwd)
+        if adapter is None:
+            raise RuntimeError(f"the {adapter_name} adapter is not available in weakincentives {version}")
+        os.environ["FAKE_SCENARIO"] = scenario
+        session = session_cls()
+        record["session_id"] = str(session.session_id)
+        response = adapter.evaluate(
+            build_prompt(adapter_name, scenario), session=session, deadline=deadline()
+        )
+        record["ok"] = True
+        record["text"] = response.text
+    except Exception as exc:
+        record["error_type"] = type(exc).__name__
+        record["error"] = str(exc)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        record["seconds"] = round(time.monotonic() - start, 3)
+    return record
+
+
+def available(adapter_name: str) -> bool:
+    return _module(MODULES[adapter_name]) is not None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--out", required=True, type=Path, help="JSONL file to append results to")
+    parser.add_argument("--configure", action="store_true", help="call transcript_otel.configure() first")
+    parser.add_argument("--adapter", choices=("codex", "claude", "all"), default="all")
+    parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
+    args = parser.parse_args(argv)
+
+    if args.configure:
+        _require("transcript_otel").configure()
+
+    version = importlib.metadata.version("weakincentives")
+    wanted = [s for s in args.scenarios.split(",") if s]
+    known = {s for names in SCENARIOS.values() for s in names}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; known: {sorted(known)}")
+
+    adapters = ["codex", "claude"] if args.adapter == "all" else [args.adapter]
+    plan: list[tuple[str, str]] = []
+    for name in adapters:
+        if not available(name):
+            if args.adapter != "all":
+                print(f"wink_driver: the {name} adapter is not in weakincentives {version}", file=sys.stderr)
+                return 2
+            print(f"wink_driver: skipping {name} (not in weakincentives {version})", file=sys.stderr)
+            continue
+        plan.extend((name, s) for s in SCENARIOS[name] if not wanted or s in wanted)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="wink-driver-") as tmp,
+        args.out.open("a", encoding="utf-8") as out,
+    ):
+        for adapter_name, scenario in plan:
+            record = run_one(adapter_name, scenario, Path(tmp), version)
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+            status = "ok" if record["ok"] else f"{record['error_type']}: {record['error']}"
+            print(f"{adapter_name}-{scenario}: {status} ({record['seconds']} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
