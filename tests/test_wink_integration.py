@@ -183,7 +183,7 @@ def test_codex_rich_turn_maps_every_item_and_folds_deltas(codex_run: WinkRun) ->
     for entry in entries:
         if "notification" in entry["detail"]:
             assert json.loads(entry["raw"])["params"] == entry["detail"]["notification"]
-    usage = [e for e in entries if e["entry_type"] == "token_usage"][0]
+    (usage,) = [e for e in entries if e["entry_type"] == "token_usage"]
     assert usage["detail"]["notification"]["tokenUsage"]["last"]["inputTokens"] == 120
 
 

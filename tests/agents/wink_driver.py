@@ -41,7 +41,8 @@ from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-FAKES = {"codex": HERE / "fake_codex.py", "claude": HERE / "fake_claude.py"}
+FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
+FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_claude.py"}
 MODULES = {
     "codex": "weakincentives.adapters.codex_app_server",  # 0.25+
     "claude": "weakincentives.adapters.claude_agent_sdk",

@@ -147,7 +147,12 @@ class AgentRun:
                 attr.RUN_ID: self.emitter.run_id,
             },
         )
-        self.emitter.start()
+        # `transcript.start` belongs to the root span, like everything of the run.
+        token = otel_context.attach(self._root.context)
+        try:
+            self.emitter.start()
+        finally:
+            otel_context.detach(token)
 
     @property
     def root_span(self) -> Span:

@@ -53,6 +53,11 @@ def _item(params: dict[str, Any]) -> dict[str, Any]:
     return item if isinstance(item, dict) else {}
 
 
+def _item_type(item: dict[str, Any]) -> str | None:
+    item_type = item.get("type")
+    return item_type if isinstance(item_type, str) else None
+
+
 def _entry(entry_type: EntryType, method: str, params: Any, **extra: Any) -> MappedEntry:
     return MappedEntry(
         entry_type.value,
@@ -85,16 +90,16 @@ class CodexMapper:
 
     def notification(self, method: Any, params: Any) -> MappedEntry | None:
         """The entry for one notification, or None when it is not transcript content."""
-        if method in STREAMING_DELTAS:
-            if method == _AGENT_MESSAGE_DELTA and isinstance(params, dict):
-                self._fold(params)
-            return None
         if not isinstance(method, str):
             return MappedEntry(
                 EntryType.UNKNOWN.value,
                 {"notification": params, "reason": f"method is {type(method).__name__}, not a string"},
                 RawJson({"method": method, "params": params}),
             )
+        if method in STREAMING_DELTAS:
+            if method == _AGENT_MESSAGE_DELTA and isinstance(params, dict):
+                self._fold(params)
+            return None
         if not isinstance(params, dict):
             if method.startswith(("item/", "turn/", "thread/tokenUsage/")):
                 return _entry(EntryType.UNKNOWN, method, params, reason="params is not an object")
@@ -123,11 +128,11 @@ class CodexMapper:
 
     @staticmethod
     def _is_tool(params: dict[str, Any]) -> bool:
-        return _item(params).get("type") in TOOL_ITEM_TYPES
+        return _item_type(_item(params)) in TOOL_ITEM_TYPES
 
     def _item_completed(self, method: str, params: dict[str, Any]) -> MappedEntry | None:
         item = _item(params)
-        item_type = item.get("type")
+        item_type = _item_type(item)
         if item_type == "agentMessage":
             item_id = item.get("id")
             pieces = None

@@ -1,0 +1,587 @@
+"""`AgentRun`: the GenAI span tree of one run, built from its canonical entries.
+
+Driven directly with a real SDK tracer provider, in-memory exporters and the full
+pipeline (JSONL mirror, OTel log records, span events) as the default pipeline.
+Spans end on the writer thread, so every test flushes after `finish()`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+
+from transcript_otel import TranscriptPipeline, defaults, set_pipeline
+from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.mappings import MappedEntry
+from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
+from transcript_otel.mappings.codex import CodexMapper
+
+from conftest import OTelHarness
+from helpers import ReprRaises, entry_contexts, run_records
+
+MODEL = "gpt-5"
+ROOT = "invoke_agent review"
+CHAT = f"chat {MODEL}"
+COMMAND = "execute_tool codex:command"
+
+
+@pytest.fixture
+def pipeline(full_pipeline: TranscriptPipeline, monkeypatch: pytest.MonkeyPatch) -> TranscriptPipeline:
+    """`full_pipeline` as the default pipeline, the previous default restored after the test."""
+    monkeypatch.setattr(defaults, "_pipeline", defaults._pipeline)  # undone by monkeypatch
+    set_pipeline(full_pipeline)
+    return full_pipeline
+
+
+@dataclass
+class Driver:
+    """One `AgentRun` fed with mapped entries; `finish()` returns the spans by name."""
+
+    otel: OTelHarness
+    run: AgentRun
+    codex: CodexMapper = field(default_factory=CodexMapper)
+    claude: ClaudeTranscriptMapper = field(default_factory=ClaudeTranscriptMapper)
+
+    def feed(self, *entries: MappedEntry | None) -> None:
+        for entry in entries:
+            assert entry is not None
+            self.run.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Record the notification's entry, if it makes one (deltas do not)."""
+        entry = self.codex.notification(method, params)
+        if entry is not None:
+            self.feed(entry)
+
+    def line(self, entry: dict[str, Any], source: str = "main") -> None:
+        self.feed(*self.claude.line(json.dumps(entry), source))
+
+    def finish(self, error: BaseException | None = None) -> dict[str, list[ReadableSpan]]:
+        self.run.finish(error)
+        assert self.run.emitter.flush()
+        spans = self.otel.finished_spans()
+        assert_well_formed(spans)
+        by_name: dict[str, list[ReadableSpan]] = {}
+        for span in spans:
+            by_name.setdefault(span.name, []).append(span)
+        return by_name
+
+    def records(self) -> list[dict[str, Any]]:
+        return entry_contexts(run_records(self.run.emitter))
+
+
+Start = Callable[..., Driver]
+
+
+@pytest.fixture
+def start(pipeline: TranscriptPipeline, otel: OTelHarness) -> Iterator[Start]:
+    runs: list[AgentRun] = []
+
+    def start_run(**options: Any) -> Driver:
+        settings: dict[str, Any] = {
+            "prompt_name": "review",
+            "adapter": "codex_app_server",
+            "session_id": "s1",
+            "provider": "openai",
+            "model": MODEL,
+            **options,
+        }
+        run = AgentRun(otel.tracer_provider.get_tracer("test"), **settings)
+        runs.append(run)
+        return Driver(otel, run)
+
+    yield start_run
+    for run in runs:
+        run.finish()  # a test that failed half-way still ends its spans
+
+
+def assert_well_formed(spans: Sequence[ReadableSpan]) -> None:
+    """One trace; every span ended, not before it started, and inside its parent's trace."""
+    assert spans
+    assert len({span.context.trace_id for span in spans if span.context is not None}) == 1
+    for span in spans:
+        assert span.start_time is not None
+        assert span.end_time is not None
+        assert span.end_time >= span.start_time, span.name
+
+
+def only(spans: dict[str, list[ReadableSpan]], name: str) -> ReadableSpan:
+    (span,) = spans[name]
+    return span
+
+
+def span_id(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return int(span.context.span_id)
+
+
+def parent_id(span: ReadableSpan) -> int | None:
+    return None if span.parent is None else span.parent.span_id
+
+
+def hex_id(span: ReadableSpan) -> str:
+    return format(span_id(span), "016x")
+
+
+def entry_events(span: ReadableSpan) -> list[Any]:
+    return [
+        (e.attributes or {})["transcript.entry_type"] for e in span.events if e.name == "transcript.entry"
+    ]
+
+
+def command(item_id: str, **fields: Any) -> dict[str, Any]:
+    return {"threadId": "th", "turnId": "tu", "item": {"type": "commandExecution", "id": item_id, **fields}}
+
+
+def token_usage(input_tokens: int, output_tokens: int, cached: int = 0) -> dict[str, Any]:
+    last = {"inputTokens": input_tokens, "outputTokens": output_tokens, "cachedInputTokens": cached}
+    return {"threadId": "th", "tokenUsage": {"last": last, "total": {"inputTokens": 10**6}}}
+
+
+def failed_turn(info: Any) -> dict[str, Any]:
+    error = {"message": "boom", "codexErrorInfo": info}
+    return {"threadId": "th", "turn": {"id": "tu", "status": "failed", "error": error}}
+
+
+def claude_assistant(message_id: str, *blocks: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"id": message_id, "content": list(blocks), "usage": usage}}
+
+
+def task(call_id: str, prompt: str, subagent_type: str) -> dict[str, Any]:
+    tool_input = {"prompt": prompt, "subagent_type": subagent_type, "description": "d"}
+    return {"type": "tool_use", "id": call_id, "name": "Task", "input": tool_input}
+
+
+def task_result(call_id: str) -> dict[str, Any]:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": "done"}
+    return {"type": "user", "message": {"role": "user", "content": [block]}}
+
+
+def subagent_prompt(content: Any) -> dict[str, Any]:
+    return {"type": "user", "isSidechain": True, "message": {"role": "user", "content": content}}
+
+
+# -- the root span and the turns --------------------------------------------------------------
+
+
+def test_root_span(start: Start, runs_dir: Path) -> None:
+    driver = start()
+    spans = driver.finish()
+    root = only(spans, ROOT)
+    assert root.kind is SpanKind.INTERNAL
+    assert root.parent is None
+    assert root.status.status_code is StatusCode.UNSET
+    assert dict(root.attributes or {}) == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "review",
+        "gen_ai.conversation.id": "s1",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": MODEL,
+        "transcript.adapter": "codex_app_server",
+        "transcript.run_id": driver.run.emitter.run_id,
+    }
+    # The run wrote through the default pipeline the test installed.
+    jsonl_path = driver.run.emitter.jsonl_path
+    assert jsonl_path is not None
+    assert Path(jsonl_path).parent == runs_dir
+
+
+def test_user_messages_open_numbered_chat_turns(start: Start) -> None:
+    driver = start(turns_start_with_user_message=True)
+    driver.feed(driver.codex.user_message("first"))
+    driver.notify("item/completed", {"item": {"type": "agentMessage", "id": "m1", "text": "hi"}})
+    driver.feed(driver.codex.user_message("not a new turn while one is open"))
+    driver.run.end_turn()
+    driver.feed(driver.codex.user_message("second"))
+    spans = driver.finish()
+
+    root = only(spans, ROOT)
+    first, second = sorted(spans[CHAT], key=lambda span: span.start_time or 0)
+    for number, turn in enumerate((first, second), start=1):
+        assert turn.kind is SpanKind.CLIENT
+        assert parent_id(turn) == span_id(root)
+        assert turn.attributes is not None
+        assert turn.attributes["transcript.turn"] == number
+        assert turn.attributes["gen_ai.operation.name"] == "chat"
+        assert turn.attributes["gen_ai.request.model"] == MODEL
+    assert (first.end_time or 0) <= (second.start_time or 0)
+    assert entry_events(first) == ["user_message", "assistant_message", "user_message"]
+    assert entry_events(second) == ["user_message"]
+    assert [c["span_id"] for c in driver.records()] == [hex_id(first)] * 3 + [hex_id(second)]
+
+
+def test_without_turns_from_user_messages_entries_stay_on_the_root(start: Start) -> None:
+    driver = start()
+    driver.feed(driver.codex.user_message("hello"))
+    spans = driver.finish()
+    assert set(spans) == {ROOT}
+    assert entry_events(only(spans, ROOT)) == ["user_message"]
+
+
+def test_begin_turn_opens_one_turn_and_the_prompt_joins_it(start: Start) -> None:
+    driver = start(turns_start_with_user_message=True)
+    driver.run.begin_turn()
+    driver.run.begin_turn()
+    driver.feed(driver.codex.user_message("prompt"))
+    spans = driver.finish()
+    assert entry_events(only(spans, CHAT)) == ["user_message"]
+
+
+def test_a_model_less_turn_is_named_chat(start: Start) -> None:
+    driver = start(model=None)
+    driver.run.begin_turn()
+    spans = driver.finish()
+    assert "gen_ai.request.model" not in (only(spans, "chat").attributes or {})
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+def test_codex_tool_span_runs_from_tool_use_to_its_result(start: Start, otel: OTelHarness) -> None:
+    driver = start(turns_start_with_user_message=True)
+    driver.feed(driver.codex.user_message("run ls"))
+    driver.notify("item/started", command("call_1", command="ls", status="inProgress"))
+    driver.notify("item/completed", command("call_1", command="ls", status="completed", exitCode=0))
+    driver.notify("item/completed", {"item": {"type": "agentMessage", "id": "m1", "text": "done"}})
+    spans = driver.finish()
+
+    turn, tool = only(spans, CHAT), only(spans, COMMAND)
+    assert parent_id(tool) == span_id(turn)
+    assert tool.status.status_code is StatusCode.UNSET
+    assert tool.attributes is not None
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "codex:command"
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
+    assert tool.attributes["gen_ai.tool.type"] == "extension"
+    assert "transcript.tool.result_missing" not in tool.attributes
+    assert entry_events(tool) == ["tool_use", "tool_result"]
+    assert entry_events(turn) == ["user_message", "assistant_message"]
+
+    assert tool.context is not None
+    contexts = {c["entry_type"]: c for c in driver.records() if c["entry_type"].startswith("tool_")}
+    for context in contexts.values():
+        assert context["span_id"] == hex_id(tool)
+        assert context["trace_id"] == format(tool.context.trace_id, "032x")
+    tool_logs = [
+        r.log_record
+        for r in otel.finished_logs()
+        if (r.log_record.attributes or {}).get("transcript.entry_type") in ("tool_use", "tool_result")
+    ]
+    assert len(tool_logs) == 2
+    assert {(log.trace_id, log.span_id) for log in tool_logs} == {(tool.context.trace_id, span_id(tool))}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"status": "completed", "exitCode": 1}, id="exit-code-1"),
+        pytest.param({"status": "failed", "exitCode": 2}, id="failed"),
+        pytest.param({"status": "declined"}, id="declined"),
+    ],
+)
+def test_a_failed_command_is_an_error(start: Start, fields: dict[str, Any]) -> None:
+    driver = start()
+    driver.notify("item/started", command("call_1"))
+    driver.notify("item/completed", command("call_1", **fields))
+    tool = only(driver.finish(), COMMAND)
+    assert tool.status.status_code is StatusCode.ERROR
+    assert (tool.attributes or {})["error.type"] == "tool_error"
+
+
+@pytest.mark.parametrize(("success", "status"), [(False, StatusCode.ERROR), (True, StatusCode.UNSET)])
+def test_bridged_tool_span_and_its_outcome(start: Start, success: bool, status: StatusCode) -> None:
+    driver = start()
+    driver.run.begin_turn()
+    params = {"threadId": "th", "turnId": "tu", "callId": "b1", "tool": "search", "arguments": {"q": "x"}}
+    driver.feed(driver.codex.tool_call(params))
+    driver.feed(driver.codex.tool_result(params, {"success": success, "contentItems": []}))
+    spans = driver.finish()
+    tool = only(spans, "execute_tool search")
+    assert parent_id(tool) == span_id(only(spans, CHAT))
+    assert tool.attributes is not None
+    assert tool.attributes["gen_ai.tool.type"] == "function"
+    assert tool.attributes["gen_ai.tool.call.id"] == "b1"
+    assert tool.status.status_code is status
+    assert tool.attributes.get("error.type") == (None if success else "tool_error")
+    assert entry_events(tool) == ["tool_use", "tool_result"]
+
+
+def test_tools_without_a_result_end_at_finish_marked_missing(start: Start) -> None:
+    driver = start()
+    driver.notify("item/started", command("call_1"))
+    driver.notify("item/completed", command("call_2", exitCode=0))  # another call's result
+    spans = driver.finish()
+    tool = only(spans, COMMAND)
+    assert (tool.attributes or {})["transcript.tool.result_missing"] is True
+    assert entry_events(tool) == ["tool_use"]
+    assert entry_events(only(spans, ROOT)) == ["tool_result"]
+
+
+def test_end_turn_ends_the_tools_still_open_in_it(start: Start) -> None:
+    driver = start()
+    driver.run.begin_turn()
+    driver.notify("item/started", command("call_1"))
+    driver.run.end_turn()
+    driver.notify("item/completed", command("call_1", exitCode=0))
+    spans = driver.finish()
+    tool, turn = only(spans, COMMAND), only(spans, CHAT)
+    assert (tool.attributes or {})["transcript.tool.result_missing"] is True
+    assert (tool.end_time or 0) <= (turn.end_time or 0)
+
+
+def test_a_tool_use_without_an_id_opens_no_span(start: Start) -> None:
+    driver = start()
+    driver.run.record("tool_use", detail={"sdk_entry": {"type": "tool_use", "name": "Read"}})
+    assert set(driver.finish()) == {ROOT}
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("info", "error_type"),
+    [
+        ("internalServerError", "internalServerError"),
+        ({"httpConnectionFailed": {"httpStatusCode": 502}}, "httpConnectionFailed"),
+        (None, "_OTHER"),
+    ],
+)
+def test_a_codex_error_entry_fails_the_turn(start: Start, info: Any, error_type: str) -> None:
+    driver = start(turns_start_with_user_message=True)
+    driver.feed(driver.codex.user_message("go"))
+    driver.notify("turn/completed", failed_turn(info))
+    driver.run.end_turn(RuntimeError("the adapter raised too"))  # the error entry's type wins
+    spans = driver.finish()
+    turn = only(spans, CHAT)
+    assert turn.status.status_code is StatusCode.ERROR
+    assert (turn.attributes or {})["error.type"] == error_type
+    assert entry_events(turn) == ["user_message", "error"]
+    assert only(spans, ROOT).status.status_code is StatusCode.UNSET
+
+
+class AdapterFailure(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("error", "error_type"),
+    [(ValueError("bad"), "ValueError"), (AdapterFailure(), f"{__name__}.AdapterFailure")],
+)
+def test_end_turn_with_an_exception_fails_the_turn(
+    start: Start, error: BaseException, error_type: str
+) -> None:
+    driver = start()
+    driver.run.begin_turn()
+    driver.run.end_turn(error)
+    turn = only(driver.finish(), CHAT)
+    assert turn.status.status_code is StatusCode.ERROR
+    assert (turn.attributes or {})["error.type"] == error_type
+
+
+def test_finish_with_an_exception_records_it_on_the_root(start: Start) -> None:
+    driver = start()
+    driver.run.begin_turn()
+    error = RuntimeError("evaluate failed")
+    spans = driver.finish(error)
+    root, turn = only(spans, ROOT), only(spans, CHAT)
+    assert root.status.status_code is StatusCode.ERROR
+    assert (root.attributes or {})["error.type"] == "RuntimeError"
+    (event,) = [e for e in root.events if e.name == "exception"]
+    assert event.attributes is not None
+    assert event.attributes["exception.type"] == "RuntimeError"
+    assert event.attributes["exception.message"] == "evaluate failed"
+    assert turn.status.status_code is StatusCode.ERROR  # the open turn failed with it
+    driver.run.finish(ValueError("again"))  # a second finish does nothing
+    assert len(driver.otel.finished_spans()) == 2
+
+
+# -- token usage ----------------------------------------------------------------------------
+
+
+def test_codex_token_usage_sums_into_turn_and_root(start: Start) -> None:
+    driver = start(turns_start_with_user_message=True)
+    driver.feed(driver.codex.user_message("one"))
+    driver.notify("thread/tokenUsage/updated", token_usage(100, 10, cached=40))
+    driver.notify("thread/tokenUsage/updated", token_usage(50, 5))
+    driver.run.end_turn()
+    driver.feed(driver.codex.user_message("two"))
+    driver.notify("thread/tokenUsage/updated", token_usage(7, 3))
+    spans = driver.finish()
+
+    first, second = sorted(spans[CHAT], key=lambda span: span.start_time or 0)
+    root = only(spans, ROOT)
+
+    def usage(span: ReadableSpan) -> tuple[Any, ...]:
+        attributes = span.attributes or {}
+        return tuple(
+            attributes.get(f"gen_ai.usage.{key}")
+            for key in ("input_tokens", "output_tokens", "cache_read.input_tokens")
+        )
+
+    assert usage(first) == (150, 15, 40)
+    assert usage(second) == (7, 3, 0)
+    assert usage(root) == (157, 18, 40)
+
+
+def test_claude_message_usage_counts_once_per_message_id(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", provider="anthropic")
+    driver.run.begin_turn()
+    usage_1 = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100}
+    # Claude Code writes one line per content block, each repeating its message's usage.
+    driver.line(claude_assistant("msg_1", {"type": "thinking", "thinking": "t"}, usage=usage_1))
+    driver.line(claude_assistant("msg_1", {"type": "text", "text": "a"}, usage=usage_1))
+    driver.line(claude_assistant("msg_2", {"type": "text", "text": "b"}, usage={"input_tokens": 3}))
+    driver.line(claude_assistant("msg_3", {"type": "text", "text": "c"}, usage={}))
+    spans = driver.finish()
+    for span in (only(spans, ROOT), only(spans, CHAT)):
+        assert span.attributes is not None
+        assert span.attributes["gen_ai.usage.input_tokens"] == 13
+        assert span.attributes["gen_ai.usage.output_tokens"] == 5
+        assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 100
+
+
+def test_subagent_span_nests_under_its_task_call(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", provider="anthropic", model=None)
+    driver.run.begin_turn()
+    driver.line(claude_assistant("msg_1", task("task_1", "P", "Explore"), usage={}))
+    driver.line(subagent_prompt("P"), "subagent:a1")
+    driver.line(claude_assistant("msg_s", {"type": "text", "text": "found"}, usage={}), "subagent:a1")
+    driver.line(task_result("task_1"))
+    spans = driver.finish()
+
+    tool, subagent = only(spans, "execute_tool Task"), only(spans, "invoke_agent Explore")
+    assert parent_id(tool) == span_id(only(spans, "chat"))
+    assert parent_id(subagent) == span_id(tool)
+    assert subagent.attributes is not None
+    assert subagent.attributes["gen_ai.agent.id"] == "a1"
+    assert subagent.attributes["gen_ai.agent.name"] == "Explore"
+    assert subagent.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert "transcript.tool.result_missing" not in (tool.attributes or {})
+    assert (subagent.end_time or 0) <= (tool.end_time or 0)
+    assert entry_events(subagent) == ["user_message", "assistant_message"]
+    assert entry_events(tool) == ["tool_use", "tool_result"]
+    sub_records = [c for c in driver.records() if c["source"] == "subagent:a1"]
+    assert [c["span_id"] for c in sub_records] == [hex_id(subagent)] * 2
+
+
+def test_parallel_subagents_nest_under_the_task_with_their_prompt(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", provider="anthropic")
+    driver.run.begin_turn()
+    driver.line(
+        claude_assistant("msg_1", task("task_1", "P1", "Explore"), task("task_2", "P2", "Plan"), usage={})
+    )
+    driver.line(subagent_prompt([{"type": "text", "text": "P2"}]), "subagent:a1")
+    driver.line(subagent_prompt("P1"), "subagent:a2")
+    driver.line(task_result("task_2"))
+    driver.line(task_result("task_1"))
+    spans = driver.finish()
+
+    tools = {(t.attributes or {})["gen_ai.tool.call.id"]: t for t in spans["execute_tool Task"]}
+    agents = {(a.attributes or {})["gen_ai.agent.id"]: a for a in spans["invoke_agent Plan"]}
+    agents |= {(a.attributes or {})["gen_ai.agent.id"]: a for a in spans["invoke_agent Explore"]}
+    assert parent_id(agents["a1"]) == span_id(tools["task_2"])
+    assert parent_id(agents["a2"]) == span_id(tools["task_1"])
+    assert (agents["a1"].attributes or {})["gen_ai.agent.name"] == "Plan"
+    for agent_id, call_id in (("a1", "task_2"), ("a2", "task_1")):
+        assert (agents[agent_id].end_time or 0) <= (tools[call_id].end_time or 0)
+
+
+def test_subagent_without_a_task_call_nests_under_the_turn(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", model=None)
+    driver.run.begin_turn()
+    driver.line(subagent_prompt("orphan"), "subagent:zz")
+    spans = driver.finish()
+    subagent = only(spans, "invoke_agent subagent")
+    assert parent_id(subagent) == span_id(only(spans, "chat"))
+    assert (subagent.attributes or {})["gen_ai.agent.name"] == "zz"
+
+
+def test_subagent_and_task_without_a_result_end_at_finish(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", model=None)
+    driver.line(claude_assistant("msg_1", task("task_1", "P", "Explore"), usage={}))
+    driver.line(subagent_prompt("P"), "subagent:a1")
+    spans = driver.finish()
+    tool, subagent = only(spans, "execute_tool Task"), only(spans, "invoke_agent Explore")
+    assert parent_id(subagent) == span_id(tool)
+    assert (tool.attributes or {})["transcript.tool.result_missing"] is True
+    assert (subagent.end_time or 0) <= (tool.end_time or 0) <= (only(spans, ROOT).end_time or 0)
+
+
+# -- span events and the whole tree -----------------------------------------------------------
+
+
+def test_activated_run_puts_its_lifecycle_records_on_the_root(start: Start) -> None:
+    driver = start()
+    with driver.run.activate():
+        driver.run.record("system_event", detail={"subtype": "x"})
+        spans = driver.finish()
+    root = only(spans, ROOT)
+    assert [e.name for e in root.events][-2:] == ["transcript.entry", "transcript.stop"]
+    assert entry_events(root) == ["system_event"]
+
+
+def test_full_codex_run_ends_every_span(start: Start) -> None:
+    driver = start(turns_start_with_user_message=True)
+    for turn in range(3):
+        driver.feed(driver.codex.user_message(f"turn {turn}"))
+        driver.notify("turn/started", {"turn": {"id": f"tu{turn}"}})
+        for call in range(2):
+            driver.notify("item/started", command(f"c{turn}-{call}"))
+            driver.notify("item/agentMessage/delta", {"itemId": "m", "delta": "x"})
+            driver.notify("item/completed", command(f"c{turn}-{call}", exitCode=call))
+        driver.notify("thread/tokenUsage/updated", token_usage(1, 1))
+        driver.notify("item/completed", {"item": {"type": "agentMessage", "id": "m"}})
+        driver.run.end_turn()
+    spans = driver.finish()
+    assert {name: len(group) for name, group in spans.items()} == {ROOT: 1, CHAT: 3, COMMAND: 6}
+    assert [t.status.status_code for t in spans[COMMAND]].count(StatusCode.ERROR) == 3
+    assert (only(spans, ROOT).attributes or {})["gen_ai.usage.input_tokens"] == 3
+    records = driver.records()
+    assert len(records) == 3 * 8
+    assert all("span_id" in context for context in records)
+
+
+# -- hostile input ----------------------------------------------------------------------------
+
+
+HOSTILE_DETAILS: list[Any] = [
+    {1: "a", None: 2, (1, 2): 3},
+    {"text": "x" * 5_000_000},
+    {"notification": {"item": {"id": "\ud800", "type": [], "exitCode": 10**30}}},
+    {"notification": {"callId": 5, "tool": ReprRaises()}, "result": {"success": "no"}},
+    {"sdk_entry": {"type": "tool_use", "id": "t\udfff", "name": {"x": 1}, "input": ["not a dict"]}},
+    {"sdk_entry": {"message": {"id": [], "usage": {"input_tokens": 2**80}}}},
+    {"sdk_entry": {"message": "not a message"}},
+    {"notification": {"turn": {"error": {"codexErrorInfo": {1: 2}}}}},
+    {"notification": {"tokenUsage": {"last": {"inputTokens": -1, "outputTokens": True}}}},
+    {"usage": {"input_tokens": float("nan")}},
+    {"notification": ReprRaises()},
+    "not a dict",
+    ["a", "list"],
+    None,
+]
+
+
+def test_record_never_raises(start: Start) -> None:
+    driver = start(turns_start_with_user_message=True)
+    entry_types = ["user_message", "assistant_message", "tool_use", "tool_result", "token_usage", "error"]
+    for source in ["main", "subagent:x", "subagent:", "\ud800"]:
+        for entry_type in [*entry_types, "not-canonical"]:
+            for detail in HOSTILE_DETAILS:
+                driver.run.record(entry_type, source=source, detail=detail, raw="\ud800")
+    not_a_source: Any = 5
+    driver.run.record("tool_use", source=not_a_source, detail={"tool_use_id": "t"})
+    driver.run.end_turn(ValueError())
+    driver.finish()
+    records = [r for r in run_records(driver.run.emitter) if r["event"] == "transcript.entry"]
+    assert len(records) == 4 * 7 * len(HOSTILE_DETAILS) + 1
