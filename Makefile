@@ -12,11 +12,11 @@ TEST_VENV := .venv
 TEST_VENV_DEFAULT := .venv-py-default
 CHECKED := src tests examples benchmarks
 
-.PHONY: demo test lint pytest pytest-default bench clean
+.PHONY: demo test lint pytest pytest-default wink-envs bench clean
 
 $(DEMO_VENV)/.installed: pyproject.toml
 	$(PY313) -m venv $(DEMO_VENV)
-	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]'
+	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0
 	touch $@
 
 $(TEST_VENV)/.installed: pyproject.toml
@@ -34,9 +34,9 @@ $(BENCH_VENV)/.installed: pyproject.toml
 	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 rotel==0.0.1a15
 	touch $@
 
-## demo: set up a virtual environment and run the instrumented scripted agent
+## demo: set up a Python 3.13 environment and run a real weakincentives Codex agent, instrumented
 demo: $(DEMO_VENV)/.installed
-	$(DEMO_VENV)/bin/python examples/scripted_agent.py
+	$(DEMO_VENV)/bin/python examples/codex_agent.py
 
 ## test: set up and run ruff, mypy --strict and the suite (Python 3.13 and the default python3)
 test: lint pytest pytest-default
@@ -46,15 +46,20 @@ lint: $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/ruff format --check $(CHECKED)
 	$(TEST_VENV)/bin/mypy --strict
 
-pytest: $(TEST_VENV)/.installed
+# One Python 3.13 environment per weakincentives version (.venvs/wink-*), built in parallel.
+wink-envs: $(TEST_VENV)/.installed
+	$(TEST_VENV)/bin/python tests/wink_harness.py
+
+pytest: $(TEST_VENV)/.installed wink-envs
 	$(TEST_VENV)/bin/python -m pytest
 
+# The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough.
 pytest-default: $(TEST_VENV_DEFAULT)/.installed
-	$(TEST_VENV_DEFAULT)/bin/python -m pytest
+	$(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink"
 
 ## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~3 min)
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/run.py
 
 clean:
-	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) .venvs .pytest_cache .mypy_cache .ruff_cache

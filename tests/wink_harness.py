@@ -213,3 +213,12 @@ def run_driver(
         mirror=_mirror(workdir / "runs"),
         stderr=stderr,
     )
+
+
+if __name__ == "__main__":
+    # `make test` builds every version's environment at once before the suite runs.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(VERSIONS)) as pool:
+        for path in pool.map(wink_python, VERSIONS):
+            print(path)

@@ -1,0 +1,170 @@
+"""A real weakincentives Codex agent, instrumented by one `configure()` call.
+
+It runs `CodexAppServerAdapter.evaluate()` (weakincentives 0.25 to 0.27, Python 3.13)
+against the scripted app-server in `examples/fake_agents/fake_codex.py`, which plays
+a turn with reasoning, a bridged WINK tool call (`echo`), command, file, MCP and web
+search items and token usage. transcript-otel captures the transcript: spans and log
+records go to the OTLP backend when OTEL_EXPORTER_OTLP_ENDPOINT is set, and every
+entry goes to the local JSONL mirror, printed here in a human-readable form.
+
+    python examples/codex_agent.py [--scenario rich|plain|failed] [--jsonl-dir DIR]
+
+The same agent without the `configure()` line, run as
+`opentelemetry-instrument python agent.py`, is instrumented the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import transcript_otel
+from transcript_otel.reconstruct import read_records
+
+FAKE_CODEX = Path(__file__).resolve().parent / "fake_agents" / "fake_codex.py"
+SYMBOLS = {
+    "user_message": "\N{BUST IN SILHOUETTE}",
+    "assistant_message": "\N{ROBOT FACE}",
+    "tool_use": "\N{WRENCH}",
+    "tool_result": "\N{WRENCH}",
+    "thinking": "\N{THOUGHT BALLOON}",
+    "system_event": "\N{GEAR}",
+    "token_usage": "\N{BAR CHART}",
+    "error": "\N{CROSS MARK}",
+    "unknown": "\N{BLACK QUESTION MARK ORNAMENT}",
+}
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class EchoParams:
+    text: str
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class EchoResult:
+    text: str
+
+    def render(self) -> str:
+        return self.text
+
+
+def build_prompt(name: str) -> Any:
+    from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate, Tool, ToolResult
+
+    def echo(params: EchoParams, *, context: Any) -> Any:
+        return ToolResult.ok(EchoResult(text=params.text), message=params.text)
+
+    echo_tool = Tool[EchoParams, EchoResult](
+        name="echo", description="Echo the given text back.", handler=echo
+    )
+    section = MarkdownSection(
+        title="Task",
+        key="task",
+        template="Call the echo tool with the text 'hi', then reply.",
+        tools=(echo_tool,),
+    )
+    return Prompt(PromptTemplate(ns="demo", key=name, name=name, sections=(section,)))
+
+
+def codex_adapter(workdir: Path) -> Any:
+    from weakincentives.adapters.codex_app_server import CodexAppServerAdapter, CodexAppServerClientConfig
+
+    launcher = workdir / "codex"  # the adapter runs `<codex_bin> app-server`
+    launcher.write_text(
+        f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CODEX))} "$@"\n'
+    )
+    launcher.chmod(0o755)
+    workspace = workdir / "workspace"
+    workspace.mkdir()
+    return CodexAppServerAdapter(
+        client_config=CodexAppServerClientConfig(codex_bin=str(launcher), cwd=str(workspace))
+    )
+
+
+def summary(entry: dict[str, Any]) -> str:
+    """One line of text for an entry (the `show` command of the CLI will do more)."""
+    detail = entry.get("detail") or {}
+    notification = detail.get("notification") or {}
+    item = notification.get("item") or {}
+    if "text" in detail:
+        text = str(detail["text"])
+    elif "parse_error" in detail:
+        text = f"{detail['parse_error']}: {entry.get('raw', '')}"
+    elif item.get("type") == "agentMessage":
+        text = str(item.get("text", ""))
+    elif "tool" in notification:
+        text = f"{notification['tool']} {notification.get('arguments', '')}"
+        if "result" in detail:
+            items = detail["result"].get("contentItems") or [{}]
+            text = f"{notification['tool']} -> {items[0].get('text', '')}"
+    elif item:
+        fields = ("command", "query", "tool", "aggregatedOutput", "status", "changes")
+        text = f"{item.get('type')} " + " ".join(
+            f"{k}={item[k]!r}" for k in fields if item.get(k) is not None
+        )
+    elif "tokenUsage" in notification:
+        last = notification["tokenUsage"].get("last", {})
+        text = f"input {last.get('inputTokens')} output {last.get('outputTokens')}"
+    elif "summary" in notification:
+        text = str(notification["summary"])
+    else:
+        text = detail.get("subtype") or str(notification or detail)
+    return " ".join(text.split())[:110]
+
+
+def print_transcript(path: str) -> None:
+    for record in read_records(path):
+        if record.get("event") != "transcript.entry":
+            continue
+        entry = record["context"]
+        time = datetime.fromisoformat(entry["timestamp"]).strftime("%H:%M:%S.%f")[:-3]
+        source = "" if entry["source"] == "main" else f"[{entry['source']}] "
+        symbol = SYMBOLS.get(entry["entry_type"], "?")
+        print(f"{time} {source}{symbol} {entry['entry_type']:<17} {summary(entry)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", default="rich", choices=("rich", "plain", "failed"))
+    parser.add_argument("--jsonl-dir", help="where the JSONL mirror writes (default: the XDG state dir)")
+    args = parser.parse_args()
+
+    configuration = transcript_otel.configure(service_name="codex-demo", jsonl_dir=args.jsonl_dir)
+
+    from weakincentives.runtime import Session
+
+    os.environ["FAKE_SCENARIO"] = args.scenario
+    prompt_name = f"codex-demo-{args.scenario}"
+    with tempfile.TemporaryDirectory(prefix="codex-demo-") as workdir:
+        session = Session()
+        try:
+            response = codex_adapter(Path(workdir)).evaluate(build_prompt(prompt_name), session=session)
+            outcome = f"answer: {response.text!r}"
+        except Exception as exc:  # the demo shows a failed turn's transcript too
+            outcome = f"failed: {type(exc).__name__}: {exc}"
+    transcript_otel.flush()
+
+    print(f"weakincentives Codex evaluate() {outcome}\n")
+    directory = Path(configuration.jsonl_directory or ".")
+    runs = sorted(directory.glob(f"*_{prompt_name}_{session.session_id}.jsonl"))
+    if not runs:
+        print(f"no transcript was written to {directory}", file=sys.stderr)
+        return 1
+    print_transcript(str(runs[-1]))
+    print(f"\nJSONL mirror: {runs[-1]}")
+    if configuration.otlp_endpoint:
+        print(f"OTLP export:  {configuration.otlp_endpoint} ({configuration.otlp_protocol})")
+    else:
+        print("OTLP export:  off (set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and log records)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
