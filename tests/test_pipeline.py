@@ -456,3 +456,41 @@ def test_fork_child_writes_its_own_run_and_no_parent_line_twice(
     ]
     assert [c["detail"]["c"] for c in entry_contexts(child_records)] == list(range(20))
     assert {r["context"]["prompt_name"] for r in child_records} == {"child"}
+
+
+# -- deferred actions (how instrumentors end their spans) -------------------------------
+
+
+def test_after_pending_runs_on_the_writer_once_earlier_entries_are_written(
+    jsonl_pipeline: TranscriptPipeline,
+) -> None:
+    emitter = TranscriptEmitter(prompt_name="deferred", adapter="test", pipeline=jsonl_pipeline)
+    seen: list[tuple[int, str]] = []
+
+    def action() -> None:
+        assert emitter.jsonl_path is not None
+        lines = Path(emitter.jsonl_path).read_text().splitlines()
+        seen.append((len(lines), threading.current_thread().name))
+
+    emitter.start()
+    for number in range(300):  # more than one writer batch
+        emitter.emit("assistant_message", detail={"text": f"m{number}"})
+    emitter.after_written(action)
+    assert jsonl_pipeline.flush(5)
+    assert seen == [(301, "transcript-otel-writer")]
+
+
+def test_after_pending_runs_at_once_after_shutdown_and_a_failure_is_counted(
+    jsonl_pipeline: TranscriptPipeline,
+) -> None:
+    jsonl_pipeline.shutdown(5)
+    ran: list[str] = []
+    jsonl_pipeline.after_pending(lambda: ran.append(threading.current_thread().name))
+    assert ran == [threading.current_thread().name]
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    before = jsonl_pipeline.internal_errors
+    jsonl_pipeline.after_pending(broken)  # never raises into the caller
+    assert jsonl_pipeline.internal_errors == before + 1
