@@ -94,7 +94,6 @@ class _SpanSlot:
 @dataclass(slots=True)
 class _ToolSlot(_SpanSlot):
     name: str = ""
-    turn: _SpanSlot | None = None
     subagent_prompt: str | None = None
     subagent_type: str | None = None
     subagent_source: str | None = None
@@ -153,10 +152,6 @@ class AgentRun:
             self.emitter.start()
         finally:
             otel_context.detach(token)
-
-    @property
-    def root_span(self) -> Span:
-        return self._root.span
 
     @contextmanager
     def activate(self) -> Iterator[AgentRun]:
@@ -281,7 +276,6 @@ class AgentRun:
             },
         )
         tool.name = name
-        tool.turn = self._turn
         if name in _SUBAGENT_TOOLS and isinstance(arguments, Mapping):
             prompt, subagent_type = arguments.get("prompt"), arguments.get("subagent_type")
             tool.subagent_prompt = prompt if isinstance(prompt, str) else None
