@@ -27,11 +27,11 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -41,6 +41,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from transcript_otel import attributes as attr
 from transcript_otel._genai import tool_identity, usage_attributes
 from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, RawJson
 
 _logger = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 _MAX_ENDED_LAUNCHERS: Final = 64
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
+
+_M = TypeVar("_M")
 
 _CURRENT_RUN: ContextVar[AgentRun | None] = ContextVar("transcript_otel_agent_run", default=None)
 
@@ -128,8 +131,7 @@ class AgentRun:
         self._ended_launchers: deque[_ToolSlot] = deque(maxlen=_MAX_ENDED_LAUNCHERS)
         self._usage_by_message: dict[str, dict[str, int]] = {}
         self._finished = False
-        # The instrumentor's per-run mapping state (deltas being folded, tool names seen).
-        self.mapper: object | None = None
+        self._mapper: object | None = None
         self.emitter = TranscriptEmitter(prompt_name=prompt_name, adapter=adapter, session_id=session_id)
         self._root = _SpanSlot.open(
             tracer,
@@ -189,6 +191,18 @@ class AgentRun:
                 self._end_tool(slot, failed=_tool_failed(detail))
             except Exception as exc:
                 self._report("could not end a tool span", exc)
+
+    def record_mapped(self, entries: Iterable[MappedEntry | None]) -> None:
+        """`record()` each entry a mapping produced (None: the event was not transcript content)."""
+        for entry in entries:
+            if entry is not None:
+                self.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
+
+    def mapper(self, kind: type[_M]) -> _M:
+        """This run's mapping state of `kind` (deltas being folded, tool names seen), made on first use."""
+        if not isinstance(self._mapper, kind):
+            self._mapper = kind()
+        return self._mapper
 
     def _place(self, entry_type: str, source: str, detail: dict[str, Any] | None) -> _SpanSlot:
         if (

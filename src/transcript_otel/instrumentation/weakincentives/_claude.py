@@ -9,13 +9,12 @@ the `TranscriptCollector._emit_entry` patch maps each line to canonical entries 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from transcript_otel.instrumentation._agent_run import AgentRun
-from transcript_otel.instrumentation._patching import Patch, Wrapper
+from transcript_otel.instrumentation._patching import Patch
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, argument, guarded
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, argument, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.model import MAIN_SOURCE
@@ -27,35 +26,12 @@ ADAPTER_CLASS: Final = "ClaudeAgentSDKAdapter"
 SPEC: Final = AdapterSpec(default_name="claude_agent_sdk", provider="anthropic", model=nested_model("_model"))
 
 
-def _mapper(run: AgentRun) -> ClaudeTranscriptMapper:
-    if not isinstance(run.mapper, ClaudeTranscriptMapper):
-        run.mapper = ClaudeTranscriptMapper()
-    return run.mapper
-
-
-def _emit_entry(state: WinkInstrumentation) -> Wrapper:
-    """0.24/0.25 `TranscriptCollector._emit_entry(tailer, line)`: one transcript line."""
-
-    def wrapper(
-        wrapped: Callable[..., Coroutine[Any, Any, Any]],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Coroutine[Any, Any, Any]:
-        run = state.run()
-        if run is not None:
-            tailer = argument(args, kwargs, "tailer", 0)
-            line = argument(args, kwargs, "line", 1)
-
-            def record() -> None:
-                source = getattr(tailer, "source", MAIN_SOURCE)
-                for entry in _mapper(run).line(line, source if isinstance(source, str) else MAIN_SOURCE):
-                    run.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
-
-            guarded("transcript line", record)
-        return wrapped(*args, **kwargs)
-
-    return wrapper
+def _transcript_line(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """0.24/0.25 `TranscriptCollector._emit_entry(tailer, line)`: one line of a transcript file."""
+    source = getattr(argument(args, kwargs, "tailer", 0), "source", MAIN_SOURCE)
+    line = argument(args, kwargs, "line", 1)
+    mapper = run.mapper(ClaudeTranscriptMapper)
+    run.record_mapped(mapper.line(line, source if isinstance(source, str) else MAIN_SOURCE))
 
 
 def patches(state: WinkInstrumentation) -> list[Patch]:
@@ -66,5 +42,9 @@ def patches(state: WinkInstrumentation) -> list[Patch]:
             f"{ADAPTER_CLASS}._run_with_prompt_context",
             turn_wrapper(state, opens=True, closes=True),
         ),
-        Patch(COLLECTOR_MODULE, "TranscriptCollector._emit_entry", _emit_entry(state)),
+        Patch(
+            COLLECTOR_MODULE,
+            "TranscriptCollector._emit_entry",
+            observing(state, "transcript line", _transcript_line),
+        ),
     ]

@@ -16,9 +16,13 @@ from typing import Any, Final
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._patching import Patch, Wrapper
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, argument, guarded
+from transcript_otel.instrumentation.weakincentives._state import (
+    WinkInstrumentation,
+    argument,
+    guarded,
+    observing,
+)
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
-from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex import CodexMapper
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.codex_app_server.adapter"
@@ -39,55 +43,28 @@ _PENDING_TOOL_CALL: ContextVar[tuple[Any, Any] | None] = ContextVar(
 )
 
 
-def _mapper(run: AgentRun) -> CodexMapper:
-    if not isinstance(run.mapper, CodexMapper):
-        run.mapper = CodexMapper()
-    return run.mapper
-
-
-def _record(run: AgentRun, entry: MappedEntry | None) -> None:
-    if entry is not None:
-        run.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
-
-
-def _start_turn_with_prompt(state: WinkInstrumentation) -> Wrapper:
+def _user_message(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """0.25 `_start_turn(client, thread_id, prompt_text, ...)`: the prompt is the user message."""
-
-    def wrapper(
-        wrapped: Callable[..., Coroutine[Any, Any, Any]],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Coroutine[Any, Any, Any]:
-        run = state.run()
-        if run is not None:
-            text = argument(args, kwargs, "prompt_text", 2)
-            guarded("user message", lambda: _record(run, _mapper(run).user_message(text)))
-        return wrapped(*args, **kwargs)
-
-    return wrapper
+    run.record_mapped([run.mapper(CodexMapper).user_message(argument(args, kwargs, "prompt_text", 2))])
 
 
-def _process_notification(state: WinkInstrumentation) -> Wrapper:
+def _notification(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """0.25 `_process_notification(message, ...)`, called for every notification."""
+    message = argument(args, kwargs, "message", 0)
+    mapper = run.mapper(CodexMapper)
+    if isinstance(message, dict):
+        run.record_mapped([mapper.notification(message.get("method"), message.get("params"))])
+    else:
+        run.record_mapped([mapper.malformed(repr(message), "notification is not an object")])
 
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        run = state.run()
-        if run is not None:
-            message = argument(args, kwargs, "message", 0)
 
-            def record() -> None:
-                if isinstance(message, dict):
-                    _record(run, _mapper(run).notification(message.get("method"), message.get("params")))
-                else:
-                    _record(run, _mapper(run).malformed(repr(message), "notification is not an object"))
+def _tool_call(run: AgentRun, params: Any) -> None:
+    run.record_mapped([run.mapper(CodexMapper).tool_call(params)])
 
-            guarded("notification", record)
-        return wrapped(*args, **kwargs)
 
-    return wrapper
+def _unparsable(run: AgentRun, line: Any) -> None:
+    reason = "not a JSON object: the Codex client skipped this line"
+    run.record_mapped([run.mapper(CodexMapper).malformed(line, reason)])
 
 
 def _handle_tool_call(state: WinkInstrumentation) -> Wrapper:
@@ -104,7 +81,7 @@ def _handle_tool_call(state: WinkInstrumentation) -> Wrapper:
             if run is None:
                 return await wrapped(*args, **kwargs)
             params = argument(args, kwargs, "params", 2)
-            guarded("tool call", lambda: _record(run, _mapper(run).tool_call(params)))
+            guarded("tool call", _tool_call, run, params)
             token = _PENDING_TOOL_CALL.set((argument(args, kwargs, "request_id", 1), params))
             try:
                 return await wrapped(*args, **kwargs)
@@ -116,23 +93,12 @@ def _handle_tool_call(state: WinkInstrumentation) -> Wrapper:
     return wrapper
 
 
-def _send_response(state: WinkInstrumentation) -> Wrapper:
+def _tool_result(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """`send_response(request_id, result)`: the bridged tool's result, when it answers that call."""
-
-    def wrapper(
-        wrapped: Callable[..., Coroutine[Any, Any, Any]],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Coroutine[Any, Any, Any]:
-        pending = _PENDING_TOOL_CALL.get()
-        run = state.run() if pending is not None else None
-        if run is not None and pending is not None and pending[0] == argument(args, kwargs, "request_id", 0):
-            result = argument(args, kwargs, "result", 1)
-            guarded("tool result", lambda: _record(run, _mapper(run).tool_result(pending[1], result)))
-        return wrapped(*args, **kwargs)
-
-    return wrapper
+    pending = _PENDING_TOOL_CALL.get()
+    if pending is not None and pending[0] == argument(args, kwargs, "request_id", 0):
+        result = argument(args, kwargs, "result", 1)
+        run.record_mapped([run.mapper(CodexMapper).tool_result(pending[1], result)])
 
 
 def _try_parse(state: WinkInstrumentation) -> Wrapper:
@@ -145,9 +111,7 @@ def _try_parse(state: WinkInstrumentation) -> Wrapper:
         if parsed is None:
             run = state.run()
             if run is not None:
-                line = argument(args, kwargs, "line", 0)
-                reason = "not a JSON object: the Codex client skipped this line"
-                guarded("unparsable line", lambda: _record(run, _mapper(run).malformed(line, reason)))
+                guarded("unparsable line", _unparsable, run, argument(args, kwargs, "line", 0))
         return parsed
 
     return wrapper
@@ -160,11 +124,19 @@ def patches(state: WinkInstrumentation) -> list[Patch]:
         Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}.evaluate", evaluate_wrapper(state, SPEC)),
         Patch(CLIENT_MODULE, "CodexAppServerClient._try_parse", _try_parse(state)),
         # 0.25: methods of the adapter; we build the transcript.
-        Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}._start_turn", _start_turn_with_prompt(state)),
+        Patch(
+            ADAPTER_MODULE, f"{ADAPTER_CLASS}._start_turn", observing(state, "user message", _user_message)
+        ),
         Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}._stream_turn", ends_turn),
-        Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}._process_notification", _process_notification(state)),
+        Patch(
+            ADAPTER_MODULE,
+            f"{ADAPTER_CLASS}._process_notification",
+            observing(state, "notification", _notification),
+        ),
         Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}._handle_tool_call", _handle_tool_call(state)),
-        Patch(CLIENT_MODULE, "CodexAppServerClient.send_response", _send_response(state)),
+        Patch(
+            CLIENT_MODULE, "CodexAppServerClient.send_response", observing(state, "tool result", _tool_result)
+        ),
         # 0.26+: module functions; weakincentives builds the transcript (see `_native`).
         Patch(PROTOCOL_MODULE, "start_turn", opens_turn),
         Patch(PROTOCOL_MODULE, "stream_turn", ends_turn),

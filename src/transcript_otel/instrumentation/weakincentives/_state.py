@@ -11,6 +11,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.instrumentation._agent_run import AgentRun, current_run
+from transcript_otel.instrumentation._patching import Wrapper
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
@@ -45,9 +46,30 @@ def argument(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, position:
     return None
 
 
-def guarded(what: str, action: Callable[[], object]) -> None:
+def guarded(what: str, action: Callable[..., object], *arguments: Any) -> None:
     """Run a telemetry step; a failure is logged, never raised into the agent."""
     try:
-        action()
+        action(*arguments)
     except Exception:
         _logger.debug("transcript-otel: %s failed", what, exc_info=True)
+
+
+Observer = Callable[[AgentRun, tuple[Any, ...], dict[str, Any]], None]
+
+
+def observing(state: WinkInstrumentation, what: str, observe: Observer) -> Wrapper:
+    """A wrapper that records what a call shows (`observe(run, args, kwargs)`), then makes it.
+
+    The call itself is returned untouched, so this fits sync methods and coroutine
+    functions alike: for an `async def` the arguments are observed when it is called.
+    """
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        run = state.run()
+        if run is not None:
+            guarded(what, observe, run, args, kwargs)
+        return wrapped(*args, **kwargs)
+
+    return wrapper
