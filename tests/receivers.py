@@ -354,6 +354,21 @@ class Rotel:
             time.sleep(0.05)
 
 
+async def run_to_completion(command: list[str], timeout_s: float, **options: Any) -> tuple[int, bytes, bytes]:
+    """Run `command` (stdout and stderr captured); killed and TimeoutError past `timeout_s`."""
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **options
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode is not None
+    return process.returncode, stdout, stderr
+
+
 # -- oteltap -------------------------------------------------------------------------------
 
 

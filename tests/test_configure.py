@@ -25,7 +25,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from transcript_otel import read_records, reconstruct_transcript, records_from_otlp
 
-from receivers import Rotel, TapCollector, free_port, subprocess_env
+from receivers import Rotel, TapCollector, free_port, run_to_completion, subprocess_env
 
 TIMEOUT_S = 30
 
@@ -131,20 +131,10 @@ def test_unconfigured_process_exports_to_the_otlp_endpoint(tmp_path: Path) -> No
                 OTEL_EXPORTER_OTLP_ENDPOINT=tap.endpoint,
                 TRANSCRIPT_OTEL_JSONL_DIR=str(runs),
             )
-            process = await asyncio.create_subprocess_exec(
-                *script_command(tmp_path, body),
-                env=environment,
-                cwd=tmp_path,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            returncode, stdout, stderr = await run_to_completion(
+                script_command(tmp_path, body), TIMEOUT_S, env=environment, cwd=tmp_path
             )
-            try:
-                stdout, stderr = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-                raise
-            assert process.returncode == 0, stderr.decode()
+            assert returncode == 0, stderr.decode()
             outcome = parse_result(stdout.decode())
 
             def mine() -> list[Any]:

@@ -26,7 +26,7 @@ from typing import Any
 
 from transcript_otel.otlp_records import record_from_otlp
 
-from receivers import TapCollector, subprocess_env
+from receivers import TapCollector, run_to_completion, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "agents" / "wink_driver.py"
@@ -158,24 +158,13 @@ async def _drive(
             XDG_STATE_HOME=str(workdir / "state"),
             **extra_env,
         )
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            str(DRIVER),
-            "--out",
-            str(results_path),
-            *arguments,
+        returncode, _, stderr = await run_to_completion(
+            [*command, str(DRIVER), "--out", str(results_path), *arguments],
+            RUN_TIMEOUT_S,
             env=environment,
             cwd=workdir,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
         )
-        try:
-            _, stderr = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise
-        assert process.returncode == 0, stderr.decode(errors="replace")
+        assert returncode == 0, stderr.decode(errors="replace")
         results = {r["prompt_name"]: r for r in map(json.loads, results_path.read_text().splitlines()) if r}
         # Exported at interpreter exit, before the driver ended; allow the receiver a moment.
         expected_roots = len(results)
