@@ -55,7 +55,11 @@ class EchoResult:
         return self.text
 
 
-def build_prompt(name: str) -> Any:
+TASK = "Call the echo tool with the text 'hi', then reply."
+
+
+def build_prompt(name: str, task: str = TASK) -> Any:
+    """A prompt `demo:<name>` whose one section offers the WINK tool `echo`."""
     from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate, Tool, ToolResult
 
     def echo(params: EchoParams, *, context: Any) -> Any:
@@ -67,24 +71,28 @@ def build_prompt(name: str) -> Any:
     section = MarkdownSection(
         title="Task",
         key="task",
-        template="Call the echo tool with the text 'hi', then reply.",
+        template=task,
         tools=(echo_tool,),
     )
     return Prompt(PromptTemplate(ns="demo", key=name, name=name, sections=(section,)))
 
 
+def write_launcher(directory: Path, name: str, script: Path) -> str:
+    """A `/bin/sh` launcher at `directory/name` that runs `script` with this interpreter."""
+    path = directory / name
+    path.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
 def codex_adapter(workdir: Path) -> Any:
     from weakincentives.adapters.codex_app_server import CodexAppServerAdapter, CodexAppServerClientConfig
 
-    launcher = workdir / "codex"  # the adapter runs `<codex_bin> app-server`
-    launcher.write_text(
-        f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CODEX))} "$@"\n'
-    )
-    launcher.chmod(0o755)
+    launcher = write_launcher(workdir, "codex", FAKE_CODEX)  # the adapter runs `<codex_bin> app-server`
     workspace = workdir / "workspace"
     workspace.mkdir()
     return CodexAppServerAdapter(
-        client_config=CodexAppServerClientConfig(codex_bin=str(launcher), cwd=str(workspace))
+        client_config=CodexAppServerClientConfig(codex_bin=launcher, cwd=str(workspace))
     )
 
 

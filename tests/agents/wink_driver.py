@@ -30,7 +30,6 @@ import importlib
 import importlib.metadata
 import json
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -42,29 +41,19 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
+sys.path.insert(0, str(FAKE_AGENTS.parent))
+import codex_agent  # noqa: E402  (the demo's prompt with the WINK tool `echo`, and its launcher)
+from codex_agent import write_launcher  # noqa: E402
+
 FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_claude.py"}
 MODULES = {
     "codex": "weakincentives.adapters.codex_app_server",  # 0.25+
     "claude": "weakincentives.adapters.claude_agent_sdk",
 }
 SCENARIOS = {"codex": ("plain", "rich", "failed"), "claude": ("plain", "rich", "error")}
-NAMESPACE = "demo"
 # Per-scenario limits: the adapter's own deadline, then a hard stop for the process.
 DEADLINE_S = 30.0
 HARD_LIMIT_S = 60.0
-
-
-@dataclasses.dataclass(slots=True, frozen=True)
-class EchoParams:
-    text: str
-
-
-@dataclasses.dataclass(slots=True, frozen=True)
-class EchoResult:
-    text: str
-
-    def render(self) -> str:
-        return self.text
 
 
 def _module(name: str) -> ModuleType | None:
@@ -82,34 +71,9 @@ def _accepts(cls: Any, field: str) -> bool:
     return dataclasses.is_dataclass(cls) and field in {f.name for f in dataclasses.fields(cls)}
 
 
-def write_wrapper(directory: Path, name: str, script: Path) -> str:
-    """A ``/bin/sh`` launcher that execs ``script`` with this interpreter."""
-    path = directory / name
-    path.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n')
-    path.chmod(0o755)
-    return str(path)
-
-
 def build_prompt(adapter: str, scenario: str) -> Any:
-    prompt_mod = _require("weakincentives.prompt")
-    tool_cls: Any = prompt_mod.Tool
-    tool_result: Any = prompt_mod.ToolResult
-
-    def echo(params: EchoParams, *, context: Any) -> Any:
-        return tool_result.ok(EchoResult(text=params.text), message=params.text)
-
-    echo_tool = tool_cls[EchoParams, EchoResult](
-        name="echo", description="Echo the given text back.", handler=echo
-    )
-    section = prompt_mod.MarkdownSection(
-        title="Task",
-        key="task",
-        template=f"Scenario {scenario}: call the echo tool with the text 'hi', then reply.",
-        tools=(echo_tool,),
-    )
-    name = f"{adapter}-{scenario}"
-    template = prompt_mod.PromptTemplate(ns=NAMESPACE, key=name, name=name, sections=(section,))
-    return prompt_mod.Prompt(template)
+    task = f"Scenario {scenario}: call the echo tool with the text 'hi', then reply."
+    return codex_agent.build_prompt(f"{adapter}-{scenario}", task)
 
 
 def codex_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
@@ -117,7 +81,7 @@ def codex_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
     if codex is None:
         return None
     config = codex.CodexAppServerClientConfig(
-        codex_bin=write_wrapper(wrapper_dir, "codex", FAKES["codex"]), cwd=str(cwd)
+        codex_bin=write_launcher(wrapper_dir, "codex", FAKES["codex"]), cwd=str(cwd)
     )
     return codex.CodexAppServerAdapter(client_config=config)
 
@@ -126,7 +90,7 @@ def claude_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
     claude = _module(MODULES["claude"])
     if claude is None:
         return None
-    cli = write_wrapper(wrapper_dir, "claude", FAKES["claude"])
+    cli = write_launcher(wrapper_dir, "claude", FAKES["claude"])
     # claude-agent-sdk has no environment variable for the CLI path and
     # weakincentives never sets ClaudeAgentOptions.cli_path, so point the SDK's
     # CLI discovery (bundled binary, then PATH) at the fake.
