@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import (
@@ -287,6 +287,7 @@ def shared_pipeline() -> Iterator[TranscriptPipeline]:
 
 
 @settings(max_examples=40, deadline=None)
+@example(entry_type="tool_use", source="", detail=None, raw=None)  # an empty source (once went unreported)
 @given(
     entry_type=st.sampled_from(["tool_use", "user_message", "not-a-type"]) | JUNK,
     source=st.sampled_from(["main", "subagent:1"]) | JUNK,

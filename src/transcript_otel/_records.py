@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from transcript_otel._serialize import dumps, iso_timestamp, safe_text
-from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, RawJson, TranscriptEvent
+from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, RawJson, TranscriptEvent, is_valid_source
 from transcript_otel.run import RunInfo
 
 LOGGER_NAME: Final = "transcript_otel"
@@ -92,6 +92,8 @@ def prepare_entry(item: QueuedItem) -> PreparedRecord:
     source_text, problem = safe_text(source)
     if problem:
         problems.append(f"source: {problem}")
+    if not is_valid_source(source_text):
+        problems.append(f"source {source_text!r} is neither 'main' nor 'subagent:<id>'")
     timestamp = iso_timestamp(timestamp_ns)
     context: dict[str, Any] = {
         "prompt_name": run.prompt_name,

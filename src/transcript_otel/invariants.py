@@ -6,7 +6,6 @@ a file), the invariant by number and name, and what exactly is wrong.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +16,7 @@ from transcript_otel.model import (
     MAIN_SOURCE,
     REQUIRED_ENVELOPE_KEYS,
     TranscriptEvent,
+    is_valid_source,
 )
 
 INVARIANTS: Final = {
@@ -32,7 +32,6 @@ INVARIANTS: Final = {
 # Adapters whose protocol has no subagent boundaries: only `main` is valid.
 SINGLE_SOURCE_ADAPTERS: Final = frozenset({"codex_app_server"})
 
-_SOURCE_PATTERN: Final = re.compile(r"main|subagent:.+", re.DOTALL)
 _FIELD_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "prompt_name": (str,),
     "adapter": (str,),
@@ -120,7 +119,7 @@ class _Checker:
         if entry_type not in CANONICAL_ENTRY_TYPES:
             self.fail(location, 3, f"entry_type {entry_type!r} is not canonical")
         self.check_adapter(location, prompt, adapter)
-        if not _SOURCE_PATTERN.fullmatch(source):
+        if not is_valid_source(source):
             self.fail(location, 6, f"source {source!r} is neither 'main' nor 'subagent:<id>'")
         elif adapter in SINGLE_SOURCE_ADAPTERS and source != MAIN_SOURCE:
             self.fail(location, 6, f"adapter {adapter!r} produces 'main' only, got {source!r}")

@@ -6,6 +6,7 @@ envelope, and the four log events (`transcript.entry/start/stop/error`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -60,6 +61,14 @@ class RawJson:
     """A `raw` value to be encoded as JSON by the background writer, not by the agent's thread."""
 
     value: Any
+
+
+_SOURCE_PATTERN: Final = re.compile(r"main|subagent:.+", re.DOTALL)
+
+
+def is_valid_source(source: str) -> bool:
+    """Whether `source` is `main` or `subagent:<id>` (invariant 6)."""
+    return _SOURCE_PATTERN.fullmatch(source) is not None
 
 
 def subagent_source(agent_id: str) -> str:
