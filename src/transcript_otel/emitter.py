@@ -9,6 +9,7 @@ blocks; `detail` is kept by reference, so it must not be mutated after `emit()`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -119,11 +120,14 @@ class TranscriptEmitter:
         detail: dict[str, Any] | None = None,
         raw: str | RawJson | None = None,
         context: Context | None = None,
+        timestamp_ns: int | None = None,
     ) -> None:
         """Emit one transcript entry. Thread-safe; never raises; never waits for I/O.
 
         `context` is the OTel context the entry belongs to (its span); by default the
         current one. `raw` may be a `RawJson`, encoded later on the writer thread.
+        `timestamp_ns` is when the entry happened, if that was earlier than now (an
+        entry recorded late must not be later than what followed it in the same source).
         The only lock is held for a few hundred nanoseconds, so that entries of one
         source from several threads keep sequence and time order.
         """
@@ -148,7 +152,7 @@ class TranscriptEmitter:
                         entry_type,
                         source,
                         next(counter),
-                        time.time_ns(),
+                        time.time_ns() if timestamp_ns is None else timestamp_ns,
                         detail,
                         raw if self._emit_raw else None,
                         otel_context,
@@ -211,6 +215,20 @@ class TranscriptEmitter:
             self._pipeline.after_pending(action)
         except Exception as exc:
             self._report_exception("could not defer an action", exc)
+
+    def set_session_id(self, session_id: str) -> None:
+        """Set the run's session id once the harness reveals it (Claude tells it in its stream).
+
+        Applied by the writer in queue order: every record emitted from now on carries it,
+        records emitted before keep what they had. Never raises.
+        """
+        try:
+            text, problem = safe_text(session_id)
+            self.after_written(functools.partial(setattr, self._run, "session_id", text))
+            if problem:
+                self._report(f"session_id: {problem}")
+        except Exception as exc:
+            self._report_exception("could not set the session id", exc)
 
     def error(self, message: str, **fields: Any) -> None:
         """Record a non-fatal `transcript.error` (WARNING) for this run."""

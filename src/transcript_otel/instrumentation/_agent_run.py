@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -57,6 +58,8 @@ ERROR_TYPE: Final = "error.type"
 TURN_NUMBER: Final = "transcript.turn"
 TRANSCRIPT_ADAPTER: Final = "transcript.adapter"
 TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
+# No semantic convention names a cost yet: ours, in US dollars as the harness reports it.
+USAGE_COST_USD: Final = "transcript.usage.cost_usd"
 
 # Tools that start a Claude subagent.
 _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
@@ -79,6 +82,7 @@ class _SpanSlot:
     span: Span
     context: Context
     usage: Counter[str] = field(default_factory=Counter)
+    cost_usd: float = 0.0
     error_type: str | None = None
 
     @classmethod
@@ -115,12 +119,16 @@ class AgentRun:
         provider: str | None = None,
         model: str | None = None,
         turns_start_with_user_message: bool = False,
+        count_message_usage: bool = True,
     ) -> None:
+        self.adapter = adapter
         self._tracer = tracer
         self._provider = provider
         self._model = model
         self._session_id = session_id
         self._turns_start_with_user_message = turns_start_with_user_message
+        # Off where the harness reports each turn's usage itself (Claude's result message).
+        self._count_message_usage = count_message_usage
         self._lock = threading.RLock()
         self._turn: _SpanSlot | None = None
         self._turn_count = 0
@@ -175,8 +183,12 @@ class AgentRun:
         source: str = MAIN_SOURCE,
         detail: dict[str, Any] | None = None,
         raw: str | RawJson | None = None,
+        timestamp_ns: int | None = None,
     ) -> None:
-        """Emit one entry in the span it belongs to, opening or ending spans as it implies."""
+        """Emit one entry in the span it belongs to, opening or ending spans as it implies.
+
+        `timestamp_ns`: when it happened, for an entry recorded after the fact.
+        """
         slot: _SpanSlot | None = None
         try:
             with self._lock:
@@ -184,7 +196,12 @@ class AgentRun:
         except Exception as exc:
             self._report("could not place an entry in its span", exc)
         self.emitter.emit(
-            entry_type, source=source, detail=detail, raw=raw, context=None if slot is None else slot.context
+            entry_type,
+            source=source,
+            detail=detail,
+            raw=raw,
+            context=None if slot is None else slot.context,
+            timestamp_ns=timestamp_ns,
         )
         if entry_type == _ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
             try:
@@ -220,12 +237,30 @@ class AgentRun:
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
             return tool if tool is not None else base
         if entry_type == EntryType.TOKEN_USAGE.value:
-            self._add_usage(base, usage_attributes(detail))
-        elif entry_type == EntryType.ASSISTANT_MESSAGE.value:
+            self._add_usage(base, usage_attributes(detail), _cost_usd(detail))
+        elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
             self._add_message_usage(base, detail)
         elif entry_type == EntryType.ERROR.value:
             base.error_type = _error_type(detail)
         return base
+
+    def set_session_id(self, session_id: str) -> None:
+        """The harness told its session id after the run began: spans and later entries get it."""
+        try:
+            with self._lock:
+                if session_id == self._session_id:
+                    return
+                self._session_id = session_id
+                for slot in (self._root, self._turn):
+                    if slot is not None:
+                        slot.span.set_attribute(attr.GEN_AI_CONVERSATION_ID, session_id)
+            self.emitter.set_session_id(session_id)
+        except Exception as exc:
+            self._report("could not set the session id", exc)
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
 
     # -- turns ------------------------------------------------------------------------
 
@@ -315,7 +350,7 @@ class AgentRun:
         if slot is not None:
             return slot
         agent_id = source[len(SUBAGENT_SOURCE_PREFIX) :]
-        launcher = self._launcher_of(detail)
+        launcher = self._launcher_called(agent_id) or self._launcher_of(detail)
         parent = launcher or self._turn or self._root
         subagent_type = launcher.subagent_type if launcher is not None else None
         slot = _SpanSlot.open(
@@ -335,6 +370,14 @@ class AgentRun:
             launcher.subagent_source = source
         self._subagents[source] = slot
         return slot
+
+    def _launcher_called(self, call_id: str) -> _ToolSlot | None:
+        """The open `Task`/`Agent` call whose id is the subagent's (Claude's stream-json names
+        a subagent's messages after the call that launched it: exact even for parallel ones)."""
+        for (_, tool_call_id), tool in self._tools.items():
+            if tool_call_id == call_id and tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
+                return tool
+        return None
 
     def _launcher_of(self, detail: dict[str, Any] | None) -> _ToolSlot | None:
         """The `Task`/`Agent` call that started this subagent: same prompt, else the oldest waiting.
@@ -356,9 +399,10 @@ class AgentRun:
 
     # -- usage ------------------------------------------------------------------------
 
-    def _add_usage(self, slot: _SpanSlot, usage: Mapping[str, int]) -> None:
+    def _add_usage(self, slot: _SpanSlot, usage: Mapping[str, int], cost_usd: float = 0.0) -> None:
         for target in {id(s): s for s in (slot, self._turn, self._root) if s is not None}.values():
             target.usage.update(usage)
+            target.cost_usd += cost_usd
 
     def _add_message_usage(self, slot: _SpanSlot, detail: dict[str, Any] | None) -> None:
         """Claude writes a message's usage on each of its lines: count each message once."""
@@ -406,6 +450,8 @@ class AgentRun:
         span = slot.span
         if slot.usage:
             span.set_attributes(dict(slot.usage))
+        if slot.cost_usd:
+            span.set_attribute(USAGE_COST_USD, slot.cost_usd)
         if slot.error_type is not None:
             span.set_attribute(ERROR_TYPE, slot.error_type)
             span.set_status(Status(StatusCode.ERROR, slot.error_type))
@@ -483,8 +529,12 @@ def _tool_failed(detail: Any) -> bool:
 
 
 def _error_type(detail: Any) -> str:
-    """`error.type` of an `error` entry: Codex's `codexErrorInfo` when present."""
+    """`error.type` of an `error` entry: Codex's `codexErrorInfo`, Claude's result subtype."""
     if isinstance(detail, Mapping):
+        entry = detail.get("sdk_entry")
+        subtype = entry.get("subtype") if isinstance(entry, Mapping) else None
+        if isinstance(subtype, str) and subtype.startswith("error"):
+            return subtype
         notification = detail.get("notification")
         turn = notification.get("turn") if isinstance(notification, Mapping) else None
         error = turn.get("error") if isinstance(turn, Mapping) else None
@@ -495,6 +545,15 @@ def _error_type(detail: Any) -> str:
             if isinstance(info, Mapping) and info:
                 return str(next(iter(info)))
     return "_OTHER"
+
+
+def _cost_usd(detail: Any) -> float:
+    """Claude's `total_cost_usd` of a result, else 0."""
+    entry = detail.get("sdk_entry") if isinstance(detail, Mapping) else None
+    cost = entry.get("total_cost_usd") if isinstance(entry, Mapping) else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
+        return float(cost)
+    return 0.0
 
 
 def _exception_type(error: BaseException) -> str:

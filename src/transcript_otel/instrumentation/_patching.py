@@ -101,6 +101,8 @@ class PatchSet:
                 self._reported_missing.add(key)
                 _logger.debug("%s: %s.%s not found; not patched", self.name, patch.module, patch.attribute)
             return
+        if isinstance(original, wrapt.FunctionWrapper) and original._self_wrapper is patch.wrapper:
+            return  # a name imported from a module this set already patched: wrapping it twice would double
         try:
             wrapped = wrapt.FunctionWrapper(original, patch.wrapper)
             setattr(parent, name, wrapped)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model import EntryType
 
@@ -34,30 +35,10 @@ _TYPE_MAP: Final = {
     "summary": EntryType.SYSTEM_EVENT,
     "system": EntryType.SYSTEM_EVENT,
 }
-# Tool names remembered per source for naming results; bounded like a transcript's tools.
-_MAX_REMEMBERED_TOOLS: Final = 10_000
-
-
-def _content_blocks(entry: dict[str, Any]) -> list[Any] | None:
-    message = entry.get("message")
-    if isinstance(message, dict):
-        content = message.get("content")
-        if isinstance(content, list):
-            return content
-    return None
-
-
-def _is_block(block: Any, block_type: str) -> bool:
-    return isinstance(block, dict) and block.get("type") == block_type
 
 
 def _unparsed(reason: str, raw: str, source: str) -> list[MappedEntry]:
     return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, raw, source)]
-
-
-def _with_content(entry: dict[str, Any], blocks: list[Any]) -> dict[str, Any]:
-    message = entry["message"]
-    return {**entry, "message": {**message, "content": blocks}}
 
 
 class ClaudeTranscriptMapper:
@@ -66,7 +47,7 @@ class ClaudeTranscriptMapper:
     __slots__ = ("_tool_names",)
 
     def __init__(self) -> None:
-        self._tool_names: dict[str, dict[str, str]] = {}
+        self._tool_names = ToolNames()
 
     def line(self, line: Any, source: str) -> list[MappedEntry]:
         if isinstance(line, bytes):
@@ -90,10 +71,10 @@ class ClaudeTranscriptMapper:
             if isinstance(native_type, str)
             else EntryType.UNKNOWN
         )
-        blocks = _content_blocks(entry) or []
-        if entry_type is EntryType.ASSISTANT_MESSAGE and any(_is_block(b, "tool_use") for b in blocks):
+        blocks = content_blocks(entry) or []
+        if entry_type is EntryType.ASSISTANT_MESSAGE and any(is_block(b, "tool_use") for b in blocks):
             return self._split_assistant(entry, blocks, line, source)
-        if entry_type is EntryType.USER_MESSAGE and any(_is_block(b, "tool_result") for b in blocks):
+        if entry_type is EntryType.USER_MESSAGE and any(is_block(b, "tool_result") for b in blocks):
             return self._split_user(entry, blocks, line, source)
         detail: dict[str, Any] = {"sdk_entry": entry}
         if entry.get("type") == "summary":
@@ -106,18 +87,15 @@ class ClaudeTranscriptMapper:
         self, entry: dict[str, Any], blocks: list[Any], line: str, source: str
     ) -> list[MappedEntry]:
         entries: list[MappedEntry] = []
-        others = [block for block in blocks if not _is_block(block, "tool_use")]
+        others = [block for block in blocks if not is_block(block, "tool_use")]
         if others:
-            sdk_entry = _with_content(entry, others)
+            sdk_entry = with_content(entry, others)
             entries.append(
                 MappedEntry(EntryType.ASSISTANT_MESSAGE.value, {"sdk_entry": sdk_entry}, line, source)
             )
-        names = self._tool_names.setdefault(source, {})
         for block in blocks:
-            if _is_block(block, "tool_use"):
-                call_id, name = block.get("id"), block.get("name")
-                if isinstance(call_id, str) and isinstance(name, str) and len(names) < _MAX_REMEMBERED_TOOLS:
-                    names[call_id] = name
+            if is_block(block, "tool_use"):
+                self._tool_names.remember(source, block)
                 entries.append(MappedEntry(EntryType.TOOL_USE.value, {"sdk_entry": block}, None, source))
         return entries
 
@@ -125,18 +103,13 @@ class ClaudeTranscriptMapper:
         self, entry: dict[str, Any], blocks: list[Any], line: str, source: str
     ) -> list[MappedEntry]:
         entries: list[MappedEntry] = []
-        others = [block for block in blocks if not _is_block(block, "tool_result")]
+        others = [block for block in blocks if not is_block(block, "tool_result")]
         if others:
-            user_detail = {"sdk_entry": _with_content(entry, others)}
+            user_detail = {"sdk_entry": with_content(entry, others)}
             entries.append(MappedEntry(EntryType.USER_MESSAGE.value, user_detail, line, source))
-        names = self._tool_names.get(source, {})
         for block in blocks:
-            if _is_block(block, "tool_result"):
-                detail: dict[str, Any] = {"sdk_entry": block}
-                call_id = block.get("tool_use_id")
-                name = names.pop(call_id, None) if isinstance(call_id, str) else None
-                if name is not None:
-                    detail["tool_name"] = name
+            if is_block(block, "tool_result"):
+                detail = self._tool_names.result_detail(source, block)
                 entries.append(
                     MappedEntry(EntryType.TOOL_RESULT.value, detail, None if others else line, source)
                 )

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Patch
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, argument, observing
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.model import MAIN_SOURCE

@@ -14,14 +14,10 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Patch, Wrapper
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import (
-    WinkInstrumentation,
-    argument,
-    guarded,
-    observing,
-)
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
 from transcript_otel.mappings.codex import CodexMapper
 

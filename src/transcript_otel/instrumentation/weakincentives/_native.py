@@ -15,8 +15,9 @@ from typing import Any, Final
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Patch, Wrapper
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, argument, guarded
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 from transcript_otel.model import MAIN_SOURCE
 
 TRANSCRIPT_MODULE: Final = "weakincentives.runtime.transcript"

@@ -1,4 +1,4 @@
-"""What every weakincentives wrapper shares: the tracer, an on/off switch, argument reading."""
+"""What every weakincentives wrapper shares: the tracer, an on/off switch, the observing wrapper."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.instrumentation._agent_run import AgentRun, current_run
+from transcript_otel.instrumentation._calls import guarded
 from transcript_otel.instrumentation._patching import Wrapper
 
 _logger = logging.getLogger(__name__)
@@ -35,23 +36,6 @@ class WinkInstrumentation:
         if run is None or not is_instrumentation_enabled():
             return None
         return run
-
-
-def argument(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, position: int | None = None) -> Any:
-    """A call's argument by name, else by position (wrapped methods are bound: no `self`)."""
-    if name in kwargs:
-        return kwargs[name]
-    if position is not None and position < len(args):
-        return args[position]
-    return None
-
-
-def guarded(what: str, action: Callable[..., object], *arguments: Any) -> None:
-    """Run a telemetry step; a failure is logged, never raised into the agent."""
-    try:
-        action(*arguments)
-    except Exception:
-        _logger.debug("transcript-otel: %s failed", what, exc_info=True)
 
 
 Observer = Callable[[AgentRun, tuple[Any, ...], dict[str, Any]], None]

@@ -1,0 +1,66 @@
+"""What the claude-agent-sdk wrappers share: the tracer, the on/off switch, the clients' runs."""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from transcript_otel.instrumentation._agent_run import AgentRun, current_run
+from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun
+
+_logger = logging.getLogger(__name__)
+_logger.addHandler(logging.NullHandler())
+
+ADAPTER: Final = "claude_agent_sdk"
+PROVIDER: Final = "anthropic"
+
+
+@dataclass(slots=True)
+class SdkInstrumentation:
+    """Shared by the wrappers of one `instrument()`; `active` is cleared by `uninstrument()`."""
+
+    tracer: trace.Tracer
+    prompt_name: str
+    active: bool = True
+    # The run of each connected `ClaudeSDKClient`, from `connect()` to `disconnect()`.
+    clients: weakref.WeakKeyDictionary[Any, SdkRun] = field(default_factory=weakref.WeakKeyDictionary)
+    # Every run this instrumentation started (to tell them from other instrumentations' runs).
+    runs: weakref.WeakSet[AgentRun] = field(default_factory=weakref.WeakSet)
+
+    def start_run(self, options: Any) -> SdkRun | None:
+        """A new run for a conversation with these `ClaudeAgentOptions`, or None not to capture it.
+
+        Not captured: capture switched off or suppressed, and a conversation run by the
+        weakincentives Claude adapter, whose instrumentation captures it already (from
+        the CLI's transcript files).
+        """
+        if not self.active or not is_instrumentation_enabled():
+            return None
+        outer = current_run()
+        if outer is not None and outer.adapter == ADAPTER and outer not in self.runs:
+            return None
+        try:
+            run = AgentRun(
+                self.tracer,
+                prompt_name=self.prompt_name,
+                adapter=ADAPTER,
+                session_id=_text_option(options, "session_id") or _text_option(options, "resume"),
+                provider=PROVIDER,
+                model=_text_option(options, "model"),
+                count_message_usage=False,
+            )
+        except Exception:
+            _logger.debug("transcript-otel: could not start a claude-agent-sdk run", exc_info=True)
+            return None
+        self.runs.add(run)
+        return SdkRun(run)
+
+
+def _text_option(options: Any, name: str) -> str | None:
+    value = getattr(options, name, None)
+    return value if isinstance(value, str) and value else None
