@@ -11,6 +11,9 @@ BENCH_VENV := .venv-bench
 TEST_VENV := .venv
 TEST_VENV_DEFAULT := .venv-py-default
 CHECKED := src tests examples benchmarks
+# The claude-agent-sdk instrumentor is tested at both ends of its range, one per test environment.
+CLAUDE_SDK_NEWEST := 0.2.187
+CLAUDE_SDK_OLDEST := 0.1.0
 
 .PHONY: demo test lint pytest pytest-default wink-envs bench clean
 
@@ -19,14 +22,14 @@ $(DEMO_VENV)/.installed: pyproject.toml
 	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0
 	touch $@
 
-$(TEST_VENV)/.installed: pyproject.toml
+$(TEST_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install $(PIP_QUIET) -e '.[dev]'
+	$(TEST_VENV)/bin/pip install $(PIP_QUIET) -e '.[dev]' claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
 	touch $@
 
-$(TEST_VENV_DEFAULT)/.installed: pyproject.toml
+$(TEST_VENV_DEFAULT)/.installed: pyproject.toml Makefile
 	$(PY_DEFAULT) -m venv $(TEST_VENV_DEFAULT)
-	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) -e '.[test]'
+	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) -e '.[test]' claude-agent-sdk==$(CLAUDE_SDK_OLDEST)
 	touch $@
 
 $(BENCH_VENV)/.installed: pyproject.toml

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from transcript_otel import TranscriptPipeline
+from transcript_otel import TranscriptPipeline, defaults, set_pipeline
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
@@ -94,6 +94,16 @@ def full_pipeline(
 ) -> TranscriptPipeline:
     """All three sinks: JSONL mirror, OTel log records, span events."""
     return make_pipeline([JsonlMirror(runs_dir), OTelLogSink(otel.logger_provider), SpanEventSink()])
+
+
+@pytest.fixture
+def default_pipeline(
+    full_pipeline: TranscriptPipeline, monkeypatch: pytest.MonkeyPatch
+) -> TranscriptPipeline:
+    """`full_pipeline` as the default pipeline (what instrumentors use), the previous one restored after."""
+    monkeypatch.setattr(defaults, "_pipeline", defaults._pipeline)  # undone by monkeypatch
+    set_pipeline(full_pipeline)
+    return full_pipeline
 
 
 @pytest.fixture(scope="module")

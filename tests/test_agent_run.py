@@ -20,7 +20,7 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from transcript_otel import TranscriptPipeline, defaults, set_pipeline
+from transcript_otel import TranscriptPipeline
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
@@ -33,14 +33,6 @@ MODEL = "gpt-5"
 ROOT = "invoke_agent review"
 CHAT = f"chat {MODEL}"
 COMMAND = "execute_tool codex:command"
-
-
-@pytest.fixture
-def pipeline(full_pipeline: TranscriptPipeline, monkeypatch: pytest.MonkeyPatch) -> TranscriptPipeline:
-    """`full_pipeline` as the default pipeline, the previous default restored after the test."""
-    monkeypatch.setattr(defaults, "_pipeline", defaults._pipeline)  # undone by monkeypatch
-    set_pipeline(full_pipeline)
-    return full_pipeline
 
 
 @dataclass
@@ -84,7 +76,7 @@ Start = Callable[..., Driver]
 
 
 @pytest.fixture
-def start(pipeline: TranscriptPipeline, otel: OTelHarness) -> Iterator[Start]:
+def start(default_pipeline: TranscriptPipeline, otel: OTelHarness) -> Iterator[Start]:
     runs: list[AgentRun] = []
 
     def start_run(**options: Any) -> Driver:
