@@ -431,7 +431,12 @@ class AgentRun:
             if error is not None:
                 root.error_type = _exception_type(error)
                 root.span.record_exception(error)
-            self.emitter.stop(wait=False)
+            # `transcript.stop` belongs to the root span too, wherever the run is finished from.
+            token = otel_context.attach(root.context)
+            try:
+                self.emitter.stop(wait=False)
+            finally:
+                otel_context.detach(token)
             self._end(root)
         except Exception as exc:
             self._report("could not end the run's spans", exc)

@@ -30,13 +30,13 @@ async def traced(inner: AsyncIterator[_T], sdk_run: SdkRun, *, owns_run: bool) -
                     item = await inner.__anext__()
                 except StopAsyncIteration:
                     return
+                except BaseException as exc:  # the agent failed, or was cancelled, in the SDK's step
+                    error = exc
+                    sdk_run.failed(exc)
+                    raise
+            # What is thrown in here (GeneratorExit, or the CancelledError of a program being torn
+            # down) comes from the program while it holds a message: it stopped reading early.
             yield item
-    except GeneratorExit:
-        raise  # the program stopped reading early: the run ends, without an error
-    except BaseException as exc:
-        error = exc
-        sdk_run.failed(exc)
-        raise
     finally:
         try:
             aclose = getattr(inner, "aclose", None)

@@ -1,0 +1,502 @@
+"""`ClaudeAgentSdkInstrumentor` on the real claude-agent-sdk, driving a scripted `claude` CLI.
+
+The SDK starts `examples/fake_agents/fake_claude_stream.py` (through `cli_path`) and
+speaks its real protocol with it; each scenario prints what the real CLI prints.
+Spans go to an in-memory exporter of the real OTel SDK, log records to an
+in-memory log exporter, entries to the JSONL mirror: every test reads what a user
+would read there. The suite runs against the newest and the oldest supported SDK
+(one per test environment, see the Makefile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("claude_agent_sdk")
+pytest.importorskip("opentelemetry.sdk")
+
+import claude_agent_sdk
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    ResultMessage,
+    TextBlock,
+    query,
+)
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from transcript_otel import TranscriptPipeline, read_records
+from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
+from transcript_otel.invariants import check_invariants
+
+from conftest import OTelHarness
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+from codex_agent import write_launcher  # noqa: E402  (the demo's launcher of a fake agent)
+
+FAKE_CLI = EXAMPLES / "fake_agents" / "fake_claude_stream.py"
+PROMPT_NAME = "sdk-test"
+ROOT = f"invoke_agent {PROMPT_NAME}"
+SDK_VERSION = tuple(int(part) for part in claude_agent_sdk.__version__.split(".")[:3])
+# Before 0.1.5x the SDK raised on message types it did not know; since, it skips them.
+SDK_SKIPS_UNKNOWN_TYPES = SDK_VERSION >= (0, 1, 50)
+SDK_PASSES_TRACEPARENT = SDK_VERSION >= (0, 1, 81)
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return write_launcher(tmp_path_factory.mktemp("cli"), "claude", FAKE_CLI)
+
+
+@pytest.fixture
+def instrumented(otel: OTelHarness, default_pipeline: TranscriptPipeline) -> Iterator[None]:
+    instrumentor = ClaudeAgentSdkInstrumentor()
+    instrumentor.instrument(tracer_provider=otel.tracer_provider, prompt_name=PROMPT_NAME)
+    yield
+    instrumentor.uninstrument()
+
+
+def options(cli: str, scenario: str, **more: Any) -> Any:
+    return ClaudeAgentOptions(cli_path=cli, env={"FAKE_SCENARIO": scenario}, **more)
+
+
+async def ask(prompt: Any, opts: Any) -> list[Any]:
+    return [message async for message in query(prompt=prompt, options=opts)]
+
+
+@dataclass
+class Capture:
+    """What the run left in each sink: spans by name, log records, the JSONL mirror."""
+
+    spans: list[ReadableSpan]
+    logs: list[Any]
+    records: list[dict[str, Any]]
+
+    def span(self, name: str) -> ReadableSpan:
+        (found,) = [span for span in self.spans if span.name == name]
+        return found
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [span for span in self.spans if span.name == name]
+
+    def tool(self, call_id: str) -> ReadableSpan:
+        (found,) = [s for s in self.spans if (s.attributes or {}).get("gen_ai.tool.call.id") == call_id]
+        return found
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return [r["context"] for r in self.records if r["event"] == "transcript.entry"]
+
+    def of(self, source: str) -> list[dict[str, Any]]:
+        return [entry for entry in self.entries if entry["source"] == source]
+
+    def types(self, source: str = "main") -> list[str]:
+        return [entry["entry_type"] for entry in self.of(source)]
+
+    def parent_of(self, span: ReadableSpan) -> ReadableSpan:
+        assert span.parent is not None
+        (found,) = [s for s in self.spans if s.context.span_id == span.parent.span_id]
+        return found
+
+    def span_of(self, entry: dict[str, Any]) -> ReadableSpan:
+        """The span an entry belongs to (its log record and span event are there)."""
+        (span,) = [s for s in self.spans if f"{s.context.span_id:016x}" == entry["span_id"]]
+        return span
+
+
+@pytest.fixture
+def captured(
+    otel: OTelHarness, default_pipeline: TranscriptPipeline, runs_dir: Path
+) -> Callable[[], Capture]:
+    def capture() -> Capture:
+        assert default_pipeline.flush(10.0)
+        assert default_pipeline.flush(10.0)  # spans end on the writer, after their entries
+        records = [record for path in sorted(runs_dir.glob("*.jsonl")) for record in read_records(path)]
+        return Capture(otel.finished_spans(), otel.finished_logs(), records)
+
+    return capture
+
+
+def usage_of(span: ReadableSpan) -> dict[str, Any]:
+    attributes = span.attributes or {}
+    return {
+        key: value
+        for key, value in attributes.items()
+        if key.startswith(("gen_ai.usage", "transcript.usage"))
+    }
+
+
+def assert_invariants(capture: Capture) -> None:
+    assert check_invariants(capture.records) == []
+
+
+# -- query(): the plain answer -----------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_plain_query_is_one_run_with_a_turn(cli: str, captured: Callable[[], Capture]) -> None:
+    messages = asyncio.run(ask("Say hello", options(cli, "plain", model="claude-opus-4-6")))
+
+    # The program sees exactly what the SDK gives it.
+    assert [type(m).__name__ for m in messages][-2:] == ["AssistantMessage", "ResultMessage"]
+    capture = captured()
+    assert_invariants(capture)
+    assert capture.types() == ["user_message", "system_event", "assistant_message", "token_usage"]
+    prompt, init, answer, usage = capture.entries
+    assert prompt["detail"]["sdk_entry"]["message"] == {"role": "user", "content": "Say hello"}
+    assert init["detail"]["subtype"] == "init"
+    assert answer["detail"]["sdk_entry"]["message"]["content"] == [
+        {"type": "text", "text": "Hello from fake claude"}
+    ]
+    session_id = init["detail"]["sdk_entry"]["session_id"]
+    assert {entry["session_id"] for entry in capture.entries} == {session_id}  # the prompt's too
+    assert {entry["adapter"] for entry in capture.entries} == {"claude_agent_sdk"}
+    assert json.loads(usage["raw"])["total_cost_usd"] == 0.0123
+
+    root, chat = capture.span(ROOT), capture.span("chat claude-opus-4-6")
+    assert root.parent is None
+    assert capture.parent_of(chat) is root
+    assert (root.attributes or {})["gen_ai.conversation.id"] == session_id
+    assert (root.attributes or {})["gen_ai.provider.name"] == "anthropic"
+    expected_usage = {
+        "gen_ai.usage.input_tokens": 100,
+        "gen_ai.usage.output_tokens": 20,
+        "gen_ai.usage.cache_read.input_tokens": 5,
+        "gen_ai.usage.cache_write.input_tokens": 3,
+        "transcript.usage.cost_usd": 0.0123,
+    }
+    assert usage_of(chat) == expected_usage
+    assert usage_of(root) == expected_usage
+    # Entries are span events of their span and log records correlated with it.
+    assert [event.name for event in chat.events] == ["transcript.entry"] * 4
+    assert capture.span_of(prompt) is chat
+    assert len(capture.logs) == len(capture.records)
+    assert {log.log_record.trace_id for log in capture.logs} == {root.context.trace_id}
+
+
+@pytest.mark.skipif(not SDK_PASSES_TRACEPARENT, reason="this SDK version passes no TRACEPARENT to the CLI")
+@pytest.mark.usefixtures("instrumented")
+def test_the_cli_is_started_under_the_run_span(cli: str, captured: Callable[[], Capture]) -> None:
+    asyncio.run(ask("Say hello", options(cli, "plain")))
+    capture = captured()
+    (init,) = [entry for entry in capture.entries if entry["entry_type"] == "system_event"]
+    root = capture.span(ROOT)
+    traceparent = init["detail"]["sdk_entry"]["traceparent"]
+    version, trace_id, parent_id, _flags = traceparent.split("-")
+    assert (version, trace_id, parent_id) == ("00", f"{root.context.trace_id:032x}", f"{root.context.span_id:016x}")
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_the_run_is_a_child_of_the_programs_span(
+    cli: str, captured: Callable[[], Capture], otel: OTelHarness
+) -> None:
+    with otel.tracer.start_as_current_span("my-job") as job:
+        asyncio.run(ask("Say hello", options(cli, "plain")))
+    capture = captured()
+    root = capture.span(ROOT)
+    assert root.parent is not None
+    assert root.parent.span_id == job.get_span_context().span_id
+
+
+# -- thinking and tools ------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_thinking_blocks_are_thinking_entries(cli: str, captured: Callable[[], Capture]) -> None:
+    asyncio.run(ask("Greet me", options(cli, "thinking")))
+    capture = captured()
+    assert capture.types() == ["user_message", "system_event", "thinking", "assistant_message", "token_usage"]
+    thinking = capture.entries[2]
+    assert thinking["detail"]["sdk_entry"] == {
+        "type": "thinking",
+        "thinking": "Let me think about greetings.",
+        "signature": "sig-fake",
+    }
+    assert thinking["raw"] is not None
+    assert json.loads(thinking["raw"])["type"] == "assistant"
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_tool_call_is_an_execute_tool_span_holding_its_use_and_result(
+    cli: str, captured: Callable[[], Capture]
+) -> None:
+    asyncio.run(ask("List the files", options(cli, "tool")))
+    capture = captured()
+    assert_invariants(capture)
+    assert capture.types() == [
+        "user_message",
+        "system_event",
+        "assistant_message",
+        "tool_use",
+        "tool_result",
+        "assistant_message",
+        "token_usage",
+    ]
+    bash = capture.span("execute_tool Bash")
+    assert capture.parent_of(bash) is capture.span("chat")
+    assert (bash.attributes or {})["gen_ai.tool.call.id"] == "toolu_bash_1"
+    assert bash.status.status_code is StatusCode.UNSET
+    use, result = capture.entries[3], capture.entries[4]
+    assert capture.span_of(use) is bash
+    assert capture.span_of(result) is bash
+    assert result["detail"]["tool_name"] == "Bash"
+    assert result["detail"]["sdk_entry"]["content"] == "a.txt\nb.txt"
+
+
+# -- subagents ---------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_parallel_subagents_nest_under_the_calls_that_launched_them(
+    cli: str, captured: Callable[[], Capture]
+) -> None:
+    asyncio.run(ask("Count files and read the README", options(cli, "parallel")))
+    capture = captured()
+    assert_invariants(capture)
+
+    chat = capture.span("chat")
+    task_a, task_b = capture.tool("toolu_task_a"), capture.tool("toolu_task_b")
+    assert capture.parent_of(task_a) is chat
+    assert capture.parent_of(task_b) is chat
+    counter, reader = capture.span("invoke_agent counter"), capture.span("invoke_agent reader")
+    assert capture.parent_of(counter) is task_a
+    assert capture.parent_of(reader) is task_b
+    assert (counter.attributes or {})["gen_ai.agent.id"] == "toolu_task_a"
+    assert capture.parent_of(capture.tool("toolu_a_1")) is counter
+    assert capture.parent_of(capture.tool("toolu_b_1")) is reader
+    assert capture.tool("toolu_a_1").name == "execute_tool Bash"
+    assert capture.tool("toolu_b_1").name == "execute_tool Read"
+
+    # Each subagent's entries have their own source, gap-free sequence numbers, and sit in
+    # its span or in the spans of its own tool calls.
+    for call_id, agent, tool_name in [("toolu_task_a", counter, "Bash"), ("toolu_task_b", reader, "Read")]:
+        source = f"subagent:{call_id}"
+        assert capture.types(source) == ["user_message", "tool_use", "tool_result", "assistant_message"]
+        assert [e["sequence_number"] for e in capture.of(source)] == [1, 2, 3, 4]
+        assert capture.of(source)[2]["detail"]["tool_name"] == tool_name
+        for entry in capture.of(source):
+            span = capture.span_of(entry)
+            assert span is agent or capture.parent_of(span) is agent
+    main = capture.types()
+    assert main.count("tool_use") == 2
+    assert main.count("tool_result") == 2
+    assert [e["sequence_number"] for e in capture.of("main")] == list(range(1, len(main) + 1))
+    # A subagent span ends with the result of its launcher.
+    assert counter.end_time is not None
+    assert task_a.end_time is not None
+    assert counter.end_time <= task_a.end_time
+
+
+# -- results, errors, odd messages -------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_an_error_result_is_an_error_entry_and_an_error_turn(
+    cli: str, captured: Callable[[], Capture]
+) -> None:
+    try:
+        messages = asyncio.run(ask("Fail please", options(cli, "error")))
+        raised: BaseException | None = None
+    except Exception as error:  # the SDK may raise once the CLI exits with status 1
+        messages, raised = [], error
+    capture = captured()
+    assert_invariants(capture)
+    if messages:
+        assert isinstance(messages[-1], ResultMessage)
+        assert messages[-1].is_error
+    types = capture.types()
+    assert types[:5] == ["user_message", "system_event", "assistant_message", "token_usage", "error"]
+    error_entry = capture.entries[4]
+    assert error_entry["detail"]["sdk_entry"]["errors"] == ["fake claude failure"]
+    chat = capture.span("chat")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert (chat.attributes or {})["error.type"] == "error_during_execution"
+    root = capture.span(ROOT)
+    assert (root.status.status_code is StatusCode.ERROR) == (raised is not None)
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_an_unknown_message_type_is_kept(cli: str, captured: Callable[[], Capture]) -> None:
+    try:
+        asyncio.run(ask("Surprise me", options(cli, "unknown")))
+        raised: BaseException | None = None
+    except Exception as error:
+        raised = error
+    assert (raised is None) == SDK_SKIPS_UNKNOWN_TYPES
+    capture = captured()
+    assert_invariants(capture)
+    (unknown,) = [entry for entry in capture.entries if entry["entry_type"] == "unknown"]
+    assert unknown["detail"]["sdk_entry"]["payload"] == {"x": 1}
+    assert json.loads(unknown["raw"])["type"] == "mystery_event"
+    if SDK_SKIPS_UNKNOWN_TYPES:
+        compaction = [e for e in capture.entries if e["detail"].get("subtype") == "compaction"]
+        assert len(compaction) == 1
+        assert capture.types()[-2:] == ["assistant_message", "token_usage"]
+    else:  # the SDK's own exception reached the program, and the transcript says so
+        assert capture.types()[-1] == "error"
+        assert capture.entries[-1]["detail"]["exception"]["type"] == type(raised).__name__
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_consumer_that_stops_early_ends_every_span(cli: str, captured: Callable[[], Capture]) -> None:
+    async def first_answer() -> Any:
+        stream = query(prompt="Stream a lot", options=options(cli, "slow"))
+        async for message in stream:
+            if isinstance(message, AssistantMessage):
+                await stream.aclose()
+                return message
+        raise AssertionError("no answer")
+
+    message = asyncio.run(asyncio.wait_for(first_answer(), 30))
+    assert isinstance(message.content[0], TextBlock)
+    assert message.content[0].text == "chunk 0"
+    capture = captured()
+    assert_invariants(capture)
+    assert {span.name for span in capture.spans} == {ROOT, "chat"}  # both ended
+    assert capture.records[-1]["event"] == "transcript.stop"
+    assert capture.types().count("assistant_message") < 200  # it stopped reading
+    assert capture.span(ROOT).status.status_code is StatusCode.UNSET
+
+
+# -- ClaudeSDKClient ---------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_client_is_one_run_with_a_turn_per_prompt(cli: str, captured: Callable[[], Capture]) -> None:
+    async def conversation() -> list[list[Any]]:
+        answers: list[list[Any]] = []
+        async with ClaudeSDKClient(options=options(cli, "tool")) as client:
+            for prompt in ["List the files", "And again"]:
+                await client.query(prompt)
+                answers.append([message async for message in client.receive_response()])
+        return answers
+
+    first, second = asyncio.run(conversation())
+    assert isinstance(first[-1], ResultMessage)
+    assert isinstance(second[-1], ResultMessage)
+    capture = captured()
+    assert_invariants(capture)
+    root = capture.span(ROOT)
+    turns = sorted(capture.named("chat"), key=lambda span: (span.attributes or {})["transcript.turn"])
+    assert [(span.attributes or {})["transcript.turn"] for span in turns] == [1, 2]
+    assert all(capture.parent_of(turn) is root for turn in turns)
+    assert len(capture.named("execute_tool Bash")) == 2
+    prompts = [entry for entry in capture.entries if entry["entry_type"] == "user_message"]
+    assert [p["detail"]["sdk_entry"]["message"]["content"] for p in prompts] == [
+        "List the files",
+        "And again",
+    ]
+    assert [capture.span_of(p) for p in prompts] == turns
+    assert usage_of(root)["gen_ai.usage.input_tokens"] == 200  # both turns
+    assert capture.records[-1]["event"] == "transcript.stop"
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_streamed_prompt_is_recorded_message_by_message(cli: str, captured: Callable[[], Capture]) -> None:
+    async def prompts() -> AsyncIterator[dict[str, Any]]:
+        yield {
+            "type": "user",
+            "message": {"role": "user", "content": "Say hello"},
+            "parent_tool_use_id": None,
+        }
+
+    asyncio.run(ask(prompts(), options(cli, "plain")))
+    capture = captured()
+    assert capture.types()[0] == "user_message"
+    assert capture.entries[0]["detail"]["sdk_entry"]["message"]["content"] == "Say hello"
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_concurrent_queries_are_separate_runs(cli: str, captured: Callable[[], Capture]) -> None:
+    async def both() -> None:
+        await asyncio.gather(ask("one", options(cli, "tool")), ask("two", options(cli, "thinking")))
+
+    asyncio.run(both())
+    capture = captured()
+    assert_invariants(capture)
+    roots = capture.named(ROOT)
+    assert len(roots) == 2
+    by_run: dict[str, list[str]] = defaultdict(list)
+    for entry in capture.entries:
+        by_run[entry["session_id"]].append(entry["entry_type"])
+    assert sorted(map(tuple, by_run.values())) == sorted(
+        [
+            (
+                "user_message",
+                "system_event",
+                "assistant_message",
+                "tool_use",
+                "tool_result",
+                "assistant_message",
+                "token_usage",
+            ),
+            ("user_message", "system_event", "thinking", "assistant_message", "token_usage"),
+        ]
+    )
+    tool = capture.span("execute_tool Bash")
+    assert tool.context.trace_id in {root.context.trace_id for root in roots}
+
+
+# -- switching capture off ---------------------------------------------------------------------
+
+
+def test_uninstrument_and_suppression_capture_nothing(
+    cli: str, otel: OTelHarness, default_pipeline: TranscriptPipeline, captured: Callable[[], Capture]
+) -> None:
+    instrumentor = ClaudeAgentSdkInstrumentor()
+    instrumentor.instrument(tracer_provider=otel.tracer_provider, prompt_name=PROMPT_NAME)
+    assert "claude_agent_sdk._internal.client:InternalClient.process_query" in instrumentor.applied_patches
+    with suppress_instrumentation():
+        asyncio.run(ask("quiet", options(cli, "plain")))
+    instrumentor.uninstrument()
+    messages = asyncio.run(ask("after", options(cli, "plain")))
+    assert isinstance(messages[-1], ResultMessage)
+    capture = captured()
+    assert capture.spans == []
+    assert capture.records == []
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_conversation_already_captured_by_an_outer_claude_run_is_left_to_it(
+    cli: str, otel: OTelHarness, captured: Callable[[], Capture]
+) -> None:
+    # What the weakincentives Claude adapter's instrumentation looks like from here: an
+    # AgentRun of adapter `claude_agent_sdk` current around the SDK calls.
+    from transcript_otel.instrumentation._agent_run import AgentRun
+
+    outer = AgentRun(
+        otel.tracer_provider.get_tracer("wink"),
+        prompt_name="wink",
+        adapter="claude_agent_sdk",
+        session_id=None,
+    )
+    with outer.activate():
+        asyncio.run(ask("Say hello", options(cli, "plain")))
+    outer.finish()
+    capture = captured()
+    assert [span.name for span in capture.spans] == ["invoke_agent wink"]
+    assert capture.entries == []
+
+
+def test_the_entry_point_loads_the_instrumentor() -> None:
+    from importlib.metadata import entry_points
+
+    (entry_point,) = [
+        ep
+        for ep in entry_points(group="opentelemetry_instrumentor")
+        if ep.name == "transcript_claude_agent_sdk"
+    ]
+    assert entry_point.load() is ClaudeAgentSdkInstrumentor
