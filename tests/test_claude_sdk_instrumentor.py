@@ -139,6 +139,12 @@ def usage_of(span: ReadableSpan) -> dict[str, Any]:
     }
 
 
+def turn_of(span: ReadableSpan) -> int:
+    turn = (span.attributes or {})["transcript.turn"]
+    assert isinstance(turn, int)
+    return turn
+
+
 def assert_invariants(capture: Capture) -> None:
     assert check_invariants(capture.records) == []
 
@@ -196,7 +202,9 @@ def test_the_cli_is_started_under_the_run_span(cli: str, captured: Callable[[], 
     root = capture.span(ROOT)
     traceparent = init["detail"]["sdk_entry"]["traceparent"]
     version, trace_id, parent_id, _flags = traceparent.split("-")
-    assert (version, trace_id, parent_id) == ("00", f"{root.context.trace_id:032x}", f"{root.context.span_id:016x}")
+    assert version == "00"
+    assert trace_id == f"{root.context.trace_id:032x}"
+    assert parent_id == f"{root.context.span_id:016x}"
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -353,7 +361,7 @@ def test_an_unknown_message_type_is_kept(cli: str, captured: Callable[[], Captur
 @pytest.mark.usefixtures("instrumented")
 def test_a_consumer_that_stops_early_ends_every_span(cli: str, captured: Callable[[], Capture]) -> None:
     async def first_answer() -> Any:
-        stream = query(prompt="Stream a lot", options=options(cli, "slow"))
+        stream: Any = query(prompt="Stream a lot", options=options(cli, "slow"))  # an async generator
         async for message in stream:
             if isinstance(message, AssistantMessage):
                 await stream.aclose()
@@ -390,8 +398,8 @@ def test_a_client_is_one_run_with_a_turn_per_prompt(cli: str, captured: Callable
     capture = captured()
     assert_invariants(capture)
     root = capture.span(ROOT)
-    turns = sorted(capture.named("chat"), key=lambda span: (span.attributes or {})["transcript.turn"])
-    assert [(span.attributes or {})["transcript.turn"] for span in turns] == [1, 2]
+    turns = sorted(capture.named("chat"), key=turn_of)
+    assert [turn_of(span) for span in turns] == [1, 2]
     assert all(capture.parent_of(turn) is root for turn in turns)
     assert len(capture.named("execute_tool Bash")) == 2
     prompts = [entry for entry in capture.entries if entry["entry_type"] == "user_message"]
