@@ -11,7 +11,9 @@ would read there. The suite runs against the newest and the oldest supported SDK
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
 import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -54,11 +56,16 @@ SDK_VERSION = tuple(int(part) for part in claude_agent_sdk.__version__.split("."
 # Before 0.1.5x the SDK raised on message types it did not know; since, it skips them.
 SDK_SKIPS_UNKNOWN_TYPES = SDK_VERSION >= (0, 1, 50)
 SDK_PASSES_TRACEPARENT = SDK_VERSION >= (0, 1, 81)
+# Newer SDKs prefer their bundled CLI to the one on PATH: they are given the fake's path.
+HAS_CLI_PATH = "cli_path" in {field.name for field in dataclasses.fields(ClaudeAgentOptions)}
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return write_launcher(tmp_path_factory.mktemp("cli"), "claude", FAKE_CLI)
+@pytest.fixture
+def cli(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fake CLI: `cli_path` where the SDK has that option, else the `claude` found on PATH."""
+    launcher = write_launcher(tmp_path_factory.mktemp("cli"), "claude", FAKE_CLI)
+    monkeypatch.setenv("PATH", f"{Path(launcher).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return launcher
 
 
 @pytest.fixture
@@ -70,7 +77,9 @@ def instrumented(otel: OTelHarness, default_pipeline: TranscriptPipeline) -> Ite
 
 
 def options(cli: str, scenario: str, **more: Any) -> Any:
-    return ClaudeAgentOptions(cli_path=cli, env={"FAKE_SCENARIO": scenario}, **more)
+    if HAS_CLI_PATH:
+        more["cli_path"] = cli
+    return ClaudeAgentOptions(env={"FAKE_SCENARIO": scenario}, **more)
 
 
 async def ask(prompt: Any, opts: Any) -> list[Any]:
