@@ -77,7 +77,7 @@ def _described_protocol(protocol: str | None, logs_url: str | None, traces_url: 
 
 def instrument_installed() -> list[str]:
     """Instrument every harness of ours whose library is installed; their names."""
-    from opentelemetry.instrumentation.dependencies import get_dist_dependency_conflicts
+    from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
     done: list[str] = []
     for entry_point in metadata.entry_points(group=INSTRUMENTOR_GROUP):
@@ -85,9 +85,10 @@ def instrument_installed() -> list[str]:
         if dist is None or dist.name != DISTRIBUTION:
             continue
         try:
-            if get_dist_dependency_conflicts(dist) is not None:
-                continue
             instrumentor = entry_point.load()()
+            # Checked here, quietly: `instrument()` would log an error for each library not installed.
+            if get_dependency_conflicts(list(instrumentor.instrumentation_dependencies())) is not None:
+                continue
             if not instrumentor.is_instrumented_by_opentelemetry:
                 instrumentor.instrument()
             done.append(entry_point.name)
