@@ -17,9 +17,9 @@ CLAUDE_SDK_OLDEST := 0.1.0
 
 .PHONY: demo test lint pytest pytest-default wink-envs bench clean
 
-$(DEMO_VENV)/.installed: pyproject.toml
+$(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
-	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0
+	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
 	touch $@
 
 $(TEST_VENV)/.installed: pyproject.toml Makefile
@@ -37,9 +37,12 @@ $(BENCH_VENV)/.installed: pyproject.toml
 	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 rotel==0.0.1a15
 	touch $@
 
-## demo: set up a Python 3.13 environment and run a real weakincentives Codex agent, instrumented
+## demo: set up a Python 3.13 environment and run two real agents, instrumented: a weakincentives
+## Codex agent and a claude-agent-sdk agent with parallel subagents
 demo: $(DEMO_VENV)/.installed
 	$(DEMO_VENV)/bin/python examples/codex_agent.py
+	@echo
+	$(DEMO_VENV)/bin/python examples/claude_sdk_agent.py
 
 ## test: set up and run ruff, mypy --strict and the suite (Python 3.13 and the default python3)
 test: lint pytest pytest-default

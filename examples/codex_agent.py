@@ -21,6 +21,7 @@ import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,8 @@ def summary(entry: dict[str, Any]) -> str:
     return " ".join(text.split())[:110]
 
 
-def print_transcript(path: str) -> None:
+def print_transcript(path: str, describe: Callable[[dict[str, Any]], str] = summary) -> None:
+    """One line per entry: time, source of subagents, a symbol per type, `describe(entry)`."""
     for record in read_records(path):
         if record.get("event") != "transcript.entry":
             continue
@@ -135,7 +137,7 @@ def print_transcript(path: str) -> None:
         time = datetime.fromisoformat(entry["timestamp"]).strftime("%H:%M:%S.%f")[:-3]
         source = "" if entry["source"] == "main" else f"[{entry['source']}] "
         symbol = SYMBOLS.get(entry["entry_type"], "?")
-        print(f"{time} {source}{symbol} {entry['entry_type']:<17} {summary(entry)}")
+        print(f"{time} {source}{symbol} {entry['entry_type']:<17} {describe(entry)}")
 
 
 def main() -> int:

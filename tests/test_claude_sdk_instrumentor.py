@@ -44,6 +44,7 @@ from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstr
 from transcript_otel.invariants import check_invariants
 
 from conftest import OTelHarness
+from receivers import TapCollector, run_to_completion, subprocess_env
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -517,3 +518,56 @@ def test_the_entry_point_loads_the_instrumentor() -> None:
         if ep.name == "transcript_claude_agent_sdk"
     ]
     assert entry_point.load() is ClaudeAgentSdkInstrumentor
+
+
+# -- a program with no code of ours, over OTLP -------------------------------------------------
+
+
+def test_opentelemetry_instrument_exports_a_program_with_no_code_of_ours(cli: str, tmp_path: Path) -> None:
+    """`opentelemetry-instrument python program.py`: our configurator and instrumentor are found
+    through their entry points, the run goes over OTLP/HTTP to a real receiver, and the JSONL
+    mirror has the same records."""
+    program = Path(__file__).resolve().parent / "agents" / "claude_sdk_program.py"
+    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
+
+    async def run() -> tuple[int, bytes, bytes, list[Any], list[Any]]:
+        async with TapCollector() as tap:
+            env = subprocess_env(
+                OTEL_EXPORTER_OTLP_ENDPOINT=tap.endpoint,
+                OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+                OTEL_SERVICE_NAME="sdk-program",
+                TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "runs"),
+                FAKE_CLAUDE_CLI=cli,
+                PATH=os.environ["PATH"],  # the fixture put the fake `claude` first
+            )
+            command = [str(instrument), sys.executable, str(program), "parallel", "Count and read"]
+            returncode, stdout, stderr = await run_to_completion(command, 60, env=env)
+            await tap.wait_for(
+                lambda: any(s.name.startswith("invoke_agent claude-agent-sdk") for s in tap.spans)
+            )
+            await asyncio.sleep(0.2)
+            return returncode, stdout, stderr, list(tap.spans), list(tap.logs)
+
+    returncode, stdout, stderr, spans, logs = asyncio.run(run())
+    assert returncode == 0, stderr.decode(errors="replace")
+    assert json.loads(stdout)[-1] == "ResultMessage"
+
+    by_id = {span.span_id: span for span in spans}
+    (root,) = [span for span in spans if span.name == "invoke_agent claude-agent-sdk"]
+    counter = next(span for span in spans if span.name == "invoke_agent counter")
+    launcher = by_id[counter.parent_span_id]
+    assert launcher.name == "execute_tool Task"
+    assert by_id[by_id[launcher.parent_span_id].parent_span_id] is root  # Task → chat → root
+    bash = next(span for span in spans if span.name == "execute_tool Bash")
+    assert bash.parent_span_id == counter.span_id
+
+    records = [record for path in (tmp_path / "runs").glob("*.jsonl") for record in read_records(path)]
+    assert check_invariants(records) == []
+    assert len(logs) == len(records)
+    assert {log.trace_id for log in logs} == {root.trace_id}
+    if SDK_PASSES_TRACEPARENT:
+        (init,) = [r["context"] for r in records if r["context"].get("detail", {}).get("subtype") == "init"]
+        assert init["detail"]["sdk_entry"]["traceparent"].split("-")[1:3] == [
+            root.trace_id.hex(),
+            root.span_id.hex(),
+        ]

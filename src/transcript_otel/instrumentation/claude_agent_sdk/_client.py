@@ -8,6 +8,7 @@ the client being garbage-collected while still connected.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
@@ -20,6 +21,9 @@ from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumen
 from transcript_otel.instrumentation.claude_agent_sdk._stream import traced
 
 CLIENT_MODULE: Final = "claude_agent_sdk.client"
+
+_logger = logging.getLogger(__name__)
+_logger.addHandler(logging.NullHandler())
 
 
 def _connect_wrapper(state: SdkInstrumentation) -> Wrapper:
@@ -45,11 +49,16 @@ def _connect_wrapper(state: SdkInstrumentation) -> Wrapper:
         sdk_run = state.start_run(getattr(instance, "options", None))
         if sdk_run is None:
             return wrapped(*args, **kwargs)
-        previous = state.clients.get(instance)
-        if previous is not None:
-            previous.finish()  # connected again without disconnecting: the old run is over
-        state.clients[instance] = sdk_run
-        weakref.finalize(instance, sdk_run.finish)
+        try:
+            previous = state.clients.get(instance)
+            if previous is not None:
+                previous.finish()  # connected again without disconnecting: the old run is over
+            state.clients[instance] = sdk_run
+            weakref.finalize(instance, sdk_run.finish)  # a client dropped while connected
+        except TypeError:  # a client class that cannot be weakly referenced: not captured
+            _logger.debug("transcript-otel: cannot track %r", type(instance), exc_info=True)
+            sdk_run.finish()
+            return wrapped(*args, **kwargs)
         args, kwargs = observe_prompt(sdk_run, args, kwargs, 0)
         return connect(wrapped, instance, sdk_run, args, kwargs)
 
