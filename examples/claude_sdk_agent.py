@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import transcript_otel
-from codex_agent import print_transcript, write_launcher
+from codex_agent import print_run, write_launcher
 from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
 
 FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_agents" / "fake_claude_stream.py"
@@ -94,12 +94,7 @@ def main() -> int:
     if not runs:
         print(f"no transcript was written to {directory}", file=sys.stderr)
         return 1
-    print_transcript(str(runs[-1]), describe)
-    print(f"\nJSONL mirror: {runs[-1]}")
-    if configuration.otlp_endpoint:
-        print(f"OTLP export:  {configuration.otlp_endpoint} ({configuration.otlp_protocol})")
-    else:
-        print("OTLP export:  off (set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and log records)")
+    print_run(str(runs[-1]), configuration, describe)
     return 0
 
 

@@ -140,6 +140,20 @@ def print_transcript(path: str, describe: Callable[[dict[str, Any]], str] = summ
         print(f"{time} {source}{symbol} {entry['entry_type']:<17} {describe(entry)}")
 
 
+def print_run(
+    path: str,
+    configuration: transcript_otel.Configuration,
+    describe: Callable[[dict[str, Any]], str] = summary,
+) -> None:
+    """The run's transcript, where its JSONL mirror is, and where it was exported."""
+    print_transcript(path, describe)
+    print(f"\nJSONL mirror: {path}")
+    if configuration.otlp_endpoint:
+        print(f"OTLP export:  {configuration.otlp_endpoint} ({configuration.otlp_protocol})")
+    else:
+        print("OTLP export:  off (set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and log records)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="rich", choices=("rich", "plain", "failed"))
@@ -167,12 +181,7 @@ def main() -> int:
     if not runs:
         print(f"no transcript was written to {directory}", file=sys.stderr)
         return 1
-    print_transcript(str(runs[-1]))
-    print(f"\nJSONL mirror: {runs[-1]}")
-    if configuration.otlp_endpoint:
-        print(f"OTLP export:  {configuration.otlp_endpoint} ({configuration.otlp_protocol})")
-    else:
-        print("OTLP export:  off (set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and log records)")
+    print_run(str(runs[-1]), configuration)
     return 0
 
 

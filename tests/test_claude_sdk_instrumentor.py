@@ -57,6 +57,16 @@ SDK_VERSION = tuple(int(part) for part in claude_agent_sdk.__version__.split("."
 # Before 0.1.5x the SDK raised on message types it did not know; since, it skips them.
 SDK_SKIPS_UNKNOWN_TYPES = SDK_VERSION >= (0, 1, 50)
 SDK_PASSES_TRACEPARENT = SDK_VERSION >= (0, 1, 81)
+# The entries of the `tool` scenario's turn.
+TOOL_TURN = [
+    "user_message",
+    "system_event",
+    "assistant_message",
+    "tool_use",
+    "tool_result",
+    "assistant_message",
+    "token_usage",
+]
 # Newer SDKs prefer their bundled CLI to the one on PATH: they are given the fake's path.
 HAS_CLI_PATH = "cli_path" in {field.name for field in dataclasses.fields(ClaudeAgentOptions)}
 
@@ -94,6 +104,7 @@ class Capture:
     spans: list[ReadableSpan]
     logs: list[Any]
     records: list[dict[str, Any]]
+    messages: list[Any] = dataclasses.field(default_factory=list)  # what the program received
 
     def span(self, name: str) -> ReadableSpan:
         (found,) = [span for span in self.spans if span.name == name]
@@ -140,6 +151,23 @@ def captured(
     return capture
 
 
+Run = Callable[..., Capture]
+
+
+@pytest.fixture
+def run_query(cli: str, captured: Callable[[], Capture]) -> Run:
+    """`run(scenario, prompt, **options)`: one `query()` to the end; what it left, invariants checked."""
+
+    def run(scenario: str, prompt: Any = "Say hello", **more: Any) -> Capture:
+        messages = asyncio.run(ask(prompt, options(cli, scenario, **more)))
+        capture = captured()
+        capture.messages = messages
+        assert_invariants(capture)
+        return capture
+
+    return run
+
+
 def usage_of(span: ReadableSpan) -> dict[str, Any]:
     attributes = span.attributes or {}
     return {
@@ -163,13 +191,11 @@ def assert_invariants(capture: Capture) -> None:
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_plain_query_is_one_run_with_a_turn(cli: str, captured: Callable[[], Capture]) -> None:
-    messages = asyncio.run(ask("Say hello", options(cli, "plain", model="claude-opus-4-6")))
+def test_plain_query_is_one_run_with_a_turn(run_query: Run) -> None:
+    capture = run_query("plain", model="claude-opus-4-6")
 
     # The program sees exactly what the SDK gives it.
-    assert [type(m).__name__ for m in messages][-2:] == ["AssistantMessage", "ResultMessage"]
-    capture = captured()
-    assert_invariants(capture)
+    assert [type(m).__name__ for m in capture.messages][-2:] == ["AssistantMessage", "ResultMessage"]
     assert capture.types() == ["user_message", "system_event", "assistant_message", "token_usage"]
     prompt, init, answer, usage = capture.entries
     assert prompt["detail"]["sdk_entry"]["message"] == {"role": "user", "content": "Say hello"}
@@ -205,9 +231,8 @@ def test_plain_query_is_one_run_with_a_turn(cli: str, captured: Callable[[], Cap
 
 @pytest.mark.skipif(not SDK_PASSES_TRACEPARENT, reason="this SDK version passes no TRACEPARENT to the CLI")
 @pytest.mark.usefixtures("instrumented")
-def test_the_cli_is_started_under_the_run_span(cli: str, captured: Callable[[], Capture]) -> None:
-    asyncio.run(ask("Say hello", options(cli, "plain")))
-    capture = captured()
+def test_the_cli_is_started_under_the_run_span(run_query: Run) -> None:
+    capture = run_query("plain")
     (init,) = [entry for entry in capture.entries if entry["entry_type"] == "system_event"]
     root = capture.span(ROOT)
     traceparent = init["detail"]["sdk_entry"]["traceparent"]
@@ -233,9 +258,8 @@ def test_the_run_is_a_child_of_the_programs_span(
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_thinking_blocks_are_thinking_entries(cli: str, captured: Callable[[], Capture]) -> None:
-    asyncio.run(ask("Greet me", options(cli, "thinking")))
-    capture = captured()
+def test_thinking_blocks_are_thinking_entries(run_query: Run) -> None:
+    capture = run_query("thinking", "Greet me")
     assert capture.types() == ["user_message", "system_event", "thinking", "assistant_message", "token_usage"]
     thinking = capture.entries[2]
     assert thinking["detail"]["sdk_entry"] == {
@@ -248,21 +272,9 @@ def test_thinking_blocks_are_thinking_entries(cli: str, captured: Callable[[], C
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_a_tool_call_is_an_execute_tool_span_holding_its_use_and_result(
-    cli: str, captured: Callable[[], Capture]
-) -> None:
-    asyncio.run(ask("List the files", options(cli, "tool")))
-    capture = captured()
-    assert_invariants(capture)
-    assert capture.types() == [
-        "user_message",
-        "system_event",
-        "assistant_message",
-        "tool_use",
-        "tool_result",
-        "assistant_message",
-        "token_usage",
-    ]
+def test_a_tool_call_is_an_execute_tool_span_holding_its_use_and_result(run_query: Run) -> None:
+    capture = run_query("tool", "List the files")
+    assert capture.types() == TOOL_TURN
     bash = capture.span("execute_tool Bash")
     assert capture.parent_of(bash) is capture.span("chat")
     assert (bash.attributes or {})["gen_ai.tool.call.id"] == "toolu_bash_1"
@@ -278,12 +290,8 @@ def test_a_tool_call_is_an_execute_tool_span_holding_its_use_and_result(
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_parallel_subagents_nest_under_the_calls_that_launched_them(
-    cli: str, captured: Callable[[], Capture]
-) -> None:
-    asyncio.run(ask("Count files and read the README", options(cli, "parallel")))
-    capture = captured()
-    assert_invariants(capture)
+def test_parallel_subagents_nest_under_the_calls_that_launched_them(run_query: Run) -> None:
+    capture = run_query("parallel", "Count files and read the README")
 
     chat = capture.span("chat")
     task_a, task_b = capture.tool("toolu_task_a"), capture.tool("toolu_task_b")
@@ -450,18 +458,10 @@ def test_concurrent_queries_are_separate_runs(cli: str, captured: Callable[[], C
     by_run: dict[str, list[str]] = defaultdict(list)
     for entry in capture.entries:
         by_run[entry["session_id"]].append(entry["entry_type"])
-    assert sorted(map(tuple, by_run.values())) == sorted(
+    assert sorted(by_run.values()) == sorted(
         [
-            (
-                "user_message",
-                "system_event",
-                "assistant_message",
-                "tool_use",
-                "tool_result",
-                "assistant_message",
-                "token_usage",
-            ),
-            ("user_message", "system_event", "thinking", "assistant_message", "token_usage"),
+            TOOL_TURN,
+            ["user_message", "system_event", "thinking", "assistant_message", "token_usage"],
         ]
     )
     tool = capture.span("execute_tool Bash")

@@ -31,6 +31,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,19 @@ class Wire:
             )
 
 
+def assistant_message(content: object, stop_reason: str | None, usage: JsonObj | None = None) -> JsonObj:
+    """The `message` of an assistant line or stream message, as the Anthropic API returns it."""
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:20]}",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": content,
+        "stop_reason": stop_reason,
+        "usage": usage or {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
 def _now() -> str:
     # timezone.utc rather than datetime.UTC: the fakes also run on Python < 3.11.
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")  # noqa: UP017
@@ -164,15 +178,7 @@ class Transcript:
         entry_uuid = str(uuid.uuid4())
         message: JsonObj = {"role": kind, "content": content}
         if kind == "assistant":
-            message = {
-                "id": f"msg_{uuid.uuid4().hex[:20]}",
-                "type": "message",
-                "role": "assistant",
-                "model": MODEL,
-                "content": content,
-                "stop_reason": None,
-                "usage": {"input_tokens": 10, "output_tokens": 5},
-            }
+            message = assistant_message(content, None)
         entry: JsonObj = {
             "parentUuid": self.last_uuid,
             "isSidechain": self.agent_id is not None,
@@ -342,15 +348,7 @@ def run_turn(wire: Wire, scenario: str, msg: JsonObj, session_id: str) -> bool:
     wire.send(
         {
             "type": "assistant",
-            "message": {
-                "id": f"msg_{uuid.uuid4().hex[:20]}",
-                "type": "message",
-                "role": "assistant",
-                "model": MODEL,
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn",
-                "usage": usage,
-            },
+            "message": assistant_message([{"type": "text", "text": text}], "end_turn", usage),
             "parent_tool_use_id": None,
             "session_id": session_id,
             "uuid": str(uuid.uuid4()),
@@ -360,7 +358,12 @@ def run_turn(wire: Wire, scenario: str, msg: JsonObj, session_id: str) -> bool:
     return False
 
 
-def serve(scenario: str) -> int:
+def serve(play_turn: Callable[[Wire, JsonObj, str], bool]) -> int:
+    """Answer control requests and play a turn per prompt until stdin closes.
+
+    `play_turn(wire, prompt message, session id)` returns True when the turn failed; the
+    exit code is then 1, as the real CLI's after an error result.
+    """
     wire = Wire()
     session_id = str(uuid.uuid4())
     failed = False
@@ -371,7 +374,7 @@ def serve(scenario: str) -> int:
             if kind == "control_request":
                 wire.answer_control(msg)
             elif kind == "user":
-                failed = run_turn(wire, scenario, msg, session_id) or failed
+                failed = play_turn(wire, msg, session_id) or failed
     except EndOfInput:
         pass
     return 1 if failed else 0
@@ -388,7 +391,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     try:
-        return serve(scenario)
+        return serve(lambda wire, msg, session_id: run_turn(wire, scenario, msg, session_id))
     except BrokenPipeError:
         return 0
 

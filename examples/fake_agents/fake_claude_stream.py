@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from fake_claude import MODEL, VERSION, EndOfInput, JsonObj, Wire
+from fake_claude import MODEL, VERSION, JsonObj, Wire, assistant_message, serve
 
 USAGE = {
     "input_tokens": 100,
@@ -92,15 +92,7 @@ class Turn:
         """An assistant message; plain strings become text blocks."""
         content = [text(b) if isinstance(b, str) else b for b in blocks]
         calls_tool = any(b["type"] == "tool_use" for b in content)
-        message = {
-            "id": f"msg_{uuid.uuid4().hex[:20]}",
-            "type": "message",
-            "role": "assistant",
-            "model": MODEL,
-            "content": content,
-            "stop_reason": "tool_use" if calls_tool else "end_turn",
-            "usage": {"input_tokens": 10, "output_tokens": 5},
-        }
+        message = assistant_message(content, "tool_use" if calls_tool else "end_turn")
         self.emit("assistant", message=message, parent_tool_use_id=parent)
         texts = [b["text"] for b in content if b["type"] == "text"]
         if parent is None and texts:
@@ -242,22 +234,6 @@ def run_turn(wire: Wire, scenario: str, session_id: str) -> bool:
     return turn.failed
 
 
-def serve(scenario: str) -> int:
-    wire = Wire()
-    session_id = str(uuid.uuid4())
-    failed = False
-    try:
-        while True:
-            msg = wire.next_message()
-            if msg.get("type") == "control_request":
-                wire.answer_control(msg)
-            elif msg.get("type") == "user":
-                failed = run_turn(wire, scenario, session_id) or failed
-    except EndOfInput:
-        pass
-    return 1 if failed else 0
-
-
 def main(argv: list[str]) -> int:
     flags = argv[: argv.index("--")] if "--" in argv else argv  # after "--" comes the --print prompt
     if {"-v", "--version"} & set(flags):
@@ -270,7 +246,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         if "--input-format" in flags or not {"-p", "--print"} & set(flags):
-            return serve(scenario)
+            return serve(lambda wire, _prompt, session_id: run_turn(wire, scenario, session_id))
         wire = Wire()  # --print -- <prompt>: one turn, no stdin
         wire.log("in", {"argv": argv})
         return 1 if run_turn(wire, scenario, str(uuid.uuid4())) else 0

@@ -25,50 +25,28 @@ from collections.abc import Collection
 from typing import Any, Final
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor, Switchable
 from transcript_otel.instrumentation._patching import PatchSet
 from transcript_otel.instrumentation.claude_agent_sdk import _client, _messages, _query
 from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumentation
 from transcript_otel.instrumentation.claude_agent_sdk.package import _instruments
-from transcript_otel.version import __version__
 
 __all__ = ["DEFAULT_PROMPT_NAME", "ClaudeAgentSdkInstrumentor"]
 
 DEFAULT_PROMPT_NAME: Final = "claude-agent-sdk"
 
 
-class ClaudeAgentSdkInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class ClaudeAgentSdkInstrumentor(PatchingInstrumentor):
     """Instruments `query()` and `ClaudeSDKClient` (a singleton, like every BaseInstrumentor)."""
-
-    # Class attributes: BaseInstrumentor is a singleton whose __init__ re-runs.
-    _state: SdkInstrumentation | None = None
-    _patches: PatchSet | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
-    def _instrument(self, **kwargs: Any) -> None:
-        tracer = trace.get_tracer(__name__, __version__, kwargs.get("tracer_provider"))
+    def _build(self, tracer: trace.Tracer, **kwargs: Any) -> tuple[Switchable, PatchSet]:
         prompt_name = kwargs.get("prompt_name")
         state = SdkInstrumentation(
             tracer, prompt_name if isinstance(prompt_name, str) and prompt_name else DEFAULT_PROMPT_NAME
         )
-        patch_set = PatchSet(
-            "claude_agent_sdk", [*_query.patches(state), *_client.patches(state), *_messages.patches(state)]
-        )
-        patch_set.activate()
-        type(self)._state, type(self)._patches = state, patch_set
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        cls = type(self)
-        if cls._state is not None:
-            cls._state.active = False
-        if cls._patches is not None:
-            cls._patches.deactivate()
-        cls._state = cls._patches = None
-
-    @property
-    def applied_patches(self) -> list[str]:
-        """`module:attribute` of every patch in place (what this claude-agent-sdk version offers)."""
-        return [] if self._patches is None else self._patches.applied
+        patches = [*_query.patches(state), *_client.patches(state), *_messages.patches(state)]
+        return state, PatchSet("claude_agent_sdk", patches)
