@@ -22,6 +22,7 @@ read and written.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -58,9 +59,10 @@ def task(call_id: str, description: str, prompt: str, subagent_type: str) -> Jso
 class Turn:
     """Prints one turn's stream-json messages; scenarios are scripts over these helpers."""
 
-    def __init__(self, wire: Wire, session_id: str) -> None:
+    def __init__(self, wire: Wire, session_id: str, number: int = 1) -> None:
         self.wire = wire
         self.session_id = session_id
+        self.number = number  # the turn's place in this process's session
         self.final_text = ""
         self.failed = False
 
@@ -135,7 +137,7 @@ class Turn:
             duration_ms=1234,
             duration_api_ms=1000,
             num_turns=num_turns,
-            total_cost_usd=0.0123,
+            total_cost_usd=round(TURN_COST_USD * self.number, 6),  # the session's total so far
             usage=USAGE,
             modelUsage={},
             permission_denials=[],
@@ -148,6 +150,9 @@ class Turn:
     def fail(self, error: str) -> None:
         self.failed = True
         self._result("error_during_execution", 1, is_error=True, errors=[error], stop_reason=None)
+
+
+TURN_COST_USD = 0.0123
 
 
 def plain(t: Turn) -> None:
@@ -170,19 +175,20 @@ def tool(t: Turn) -> None:
 
 
 def parallel(t: Turn) -> None:
-    """Two Task subagents at once; their messages interleave on the stream."""
+    """Two Task subagents at once, with the same prompt; their messages interleave on the
+    stream, the second one's first (only the call id tells which subagent is which)."""
     a, b = "toolu_task_a", "toolu_task_b"
     t.say(
         "Delegating.",
-        task(a, "Count files", "Count the files", "counter"),
-        task(b, "Read README", "Read the README", "reader"),
+        task(a, "Count files", "Look around", "counter"),
+        task(b, "Read README", "Look around", "reader"),
     )
     t.task_started("task-a", a, "Count files")
     t.task_started("task-b", b, "Read README")
-    t.user([text("Count the files")], parent=a)
-    t.user([text("Read the README")], parent=b)
-    t.say(tool_use("toolu_a_1", "Bash", command="ls | wc -l"), parent=a)
+    t.user([text("Look around")], parent=b)
+    t.user([text("Look around")], parent=a)
     t.say(tool_use("toolu_b_1", "Read", file_path="README.md"), parent=b)
+    t.say(tool_use("toolu_a_1", "Bash", command="ls | wc -l"), parent=a)
     t.tool_result("toolu_b_1", "hi", parent=b)
     t.tool_result("toolu_a_1", "2", parent=a)
     t.say("README says hi", parent=b)
@@ -208,8 +214,11 @@ def unknown(t: Turn) -> None:
     t.succeed()
 
 
+SLOW_CHUNKS = 40  # one every 0.05 s
+
+
 def slow(t: Turn) -> None:
-    for i in range(200):
+    for i in range(SLOW_CHUNKS):
         t.say(f"chunk {i}")
         time.sleep(0.05)
     t.succeed()
@@ -226,9 +235,9 @@ SCENARIOS: dict[str, Callable[[Turn], None]] = {
 }
 
 
-def run_turn(wire: Wire, scenario: str, session_id: str) -> bool:
-    """Print one turn; returns True if it ended in an error result."""
-    turn = Turn(wire, session_id)
+def run_turn(wire: Wire, scenario: str, session_id: str, number: int = 1) -> bool:
+    """Print the `number`th turn of the session; returns True if it ended in an error result."""
+    turn = Turn(wire, session_id, number)
     turn.init()
     SCENARIOS[scenario](turn)
     return turn.failed
@@ -246,7 +255,10 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         if "--input-format" in flags or not {"-p", "--print"} & set(flags):
-            return serve(lambda wire, _prompt, session_id: run_turn(wire, scenario, session_id))
+            numbers = itertools.count(1)
+            return serve(
+                lambda wire, _prompt, session_id: run_turn(wire, scenario, session_id, next(numbers))
+            )
         wire = Wire()  # --print -- <prompt>: one turn, no stdin
         wire.log("in", {"argv": argv})
         return 1 if run_turn(wire, scenario, str(uuid.uuid4())) else 0

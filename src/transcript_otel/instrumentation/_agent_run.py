@@ -64,6 +64,7 @@ USAGE_COST_USD: Final = "transcript.usage.cost_usd"
 # Tools that start a Claude subagent.
 _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 _MAX_ENDED_LAUNCHERS: Final = 64
+_MAX_KNOWN_LAUNCHERS: Final = 1024
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 
@@ -120,6 +121,7 @@ class AgentRun:
         model: str | None = None,
         turns_start_with_user_message: bool = False,
         count_message_usage: bool = True,
+        subagents_named_by_call_id: bool = False,
     ) -> None:
         self.adapter = adapter
         self._tracer = tracer
@@ -129,6 +131,10 @@ class AgentRun:
         self._turns_start_with_user_message = turns_start_with_user_message
         # Off where the harness reports each turn's usage itself (Claude's result message).
         self._count_message_usage = count_message_usage
+        # Claude's stream-json names a subagent's messages after the `Task` call that launched
+        # it (`subagent:{call id}`): its parent is then known exactly, never guessed.
+        self._subagents_named_by_call_id = subagents_named_by_call_id
+        self._launchers: dict[str, _ToolSlot] = {}
         self._lock = threading.RLock()
         self._turn: _SpanSlot | None = None
         self._turn_count = 0
@@ -325,6 +331,10 @@ class AgentRun:
             },
         )
         tool.name = name
+        if name in _SUBAGENT_TOOLS and self._subagents_named_by_call_id:
+            if len(self._launchers) >= _MAX_KNOWN_LAUNCHERS:
+                del self._launchers[next(iter(self._launchers))]
+            self._launchers[call_id] = tool
         if name in _SUBAGENT_TOOLS and isinstance(arguments, Mapping):
             prompt, subagent_type = arguments.get("prompt"), arguments.get("subagent_type")
             tool.subagent_prompt = prompt if isinstance(prompt, str) else None
@@ -350,7 +360,10 @@ class AgentRun:
         if slot is not None:
             return slot
         agent_id = source[len(SUBAGENT_SOURCE_PREFIX) :]
-        launcher = self._launcher_called(agent_id) or self._launcher_of(detail)
+        if self._subagents_named_by_call_id:
+            launcher = self._launchers.get(agent_id)
+        else:
+            launcher = self._launcher_of(detail)
         parent = launcher or self._turn or self._root
         subagent_type = launcher.subagent_type if launcher is not None else None
         slot = _SpanSlot.open(
@@ -370,14 +383,6 @@ class AgentRun:
             launcher.subagent_source = source
         self._subagents[source] = slot
         return slot
-
-    def _launcher_called(self, call_id: str) -> _ToolSlot | None:
-        """The open `Task`/`Agent` call whose id is the subagent's (Claude's stream-json names
-        a subagent's messages after the call that launched it: exact even for parallel ones)."""
-        for (_, tool_call_id), tool in self._tools.items():
-            if tool_call_id == call_id and tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
-                return tool
-        return None
 
     def _launcher_of(self, detail: dict[str, Any] | None) -> _ToolSlot | None:
         """The `Task`/`Agent` call that started this subagent: same prompt, else the oldest waiting.
@@ -534,12 +539,18 @@ def _tool_failed(detail: Any) -> bool:
 
 
 def _error_type(detail: Any) -> str:
-    """`error.type` of an `error` entry: Codex's `codexErrorInfo`, Claude's result subtype."""
+    """`error.type` of an `error` entry: the exception's type, Claude's result subtype, Codex's
+    `codexErrorInfo`."""
     if isinstance(detail, Mapping):
+        exception = detail.get("exception")
+        if isinstance(exception, Mapping) and isinstance(exception.get("type"), str):
+            return str(exception["type"])
         entry = detail.get("sdk_entry")
-        subtype = entry.get("subtype") if isinstance(entry, Mapping) else None
-        if isinstance(subtype, str) and subtype.startswith("error"):
-            return subtype
+        if isinstance(entry, Mapping) and entry.get("type") == "result":
+            subtype = entry.get("subtype")
+            if isinstance(subtype, str) and subtype.startswith("error"):
+                return subtype
+            return "api_error" if entry.get("api_error_status") is not None else "error_result"
         notification = detail.get("notification")
         turn = notification.get("turn") if isinstance(notification, Mapping) else None
         error = turn.get("error") if isinstance(turn, Mapping) else None
@@ -553,9 +564,13 @@ def _error_type(detail: Any) -> str:
 
 
 def _cost_usd(detail: Any) -> float:
-    """Claude's `total_cost_usd` of a result, else 0."""
-    entry = detail.get("sdk_entry") if isinstance(detail, Mapping) else None
-    cost = entry.get("total_cost_usd") if isinstance(entry, Mapping) else None
+    """The cost a `token_usage` entry adds: its `turn_cost_usd`, else Claude's `total_cost_usd`."""
+    if not isinstance(detail, Mapping):
+        return 0.0
+    cost = detail.get("turn_cost_usd")
+    if cost is None:
+        entry = detail.get("sdk_entry")
+        cost = entry.get("total_cost_usd") if isinstance(entry, Mapping) else None
     if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
         return float(cost)
     return 0.0

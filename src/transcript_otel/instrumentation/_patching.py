@@ -102,7 +102,10 @@ class PatchSet:
                 _logger.debug("%s: %s.%s not found; not patched", self.name, patch.module, patch.attribute)
             return
         if isinstance(original, wrapt.FunctionWrapper) and original._self_wrapper is patch.wrapper:
-            return  # a name imported from a module this set already patched: wrapping it twice would double
+            # A name imported from a module this set patched already: it is our wrapper, which
+            # must not wrap itself, and which `deactivate()` replaces by the original here too.
+            self._applied[key] = _Applied(parent, name, original.__wrapped__, original)
+            return
         try:
             wrapped = wrapt.FunctionWrapper(original, patch.wrapper)
             setattr(parent, name, wrapped)

@@ -15,52 +15,64 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Patch, Wrapper
-from transcript_otel.instrumentation.claude_agent_sdk._prompts import observe_prompt
-from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun
-from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumentation
-from transcript_otel.instrumentation.claude_agent_sdk._stream import traced
+from transcript_otel.instrumentation.claude_agent_sdk._prompts import record_prompt_argument
+from transcript_otel.instrumentation.claude_agent_sdk._state import Connection, SdkInstrumentation
+from transcript_otel.instrumentation.claude_agent_sdk._stream import TracedStream
 
 CLIENT_MODULE: Final = "claude_agent_sdk.client"
+# What `ClaudeSDKClient.query()` writes into a string prompt's message unless told otherwise.
+SDK_DEFAULT_SESSION_ID: Final = "default"
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
+
+
+def _connection_of(state: SdkInstrumentation, client: Any) -> Connection | None:
+    """The client's connection, if we capture it (never raises, e.g. for an unhashable client)."""
+    if not state.active:
+        return None
+    try:
+        return state.clients.get(client)
+    except TypeError:
+        return None
 
 
 def _connect_wrapper(state: SdkInstrumentation) -> Wrapper:
     async def connect(
         wrapped: Callable[..., Coroutine[Any, Any, Any]],
         client: Any,
-        sdk_run: SdkRun,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        sdk_run = state.start_run(getattr(client, "options", None))
+        if sdk_run is None:
+            return await wrapped(*args, **kwargs)
         try:
+            args, kwargs = record_prompt_argument(sdk_run, args, kwargs, 0)
             with sdk_run.step():
-                return await wrapped(*args, **kwargs)
+                result = await wrapped(*args, **kwargs)
         except BaseException as error:
-            if state.clients.get(client) is sdk_run:
-                del state.clients[client]
+            sdk_run.failed(error)
             sdk_run.finish(error)
             raise
+        # Tracked once connected: a failing connect() disconnects itself, which must not end
+        # this run first (as a success).
+        try:
+            previous = state.clients.pop(client, None)
+            if previous is not None:  # connected again without disconnecting: that run is over
+                previous.finalizer.detach()
+                previous.sdk_run.finish()
+            finalizer = weakref.finalize(client, sdk_run.finish)  # dropped while connected
+            state.clients[client] = Connection(sdk_run, finalizer)
+        except TypeError:  # not weakly referenceable, or unhashable: only the connection is captured
+            _logger.debug("transcript-otel: cannot track a %r", type(client), exc_info=True)
+            sdk_run.finish()
+        return result
 
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        sdk_run = state.start_run(getattr(instance, "options", None))
-        if sdk_run is None:
-            return wrapped(*args, **kwargs)
-        try:
-            previous = state.clients.get(instance)
-            if previous is not None:
-                previous.finish()  # connected again without disconnecting: the old run is over
-            state.clients[instance] = sdk_run
-            weakref.finalize(instance, sdk_run.finish)  # a client dropped while connected
-        except TypeError:  # a client class that cannot be weakly referenced: not captured
-            _logger.debug("transcript-otel: cannot track %r", type(instance), exc_info=True)
-            sdk_run.finish()
-            return wrapped(*args, **kwargs)
-        args, kwargs = observe_prompt(sdk_run, args, kwargs, 0)
-        return connect(wrapped, instance, sdk_run, args, kwargs)
+        return connect(wrapped, instance, args, kwargs)
 
     return wrapper
 
@@ -69,12 +81,11 @@ def _query_wrapper(state: SdkInstrumentation) -> Wrapper:
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        sdk_run = state.clients.get(instance) if state.active else None
-        if sdk_run is not None:
+        connection = _connection_of(state, instance)
+        if connection is not None:
             session_id = argument(args, kwargs, "session_id", 1)
-            args, kwargs = observe_prompt(
-                sdk_run, args, kwargs, 0, "default" if session_id is None else session_id
-            )
+            sent_as = session_id if isinstance(session_id, str) else SDK_DEFAULT_SESSION_ID
+            args, kwargs = record_prompt_argument(connection.sdk_run, args, kwargs, 0, sent_as)
         return wrapped(*args, **kwargs)
 
     return wrapper
@@ -84,29 +95,31 @@ def _receive_messages_wrapper(state: SdkInstrumentation) -> Wrapper:
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        sdk_run = state.clients.get(instance) if state.active else None
-        if sdk_run is None:
+        connection = _connection_of(state, instance)
+        if connection is None:
             return wrapped(*args, **kwargs)
-        return traced(wrapped(*args, **kwargs), sdk_run, owns_run=False)
+        return TracedStream(wrapped(*args, **kwargs), connection.sdk_run, owns_run=False)
 
     return wrapper
 
 
 def _disconnect_wrapper(state: SdkInstrumentation) -> Wrapper:
-    async def disconnect(wrapped: Callable[..., Coroutine[Any, Any, Any]], sdk_run: SdkRun) -> Any:
+    async def disconnect(wrapped: Callable[..., Coroutine[Any, Any, Any]], connection: Connection) -> Any:
+        connection.finalizer.detach()
         try:
-            with sdk_run.step():
+            with connection.sdk_run.step():
                 return await wrapped()
         finally:
-            sdk_run.finish()
+            connection.sdk_run.finish()
 
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        sdk_run = state.clients.pop(instance, None)
-        if sdk_run is None:
+        connection = _connection_of(state, instance)
+        if connection is None:
             return wrapped(*args, **kwargs)
-        return disconnect(lambda: wrapped(*args, **kwargs), sdk_run)
+        state.clients.pop(instance, None)
+        return disconnect(lambda: wrapped(*args, **kwargs), connection)
 
     return wrapper
 

@@ -14,12 +14,11 @@ from typing import Any, Final
 from transcript_otel.instrumentation._agent_run import current_run
 from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Patch, Wrapper
+from transcript_otel.instrumentation.claude_agent_sdk._query import INTERNAL_CLIENT_MODULE
 from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import current_sdk_run
 from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumentation
 
 PARSER_MODULE: Final = "claude_agent_sdk._internal.message_parser"
-# It imports `parse_message` by name; `ClaudeSDKClient` looks it up in the parser module.
-INTERNAL_CLIENT_MODULE: Final = "claude_agent_sdk._internal.client"
 
 
 def _parse_message_wrapper(state: SdkInstrumentation) -> Wrapper:
@@ -36,7 +35,9 @@ def _parse_message_wrapper(state: SdkInstrumentation) -> Wrapper:
 
 
 def patches(state: SdkInstrumentation) -> list[Patch]:
-    wrapper = _parse_message_wrapper(state)  # one wrapper: a name imported twice is wrapped once
+    # `InternalClient` imports `parse_message` by name, `ClaudeSDKClient` looks it up in the
+    # parser module. One wrapper for both: the name imported from a patched module is skipped.
+    wrapper = _parse_message_wrapper(state)
     return [
         Patch(PARSER_MODULE, "parse_message", wrapper),
         Patch(INTERNAL_CLIENT_MODULE, "parse_message", wrapper),

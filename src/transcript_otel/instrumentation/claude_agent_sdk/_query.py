@@ -11,9 +11,9 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Patch, Wrapper
-from transcript_otel.instrumentation.claude_agent_sdk._prompts import observe_prompt
+from transcript_otel.instrumentation.claude_agent_sdk._prompts import record_prompt_argument
 from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumentation
-from transcript_otel.instrumentation.claude_agent_sdk._stream import traced
+from transcript_otel.instrumentation.claude_agent_sdk._stream import TracedStream
 
 INTERNAL_CLIENT_MODULE: Final = "claude_agent_sdk._internal.client"
 
@@ -25,13 +25,13 @@ def _process_query_wrapper(state: SdkInstrumentation) -> Wrapper:
         sdk_run = state.start_run(argument(args, kwargs, "options", 1))
         if sdk_run is None:
             return wrapped(*args, **kwargs)
-        args, kwargs = observe_prompt(sdk_run, args, kwargs, 0)
+        args, kwargs = record_prompt_argument(sdk_run, args, kwargs, 0)
         try:
             stream = wrapped(*args, **kwargs)
         except BaseException as error:
             sdk_run.finish(error)
             raise
-        return traced(stream, sdk_run, owns_run=True)
+        return TracedStream(stream, sdk_run, owns_run=True)
 
     return wrapper
 

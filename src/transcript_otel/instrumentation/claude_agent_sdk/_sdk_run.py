@@ -6,15 +6,18 @@
   a streamed prompt, as the message the SDK writes to the CLI;
 * each message the CLI prints (`message()`), mapped by `ClaudeStreamMapper`.
 
-A turn is a prompt and everything until its `result` message. The CLI tells its
-session id in every message; a prompt sent before the first one is held until then
-(recorded with its own timestamp) so that every entry of the run carries the id.
+A turn is one prompt and everything until its `result` message. The CLI answers
+prompts one after another, so a prompt sent while a turn is under way waits (in
+`_prompts`) until the turn's result, then opens the next turn. The CLI tells its
+session id in every message: the first prompt waits for the first message too, so
+that every entry of the run carries the id; it keeps the time it was sent.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,10 +25,10 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
+from transcript_otel.mappings.claude_stream import ClaudeStreamMapper, source_of
 from transcript_otel.model import MAIN_SOURCE, EntryType
 
-# Main-thread entries that belong in a turn: one arriving after a result opens the next.
+# Main-thread entries that belong in a turn: one arriving with no turn open opens one.
 _TURN_CONTENT: Final = frozenset(
     {
         EntryType.USER_MESSAGE.value,
@@ -35,8 +38,8 @@ _TURN_CONTENT: Final = frozenset(
         EntryType.TOOL_RESULT.value,
     }
 )
-# Prompts held while the session id is unknown; a CLI that never answers cannot grow this.
-_MAX_HELD_PROMPTS: Final = 1_000
+# Prompts waiting for their turn; a CLI that never answers cannot grow this further.
+_MAX_WAITING_PROMPTS: Final = 1_000
 
 _CURRENT: ContextVar[SdkRun | None] = ContextVar("transcript_otel_claude_sdk_run", default=None)
 
@@ -57,13 +60,21 @@ def user_message(content: Any, session_id: str = "") -> dict[str, Any]:
 
 
 class SdkRun:
-    """The `AgentRun` of one SDK conversation and the state its mapping needs. Never raises."""
+    """The `AgentRun` of one SDK conversation and the state its mapping needs.
+
+    Its methods never raise: a failure becomes a `transcript.error` record.
+    """
 
     def __init__(self, run: AgentRun) -> None:
         self.run = run
         self._mapper = ClaudeStreamMapper()
-        self._held: list[tuple[int, MappedEntry]] = []
         self._lock = threading.Lock()
+        self._prompts: deque[tuple[int, list[MappedEntry]]] = deque()
+        self._awaiting_result = False
+        self._first_message_seen = False
+        self._recorded_main = False
+        # `total_cost_usd` of a result is the CLI process's running total, not the turn's.
+        self._cost_so_far = 0.0
 
     @contextmanager
     def step(self) -> Iterator[None]:
@@ -82,20 +93,17 @@ class SdkRun:
     # -- what the program sends --------------------------------------------------------
 
     def prompt(self, message: Any) -> None:
-        """Record a prompt: a user-message dict (a copy: the SDK may add keys as it sends it)."""
+        """A prompt was sent: a user-message dict (copied: the SDK may add keys as it sends it)."""
         try:
             sent = dict(message) if isinstance(message, dict) else message
-            entries = self._mapper.message(sent)
             with self._lock:
-                if self.run.session_id is None and len(self._held) < _MAX_HELD_PROMPTS:
-                    now = time.time_ns()
-                    self._held.extend((now, entry) for entry in entries)
-                    return
-            self._record(entries)
+                if len(self._prompts) < _MAX_WAITING_PROMPTS:
+                    self._prompts.append((time.time_ns(), self._mapper.message(sent)))
+            self._next_turn()
         except Exception as exc:
             self._report("could not record a prompt", exc)
 
-    async def observed_prompts(self, prompts: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    async def recording_prompts(self, prompts: AsyncIterable[Any]) -> AsyncIterator[Any]:
         """Pass a streamed prompt through unchanged, recording each message as the SDK sends it."""
         async for message in prompts:
             self.prompt(message)
@@ -110,15 +118,21 @@ class SdkRun:
                 session_id = data.get("session_id")
                 if isinstance(session_id, str) and session_id:
                     self.run.set_session_id(session_id)
-            self._release_held()
+            with self._lock:
+                self._first_message_seen = True
+            self._next_turn()
             entries = self._mapper.message(data)
+            ends_turn = (
+                isinstance(data, dict) and data.get("type") == "result" and source_of(data) == MAIN_SOURCE
+            )
+            if ends_turn:
+                self._note_turn_cost(data, entries)
             self._record(entries)
-            if (
-                isinstance(data, dict)
-                and data.get("type") == "result"
-                and data.get("parent_tool_use_id") is None
-            ):
+            if ends_turn:
                 self.run.end_turn()
+                with self._lock:
+                    self._awaiting_result = False
+                self._next_turn()
         except Exception as exc:
             self._report("could not record a message", exc)
 
@@ -127,23 +141,61 @@ class SdkRun:
     def failed(self, error: BaseException) -> None:
         """The SDK raised into the program: an `error` entry, and the turn ends with it."""
         try:
-            self._release_held()
+            self._release_prompts()
             detail = {"exception": {"type": type(error).__name__, "message": _message_of(error)}}
             self.run.record(EntryType.ERROR.value, detail=detail)
             self.run.end_turn(error)
+            with self._lock:
+                self._awaiting_result = False
         except Exception as exc:
             self._report("could not record an SDK failure", exc)
 
     def finish(self, error: BaseException | None = None) -> None:
-        self._release_held()
+        try:
+            self._release_prompts()
+        except Exception as exc:
+            self._report("could not record the prompts left", exc)
         self.run.finish(error)
 
     # -- internals ---------------------------------------------------------------------
 
+    def _next_turn(self) -> None:
+        """Record the next waiting prompt, opening its turn, if its turn has come."""
+        with self._lock:
+            if self._awaiting_result or not self._prompts:
+                return
+            if self.run.session_id is None and not self._first_message_seen:
+                return  # the first prompt waits for the CLI to tell the session id
+            sent_ns, entries = self._prompts.popleft()
+            self._awaiting_result = True
+            # The first entry keeps the time it was sent; a prompt that waited for a turn to
+            # end is recorded at that end, after the turn's entries (times stay in order).
+            keeps_time = not self._recorded_main
+        self._record(entries, sent_ns if keeps_time else None)
+
+    def _release_prompts(self) -> None:
+        """The conversation is over: record the prompts still waiting (never answered)."""
+        with self._lock:
+            waiting, self._prompts = list(self._prompts), deque()
+        for _, entries in waiting:
+            self._record(entries)
+
+    def _note_turn_cost(self, result: dict[str, Any], entries: list[MappedEntry]) -> None:
+        total = result.get("total_cost_usd")
+        if not isinstance(total, int | float) or isinstance(total, bool):
+            return
+        turn_cost = max(0.0, float(total) - self._cost_so_far)
+        self._cost_so_far = max(self._cost_so_far, float(total))
+        for entry in entries:
+            if entry.entry_type == EntryType.TOKEN_USAGE.value:
+                entry.detail["turn_cost_usd"] = turn_cost
+
     def _record(self, entries: list[MappedEntry], timestamp_ns: int | None = None) -> None:
         for entry in entries:
-            if entry.source == MAIN_SOURCE and entry.entry_type in _TURN_CONTENT:
-                self.run.begin_turn()
+            if entry.source == MAIN_SOURCE:
+                self._recorded_main = True
+                if entry.entry_type in _TURN_CONTENT:
+                    self.run.begin_turn()
             self.run.record(
                 entry.entry_type,
                 source=entry.source,
@@ -151,12 +203,6 @@ class SdkRun:
                 raw=entry.raw,
                 timestamp_ns=timestamp_ns,
             )
-
-    def _release_held(self) -> None:
-        with self._lock:
-            held, self._held = self._held, []
-        for timestamp_ns, entry in held:
-            self._record([entry], timestamp_ns)
 
     def _report(self, what: str, exc: Exception) -> None:
         self.run.emitter.error(f"{what}: {type(exc).__name__}: {_message_of(exc)}")

@@ -21,14 +21,22 @@ PROVIDER: Final = "anthropic"
 
 
 @dataclass(slots=True)
+class Connection:
+    """A connected `ClaudeSDKClient`'s run, and what ends it if the client is dropped connected."""
+
+    sdk_run: SdkRun
+    finalizer: weakref.finalize[Any, Any]
+
+
+@dataclass(slots=True)
 class SdkInstrumentation:
     """Shared by the wrappers of one `instrument()`; `active` is cleared by `uninstrument()`."""
 
     tracer: trace.Tracer
     prompt_name: str
     active: bool = True
-    # The run of each connected `ClaudeSDKClient`, from `connect()` to `disconnect()`.
-    clients: weakref.WeakKeyDictionary[Any, SdkRun] = field(default_factory=weakref.WeakKeyDictionary)
+    # The connection of each `ClaudeSDKClient` (its run), from `connect()` to `disconnect()`.
+    clients: weakref.WeakKeyDictionary[Any, Connection] = field(default_factory=weakref.WeakKeyDictionary)
     # Every run this instrumentation started (to tell them from other instrumentations' runs).
     runs: weakref.WeakSet[AgentRun] = field(default_factory=weakref.WeakSet)
 
@@ -52,7 +60,8 @@ class SdkInstrumentation:
                 session_id=_text_option(options, "session_id") or _text_option(options, "resume"),
                 provider=PROVIDER,
                 model=_text_option(options, "model"),
-                count_message_usage=False,
+                count_message_usage=False,  # each result tells its turn's usage
+                subagents_named_by_call_id=True,
             )
         except Exception:
             _logger.debug("transcript-otel: could not start a claude-agent-sdk run", exc_info=True)
