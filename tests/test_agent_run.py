@@ -488,6 +488,27 @@ def test_parallel_subagents_nest_under_the_task_with_their_prompt(start: Start) 
         assert (agents[agent_id].end_time or 0) <= (tools[call_id].end_time or 0)
 
 
+def test_subagents_named_by_their_call_id_find_it_even_after_its_result(start: Start) -> None:
+    """Claude's stream-json: `subagent:{call id}`. Same prompts, results read first (background
+    agents), the second call's subagent speaking first: only the id can tell, and it does."""
+    driver = start(adapter="claude_agent_sdk", subagents_named_by_call_id=True)
+    driver.run.begin_turn()
+    driver.line(
+        claude_assistant("msg_1", task("task_1", "P", "Explore"), task("task_2", "P", "Plan"), usage={})
+    )
+    driver.line(task_result("task_1"))
+    driver.line(subagent_prompt("P"), "subagent:task_2")
+    driver.line(subagent_prompt("P"), "subagent:task_1")
+    driver.line(task_result("task_2"))
+    driver.line(subagent_prompt("P"), "subagent:unknown_call")  # never guessed: the turn
+    spans = driver.finish()
+
+    tools = {(t.attributes or {})["gen_ai.tool.call.id"]: t for t in spans["execute_tool Task"]}
+    assert parent_id(only(spans, "invoke_agent Plan")) == span_id(tools["task_2"])
+    assert parent_id(only(spans, "invoke_agent Explore")) == span_id(tools["task_1"])
+    assert parent_id(only(spans, "invoke_agent subagent")) == span_id(only(spans, CHAT))
+
+
 def test_subagent_without_a_task_call_nests_under_the_turn(start: Start) -> None:
     driver = start(adapter="claude_agent_sdk", model=None)
     driver.run.begin_turn()

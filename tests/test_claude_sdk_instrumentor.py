@@ -565,6 +565,10 @@ def test_uninstrument_and_suppression_capture_nothing(
     with suppress_instrumentation():
         asyncio.run(ask("quiet", options(cli, "plain")))
     instrumentor.uninstrument()
+    # Both names of parse_message are the SDK's own function again.
+    parser = sys.modules["claude_agent_sdk._internal.message_parser"]
+    assert sys.modules["claude_agent_sdk._internal.client"].parse_message is parser.parse_message
+    assert not hasattr(parser.parse_message, "__wrapped__")
     messages = asyncio.run(ask("after", options(cli, "plain")))
     assert isinstance(messages[-1], ResultMessage)
     capture = captured()
