@@ -77,57 +77,63 @@ def _connect_wrapper(state: SdkInstrumentation) -> Wrapper:
     return wrapper
 
 
-def _query_wrapper(state: SdkInstrumentation) -> Wrapper:
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        connection = _connection_of(state, instance)
-        if connection is not None:
-            session_id = argument(args, kwargs, "session_id", 1)
-            sent_as = session_id if isinstance(session_id, str) else SDK_DEFAULT_SESSION_ID
-            args, kwargs = record_prompt_argument(connection.sdk_run, args, kwargs, 0, sent_as)
-        return wrapped(*args, **kwargs)
-
-    return wrapper
+Handler = Callable[[Connection, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-def _receive_messages_wrapper(state: SdkInstrumentation) -> Wrapper:
+def _when_connected(state: SdkInstrumentation, handle: Handler) -> Wrapper:
+    """A wrapper that calls `handle(connection, wrapped, client, args, kwargs)` for a client we
+    capture, and passes any other call straight through."""
+
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         connection = _connection_of(state, instance)
         if connection is None:
             return wrapped(*args, **kwargs)
-        return TracedStream(wrapped(*args, **kwargs), connection.sdk_run, owns_run=False)
+        return handle(connection, wrapped, instance, args, kwargs)
 
     return wrapper
+
+
+def _query(
+    connection: Connection, wrapped: Callable[..., Any], client: Any, args: tuple[Any, ...], kwargs: Any
+) -> Any:
+    session_id = argument(args, kwargs, "session_id", 1)
+    sent_as = session_id if isinstance(session_id, str) else SDK_DEFAULT_SESSION_ID
+    args, kwargs = record_prompt_argument(connection.sdk_run, args, kwargs, 0, sent_as)
+    return wrapped(*args, **kwargs)
+
+
+def _receive_messages(
+    connection: Connection, wrapped: Callable[..., Any], client: Any, args: tuple[Any, ...], kwargs: Any
+) -> Any:
+    return TracedStream(wrapped(*args, **kwargs), connection.sdk_run, owns_run=False)
 
 
 def _disconnect_wrapper(state: SdkInstrumentation) -> Wrapper:
-    async def disconnect(wrapped: Callable[..., Coroutine[Any, Any, Any]], connection: Connection) -> Any:
+    async def disconnect(
+        connection: Connection, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
+    ) -> Any:
         connection.finalizer.detach()
         try:
             with connection.sdk_run.step():
-                return await wrapped()
+                return await wrapped(*args, **kwargs)
         finally:
             connection.sdk_run.finish()
 
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    def handle(
+        connection: Connection, wrapped: Callable[..., Any], client: Any, args: tuple[Any, ...], kwargs: Any
     ) -> Any:
-        connection = _connection_of(state, instance)
-        if connection is None:
-            return wrapped(*args, **kwargs)
-        state.clients.pop(instance, None)
-        return disconnect(lambda: wrapped(*args, **kwargs), connection)
+        state.clients.pop(client, None)
+        return disconnect(connection, wrapped, args, kwargs)
 
-    return wrapper
+    return _when_connected(state, handle)
 
 
 def patches(state: SdkInstrumentation) -> list[Patch]:
     return [
         Patch(CLIENT_MODULE, "ClaudeSDKClient.connect", _connect_wrapper(state)),
-        Patch(CLIENT_MODULE, "ClaudeSDKClient.query", _query_wrapper(state)),
-        Patch(CLIENT_MODULE, "ClaudeSDKClient.receive_messages", _receive_messages_wrapper(state)),
+        Patch(CLIENT_MODULE, "ClaudeSDKClient.query", _when_connected(state, _query)),
+        Patch(CLIENT_MODULE, "ClaudeSDKClient.receive_messages", _when_connected(state, _receive_messages)),
         Patch(CLIENT_MODULE, "ClaudeSDKClient.disconnect", _disconnect_wrapper(state)),
     ]
