@@ -524,6 +524,8 @@ def _is_bridged_tool(detail: Any) -> bool:
 def _tool_failed(detail: Any) -> bool:
     if not isinstance(detail, Mapping):
         return False
+    if detail.get("is_error") is True:  # line adapters say so themselves
+        return True
     result = detail.get("result")
     if isinstance(result, Mapping) and result.get("success") is False:
         return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transcript_otel.model import MAIN_SOURCE, RawJson
+from transcript_otel.model import MAIN_SOURCE, EntryType, RawJson
 
 
 class MappedEntry(NamedTuple):
@@ -12,3 +12,9 @@ class MappedEntry(NamedTuple):
     detail: dict[str, Any]
     raw: str | RawJson | None = None
     source: str = MAIN_SOURCE
+
+
+def assistant_line(line: str) -> list[MappedEntry]:
+    """A line of plain output: assistant text (`raw` is the line); nothing for a blank line."""
+    text = line.rstrip("\r\n")
+    return [MappedEntry(EntryType.ASSISTANT_MESSAGE.value, {"text": text}, line)] if text.strip() else []

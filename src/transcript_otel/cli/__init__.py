@@ -1,0 +1,73 @@
+"""The `transcript-otel` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
+
+__all__ = ["main"]
+
+_RUN_HELP = f"""\
+Run an agent command and capture its transcript: its output passes through
+unchanged, and its stdout lines become transcript entries (log records, span events
+and the local JSONL mirror), exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is
+set. Exits with the command's status.
+
+adapters: rtf1 (@@RALPH@@ lines), codex-json (codex exec --json),
+claude-stream-json (claude -p --output-format stream-json), plain (every line is
+assistant text), auto (the default: chosen from the first lines; ${ADAPTER_VARIABLE}
+sets another default).
+
+example:
+  transcript-otel run --prompt-name fix-tests -- codex exec --json "fix the failing tests"
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="transcript-otel", description="Agent transcripts as OpenTelemetry."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="run an agent command and capture its transcript",
+        description=_RUN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--adapter", choices=ADAPTER_NAMES, help="how to read the command's output")
+    run.add_argument("--prompt-name", help="the run's name (default: the command's name)")
+    run.add_argument("agent_command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = list(args.agent_command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        _parser().error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
+    from transcript_otel.cli.run_command import run_command
+    from transcript_otel.pipeline import shutdown_all
+    from transcript_otel.setup import configure
+
+    prompt_name = args.prompt_name or os.path.basename(command[0])
+    try:
+        configure(service_name=prompt_name, instrument=False)
+    except Exception as exc:  # capture is optional; the command runs regardless
+        print(f"transcript-otel run: capture is off: {exc}", file=sys.stderr)
+    status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
+    if status < 0:  # killed by a signal: die of the same signal, once the transcript is out
+        shutdown_all()
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    return status if status >= 0 else 128 - status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

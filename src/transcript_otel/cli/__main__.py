@@ -1,0 +1,5 @@
+import sys
+
+from transcript_otel.cli import main
+
+sys.exit(main())

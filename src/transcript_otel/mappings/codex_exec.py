@@ -1,0 +1,121 @@
+"""`codex exec --json` lines to canonical entries.
+
+The Codex CLI's non-interactive mode prints one JSON event per line (the
+`ThreadEvent`s of codex-rs `exec/src/exec_events.rs`). The adapter maps:
+
+* `thread.started` → `system_event` (`subtype: thread_started`; its `thread_id` is the
+  session id); `turn.started` → `system_event` (`subtype: turn_started`);
+* `item.started` of a tool item (`command_execution`, `file_change`, `mcp_tool_call`,
+  `web_search`) → `tool_use`; its `item.completed` → `tool_result` (a failure when the
+  status is `failed`/`declined` or the exit code is not 0);
+* `item.completed` of `agent_message` → `assistant_message`, of `reasoning` →
+  `thinking`, of `todo_list` → `system_event` (`subtype: todo_list`), of `error` →
+  `error`; `item.updated` → nothing (the completed item follows);
+* `turn.completed` → `token_usage` (its `usage`); `turn.failed` and `error` → `error`;
+* any other event → `unknown`; a line that is not a JSON object → `unknown` with
+  `detail.parse_error`. Blank lines are skipped.
+
+`detail` is `{"event": event}` plus, for tool entries, `tool_use_id` and `tool_name`
+(`codex:command`, `codex:file_change`, `codex:web_search`, or the MCP tool's name);
+`raw` is the line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.model import EntryType
+
+TOOL_ITEMS: Final = {
+    "command_execution": "codex:command",
+    "file_change": "codex:file_change",
+    "web_search": "codex:web_search",
+    "mcp_tool_call": None,  # named after the MCP tool
+}
+_COMPLETED_ITEMS: Final = {
+    "agent_message": EntryType.ASSISTANT_MESSAGE,
+    "reasoning": EntryType.THINKING,
+    "todo_list": EntryType.SYSTEM_EVENT,
+    "error": EntryType.ERROR,
+}
+_LIFECYCLE: Final = {"thread.started": "thread_started", "turn.started": "turn_started"}
+_ERRORS: Final = frozenset({"turn.failed", "error"})
+
+
+def _item(event: dict[str, Any]) -> dict[str, Any]:
+    item = event.get("item")
+    return item if isinstance(item, dict) else {}
+
+
+def _tool_detail(event: dict[str, Any], item: dict[str, Any], item_type: str) -> dict[str, Any]:
+    name = TOOL_ITEMS[item_type]
+    if name is None:
+        server, tool = item.get("server"), item.get("tool")
+        name = f"{server}:{tool}" if isinstance(server, str) and isinstance(tool, str) else "codex:mcp"
+    detail: dict[str, Any] = {"event": event, "tool_name": name}
+    if isinstance(item.get("id"), str):
+        detail["tool_use_id"] = item["id"]
+    return detail
+
+
+def tool_failed(item: dict[str, Any]) -> bool:
+    exit_code = item.get("exit_code")
+    return item.get("status") in ("failed", "declined") or (
+        isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
+    )
+
+
+class CodexExecAdapter:
+    """Maps the lines of one `codex exec --json` run; keeps nothing but the thread id."""
+
+    name: Final = "codex-json"
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+
+    def feed(self, line: str) -> list[MappedEntry]:
+        if not line.strip():
+            return []
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            reason = "a codex exec event must be a JSON object with a string 'type'"
+            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason, "event": event}, line)]
+        entry = self._event(event)
+        return [] if entry is None else [MappedEntry(entry[0].value, entry[1], line)]
+
+    def flush(self) -> list[MappedEntry]:
+        return []
+
+    def _event(self, event: dict[str, Any]) -> tuple[EntryType, dict[str, Any]] | None:
+        kind = event["type"]
+        if kind in _LIFECYCLE:
+            if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+                self.session_id = event["thread_id"]
+            return EntryType.SYSTEM_EVENT, {"event": event, "subtype": _LIFECYCLE[kind]}
+        if kind == "turn.completed":
+            return EntryType.TOKEN_USAGE, {"event": event, "usage": event.get("usage")}
+        if kind in _ERRORS:
+            return EntryType.ERROR, {"event": event}
+        item = _item(event)
+        item_type = item.get("type") if isinstance(item.get("type"), str) else None
+        if kind == "item.updated" and item_type is not None:
+            return None
+        if kind in ("item.started", "item.completed") and item_type in TOOL_ITEMS:
+            detail = _tool_detail(event, item, str(item_type))
+            if kind == "item.started":
+                return EntryType.TOOL_USE, detail
+            detail["is_error"] = tool_failed(item)
+            return EntryType.TOOL_RESULT, detail
+        if kind == "item.completed" and item_type in _COMPLETED_ITEMS:
+            detail = {"event": event}
+            if item_type == "todo_list":
+                detail["subtype"] = "todo_list"
+            return _COMPLETED_ITEMS[str(item_type)], detail
+        if kind == "item.started" and item_type in _COMPLETED_ITEMS:
+            return None  # the completed item carries it
+        return EntryType.UNKNOWN, {"event": event}

@@ -1,0 +1,195 @@
+"""Line-stream adapters: the stdout of a CLI agent, line by line, to canonical entries.
+
+Every adapter has the seed's small protocol: `feed(line) -> entries` and `flush() ->
+entries` (at the end of the stream), is pure (no I/O) and never raises: what it
+cannot map is an `unknown` entry holding the line and the reason. Each declares its
+`capabilities`, so a consumer knows which entries it may see.
+
+| name | what it reads |
+|---|---|
+| `rtf1` | `@@RALPH@@ {json}` lines among plain text (`mappings.rtf1`) |
+| `codex-json` | `codex exec --json` (`mappings.codex_exec`) |
+| `claude-stream-json` | `claude -p --output-format stream-json` (`mappings.claude_stream`) |
+| `plain` | anything: every non-blank line is assistant text |
+| `auto` | one of the above, chosen by `select_adapter()` |
+
+Selection (`select_adapter`), deterministic: an explicit name, else the
+`TRANSCRIPT_OTEL_LINE_ADAPTER` environment variable, else `auto`, which reads up to
+`SNIFF_LINES` lines first and picks `rtf1` if one starts with `@@RALPH@@ `, else
+`codex-json` if the first JSON line is an event of `codex exec` (`thread.started`,
+`turn.started`, `item.*`, ...), else `claude-stream-json` if it is a Claude message
+(`system`, `assistant`, `user`, `result` with a `session_id`), else `plain`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from transcript_otel.mappings._entry import MappedEntry, assistant_line
+from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
+from transcript_otel.mappings.codex_exec import CodexExecAdapter
+from transcript_otel.mappings.rtf1 import PREFIX as RTF1_PREFIX
+from transcript_otel.mappings.rtf1 import Rtf1Adapter
+from transcript_otel.model import EntryType
+
+ADAPTER_VARIABLE: Final = "TRANSCRIPT_OTEL_LINE_ADAPTER"
+SNIFF_LINES: Final = 20
+_CODEX_EVENTS: Final = frozenset(
+    {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.completed"}
+)
+_CLAUDE_MESSAGES: Final = frozenset({"system", "assistant", "user", "result"})
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """Which entries an adapter can produce besides assistant text."""
+
+    roles: bool  # user prompts, thinking, system events
+    tool_events: bool  # tool_use / tool_result pairs with call ids
+    usage_events: bool  # token_usage
+    turns: bool  # its usage entry closes a turn (a model turn ends with its usage report)
+
+
+class LineAdapter(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def feed(self, line: str) -> list[MappedEntry]: ...
+
+    def flush(self) -> list[MappedEntry]: ...
+
+
+class PlainAdapter:
+    """Every non-blank line is assistant text."""
+
+    name: Final = "plain"
+
+    def feed(self, line: str) -> list[MappedEntry]:
+        return assistant_line(line)
+
+    def flush(self) -> list[MappedEntry]:
+        return []
+
+
+class ClaudeStreamJsonAdapter:
+    """`claude -p --output-format stream-json` lines, through the SDK's message mapping."""
+
+    name: Final = "claude-stream-json"
+
+    def __init__(self) -> None:
+        self._mapper = ClaudeStreamMapper()
+        self.session_id: str | None = None
+
+    def feed(self, line: str) -> list[MappedEntry]:
+        if not line.strip():
+            return []
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
+        if isinstance(message, dict) and isinstance(message.get("session_id"), str) and message["session_id"]:
+            self.session_id = message["session_id"]
+        entries = self._mapper.message(message)
+        # `raw` is the line as printed (the mapping would keep the parsed message).
+        return [entry._replace(raw=line if index == 0 else None) for index, entry in enumerate(entries)]
+
+    def flush(self) -> list[MappedEntry]:
+        return []
+
+
+CAPABILITIES: Final = {
+    "rtf1": Capabilities(roles=True, tool_events=True, usage_events=True, turns=False),
+    "codex-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
+    "claude-stream-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
+    "plain": Capabilities(roles=False, tool_events=False, usage_events=False, turns=False),
+}
+_FACTORIES: Final[dict[str, Callable[[], LineAdapter]]] = {
+    "rtf1": Rtf1Adapter,
+    "codex-json": CodexExecAdapter,
+    "claude-stream-json": ClaudeStreamJsonAdapter,
+    "plain": PlainAdapter,
+}
+ADAPTER_NAMES: Final = (*_FACTORIES, "auto")
+
+
+def _json_type(line: str) -> tuple[str | None, dict[str, Any]]:
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, {}
+    if isinstance(value, dict) and isinstance(value.get("type"), str):
+        return value["type"], value
+    return None, {}
+
+
+def sniff(lines: list[str]) -> str:
+    """The adapter for a stream that starts with `lines` (the rules of the module docstring)."""
+    if any(line.startswith(RTF1_PREFIX) for line in lines):
+        return "rtf1"
+    for line in lines:
+        if not line.strip():
+            continue
+        kind, value = _json_type(line)
+        if kind is None:
+            return "plain"
+        if kind in _CODEX_EVENTS or kind.startswith("item."):
+            return "codex-json"
+        if kind in _CLAUDE_MESSAGES and "session_id" in value:
+            return "claude-stream-json"
+        return "plain"
+    return "plain"
+
+
+class AutoAdapter:
+    """Holds the first lines until it can choose (`sniff`), then hands everything to its choice."""
+
+    name: Final = "auto"
+
+    def __init__(self, sniff_lines: int = SNIFF_LINES) -> None:
+        self._sniff_lines = sniff_lines
+        self._held: list[str] = []
+        self.chosen: LineAdapter | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        session_id = getattr(self.chosen, "session_id", None)
+        return session_id if isinstance(session_id, str) else None
+
+    def feed(self, line: str) -> list[MappedEntry]:
+        if self.chosen is not None:
+            return self.chosen.feed(line)
+        self._held.append(line)
+        decided = line.startswith(RTF1_PREFIX) or len(self._held) >= self._sniff_lines
+        return self._choose() if decided else []
+
+    def flush(self) -> list[MappedEntry]:
+        entries = self._choose() if self.chosen is None else []
+        return entries + (self.chosen.flush() if self.chosen is not None else [])
+
+    def _choose(self) -> list[MappedEntry]:
+        held, self._held = self._held, []
+        chosen = self.chosen = _FACTORIES[sniff(held)]()
+        return [entry for line in held for entry in chosen.feed(line)]
+
+
+def select_adapter(name: str | None, environ: dict[str, str] | None = None) -> LineAdapter:
+    """The adapter `name`, else the one `TRANSCRIPT_OTEL_LINE_ADAPTER` names, else `auto`.
+
+    Raises `ValueError` naming the known adapters for an unknown name.
+    """
+    chosen = name or (environ or {}).get(ADAPTER_VARIABLE) or "auto"
+    if chosen == "auto":
+        return AutoAdapter()
+    factory = _FACTORIES.get(chosen)
+    if factory is None:
+        raise ValueError(f"unknown line adapter {chosen!r}; known: {', '.join(ADAPTER_NAMES)}")
+    return factory()
+
+
+def capabilities_of(adapter: LineAdapter) -> Capabilities:
+    """What `adapter` (or, for `auto`, the adapter it chose; plain until then) can produce."""
+    chosen = adapter.chosen if isinstance(adapter, AutoAdapter) else adapter
+    return CAPABILITIES[chosen.name if chosen is not None else "plain"]
