@@ -255,8 +255,26 @@ def test_codex_tool_items_are_a_use_then_a_result(item_type: str, fields: dict[s
     "fields", [{"exit_code": 1, "status": "completed"}, {"status": "failed"}, {"status": "declined"}]
 )
 def test_codex_failed_tools_are_error_results(fields: dict[str, Any]) -> None:
-    entry = one(CodexExecAdapter().feed(codex(item("item.completed", "command_execution", **fields))))
+    adapter = CodexExecAdapter()
+    adapter.feed(codex(item("item.started", "command_execution", status="in_progress")))
+    entry = one(adapter.feed(codex(item("item.completed", "command_execution", **fields))))
     assert entry.detail["is_error"] is True
+
+
+@pytest.mark.parametrize("item_type", ["file_change", "web_search"])
+def test_codex_tool_items_completed_without_a_start_give_the_use_too(item_type: str) -> None:
+    completed = item("item.completed", item_type, status="completed")
+    line = codex(completed)
+    use, result = CodexExecAdapter().feed(line)
+    name = f"codex:{item_type}"
+    assert use == MappedEntry(
+        "tool_use", {"event": completed, "tool_name": name, "tool_use_id": "item_1"}, line
+    )
+    assert result == MappedEntry(
+        "tool_result",
+        {"event": completed, "tool_name": name, "tool_use_id": "item_1", "is_error": False},
+        None,
+    )
 
 
 def test_codex_updates_and_started_messages_are_folded() -> None:

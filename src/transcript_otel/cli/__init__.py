@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -64,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
     if status < 0:  # killed by a signal: die of the same signal, once the transcript is out
         shutdown_all()
-        signal.signal(-status, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     return status if status >= 0 else 128 - status
 

@@ -7,7 +7,8 @@ The Codex CLI's non-interactive mode prints one JSON event per line (the
   session id); `turn.started` → `system_event` (`subtype: turn_started`);
 * `item.started` of a tool item (`command_execution`, `file_change`, `mcp_tool_call`,
   `web_search`) → `tool_use`; its `item.completed` → `tool_result` (a failure when the
-  status is `failed`/`declined` or the exit code is not 0);
+  status is `failed`/`declined` or the exit code is not 0). Codex starts only commands
+  and MCP calls: a tool item that arrives completed only gives both entries then;
 * `item.completed` of `agent_message` → `assistant_message`, of `reasoning` →
   `thinking`, of `todo_list` → `system_event` (`subtype: todo_list`), of `error` →
   `error`; `item.updated` → nothing (the completed item follows);
@@ -42,6 +43,8 @@ _COMPLETED_ITEMS: Final = {
 }
 _LIFECYCLE: Final = {"thread.started": "thread_started", "turn.started": "turn_started"}
 _ERRORS: Final = frozenset({"turn.failed", "error"})
+# Tool items started and not yet completed; a stream that never completes them cannot grow this.
+_MAX_STARTED_TOOLS: Final = 10_000
 
 
 def _item(event: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +77,7 @@ class CodexExecAdapter:
 
     def __init__(self) -> None:
         self.session_id: str | None = None
+        self._started_tools: set[str] = set()
 
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
@@ -85,37 +89,53 @@ class CodexExecAdapter:
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             reason = "a codex exec event must be a JSON object with a string 'type'"
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason, "event": event}, line)]
-        entry = self._event(event)
-        return [] if entry is None else [MappedEntry(entry[0].value, entry[1], line)]
+        return [
+            MappedEntry(entry_type.value, detail, line if index == 0 else None)
+            for index, (entry_type, detail) in enumerate(self._event(event))
+        ]
 
     def flush(self) -> list[MappedEntry]:
         return []
 
-    def _event(self, event: dict[str, Any]) -> tuple[EntryType, dict[str, Any]] | None:
+    def _event(self, event: dict[str, Any]) -> list[tuple[EntryType, dict[str, Any]]]:
         kind = event["type"]
         if kind in _LIFECYCLE:
             if kind == "thread.started" and isinstance(event.get("thread_id"), str):
                 self.session_id = event["thread_id"]
-            return EntryType.SYSTEM_EVENT, {"event": event, "subtype": _LIFECYCLE[kind]}
+            return [(EntryType.SYSTEM_EVENT, {"event": event, "subtype": _LIFECYCLE[kind]})]
         if kind == "turn.completed":
-            return EntryType.TOKEN_USAGE, {"event": event, "usage": event.get("usage")}
+            return [(EntryType.TOKEN_USAGE, {"event": event, "usage": event.get("usage")})]
         if kind in _ERRORS:
-            return EntryType.ERROR, {"event": event}
+            return [(EntryType.ERROR, {"event": event})]
         item = _item(event)
         item_type = item.get("type") if isinstance(item.get("type"), str) else None
         if kind == "item.updated" and item_type is not None:
-            return None
+            return []
         if kind in ("item.started", "item.completed") and item_type in TOOL_ITEMS:
-            detail = _tool_detail(event, item, str(item_type))
-            if kind == "item.started":
-                return EntryType.TOOL_USE, detail
-            detail["is_error"] = tool_failed(item)
-            return EntryType.TOOL_RESULT, detail
+            return self._tool(kind, event, item, str(item_type))
         if kind == "item.completed" and item_type in _COMPLETED_ITEMS:
-            detail = {"event": event}
+            detail: dict[str, Any] = {"event": event}
             if item_type == "todo_list":
                 detail["subtype"] = "todo_list"
-            return _COMPLETED_ITEMS[str(item_type)], detail
+            return [(_COMPLETED_ITEMS[str(item_type)], detail)]
         if kind == "item.started" and item_type in _COMPLETED_ITEMS:
-            return None  # the completed item carries it
-        return EntryType.UNKNOWN, {"event": event}
+            return []  # the completed item carries it
+        return [(EntryType.UNKNOWN, {"event": event})]
+
+    def _tool(
+        self, kind: str, event: dict[str, Any], item: dict[str, Any], item_type: str
+    ) -> list[tuple[EntryType, dict[str, Any]]]:
+        item_id = item.get("id")
+        detail = _tool_detail(event, item, item_type)
+        if kind == "item.started":
+            if isinstance(item_id, str) and len(self._started_tools) < _MAX_STARTED_TOOLS:
+                self._started_tools.add(item_id)
+            return [(EntryType.TOOL_USE, detail)]
+        entries: list[tuple[EntryType, dict[str, Any]]] = []
+        if isinstance(item_id, str) and item_id in self._started_tools:
+            self._started_tools.discard(item_id)
+        else:
+            entries.append((EntryType.TOOL_USE, dict(detail)))  # completed without being started
+        detail["is_error"] = tool_failed(item)
+        entries.append((EntryType.TOOL_RESULT, detail))
+        return entries

@@ -1,0 +1,288 @@
+"""`transcript-otel run -- CMD`: a real wrapper process around a scripted agent process.
+
+`tests/agents/line_agent.py FORMAT` prints the fixture of FORMAT
+(`tests/fixtures/line_streams/`) line by line. The tests check what a user sees: the
+wrapper's stdout is the agent's byte for byte, its stderr passes through, its exit
+status is the agent's (signals included), and the transcript is in the JSONL mirror
+and, over OTLP/HTTP, in a real receiver (spans and log records).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from transcript_otel import read_records
+from transcript_otel.invariants import check_invariants
+
+from receivers import TapCollector, run_to_completion, subprocess_env
+
+TESTS = Path(__file__).resolve().parent
+AGENT = TESTS / "agents" / "line_agent.py"
+FIXTURES = TESTS / "fixtures" / "line_streams"
+FIXTURE_FILES = {
+    "rtf1": "rtf1.txt",
+    "codex-json": "codex-json.jsonl",
+    "codex-json-failed": "codex-json-failed.jsonl",
+    "claude-stream-json": "claude-stream-json.jsonl",
+    "plain": "plain.txt",
+}
+WRAPPER = [sys.executable, "-m", "transcript_otel.cli", "run"]
+
+
+def wrapper_env(tmp_path: Path, **more: str) -> dict[str, str]:
+    return subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "runs"), **more)
+
+
+def agent(fmt: str, *options: str) -> list[str]:
+    return [sys.executable, str(AGENT), fmt, *options]
+
+
+def mirror(tmp_path: Path) -> list[dict[str, Any]]:
+    (path,) = (tmp_path / "runs").glob("*.jsonl")
+    records = list(read_records(path))
+    assert check_invariants(records) == []
+    return records
+
+
+def entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r["context"] for r in records if r["event"] == "transcript.entry"]
+
+
+def run_wrapper(
+    tmp_path: Path, fmt: str, *options: str, adapter: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    chosen = [] if adapter is None else ["--adapter", adapter]
+    command = [*WRAPPER, *chosen, "--prompt-name", f"cli-{fmt}", "--", *agent(fmt, *options)]
+    return subprocess.run(
+        command, capture_output=True, env=wrapper_env(tmp_path), timeout=timeout, check=False
+    )
+
+
+# -- every format, chosen automatically ---------------------------------------------------------
+
+# What each fixture holds (see tests/fixtures/line_streams/README.md).
+EXPECTED_TYPES = {
+    "rtf1": {
+        "assistant_message": 6,
+        "system_event": 2,
+        "thinking": 1,
+        "token_usage": 1,
+        "tool_result": 3,
+        "tool_use": 2,
+        "unknown": 3,
+        "user_message": 2,
+    },
+    "codex-json": {
+        "assistant_message": 1,
+        "system_event": 3,
+        "thinking": 2,
+        "token_usage": 1,
+        "tool_result": 5,
+        "tool_use": 5,
+        "unknown": 2,
+    },
+    "codex-json-failed": {"error": 3, "system_event": 2, "thinking": 1, "tool_result": 1, "tool_use": 1},
+    "claude-stream-json": {
+        "assistant_message": 4,
+        "system_event": 3,
+        "thinking": 1,
+        "token_usage": 1,
+        "tool_result": 3,
+        "tool_use": 3,
+        "unknown": 2,
+        "user_message": 1,
+    },
+    "plain": {"assistant_message": 9},
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(FIXTURE_FILES))
+def test_output_passes_through_and_the_transcript_is_captured(fmt: str, tmp_path: Path) -> None:
+    result = run_wrapper(tmp_path, fmt)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert result.stdout == (FIXTURES / FIXTURE_FILES[fmt]).read_bytes()
+    captured = entries(mirror(tmp_path))
+    assert Counter(entry["entry_type"] for entry in captured) == EXPECTED_TYPES[fmt]
+    assert {entry["prompt_name"] for entry in captured} == {f"cli-{fmt}"}
+    assert {entry["adapter"] for entry in captured} == {"cli"}
+
+
+@pytest.mark.parametrize("fmt", ["rtf1", "claude-stream-json"])
+def test_the_explicit_adapter_reads_the_same(fmt: str, tmp_path: Path) -> None:
+    result = run_wrapper(tmp_path, fmt, adapter=fmt)
+    assert result.returncode == 0
+    assert Counter(e["entry_type"] for e in entries(mirror(tmp_path))) == EXPECTED_TYPES[fmt]
+
+
+def test_the_plain_adapter_reads_rtf1_as_text(tmp_path: Path) -> None:
+    result = run_wrapper(tmp_path, "rtf1", adapter="plain")
+    assert result.returncode == 0
+    lines = (FIXTURES / "rtf1.txt").read_text().splitlines()
+    assert [e["detail"]["text"] for e in entries(mirror(tmp_path))] == [
+        line for line in lines if line.strip()
+    ]
+
+
+# -- spans and log records over OTLP ------------------------------------------------------------
+
+
+def test_spans_and_log_records_reach_a_real_receiver(tmp_path: Path) -> None:
+    async def run() -> tuple[int, list[Any], list[Any]]:
+        async with TapCollector() as tap:
+            env = wrapper_env(
+                tmp_path,
+                OTEL_EXPORTER_OTLP_ENDPOINT=tap.endpoint,
+                OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            )
+            command = [*WRAPPER, "--prompt-name", "cli-rtf1", "--", *agent("rtf1")]
+            returncode, _, stderr = await run_to_completion(command, 60, env=env)
+            assert returncode == 0, stderr.decode(errors="replace")
+            await tap.wait_for(lambda: any(span.name == "invoke_agent cli-rtf1" for span in tap.spans))
+            await asyncio.sleep(0.2)
+            return returncode, list(tap.spans), list(tap.logs)
+
+    _, spans, logs = asyncio.run(run())
+    by_id = {span.span_id: span for span in spans}
+    (root,) = [span for span in spans if span.name == "invoke_agent cli-rtf1"]
+    tools = [span for span in spans if span.name.startswith("execute_tool ")]
+    assert sorted(span.name for span in tools) == ["execute_tool pytest", "execute_tool shell"]
+    for tool in tools:
+        assert by_id[tool.parent_span_id].name == "chat"
+        assert by_id[by_id[tool.parent_span_id].parent_span_id] is root
+        assert tool.end_time_unix_nano > tool.start_time_unix_nano
+    failed = next(span for span in tools if span.name == "execute_tool pytest")
+    assert failed.status.code == 2  # ERROR: the fixture's pytest call ends with status "fail"
+    records = mirror(tmp_path)
+    assert len(logs) == len(records)
+    assert {log.trace_id for log in logs} == {root.trace_id}
+
+
+# -- exit status, stderr, signals ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [0, 1, 3, 42])
+def test_the_wrapper_exits_with_the_commands_status(status: int, tmp_path: Path) -> None:
+    result = run_wrapper(tmp_path, "plain", "--exit", str(status), "--stderr", "warning: careful")
+    assert result.returncode == status
+    assert result.stderr == b"warning: careful"
+    records = mirror(tmp_path)
+    assert records[-1]["event"] == "transcript.stop"
+
+
+def test_a_failing_command_is_a_failed_run(tmp_path: Path) -> None:
+    async def run() -> list[Any]:
+        async with TapCollector() as tap:
+            env = wrapper_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=tap.endpoint)
+            command = [*WRAPPER, "--prompt-name", "failing", "--", *agent("plain", "--exit", "3")]
+            returncode, _, _ = await run_to_completion(command, 60, env=env)
+            assert returncode == 3
+            await tap.wait_for(lambda: any(span.name == "invoke_agent failing" for span in tap.spans))
+            return list(tap.spans)
+
+    (root,) = [span for span in asyncio.run(run()) if span.name == "invoke_agent failing"]
+    assert root.status.code == 2
+    assert root.status.message == "transcript_otel.cli.run_command.CommandFailed"
+
+
+def start_wrapper(tmp_path: Path, *options: str) -> subprocess.Popen[bytes]:
+    command = [*WRAPPER, "--prompt-name", "signals", "--", *agent("plain", *options)]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=wrapper_env(tmp_path),
+        start_new_session=True,  # its own process group, like a job in a terminal
+    )
+
+
+def wait_for_output(process: subprocess.Popen[bytes]) -> None:
+    """Until the agent has printed its whole fixture through the wrapper."""
+    expected = (FIXTURES / "plain.txt").read_bytes()
+    assert process.stdout is not None
+    received = b""
+    while len(received) < len(expected):
+        chunk = os.read(process.stdout.fileno(), 1 << 16)
+        assert chunk, "the agent printed nothing"
+        received += chunk
+    assert received == expected
+
+
+@pytest.mark.parametrize(
+    ("send", "signum"),
+    [
+        ("to the wrapper", signal.SIGTERM),  # e.g. `kill`, a supervisor: forwarded
+        ("to the process group", signal.SIGINT),  # Ctrl-C in a terminal
+    ],
+)
+def test_signals_reach_the_command_and_its_status_is_kept(
+    send: str, signum: signal.Signals, tmp_path: Path
+) -> None:
+    process = start_wrapper(tmp_path, "--wait-for-signal")
+    wait_for_output(process)
+    if send == "to the wrapper":
+        process.send_signal(signum)
+    else:
+        os.killpg(process.pid, signum)
+    _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 128 + signum
+    assert f"got signal {int(signum)}".encode() in stderr
+    assert mirror(tmp_path)[-1]["event"] == "transcript.stop"
+
+
+def test_a_command_killed_by_a_signal_kills_the_wrapper_the_same_way(tmp_path: Path) -> None:
+    command = [*WRAPPER, "--prompt-name", "killed", "--", "/bin/sh", "-c", "echo bye; kill -KILL $$"]
+    result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)
+    assert result.returncode == -signal.SIGKILL
+    assert result.stdout == b"bye\n"
+    assert [e["detail"]["text"] for e in entries(mirror(tmp_path))] == ["bye"]
+
+
+# -- hostile output ------------------------------------------------------------------------------
+
+
+def test_binary_garbage_and_a_10_mb_line_pass_through_and_are_recorded(tmp_path: Path) -> None:
+    result = run_wrapper(tmp_path, "plain", "--binary", "--huge-line")
+    assert result.returncode == 0
+    expected = subprocess.run(
+        agent("plain", "--binary", "--huge-line"), capture_output=True, check=True
+    ).stdout
+    assert result.stdout == expected  # byte for byte, garbage included
+    texts = [e["detail"]["text"] for e in entries(mirror(tmp_path))]
+    assert max(len(text) for text in texts) >= 10 * 2**20
+    assert any("\\x" in text for text in texts)  # undecodable bytes kept, escaped
+
+
+def test_a_command_that_cannot_run_is_reported_with_the_shells_status(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-agent")
+    result = subprocess.run(
+        [*WRAPPER, "--", missing], capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False
+    )
+    assert result.returncode == 127
+    assert result.stderr.decode().startswith(f"transcript-otel run: cannot run '{missing}': ")
+
+
+def test_usage_errors_are_clear(tmp_path: Path) -> None:
+    no_command = subprocess.run([*WRAPPER], capture_output=True, env=wrapper_env(tmp_path), check=False)
+    assert no_command.returncode == 2
+    assert b"give the agent command after --" in no_command.stderr
+    bad_adapter = subprocess.run(
+        [*WRAPPER, "--adapter", "xml", "--", "true"],
+        capture_output=True,
+        env=wrapper_env(tmp_path),
+        check=False,
+    )
+    assert bad_adapter.returncode == 2
+    assert b"invalid choice: 'xml'" in bad_adapter.stderr
+    helped = subprocess.run([*WRAPPER, "--help"], capture_output=True, check=True)
+    assert b"codex-json (codex exec --json)" in helped.stdout
