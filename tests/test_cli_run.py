@@ -155,6 +155,8 @@ def test_spans_and_log_records_reach_a_real_receiver(tmp_path: Path) -> None:
     _, spans, logs = asyncio.run(run())
     by_id = {span.span_id: span for span in spans}
     (root,) = [span for span in spans if span.name == "invoke_agent cli-rtf1"]
+    attributes = {a.key: a.value.string_value for a in root.attributes}
+    assert attributes["transcript.line_adapter"] == "rtf1"  # chosen by auto
     tools = [span for span in spans if span.name.startswith("execute_tool ")]
     assert sorted(span.name for span in tools) == ["execute_tool pytest", "execute_tool shell"]
     for tool in tools:

@@ -31,7 +31,7 @@ from typing import IO, Any, Final
 from opentelemetry import propagate, trace
 
 from transcript_otel.instrumentation._agent_run import AgentRun
-from transcript_otel.mappings.lines import LineAdapter, capabilities_of, select_adapter
+from transcript_otel.mappings.lines import LineAdapter, capabilities_of, effective_name, select_adapter
 from transcript_otel.model import MAIN_SOURCE, EntryType
 
 _logger = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ FORWARDED_SIGNALS: Final = tuple(
     if hasattr(signal, name)
 )
 ADAPTER: Final = "cli"
+LINE_ADAPTER_ATTRIBUTE: Final = "transcript.line_adapter"  # on the root span: which adapter read the output
 # A line longer than this is recorded in pieces (it still passes through whole).
 MAX_LINE_BYTES: Final = 16 << 20
 _CHUNK_BYTES: Final = 1 << 16
@@ -80,6 +81,7 @@ class LineRecorder:
             self._record(self.adapter.flush())
         except Exception as exc:
             self.run.emitter.error(f"could not map the end of the output: {type(exc).__name__}: {exc}")
+        self.run.describe(LINE_ADAPTER_ATTRIBUTE, effective_name(self.adapter))
 
     def _record(self, entries: Sequence[Any]) -> None:
         session_id = getattr(self.adapter, "session_id", None)

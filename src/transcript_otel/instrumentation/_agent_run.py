@@ -268,6 +268,13 @@ class AgentRun:
     def session_id(self) -> str | None:
         return self._session_id
 
+    def describe(self, key: str, value: str | int | float | bool) -> None:
+        """Add an attribute to the run's root span (what only the end of the run tells)."""
+        try:
+            self._root.span.set_attribute(key, value)
+        except Exception as exc:
+            self._report("could not set a root span attribute", exc)
+
     # -- turns ------------------------------------------------------------------------
 
     def begin_turn(self) -> None:

@@ -189,7 +189,12 @@ def select_adapter(name: str | None, environ: dict[str, str] | None = None) -> L
     return factory()
 
 
-def capabilities_of(adapter: LineAdapter) -> Capabilities:
-    """What `adapter` (or, for `auto`, the adapter it chose; plain until then) can produce."""
+def effective_name(adapter: LineAdapter) -> str:
+    """`adapter`'s name, or for `auto` the name of the adapter it chose (`plain` until then)."""
     chosen = adapter.chosen if isinstance(adapter, AutoAdapter) else adapter
-    return CAPABILITIES[chosen.name if chosen is not None else "plain"]
+    return chosen.name if chosen is not None else "plain"
+
+
+def capabilities_of(adapter: LineAdapter) -> Capabilities:
+    """What `adapter` (or, for `auto`, the adapter it chose) can produce."""
+    return CAPABILITIES[effective_name(adapter)]
