@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from hypothesis import strategies as st
+
 from transcript_otel import TranscriptEmitter, TranscriptEntry, read_records
 
 
@@ -49,3 +51,13 @@ class ReprRaises:
 
     def __repr__(self) -> str:
         raise RuntimeError("no repr for you")
+
+
+# Any JSON-like value, small: for fuzzing mappings with wrong types everywhere.
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=12,
+)

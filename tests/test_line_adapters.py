@@ -30,6 +30,8 @@ from transcript_otel.mappings.lines import (
 )
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 
+from helpers import JSONISH
+
 
 def rtf1(event: Any) -> str:
     return "@@RALPH@@ " + json.dumps(event) + "\n"
@@ -384,13 +386,6 @@ ADAPTERS: list[Callable[[], LineAdapter]] = [
     PlainAdapter,
     AutoAdapter,
 ]
-JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
-    ),
-    max_leaves=12,
-)
 EVENTS = st.fixed_dictionaries(
     {
         "type": st.sampled_from(

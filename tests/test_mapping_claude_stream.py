@@ -18,6 +18,8 @@ from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.model import RawJson, is_valid_source
 
+from helpers import JSONISH
+
 
 def assistant(*blocks: Any, parent: str | None = None) -> dict[str, Any]:
     return {
@@ -287,13 +289,6 @@ def test_a_message_without_a_string_type_is_unknown(message_type: Any) -> None:
     ]
 
 
-JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
-    ),
-    max_leaves=15,
-)
 BLOCK = st.fixed_dictionaries(
     {
         "type": st.sampled_from(["text", "thinking", "tool_use", "server_tool_use", "tool_result"]) | JSONISH,
