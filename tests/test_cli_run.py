@@ -10,10 +10,12 @@ and, over OTLP/HTTP, in a real receiver (spans and log records).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -231,12 +233,16 @@ def test_signals_reach_the_command_and_its_status_is_kept(
     send: str, signum: signal.Signals, tmp_path: Path
 ) -> None:
     process = start_wrapper(tmp_path, "--wait-for-signal")
-    wait_for_output(process)
-    if send == "to the wrapper":
-        process.send_signal(signum)
-    else:
-        os.killpg(process.pid, signum)
-    _, stderr = process.communicate(timeout=20)
+    try:
+        wait_for_output(process)
+        if send == "to the wrapper":
+            process.send_signal(signum)
+        else:
+            os.killpg(process.pid, signum)
+        _, stderr = process.communicate(timeout=20)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # nothing outlives a failed test
     assert process.returncode == 128 + signum
     assert f"got signal {int(signum)}".encode() in stderr
     assert mirror(tmp_path)[-1]["event"] == "transcript.stop"
@@ -261,7 +267,9 @@ def test_binary_garbage_and_a_10_mb_line_pass_through_and_are_recorded(tmp_path:
     ).stdout
     assert result.stdout == expected  # byte for byte, garbage included
     texts = [e["detail"]["text"] for e in entries(mirror(tmp_path))]
-    assert max(len(text) for text in texts) >= 10 * 2**20
+    pieces = [text for text in texts if set(text) == {"x"}]
+    assert sum(map(len, pieces)) == 10 * 2**20  # recorded whole, in pieces of at most 1 MiB
+    assert max(map(len, pieces)) <= 2**20
     assert any("\\x" in text for text in texts)  # undecodable bytes kept, escaped
 
 
@@ -288,3 +296,62 @@ def test_usage_errors_are_clear(tmp_path: Path) -> None:
     assert b"invalid choice: 'xml'" in bad_adapter.stderr
     helped = subprocess.run([*WRAPPER, "--help"], capture_output=True, check=True)
     assert b"codex-json (codex exec --json)" in helped.stdout
+
+
+def test_a_closed_stdout_stops_the_command_as_it_would_directly(tmp_path: Path) -> None:
+    """`transcript-otel run -- yes | head -2`: `yes` gets SIGPIPE and the pipeline ends."""
+    pipeline = f'{" ".join(WRAPPER)} --adapter plain -- yes | head -2; echo "${{PIPESTATUS[0]}}" >&2'
+    result = subprocess.run(
+        ["bash", "-c", pipeline], capture_output=True, env=wrapper_env(tmp_path), timeout=30, check=False
+    )
+    assert result.stdout == b"y\ny\n"
+    assert result.stderr.strip().splitlines()[-1] == b"141"  # killed by SIGPIPE, like `yes | head` itself
+
+
+def test_a_process_left_behind_does_not_keep_the_wrapper_waiting(tmp_path: Path) -> None:
+    # It keeps the command's stdout (our pipe) open; its stderr would be the caller's own.
+    command = [*WRAPPER, "--", "/bin/sh", "-c", "echo start; (sleep 30; echo late) 2>/dev/null &"]
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)
+    assert result.returncode == 0
+    assert time.monotonic() - started < 15
+    assert result.stdout == b"start\n"
+
+
+def test_the_callers_trace_is_the_runs_parent_and_the_command_gets_the_runs_span(tmp_path: Path) -> None:
+    caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    script = "import os; print(os.environ['TRACEPARENT'])"
+    env = wrapper_env(tmp_path, TRACEPARENT=caller)
+    result = subprocess.run(
+        [*WRAPPER, "--adapter", "plain", "--", sys.executable, "-c", script],
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    _, trace_id, span_id, _ = result.stdout.decode().strip().split("-")
+    assert trace_id == "0af7651916cd43dd8448eb211c80319c"  # the caller's trace
+    assert span_id != "b7ad6b7169203331"  # the run's own span, a child of the caller's
+    (entry,) = entries(mirror(tmp_path))
+    assert entry["trace_id"] == trace_id
+
+
+def test_a_script_without_a_shebang_runs_as_a_shell_would_run_it(tmp_path: Path) -> None:
+    script = tmp_path / "agent-script"
+    script.write_text("echo from sh\n")
+    script.chmod(0o755)
+    result = subprocess.run(
+        [*WRAPPER, "--", str(script)], capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout == b"from sh\n"
+
+
+def test_a_bad_adapter_variable_is_reported_and_the_command_still_runs(tmp_path: Path) -> None:
+    env = wrapper_env(tmp_path, TRANSCRIPT_OTEL_LINE_ADAPTER="xml")
+    result = subprocess.run(
+        [*WRAPPER, "--", "/bin/echo", "hi"], capture_output=True, env=env, timeout=60, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout == b"hi\n"
+    assert b"TRANSCRIPT_OTEL_LINE_ADAPTER: unknown line adapter 'xml'" in result.stderr

@@ -150,15 +150,9 @@ def test_blank_lines_are_not_entries(line: str) -> None:
         (rtf1({"type": "dance"}), "unknown event type 'dance'"),
         (rtf1({"type": "text", "tag": "AI"}), "'text' needs a string 'text'"),
         (rtf1({"type": "text", "tag": "SHOUT", "text": "x"}), "'text' needs a tag among"),
-        (
-            rtf1({"type": "tool_start", "tool": {"name": "x"}}),
-            "'tool_start' needs a string",
-        ),
-        (
-            rtf1({"type": "tool_start", "tool": {"id": "t"}}),
-            "'tool_start' needs a string",
-        ),
-        (rtf1({"type": "tool_start", "tool": {"id": "t", "name": "n", "input": 3}}), ""),
+        (rtf1({"type": "tool_start", "tool": {"name": "x"}}), "'tool_start' needs a string 'tool.id'"),
+        (rtf1({"type": "tool_start", "tool": {"id": "t"}}), "'tool_start' needs a string 'tool.name'"),
+        (rtf1({"type": "tool_start", "tool": {"id": "t", "name": "n", "input": 3}}), "'tool.input' must be"),
         (rtf1({"type": "tool_output", "tool": {"id": "t"}}), "'tool_output' needs"),
         (
             rtf1({"type": "tool_end", "tool": {"id": "t", "status": "maybe"}}),
@@ -168,7 +162,7 @@ def test_blank_lines_are_not_entries(line: str) -> None:
             rtf1({"type": "tool_end", "tool": {"id": "t", "status": ["ok"]}}),
             "'tool.status'",
         ),
-        (rtf1({"type": "tool_end", "tool": {"id": "t", "duration_ms": "1s"}}), ""),
+        (rtf1({"type": "tool_end", "tool": {"id": "t", "duration_ms": "1s"}}), "'tool.duration_ms' must be"),
         (rtf1({"type": "usage", "usage": 5}), "'usage' needs a 'usage' object"),
         (rtf1({"type": "meta"}), "'meta' needs a 'meta' object"),
         (rtf1({"type": "tool_end"}), "'tool_end' needs a 'tool' object"),
@@ -332,41 +326,40 @@ def test_plain_lines_are_assistant_text_with_the_line_as_raw() -> None:
 
 
 @pytest.mark.parametrize(
-    ("lines", "chosen"),
+    ("line", "chosen"),
     [
-        (["hello\n", rtf1({"type": "text", "text": "x"})], "rtf1"),
-        ([codex({"type": "thread.started", "thread_id": "t"})], "codex-json"),
-        (["\n", codex({"type": "item.completed", "item": {}})], "codex-json"),
-        ([json.dumps({"type": "system", "subtype": "init", "session_id": "s"})], "claude-stream-json"),
-        ([json.dumps({"type": "system"})], "plain"),  # no session id: not Claude's
-        (["Just text\n", codex({"type": "turn.started"})], "plain"),  # the first JSON line decides
-        ([], "plain"),
+        (codex({"type": "thread.started", "thread_id": "t"}), "codex-json"),
+        (codex({"type": "item.completed", "item": {}}), "codex-json"),
+        (json.dumps({"type": "system", "subtype": "init", "session_id": "s"}), "claude-stream-json"),
+        (json.dumps({"type": "system"}), "rtf1"),  # no session id: not Claude's
+        (rtf1({"type": "text", "text": "x"}), "rtf1"),
+        ("Just text\n", "rtf1"),  # reads text as plain does, and RTF1 lines if any come
+        ("[1, 2]\n", "rtf1"),
     ],
 )
-def test_sniffing_is_deterministic(lines: list[str], chosen: str) -> None:
-    assert sniff(lines) == chosen
+def test_sniffing_is_deterministic(line: str, chosen: str) -> None:
+    assert sniff(line) == chosen
 
 
-def test_auto_holds_lines_until_it_chooses_then_replays_them() -> None:
-    adapter = AutoAdapter(sniff_lines=3)
-    assert adapter.feed("one\n") == []
-    assert adapter.feed("two\n") == []
-    replayed = adapter.feed("three\n")
-    assert [e.detail["text"] for e in replayed] == ["one", "two", "three"]
+def test_auto_chooses_at_the_first_non_blank_line_and_keeps_the_blank_ones_before_it() -> None:
+    adapter = AutoAdapter()
+    assert adapter.feed("\n") == []
+    assert adapter.chosen is None
+    assert adapter.flush() == []
+    event = {"type": "thread.started", "thread_id": "th"}
+    (entry,) = adapter.feed(codex(event))
+    assert entry.detail == {"event": event, "subtype": "thread_started"}
     assert adapter.chosen is not None
-    assert adapter.chosen.name == "plain"
-    assert capabilities_of(adapter).tool_events is False
+    assert adapter.chosen.name == "codex-json"
+    assert adapter.session_id == "th"
+    assert capabilities_of(adapter).turns is True
 
 
-def test_auto_chooses_rtf1_at_the_first_sentinel_and_at_flush_otherwise() -> None:
+def test_auto_reads_plain_text_and_later_rtf1_lines() -> None:
     adapter = AutoAdapter()
     entries = adapter.feed("preface\n") + adapter.feed(rtf1({"type": "text", "tag": "THINK", "text": "t"}))
     assert [e.entry_type for e in entries] == ["assistant_message", "thinking"]
     assert capabilities_of(adapter).tool_events is True
-    late = AutoAdapter()
-    late.feed(codex({"type": "thread.started", "thread_id": "th"}))
-    assert [e.entry_type for e in late.flush()] == ["system_event"]
-    assert late.session_id == "th"
 
 
 def test_select_adapter_prefers_the_flag_then_the_variable_then_auto() -> None:

@@ -14,11 +14,12 @@ cannot map is an `unknown` entry holding the line and the reason. Each declares 
 | `auto` | one of the above, chosen by `select_adapter()` |
 
 Selection (`select_adapter`), deterministic: an explicit name, else the
-`TRANSCRIPT_OTEL_LINE_ADAPTER` environment variable, else `auto`, which reads up to
-`SNIFF_LINES` lines first and picks `rtf1` if one starts with `@@RALPH@@ `, else
-`codex-json` if the first JSON line is an event of `codex exec` (`thread.started`,
-`turn.started`, `item.*`, ...), else `claude-stream-json` if it is a Claude message
-(`system`, `assistant`, `user`, `result` with a `session_id`), else `plain`.
+`TRANSCRIPT_OTEL_LINE_ADAPTER` environment variable, else `auto`, which chooses at
+the first non-blank line (so nothing waits): `codex-json` if it is an event of
+`codex exec` (`thread.started`, `turn.started`, `item.*`, ...), `claude-stream-json`
+if it is a Claude message (`system`, `assistant`, `user`, `result` with a
+`session_id`), else `rtf1`, which reads plain text as `plain` does and also
+understands `@@RALPH@@` lines wherever they start.
 """
 
 from __future__ import annotations
@@ -31,12 +32,10 @@ from typing import Any, Final, Protocol
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
-from transcript_otel.mappings.rtf1 import PREFIX as RTF1_PREFIX
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 from transcript_otel.model import EntryType
 
 ADAPTER_VARIABLE: Final = "TRANSCRIPT_OTEL_LINE_ADAPTER"
-SNIFF_LINES: Final = 20
 _CODEX_EVENTS: Final = frozenset(
     {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.completed"}
 )
@@ -125,31 +124,22 @@ def _json_type(line: str) -> tuple[str | None, dict[str, Any]]:
     return None, {}
 
 
-def sniff(lines: list[str]) -> str:
-    """The adapter for a stream that starts with `lines` (the rules of the module docstring)."""
-    if any(line.startswith(RTF1_PREFIX) for line in lines):
-        return "rtf1"
-    for line in lines:
-        if not line.strip():
-            continue
-        kind, value = _json_type(line)
-        if kind is None:
-            return "plain"
-        if kind in _CODEX_EVENTS or kind.startswith("item."):
-            return "codex-json"
-        if kind in _CLAUDE_MESSAGES and "session_id" in value:
-            return "claude-stream-json"
-        return "plain"
-    return "plain"
+def sniff(line: str) -> str:
+    """The adapter for a stream whose first non-blank line is `line` (the module docstring's rules)."""
+    kind, value = _json_type(line)
+    if kind is not None and (kind in _CODEX_EVENTS or kind.startswith("item.")):
+        return "codex-json"
+    if kind in _CLAUDE_MESSAGES and "session_id" in value:
+        return "claude-stream-json"
+    return "rtf1"
 
 
 class AutoAdapter:
-    """Holds the first lines until it can choose (`sniff`), then hands everything to its choice."""
+    """Holds blank lines until the first other one, chooses by it (`sniff`), then hands on everything."""
 
     name: Final = "auto"
 
-    def __init__(self, sniff_lines: int = SNIFF_LINES) -> None:
-        self._sniff_lines = sniff_lines
+    def __init__(self) -> None:
         self._held: list[str] = []
         self.chosen: LineAdapter | None = None
 
@@ -159,20 +149,17 @@ class AutoAdapter:
         return session_id if isinstance(session_id, str) else None
 
     def feed(self, line: str) -> list[MappedEntry]:
-        if self.chosen is not None:
-            return self.chosen.feed(line)
-        self._held.append(line)
-        decided = line.startswith(RTF1_PREFIX) or len(self._held) >= self._sniff_lines
-        return self._choose() if decided else []
+        if self.chosen is None:
+            if not line.strip():
+                self._held.append(line)
+                return []
+            chosen = self.chosen = _FACTORIES[sniff(line)]()
+            held, self._held = self._held, []
+            return [entry for earlier in held for entry in chosen.feed(earlier)] + chosen.feed(line)
+        return self.chosen.feed(line)
 
     def flush(self) -> list[MappedEntry]:
-        entries = self._choose() if self.chosen is None else []
-        return entries + (self.chosen.flush() if self.chosen is not None else [])
-
-    def _choose(self) -> list[MappedEntry]:
-        held, self._held = self._held, []
-        chosen = self.chosen = _FACTORIES[sniff(held)]()
-        return [entry for line in held for entry in chosen.feed(line)]
+        return [] if self.chosen is None else self.chosen.flush()
 
 
 def select_adapter(name: str | None, environ: dict[str, str] | None = None) -> LineAdapter:
