@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -355,3 +356,31 @@ def test_a_bad_adapter_variable_is_reported_and_the_command_still_runs(tmp_path:
     assert result.returncode == 0
     assert result.stdout == b"hi\n"
     assert b"TRANSCRIPT_OTEL_LINE_ADAPTER: unknown line adapter 'xml'" in result.stderr
+
+
+def test_claude_stream_json_spans_nest_subagents_and_count_usage_once(tmp_path: Path) -> None:
+    async def run() -> list[Any]:
+        async with TapCollector() as tap:
+            env = wrapper_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=tap.endpoint)
+            command = [*WRAPPER, "--prompt-name", "cli-claude", "--", *agent("claude-stream-json")]
+            returncode, _, stderr = await run_to_completion(command, 60, env=env)
+            assert returncode == 0, stderr.decode(errors="replace")
+            await tap.wait_for(lambda: any(span.name == "invoke_agent cli-claude" for span in tap.spans))
+            await asyncio.sleep(0.2)
+            return list(tap.spans)
+
+    spans = asyncio.run(run())
+    by_id = {span.span_id: span for span in spans}
+    (root,) = [span for span in spans if span.name == "invoke_agent cli-claude"]
+    subagents = [span for span in spans if span.name.startswith("invoke_agent ") and span is not root]
+    assert subagents
+    for subagent in subagents:
+        assert by_id[subagent.parent_span_id].name in ("execute_tool Task", "execute_tool Agent")
+    result = next(
+        json.loads(line)
+        for line in (FIXTURES / "claude-stream-json.jsonl").read_text().splitlines()
+        if line.startswith("{") and json.loads(line).get("type") == "result"
+    )
+    attributes = {a.key: a.value.int_value for a in root.attributes}
+    assert attributes["gen_ai.usage.input_tokens"] == result["usage"]["input_tokens"]  # the result's, once
+    assert attributes["gen_ai.usage.output_tokens"] == result["usage"]["output_tokens"]

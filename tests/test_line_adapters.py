@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from transcript_otel import CANONICAL_ENTRY_TYPES
 from transcript_otel.mappings import MappedEntry
+from transcript_otel.mappings import rtf1 as rtf1_module
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
@@ -415,3 +416,18 @@ def test_any_lines_map_without_raising(lines: list[str]) -> None:
         adapter = make()
         entries = [entry for line in lines for entry in adapter.feed(line)] + adapter.flush()
         assert all(entry.entry_type in CANONICAL_ENTRY_TYPES for entry in entries)
+
+
+def test_rtf1_output_held_for_open_calls_is_bounded_all_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rtf1_module, "_MAX_OUTPUT_CHARS", 10)
+    adapter = Rtf1Adapter()
+    for call_id in ("a", "b"):
+        adapter.feed(rtf1({"type": "tool_start", "tool": {"id": call_id, "name": "n"}}))
+    adapter.feed(rtf1({"type": "tool_output", "tool": {"id": "a"}, "text": "12345678"}))
+    adapter.feed(rtf1({"type": "tool_output", "tool": {"id": "b"}, "text": "12345678"}))  # over the budget
+    first = one(adapter.feed(rtf1({"type": "tool_end", "tool": {"id": "a", "status": "ok"}})))
+    assert first.detail["output"] == "12345678"
+    assert "output_truncated" not in first.detail
+    second = one(adapter.feed(rtf1({"type": "tool_end", "tool": {"id": "b", "status": "ok"}})))
+    assert second.detail["output"] == ""
+    assert second.detail["output_truncated"] is True

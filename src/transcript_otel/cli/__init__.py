@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -47,29 +48,33 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     command = list(args.agent_command)
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        _parser().error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
+        parser.error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
     from transcript_otel.cli.run_command import run_command
     from transcript_otel.pipeline import shutdown_all
     from transcript_otel.setup import configure
 
     prompt_name = args.prompt_name or os.path.basename(command[0])
+    # The exporters' complaints (a backend down) must not land in the command's stderr: the
+    # transcript keeps its own account (transcript.error records, the JSONL mirror).
+    quiet = logging.getLogger("opentelemetry")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
     try:
         configure(service_name=prompt_name, instrument=False)
     except Exception as exc:  # capture is optional; the command runs regardless
         print(f"transcript-otel run: capture is off: {exc}", file=sys.stderr)
     status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
+    # The command is over: Ctrl-C now must not turn the bounded flush into a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if status < 0:  # killed by a signal: die of the same signal, once the transcript is out
         shutdown_all()
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     return status if status >= 0 else 128 - status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

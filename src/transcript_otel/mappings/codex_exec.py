@@ -71,7 +71,7 @@ def tool_failed(item: dict[str, Any]) -> bool:
 
 
 class CodexExecAdapter:
-    """Maps the lines of one `codex exec --json` run; keeps nothing but the thread id."""
+    """Maps the lines of one `codex exec --json` run; keeps the thread id and the started tool ids."""
 
     name: Final = "codex-json"
 

@@ -38,8 +38,9 @@ TEXT_TAGS: Final = {
     "TOOL": EntryType.TOOL_RESULT,
 }
 TOOL_STATUSES: Final = frozenset({"ok", "fail", "unknown"})
-# Output kept per unfinished call; beyond it the rest is dropped and the result says so.
-_MAX_OUTPUT_CHARS: Final = 1 << 20
+# Output kept for the unfinished calls, all together; beyond it the rest is dropped and each
+# result concerned says so.
+_MAX_OUTPUT_CHARS: Final = 16 << 20
 # Calls kept open at once; an agent that never ends its calls cannot grow this further.
 _MAX_OPEN_CALLS: Final = 10_000
 
@@ -55,12 +56,14 @@ class _OpenCall:
     size: int = 0
     truncated: bool = False
 
-    def add(self, text: str) -> None:
-        if self.size + len(text) > _MAX_OUTPUT_CHARS:
+    def add(self, text: str, budget: int) -> int:
+        """Keep `text` if `budget` (characters left for all open calls) allows; what it used."""
+        if len(text) > budget:
             self.truncated = True
-            return
+            return 0
         self.chunks.append(text)
         self.size += len(text)
+        return len(text)
 
 
 def _text(value: Any, rule: str) -> str:
@@ -84,6 +87,7 @@ class Rtf1Adapter:
 
     def __init__(self) -> None:
         self._calls: dict[str, _OpenCall] = {}
+        self._held_chars = 0
 
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.startswith(PREFIX):
@@ -100,6 +104,7 @@ class Rtf1Adapter:
     def flush(self) -> list[MappedEntry]:
         """The calls that never ended, as results with status `unknown`."""
         calls, self._calls = self._calls, {}
+        self._held_chars = 0
         return [self._result(call_id, call, {"status": "unknown"}, None) for call_id, call in calls.items()]
 
     def _event(self, event: Any, line: str) -> list[MappedEntry]:
@@ -131,7 +136,7 @@ class Rtf1Adapter:
             if call is None and len(self._calls) < _MAX_OPEN_CALLS:
                 call = self._calls[tool["id"]] = _OpenCall(None)
             if call is not None:
-                call.add(text)
+                self._held_chars += call.add(text, _MAX_OUTPUT_CHARS - self._held_chars)
             return []
         if kind == "tool_end":
             tool = _tool(event)
@@ -142,6 +147,7 @@ class Rtf1Adapter:
             if duration is not None and (not isinstance(duration, int) or isinstance(duration, bool)):
                 raise SchemaError("'tool.duration_ms' must be an integer")
             call = self._calls.pop(tool["id"], None) or _OpenCall(None)
+            self._held_chars -= call.size
             ended = {"status": status, **({"duration_ms": duration} if duration is not None else {})}
             return [self._result(tool["id"], call, ended, line)]
         if kind == "usage":
