@@ -36,7 +36,7 @@ from typing import Any, Final
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
     LineAdapter,
@@ -64,15 +64,6 @@ MAX_PENDING_BYTES: Final = 64 << 20
 OUTPUT_GRACE_S: Final = 1.0
 CAPTURE_GRACE_S: Final = 5.0
 _CHUNK_BYTES: Final = 1 << 16
-_TURN_CONTENT: Final = frozenset(
-    {
-        EntryType.USER_MESSAGE.value,
-        EntryType.ASSISTANT_MESSAGE.value,
-        EntryType.THINKING.value,
-        EntryType.TOOL_USE.value,
-        EntryType.TOOL_RESULT.value,
-    }
-)
 EXIT_CANNOT_EXECUTE: Final = 126
 EXIT_NOT_FOUND: Final = 127
 
@@ -150,7 +141,7 @@ class LineRecorder:
             self.run.set_session_id(session_id)
         turns = capabilities_of(self.adapter).turns
         for entry in entries:
-            if entry.source == MAIN_SOURCE and entry.entry_type in _TURN_CONTENT:
+            if entry.source == MAIN_SOURCE and entry.entry_type in TURN_CONTENT:
                 self.run.begin_turn()
             yield entry
             if turns and entry.source == MAIN_SOURCE and entry.entry_type == EntryType.TOKEN_USAGE.value:

@@ -68,6 +68,18 @@ _MAX_KNOWN_LAUNCHERS: Final = 1024
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 
+# Entries of the main thread that belong in a turn: a harness without turn events opens
+# one for the first of them (and its usage report, or the run's end, closes it).
+TURN_CONTENT: Final = frozenset(
+    {
+        EntryType.USER_MESSAGE.value,
+        EntryType.ASSISTANT_MESSAGE.value,
+        EntryType.THINKING.value,
+        EntryType.TOOL_USE.value,
+        EntryType.TOOL_RESULT.value,
+    }
+)
+
 _M = TypeVar("_M")
 
 _CURRENT_RUN: ContextVar[AgentRun | None] = ContextVar("transcript_otel_agent_run", default=None)

@@ -23,21 +23,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
-from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper, source_of
 from transcript_otel.model import MAIN_SOURCE, EntryType
 
-# Main-thread entries that belong in a turn: one arriving with no turn open opens one.
-_TURN_CONTENT: Final = frozenset(
-    {
-        EntryType.USER_MESSAGE.value,
-        EntryType.ASSISTANT_MESSAGE.value,
-        EntryType.THINKING.value,
-        EntryType.TOOL_USE.value,
-        EntryType.TOOL_RESULT.value,
-    }
-)
 # Prompts waiting for their turn; a CLI that never answers cannot grow this further.
 _MAX_WAITING_PROMPTS: Final = 1_000
 
@@ -194,7 +184,7 @@ class SdkRun:
         for entry in entries:
             if entry.source == MAIN_SOURCE:
                 self._recorded_main = True
-                if entry.entry_type in _TURN_CONTENT:
+                if entry.entry_type in TURN_CONTENT:
                     self.run.begin_turn()
             self.run.record(
                 entry.entry_type,
