@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from transcript_otel import CANONICAL_ENTRY_TYPES
 from transcript_otel.mappings import MappedEntry
-from transcript_otel.mappings.chat import ChatMapper
+from transcript_otel._genai import usage_attributes
+from transcript_otel.mappings.chat import ChatMapper, usage_entry
 from transcript_otel.model import RawJson
 
 from helpers import JSONISH
@@ -137,6 +138,75 @@ def test_new_messages_maps_only_what_was_appended() -> None:
     assert mapper.new_messages("not a list") == []
 
 
+def test_unseen_returns_the_appended_messages_once() -> None:
+    mapper = ChatMapper()
+    conversation: list[Any] = [{"role": "system", "content": "Be brief."}]
+    assert mapper.unseen(conversation) == [{"role": "system", "content": "Be brief."}]
+    conversation.append({"role": "tool", "tool_call_id": "c1", "content": "x"})
+    assert mapper.unseen(conversation) == [{"role": "tool", "tool_call_id": "c1", "content": "x"}]
+    assert mapper.unseen(conversation) == []
+
+
+CHAT_USAGE = {
+    "prompt_tokens": 110,
+    "completion_tokens": 21,
+    "total_tokens": 131,
+    "prompt_tokens_details": {"cached_tokens": 5},
+    "completion_tokens_details": {"reasoning_tokens": 3},
+}
+RESPONSES_USAGE = {
+    "input_tokens": 110,
+    "output_tokens": 21,
+    "total_tokens": 131,
+    "input_tokens_details": {"cached_tokens": 5},
+    "output_tokens_details": {"reasoning_tokens": 3},
+}
+
+
+@pytest.mark.parametrize("usage", [CHAT_USAGE, RESPONSES_USAGE], ids=["chat-completions", "responses"])
+def test_a_responses_usage_is_token_usage_under_canonical_names(usage: dict[str, Any]) -> None:
+    entry = usage_entry(usage, model="gpt-test")
+    assert entry == MappedEntry(
+        "token_usage",
+        {
+            "usage": {
+                "input_tokens": 110,
+                "output_tokens": 21,
+                "total_tokens": 131,
+                "cached_input_tokens": 5,
+                "reasoning_output_tokens": 3,
+            },
+            "provider_usage": usage,
+            "model": "gpt-test",
+        },
+        RawJson(usage),
+    )
+    # … which the spans read as the semantic conventions' token counts.
+    assert usage_attributes(entry.detail) == {
+        "gen_ai.usage.input_tokens": 110,
+        "gen_ai.usage.output_tokens": 21,
+        "gen_ai.usage.cache_read.input_tokens": 5,
+        "gen_ai.usage.reasoning.output_tokens": 3,
+    }
+
+
+def test_usage_without_counts_keeps_only_what_was_sent() -> None:
+    entry = usage_entry({"prompt_tokens": "many", "completion_tokens_details": None})
+    assert entry.entry_type == "token_usage"
+    assert entry.detail == {
+        "usage": {},
+        "provider_usage": {"prompt_tokens": "many", "completion_tokens_details": None},
+    }
+
+
+@pytest.mark.parametrize("usage", [None, 12, "lots", [1, 2]])
+def test_usage_that_is_not_an_object_is_unknown(usage: Any) -> None:
+    entry = usage_entry(usage)
+    assert entry.entry_type == "unknown"
+    assert entry.detail["parse_error"].startswith("usage must be an object, got ")
+    assert entry.raw == RawJson(usage)
+
+
 FUNCTIONS = st.fixed_dictionaries({"name": JSONISH, "arguments": JSONISH}) | JSONISH
 MESSAGES = st.fixed_dictionaries(
     {
@@ -160,5 +230,7 @@ MESSAGES = st.fixed_dictionaries(
 @given(st.lists(MESSAGES | JSONISH, max_size=5))
 def test_any_messages_map_without_raising(messages: list[Any]) -> None:
     mapper = ChatMapper()
-    for entry in mapper.new_messages(messages) + [e for m in messages for e in mapper.message(m)]:
+    entries = mapper.new_messages(messages) + [e for m in messages for e in mapper.message(m)]
+    entries += [usage_entry(m) for m in messages]
+    for entry in entries:
         assert entry.entry_type in CANONICAL_ENTRY_TYPES

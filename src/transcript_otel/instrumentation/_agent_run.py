@@ -233,6 +233,11 @@ class AgentRun:
             if entry is not None:
                 self.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
 
+    def record_failure(self, error: BaseException) -> None:
+        """The harness raised: an `error` entry with the exception's type and message."""
+        detail = {"exception": {"type": type(error).__name__, "message": message_of(error)}}
+        self.record(EntryType.ERROR.value, detail=detail)
+
     def mapper(self, kind: type[_M]) -> _M:
         """This run's mapping state of `kind` (deltas being folded, tool names seen), made on first use."""
         if not isinstance(self._mapper, kind):
@@ -595,6 +600,14 @@ def _cost_usd(detail: Any) -> float:
     if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
         return float(cost)
     return 0.0
+
+
+def message_of(error: BaseException) -> str:
+    """`str(error)`, or a stand-in where that raises."""
+    try:
+        return str(error)
+    except Exception:
+        return f"<{type(error).__name__} whose str() raised>"
 
 
 def _exception_type(error: BaseException) -> str:

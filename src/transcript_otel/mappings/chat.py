@@ -18,6 +18,11 @@ again with every request (seed 001's role-based capture). One message becomes:
 the content is a string or a list of text parts; `raw` is the message as JSON.
 `ChatMapper.new_messages(messages)` maps only the messages it has not seen yet, for
 a list that grows with every round.
+
+A response's `usage` (Chat Completions `prompt_tokens`/`completion_tokens`, or the
+Responses API's `input_tokens`/`output_tokens`, with their `*_details`) becomes a
+`token_usage` entry (`usage_entry`): `detail.usage` holds the counts under the
+canonical names, `detail.provider_usage` the object as the provider sent it.
 """
 
 from __future__ import annotations
@@ -64,12 +69,16 @@ class ChatMapper:
 
     def new_messages(self, messages: Any) -> list[MappedEntry]:
         """The entries of the messages after those seen by earlier calls (a list that grows)."""
+        return [entry for message in self.unseen(messages) for entry in self.message(message)]
+
+    def unseen(self, messages: Any) -> list[Any]:
+        """The messages after those seen by earlier calls, which are now seen."""
         if not isinstance(messages, list):
             return []
         if len(messages) < self._seen:  # a new conversation in the same list object
             self._seen = 0
         fresh, self._seen = messages[self._seen :], len(messages)
-        return [entry for message in fresh for entry in self.message(message)]
+        return fresh
 
     def message(self, message: Any) -> list[MappedEntry]:
         if not isinstance(message, dict):
@@ -126,3 +135,43 @@ class ChatMapper:
         elif isinstance(message.get("name"), str):  # the legacy `function` role names its function
             result["tool_name"] = message["name"]
         return result
+
+
+# Canonical count name → where each API puts it (Chat Completions, then the Responses API).
+_USAGE_FIELDS: Final = {
+    "input_tokens": (("prompt_tokens",), ("input_tokens",)),
+    "output_tokens": (("completion_tokens",), ("output_tokens",)),
+    "total_tokens": (("total_tokens",),),
+    "cached_input_tokens": (
+        ("prompt_tokens_details", "cached_tokens"),
+        ("input_tokens_details", "cached_tokens"),
+    ),
+    "reasoning_output_tokens": (
+        ("completion_tokens_details", "reasoning_tokens"),
+        ("output_tokens_details", "reasoning_tokens"),
+    ),
+}
+
+
+def _count(usage: dict[str, Any], path: tuple[str, ...]) -> int | None:
+    value: Any = usage
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_entry(usage: Any, *, model: str | None = None) -> MappedEntry:
+    """A response's `usage` object as a `token_usage` entry (an `unknown` one if it is not an object)."""
+    if not isinstance(usage, dict):
+        reason = f"usage must be an object, got {type(usage).__name__}"
+        return MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, RawJson(usage))
+    counts: dict[str, int] = {}
+    for name, paths in _USAGE_FIELDS.items():
+        found = (_count(usage, path) for path in paths)
+        value = next((count for count in found if count is not None), None)
+        if value is not None:
+            counts[name] = value
+    detail: dict[str, Any] = {"usage": counts, "provider_usage": usage}
+    if model is not None:
+        detail["model"] = model
+    return MappedEntry(EntryType.TOKEN_USAGE.value, detail, RawJson(usage))

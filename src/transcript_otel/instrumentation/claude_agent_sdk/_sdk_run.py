@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
-from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun
+from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun, message_of
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper, source_of
 from transcript_otel.model import MAIN_SOURCE, EntryType
@@ -132,8 +132,7 @@ class SdkRun:
         """The SDK raised into the program: an `error` entry, and the turn ends with it."""
         try:
             self._release_prompts()
-            detail = {"exception": {"type": type(error).__name__, "message": _message_of(error)}}
-            self.run.record(EntryType.ERROR.value, detail=detail)
+            self.run.record_failure(error)
             self.run.end_turn(error)
             with self._lock:
                 self._awaiting_result = False
@@ -195,11 +194,4 @@ class SdkRun:
             )
 
     def _report(self, what: str, exc: Exception) -> None:
-        self.run.emitter.error(f"{what}: {type(exc).__name__}: {_message_of(exc)}")
-
-
-def _message_of(error: BaseException) -> str:
-    try:
-        return str(error)
-    except Exception:
-        return f"<{type(error).__name__} whose str() raised>"
+        self.run.emitter.error(f"{what}: {type(exc).__name__}: {message_of(exc)}")

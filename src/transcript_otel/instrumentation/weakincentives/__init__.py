@@ -1,4 +1,4 @@
-"""OpenTelemetry transcript instrumentation for `weakincentives` 0.24 to 0.27.
+"""OpenTelemetry transcript instrumentation for `weakincentives` 0.18 to 0.27.
 
 Usage::
 
@@ -6,12 +6,13 @@ Usage::
 
     WeakincentivesInstrumentor().instrument()  # or: opentelemetry-instrument python agent.py
 
-Each `evaluate()` of the Codex app-server, Claude Agent SDK, ACP and OpenCode adapters
-becomes an `invoke_agent` span with a `chat` span per turn and an `execute_tool` span
-per tool call, and its canonical transcript is emitted through the transcript
-pipeline (log records, span events, the local JSONL mirror). Versions without a
-native transcript (Codex 0.25, Claude 0.24/0.25) get one built by our mappings;
-0.26+ entries are mirrored from weakincentives' own emitter, never duplicated.
+Each `evaluate()` of the Codex app-server, Claude Agent SDK, ACP and OpenCode
+adapters, and of the OpenAI and LiteLLM adapters (0.18 to 0.24), becomes an
+`invoke_agent` span with a `chat` span per turn and an `execute_tool` span per tool
+call, and its canonical transcript is emitted through the transcript pipeline (log
+records, span events, the local JSONL mirror). Versions without a native transcript
+(OpenAI/LiteLLM, Codex 0.25, Claude 0.24/0.25) get one built by our mappings; 0.26+
+entries are mirrored from weakincentives' own emitter, never duplicated.
 Patches apply when a module is imported, also after `instrument()`; a name a
 version lacks is skipped.
 """
@@ -25,7 +26,7 @@ from opentelemetry import trace
 
 from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor, Switchable
 from transcript_otel.instrumentation._patching import PatchSet
-from transcript_otel.instrumentation.weakincentives import _acp, _claude, _codex, _native
+from transcript_otel.instrumentation.weakincentives import _acp, _chat, _claude, _codex, _native
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 from transcript_otel.instrumentation.weakincentives.package import _instruments
 
@@ -45,5 +46,6 @@ class WeakincentivesInstrumentor(PatchingInstrumentor):
             *_codex.patches(state),
             *_claude.patches(state),
             *_acp.patches(state),
+            *_chat.patches(state),
         ]
         return state, PatchSet("weakincentives", patches)

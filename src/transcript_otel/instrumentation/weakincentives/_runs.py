@@ -27,6 +27,8 @@ class AdapterSpec:
     model: Callable[[Any], Any]
     # Codex sends one prompt per turn: the `user_message` entry opens the turn span.
     turns_start_with_user_message: bool = False
+    # Where the provider depends on the adapter's configuration (LiteLLM), read from it.
+    provider_of: Callable[[Any], str | None] | None = None
 
 
 def adapter_name(adapter: Any, default: str) -> str:
@@ -61,7 +63,7 @@ def _start_run(
         prompt_name=prompt_name(argument(args, kwargs, "prompt", 0)),
         adapter=adapter_name(instance, spec.default_name),
         session_id=None if session_id is None else str(session_id),
-        provider=spec.provider,
+        provider=spec.provider if spec.provider_of is None else spec.provider_of(instance),
         model=model if isinstance(model, str) and model else None,
         turns_start_with_user_message=spec.turns_start_with_user_message,
     )

@@ -1,3 +1,3 @@
 """The instrumented library's versions, declared here and, identically, in the `instruments-any` extra."""
 
-_instruments = ("weakincentives >= 0.24, < 0.28",)
+_instruments = ("weakincentives >= 0.18, < 0.28",)

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for the OpenAI HTTP API (stdlib only).
+
+weakincentives' ``OpenAIAdapter`` calls the **Responses API** through the
+``openai`` SDK (``POST {base_url}/responses``: ``input`` items, with
+``function_call`` / ``function_call_output`` items for tool rounds, and
+``tools`` as ``{"type": "function", "name", ...}``). Its ``LiteLLMAdapter`` calls
+``litellm.completion()``, which for a model ``openai/<name>`` posts to the
+**Chat Completions API** (``POST {api_base}/chat/completions``: ``messages``,
+with ``role: "tool"`` messages for tool results). This server answers both,
+non-streaming, with bodies shaped as in the OpenAI API reference for
+``POST /v1/responses`` (the ``response`` object) and ``POST /v1/chat/completions``
+(the ``chat.completion`` object), so the real SDKs parse them.
+
+The scenario is the request's model name, ``fake-<scenario>`` (litellm strips
+``openai/``): ``text`` (a final answer), ``tool`` (one call to the first offered
+tool, then an answer quoting its output), ``parallel`` (two calls, then an answer
+quoting both), ``error`` (HTTP 500). Ids, timestamps and token usage are
+deterministic; the round is 1 once the request carries tool output, else 0.
+
+    with ScriptedChatServer() as server:  # base_url: http://127.0.0.1:<port>/v1
+        OpenAIAdapter(model="fake-tool", client_config=OpenAIClientConfig(base_url=server.base_url, ...))
+
+``python fake_chat_server.py [--port N]`` serves in the foreground and prints the base URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+JsonObj = dict[str, Any]
+
+SCENARIOS = ("text", "tool", "parallel", "error")
+CREATED = 1_700_000_000
+FINAL_TEXT = "Hello from the scripted model."
+SCRIPTED_CALLS = {"tool": [("call_1", "hi")], "parallel": [("call_1", "one"), ("call_2", "two")]}
+SERVER_ERROR: JsonObj = {
+    "error": {"message": "scripted server failure", "type": "server_error", "code": "scripted_failure"}
+}
+
+
+def _error(message: str, kind: str = "invalid_request_error", code: str | None = None) -> JsonObj:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _text_of(content: object) -> str:
+    """A tool output or message content: a string, or a list of text parts."""
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def _tool_outputs(body: JsonObj, responses: bool) -> list[str]:
+    if responses:
+        items = body.get("input")
+        items = items if isinstance(items, list) else []
+        return [_text_of(i.get("output")) for i in items if i.get("type") == "function_call_output"]
+    return [_text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "tool"]
+
+
+def _first_tool(body: JsonObj) -> str | None:
+    tools = body.get("tools") or [{}]
+    tool = tools[0]
+    name = tool.get("name") or (tool.get("function") or {}).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _usage(round_: int, responses: bool) -> JsonObj:
+    tokens_in, tokens_out = 100 + 10 * round_, 20 + round_
+    if responses:
+        return {
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+            "input_tokens_details": {"cached_tokens": 5},
+            "output_tokens_details": {"reasoning_tokens": 3},
+        }
+    return {
+        "prompt_tokens": tokens_in,
+        "completion_tokens": tokens_out,
+        "total_tokens": tokens_in + tokens_out,
+        "prompt_tokens_details": {"cached_tokens": 5},
+        "completion_tokens_details": {"reasoning_tokens": 3},
+    }
+
+
+def _responses_body(
+    model: str, round_: int, text: str | None, calls: list[JsonObj], body: JsonObj
+) -> JsonObj:
+    output: list[JsonObj] = [
+        {"type": "function_call", "id": f"fc_{c['id']}", "call_id": c["id"], "status": "completed", **c["fn"]}
+        for c in calls
+    ]
+    if text is not None:
+        content = [{"type": "output_text", "text": text, "annotations": []}]
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{round_}",
+                "role": "assistant",
+                "status": "completed",
+                "content": content,
+            }
+        )
+    return {
+        "id": f"resp_{round_}",
+        "object": "response",
+        "created_at": CREATED,
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "usage": _usage(round_, responses=True),
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools", []),
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+    }
+
+
+def _chat_body(model: str, round_: int, text: str | None, calls: list[JsonObj]) -> JsonObj:
+    message: JsonObj = {"role": "assistant", "content": text, "refusal": None}
+    if calls:
+        message["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["fn"]} for c in calls]
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": "tool_calls" if calls else "stop",
+    }
+    return {
+        "id": f"chatcmpl_{round_}",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": model,
+        "choices": [choice],
+        "usage": _usage(round_, responses=False),
+    }
+
+
+def answer(path: str, body: JsonObj) -> tuple[HTTPStatus, JsonObj]:
+    """The scripted reply (status, JSON body) to one POST."""
+    responses = path == "/v1/responses"
+    if not responses and path != "/v1/chat/completions":
+        return HTTPStatus.NOT_FOUND, _error(
+            f"Unknown path {path}: this fake serves /v1/responses and /v1/chat/completions",
+            code="unknown_url",
+        )
+    if body.get("stream"):
+        return HTTPStatus.BAD_REQUEST, _error("This scripted fake does not stream: send stream=false.")
+    model = str(body.get("model", ""))
+    scenario = (
+        model.removeprefix("openai/").removeprefix("fake-")
+        if model.startswith(("fake-", "openai/fake-"))
+        else ""
+    )
+    if scenario == "error":
+        return HTTPStatus.INTERNAL_SERVER_ERROR, SERVER_ERROR
+    if scenario not in SCENARIOS:
+        known = ", ".join(f"fake-{name}" for name in SCENARIOS)
+        return HTTPStatus.BAD_REQUEST, _error(
+            f"Unknown scripted model {model!r}; known models: {known}.", code="model_not_found"
+        )
+    outputs = _tool_outputs(body, responses)
+    round_ = 1 if outputs else 0
+    text: str | None = None
+    calls: list[JsonObj] = []
+    if scenario == "text":
+        text = FINAL_TEXT
+    elif outputs:
+        text = "The tool said: " + " | ".join(outputs)
+    else:
+        tool = _first_tool(body)
+        if tool is None:
+            return HTTPStatus.BAD_REQUEST, _error(
+                f"Scenario {scenario!r} needs a tool in the request's tools."
+            )
+        calls = [
+            {"id": call_id, "fn": {"name": tool, "arguments": json.dumps({"text": arg})}}
+            for call_id, arg in SCRIPTED_CALLS[scenario]
+        ]
+    if responses:
+        return HTTPStatus.OK, _responses_body(model, round_, text, calls, body)
+    return HTTPStatus.OK, _chat_body(model, round_, text, calls)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+
+    def _reply(self, status: HTTPStatus, payload: JsonObj) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body: object = json.loads(raw or b"{}")
+        except json.JSONDecodeError as exc:
+            body = {"invalid_json": raw.decode(errors="replace"), "error": str(exc)}
+        path = self.path.split("?", 1)[0]
+        self.server.owner.record(path, body)
+        if not isinstance(body, dict) or "invalid_json" in body:
+            self._reply(HTTPStatus.BAD_REQUEST, _error("The request body is not a JSON object."))
+            return
+        self._reply(*answer(path, body))
+
+    def do_GET(self) -> None:
+        self._reply(HTTPStatus.NOT_FOUND, _error(f"Unknown path {self.path}", code="unknown_url"))
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass  # quiet: the requests are in ScriptedChatServer.requests
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, owner: ScriptedChatServer, port: int) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.owner = owner
+
+
+class ScriptedChatServer:
+    """Serves the scripted OpenAI API on 127.0.0.1 in a daemon thread while the context is open."""
+
+    def __init__(self, port: int = 0) -> None:
+        self._port = port
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.requests: list[JsonObj] = []  # {"path", "body"} of every request, in arrival order
+
+    def record(self, path: str, body: object) -> None:
+        with self._lock:
+            self.requests.append({"path": path, "body": body})
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("ScriptedChatServer is not running")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> ScriptedChatServer:
+        self._httpd = _HTTPServer(self, self._port)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="fake-chat-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._httpd = self._thread = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    args = parser.parse_args(argv)
+    with ScriptedChatServer(args.port) as server:
+        print(server.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
