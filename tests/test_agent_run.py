@@ -397,6 +397,41 @@ def test_finish_with_an_exception_records_it_on_the_root(start: Start) -> None:
     assert len(driver.otel.finished_spans()) == 2
 
 
+def test_a_failure_is_an_error_entry_naming_what_caused_it(start: Start) -> None:
+    driver = start()
+    driver.run.begin_turn()
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'mcp'")
+        except ModuleNotFoundError as cause:
+            raise RuntimeError("request failed") from cause
+    except RuntimeError as error:
+        driver.run.record_failure(error)
+        driver.run.end_turn(error)
+    turn = only(driver.finish(), CHAT)
+    (entry,) = driver.records()
+    assert entry["entry_type"] == "error"
+    assert entry["detail"] == {
+        "exception": {
+            "type": "RuntimeError",
+            "message": "request failed",
+            "causes": [{"type": "ModuleNotFoundError", "message": "No module named 'mcp'"}],
+        }
+    }
+    assert entry["span_id"] == format(turn.context.span_id, "016x")
+    assert (turn.attributes or {})["error.type"] == "RuntimeError"
+
+
+def test_a_failure_whose_causes_loop_is_recorded_with_a_bounded_chain(start: Start) -> None:
+    driver = start()
+    first, second = ValueError("a"), ValueError("b")
+    first.__cause__, second.__cause__ = second, first
+    driver.run.record_failure(first)
+    driver.finish()
+    (entry,) = driver.records()
+    assert len(entry["detail"]["exception"]["causes"]) == 8
+
+
 # -- token usage ----------------------------------------------------------------------------
 
 

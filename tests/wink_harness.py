@@ -32,6 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "agents" / "wink_driver.py"
 VERSIONS = ("0.24.0", "0.25.0", "0.26.0", "0.27.0")
 CODEX_VERSIONS = VERSIONS[1:]  # the Codex adapter first shipped in 0.25
+# The OpenAI and LiteLLM adapters: both ends of their range (removed in 0.25).
+CHAT_VERSIONS = ("0.18.0", "0.24.0")
+ALL_VERSIONS = tuple(sorted({*VERSIONS, *CHAT_VERSIONS}))
 RUN_TIMEOUT_S = 240.0
 
 
@@ -52,7 +55,12 @@ def python313() -> str:
 
 
 def requirements(version: str) -> list[str]:
-    return [f"weakincentives[claude-agent-sdk]=={version}", "-e", f"{REPO}[otlp]"]
+    extras = ["claude-agent-sdk"] if version in VERSIONS else []
+    # litellm's `completion()` imports `mcp`, which litellm does not declare.
+    undeclared = ["mcp"] if version in CHAT_VERSIONS else []
+    if version in CHAT_VERSIONS:
+        extras += ["openai", "litellm"]
+    return [f"weakincentives[{','.join(extras)}]=={version}", *undeclared, "-e", f"{REPO}[otlp]"]
 
 
 def _stamp(version: str) -> str:
@@ -208,6 +216,6 @@ if __name__ == "__main__":
     # `make test` builds every version's environment at once before the suite runs.
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(len(VERSIONS)) as pool:
-        for path in pool.map(wink_python, VERSIONS):
+    with ThreadPoolExecutor(len(ALL_VERSIONS)) as pool:
+        for path in pool.map(wink_python, ALL_VERSIONS):
             print(path)

@@ -2,23 +2,23 @@
 """A scripted stand-in for the OpenAI HTTP API (stdlib only).
 
 weakincentives' ``OpenAIAdapter`` calls the **Responses API** through the
-``openai`` SDK (``POST {base_url}/responses``: ``input`` items, with
-``function_call`` / ``function_call_output`` items for tool rounds, and
-``tools`` as ``{"type": "function", "name", ...}``). Its ``LiteLLMAdapter`` calls
+``openai`` SDK: ``POST {base_url}/responses`` with ``input`` items
+(``function_call`` / ``function_call_output`` items in tool rounds) and
+``tools`` as ``{"type": "function", "name", ...}``. Its ``LiteLLMAdapter`` calls
 ``litellm.completion()``, which for a model ``openai/<name>`` posts to the
-**Chat Completions API** (``POST {api_base}/chat/completions``: ``messages``,
-with ``role: "tool"`` messages for tool results). This server answers both,
-non-streaming, with bodies shaped as in the OpenAI API reference for
-``POST /v1/responses`` (the ``response`` object) and ``POST /v1/chat/completions``
-(the ``chat.completion`` object), so the real SDKs parse them.
+**Chat Completions API**: ``POST {api_base}/chat/completions`` with ``messages``
+(``role: "tool"`` messages carry tool results). This server answers both,
+non-streaming, with bodies shaped like the ``response`` and ``chat.completion``
+objects of the OpenAI API reference (``POST /v1/responses``,
+``POST /v1/chat/completions``), so that the real SDKs parse them.
 
-The scenario is the request's model name, ``fake-<scenario>`` (litellm strips
+The scenario is the request's model, ``fake-<scenario>`` (litellm strips
 ``openai/``): ``text`` (a final answer), ``tool`` (one call to the first offered
 tool, then an answer quoting its output), ``parallel`` (two calls, then an answer
-quoting both), ``error`` (HTTP 500). Ids, timestamps and token usage are
+quoting both outputs), ``error`` (HTTP 500). Ids, timestamps and token usage are
 deterministic; the round is 1 once the request carries tool output, else 0.
 
-    with ScriptedChatServer() as server:  # base_url: http://127.0.0.1:<port>/v1
+    with ScriptedChatServer() as server:  # server.base_url == "http://127.0.0.1:<port>/v1"
         OpenAIAdapter(model="fake-tool", client_config=OpenAIClientConfig(base_url=server.base_url, ...))
 
 ``python fake_chat_server.py [--port N]`` serves in the foreground and prints the base URL.
@@ -27,6 +27,7 @@ deterministic; the round is 1 once the request carries tool output, else 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import threading
@@ -41,34 +42,32 @@ SCENARIOS = ("text", "tool", "parallel", "error")
 CREATED = 1_700_000_000
 FINAL_TEXT = "Hello from the scripted model."
 SCRIPTED_CALLS = {"tool": [("call_1", "hi")], "parallel": [("call_1", "one"), ("call_2", "two")]}
-SERVER_ERROR: JsonObj = {
-    "error": {"message": "scripted server failure", "type": "server_error", "code": "scripted_failure"}
-}
+SERVER_ERROR = {"message": "scripted server failure", "type": "server_error", "code": "scripted_failure"}
 
 
 def _error(message: str, kind: str = "invalid_request_error", code: str | None = None) -> JsonObj:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _text_of(content: object) -> str:
-    """A tool output or message content: a string, or a list of text parts."""
+def _text(content: object) -> str:
+    """A tool output or message content: a string or a list of text parts."""
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return "" if content is None else str(content)
 
 
 def _tool_outputs(body: JsonObj, responses: bool) -> list[str]:
+    items = body.get("input" if responses else "messages")
+    items = [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
     if responses:
-        items = body.get("input")
-        items = items if isinstance(items, list) else []
-        return [_text_of(i.get("output")) for i in items if i.get("type") == "function_call_output"]
-    return [_text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "tool"]
+        return [_text(item.get("output")) for item in items if item.get("type") == "function_call_output"]
+    return [_text(item.get("content")) for item in items if item.get("role") == "tool"]
 
 
 def _first_tool(body: JsonObj) -> str | None:
-    tools = body.get("tools") or [{}]
-    tool = tools[0]
-    name = tool.get("name") or (tool.get("function") or {}).get("name")
+    tools = body.get("tools")
+    tool = tools[0] if isinstance(tools, list) and tools and isinstance(tools[0], dict) else {}
+    name = tool.get("name") or (tool.get("function") or {}).get("name")  # Responses or Chat format
     return name if isinstance(name, str) else None
 
 
@@ -79,7 +78,8 @@ def _usage(round_: int, responses: bool) -> JsonObj:
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,
             "total_tokens": tokens_in + tokens_out,
-            "input_tokens_details": {"cached_tokens": 5},
+            # openai >= 2.x declares cache_write_tokens as required in InputTokensDetails.
+            "input_tokens_details": {"cached_tokens": 5, "cache_write_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 3},
         }
     return {
@@ -91,30 +91,21 @@ def _usage(round_: int, responses: bool) -> JsonObj:
     }
 
 
-def _responses_body(
-    model: str, round_: int, text: str | None, calls: list[JsonObj], body: JsonObj
-) -> JsonObj:
+def _responses_body(body: JsonObj, round_: int, text: str | None, calls: list[JsonObj]) -> JsonObj:
     output: list[JsonObj] = [
-        {"type": "function_call", "id": f"fc_{c['id']}", "call_id": c["id"], "status": "completed", **c["fn"]}
-        for c in calls
+        {"type": "function_call", "id": f"fc_{call['call_id']}", "status": "completed", **call}
+        for call in calls
     ]
     if text is not None:
         content = [{"type": "output_text", "text": text, "annotations": []}]
-        output.append(
-            {
-                "type": "message",
-                "id": f"msg_{round_}",
-                "role": "assistant",
-                "status": "completed",
-                "content": content,
-            }
-        )
+        message = {"type": "message", "id": f"msg_{round_}", "role": "assistant", "status": "completed"}
+        output.append({**message, "content": content})
     return {
         "id": f"resp_{round_}",
         "object": "response",
         "created_at": CREATED,
         "status": "completed",
-        "model": model,
+        "model": body.get("model"),
         "output": output,
         "usage": _usage(round_, responses=True),
         "error": None,
@@ -131,70 +122,59 @@ def _responses_body(
     }
 
 
-def _chat_body(model: str, round_: int, text: str | None, calls: list[JsonObj]) -> JsonObj:
+def _chat_body(body: JsonObj, round_: int, text: str | None, calls: list[JsonObj]) -> JsonObj:
     message: JsonObj = {"role": "assistant", "content": text, "refusal": None}
     if calls:
-        message["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["fn"]} for c in calls]
-    choice = {
-        "index": 0,
-        "message": message,
-        "logprobs": None,
-        "finish_reason": "tool_calls" if calls else "stop",
-    }
+        message["tool_calls"] = [
+            {
+                "id": c["call_id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in calls
+        ]
+    finish_reason = "tool_calls" if calls else "stop"
     return {
         "id": f"chatcmpl_{round_}",
         "object": "chat.completion",
         "created": CREATED,
-        "model": model,
-        "choices": [choice],
+        "model": body.get("model"),
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
         "usage": _usage(round_, responses=False),
     }
 
 
 def answer(path: str, body: JsonObj) -> tuple[HTTPStatus, JsonObj]:
-    """The scripted reply (status, JSON body) to one POST."""
+    """The scripted reply (status, JSON body) to a POST of `body` to `path`."""
     responses = path == "/v1/responses"
     if not responses and path != "/v1/chat/completions":
-        return HTTPStatus.NOT_FOUND, _error(
-            f"Unknown path {path}: this fake serves /v1/responses and /v1/chat/completions",
-            code="unknown_url",
-        )
+        message = f"Unknown path {path}: this fake serves /v1/responses and /v1/chat/completions."
+        return HTTPStatus.NOT_FOUND, _error(message, code="unknown_url")
     if body.get("stream"):
         return HTTPStatus.BAD_REQUEST, _error("This scripted fake does not stream: send stream=false.")
-    model = str(body.get("model", ""))
-    scenario = (
-        model.removeprefix("openai/").removeprefix("fake-")
-        if model.startswith(("fake-", "openai/fake-"))
-        else ""
-    )
+    name = str(body.get("model", "")).removeprefix("openai/")
+    scenario = name.removeprefix("fake-") if name.startswith("fake-") else ""
     if scenario == "error":
-        return HTTPStatus.INTERNAL_SERVER_ERROR, SERVER_ERROR
+        return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": SERVER_ERROR}
     if scenario not in SCENARIOS:
-        known = ", ".join(f"fake-{name}" for name in SCENARIOS)
-        return HTTPStatus.BAD_REQUEST, _error(
-            f"Unknown scripted model {model!r}; known models: {known}.", code="model_not_found"
-        )
+        known = ", ".join(f"fake-{known}" for known in SCENARIOS)
+        message = f"Unknown scripted model {body.get('model')!r}; the known models are {known}."
+        return HTTPStatus.BAD_REQUEST, _error(message, code="model_not_found")
     outputs = _tool_outputs(body, responses)
-    round_ = 1 if outputs else 0
-    text: str | None = None
-    calls: list[JsonObj] = []
+    round_, text, calls = (1 if outputs else 0), None, []
     if scenario == "text":
         text = FINAL_TEXT
     elif outputs:
         text = "The tool said: " + " | ".join(outputs)
+    elif (tool := _first_tool(body)) is None:
+        return HTTPStatus.BAD_REQUEST, _error(f"Scenario {scenario!r} needs a tool in the request's tools.")
     else:
-        tool = _first_tool(body)
-        if tool is None:
-            return HTTPStatus.BAD_REQUEST, _error(
-                f"Scenario {scenario!r} needs a tool in the request's tools."
-            )
         calls = [
-            {"id": call_id, "fn": {"name": tool, "arguments": json.dumps({"text": arg})}}
+            {"call_id": call_id, "name": tool, "arguments": json.dumps({"text": arg})}
             for call_id, arg in SCRIPTED_CALLS[scenario]
         ]
-    if responses:
-        return HTTPStatus.OK, _responses_body(model, round_, text, calls, body)
-    return HTTPStatus.OK, _chat_body(model, round_, text, calls)
+    build = _responses_body if responses else _chat_body
+    return HTTPStatus.OK, build(body, round_, text, calls)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -210,22 +190,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = self.path.split("?", 1)[0]
         try:
             body: object = json.loads(raw or b"{}")
-        except json.JSONDecodeError as exc:
-            body = {"invalid_json": raw.decode(errors="replace"), "error": str(exc)}
-        path = self.path.split("?", 1)[0]
+        except json.JSONDecodeError:
+            body = raw.decode(errors="replace")
         self.server.owner.record(path, body)
-        if not isinstance(body, dict) or "invalid_json" in body:
+        if isinstance(body, dict):
+            self._reply(*answer(path, body))
+        else:
             self._reply(HTTPStatus.BAD_REQUEST, _error("The request body is not a JSON object."))
-            return
-        self._reply(*answer(path, body))
 
     def do_GET(self) -> None:
-        self._reply(HTTPStatus.NOT_FOUND, _error(f"Unknown path {self.path}", code="unknown_url"))
+        self._reply(HTTPStatus.NOT_FOUND, _error(f"Unknown path {self.path}.", code="unknown_url"))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass  # quiet: the requests are in ScriptedChatServer.requests
+        pass  # quiet: ScriptedChatServer.requests has every request
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -237,7 +217,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class ScriptedChatServer:
-    """Serves the scripted OpenAI API on 127.0.0.1 in a daemon thread while the context is open."""
+    """The scripted API on 127.0.0.1 (a free port by default), served by a daemon thread in the context."""
 
     def __init__(self, port: int = 0) -> None:
         self._port = port
@@ -253,7 +233,7 @@ class ScriptedChatServer:
     @property
     def base_url(self) -> str:
         if self._httpd is None:
-            raise RuntimeError("ScriptedChatServer is not running")
+            raise RuntimeError("the ScriptedChatServer is not running")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     def __enter__(self) -> ScriptedChatServer:
@@ -267,10 +247,9 @@ class ScriptedChatServer:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._httpd is not None:
+        if self._httpd is not None and self._thread is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
-        if self._thread is not None:
             self._thread.join()
         self._httpd = self._thread = None
 
@@ -279,12 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     args = parser.parse_args(argv)
-    with ScriptedChatServer(args.port) as server:
+    with ScriptedChatServer(args.port) as server, contextlib.suppress(KeyboardInterrupt):
         print(server.base_url, flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+        threading.Event().wait()
     return 0
 
 

@@ -1,9 +1,10 @@
 """Run the real weakincentives adapters against the scripted fake agents.
 
-Usage (under a Python 3.13 venv that has ``weakincentives[claude-agent-sdk]``)::
+Usage (under a Python 3.13 venv that has ``weakincentives[claude-agent-sdk]``, or
+``weakincentives[openai,litellm]`` for the chat adapters of 0.18 to 0.24)::
 
     <venv>/bin/python tests/agents/wink_driver.py --out RESULTS.jsonl \\
-        [--configure] [--adapter codex|claude|all] [--scenarios plain,rich,...]
+        [--configure] [--adapter codex|claude|agentic|openai|litellm|chat] [--scenarios plain,rich,...]
 
 For every applicable (adapter, scenario) the driver builds a prompt named
 ``<adapter>-<scenario>`` (namespace ``demo``) with one WINK tool ``echo``,
@@ -15,7 +16,10 @@ evaluates it with a fresh ``Session()`` through the adapter's public
 
 The fakes (fake_codex.py, fake_claude.py) are started through small ``/bin/sh``
 wrappers that exec them with this interpreter; the scenario reaches them
-through ``FAKE_SCENARIO`` in the environment. No network, no API keys.
+through ``FAKE_SCENARIO`` in the environment. The OpenAI and LiteLLM adapters
+talk, through the real ``openai`` and ``litellm`` clients, to a scripted server
+(fake_chat_server.py) in this process, which reads the scenario from the model
+name. No network, no API keys.
 
 weakincentives is imported with importlib (it is absent from the repo's dev
 venv, where mypy checks this file), and its API is feature-detected.
@@ -41,7 +45,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
-sys.path.insert(0, str(FAKE_AGENTS.parent))
+sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS)]
+from fake_chat_server import ScriptedChatServer  # noqa: E402
+
 import codex_agent  # noqa: E402  (the demo's prompt with the WINK tool `echo`, and its launcher)
 from codex_agent import write_launcher  # noqa: E402
 
@@ -49,8 +55,18 @@ FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_c
 MODULES = {
     "codex": "weakincentives.adapters.codex_app_server",  # 0.25+
     "claude": "weakincentives.adapters.claude_agent_sdk",
+    "openai": "weakincentives.adapters.openai",  # 0.18 to 0.24
+    "litellm": "weakincentives.adapters.litellm",  # 0.18 to 0.24
 }
-SCENARIOS = {"codex": ("plain", "rich", "failed"), "claude": ("plain", "rich", "error")}
+CHAT_SCENARIOS = ("text", "tool", "parallel", "error")
+SCENARIOS = {
+    "codex": ("plain", "rich", "failed"),
+    "claude": ("plain", "rich", "error"),
+    "openai": CHAT_SCENARIOS,
+    "litellm": CHAT_SCENARIOS,
+}
+GROUPS = {"agentic": ("codex", "claude"), "chat": ("openai", "litellm")}
+CHAT_SERVER_URL = "FAKE_CHAT_BASE_URL"
 # Per-scenario limits: the adapter's own deadline, then a hard stop for the process.
 DEADLINE_S = 30.0
 HARD_LIMIT_S = 60.0
@@ -76,7 +92,7 @@ def build_prompt(adapter: str, scenario: str) -> Any:
     return codex_agent.build_prompt(f"{adapter}-{scenario}", task)
 
 
-def codex_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
+def codex_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
     codex = _module(MODULES["codex"])
     if codex is None:
         return None
@@ -86,7 +102,7 @@ def codex_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
     return codex.CodexAppServerAdapter(client_config=config)
 
 
-def claude_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
+def claude_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
     claude = _module(MODULES["claude"])
     if claude is None:
         return None
@@ -108,7 +124,32 @@ def claude_adapter(wrapper_dir: Path, cwd: Path) -> Any | None:
     return claude.ClaudeAgentSDKAdapter(client_config=claude.ClaudeAgentSDKClientConfig(**kwargs))
 
 
-ADAPTERS: dict[str, Callable[[Path, Path], Any | None]] = {"codex": codex_adapter, "claude": claude_adapter}
+def openai_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
+    openai = _module(MODULES["openai"])
+    if openai is None:
+        return None
+    config = _require("weakincentives.adapters.config").OpenAIClientConfig(
+        api_key="test-key", base_url=os.environ[CHAT_SERVER_URL], max_retries=0
+    )
+    return openai.OpenAIAdapter(model=f"fake-{scenario}", client_config=config)
+
+
+def litellm_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
+    litellm = _module(MODULES["litellm"])
+    if litellm is None:
+        return None
+    config = _require("weakincentives.adapters.config").LiteLLMClientConfig(
+        api_key="test-key", api_base=os.environ[CHAT_SERVER_URL], num_retries=0
+    )
+    return litellm.LiteLLMAdapter(model=f"openai/fake-{scenario}", completion_config=config)
+
+
+ADAPTERS: dict[str, Callable[[Path, Path, str], Any | None]] = {
+    "codex": codex_adapter,
+    "claude": claude_adapter,
+    "openai": openai_adapter,
+    "litellm": litellm_adapter,
+}
 
 
 def deadline() -> Any | None:
@@ -139,7 +180,7 @@ def run_one(adapter_name: str, scenario: str, work: Path, version: str) -> dict[
         scratch = Path(tempfile.mkdtemp(prefix=f"{prompt_name}-", dir=work))
         cwd = scratch / "workspace"
         cwd.mkdir()
-        adapter = ADAPTERS[adapter_name](scratch, cwd)
+        adapter = ADAPTERS[adapter_name](scratch, cwd, scenario)
         if adapter is None:
             raise RuntimeError(f"the {adapter_name} adapter is not available in weakincentives {version}")
         os.environ["FAKE_SCENARIO"] = scenario
@@ -167,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--out", required=True, type=Path, help="JSONL file to append results to")
     parser.add_argument("--configure", action="store_true", help="call transcript_otel.configure() first")
-    parser.add_argument("--adapter", choices=("codex", "claude", "all"), default="all")
+    parser.add_argument("--adapter", choices=(*SCENARIOS, *GROUPS), default="agentic")
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
     args = parser.parse_args(argv)
 
@@ -181,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown scenarios {unknown}; known: {sorted(known)}")
 
-    adapters = ["codex", "claude"] if args.adapter == "all" else [args.adapter]
+    adapters = list(GROUPS.get(args.adapter, (args.adapter,)))
     plan: list[tuple[str, str]] = []
     for name in adapters:
         if not available(name):
-            if args.adapter != "all":
+            if args.adapter not in GROUPS:
                 print(f"wink_driver: the {name} adapter is not in weakincentives {version}", file=sys.stderr)
                 return 2
             print(f"wink_driver: skipping {name} (not in weakincentives {version})", file=sys.stderr)
@@ -193,10 +234,14 @@ def main(argv: list[str] | None = None) -> int:
         plan.extend((name, s) for s in SCENARIOS[name] if not wanted or s in wanted)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    # litellm would fetch its model price list from the network at import.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with (
         tempfile.TemporaryDirectory(prefix="wink-driver-") as tmp,
         args.out.open("a", encoding="utf-8") as out,
+        ScriptedChatServer() as chat_server,
     ):
+        os.environ[CHAT_SERVER_URL] = chat_server.base_url
         for adapter_name, scenario in plan:
             record = run_one(adapter_name, scenario, Path(tmp), version)
             out.write(json.dumps(record) + "\n")

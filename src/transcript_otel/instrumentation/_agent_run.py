@@ -65,6 +65,7 @@ USAGE_COST_USD: Final = "transcript.usage.cost_usd"
 _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 _MAX_ENDED_LAUNCHERS: Final = 64
 _MAX_KNOWN_LAUNCHERS: Final = 1024
+_MAX_CAUSES: Final = 8
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 
@@ -234,9 +235,17 @@ class AgentRun:
                 self.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
 
     def record_failure(self, error: BaseException) -> None:
-        """The harness raised: an `error` entry with the exception's type and message."""
-        detail = {"exception": {"type": type(error).__name__, "message": message_of(error)}}
-        self.record(EntryType.ERROR.value, detail=detail)
+        """The harness raised: an `error` entry with the exception's type and message, and
+        those of what caused it (harnesses wrap the provider's error in their own)."""
+        exception: dict[str, Any] = {"type": type(error).__name__, "message": message_of(error)}
+        causes: list[dict[str, str]] = []
+        cause = error.__cause__ or error.__context__
+        while cause is not None and len(causes) < _MAX_CAUSES:
+            causes.append({"type": type(cause).__name__, "message": message_of(cause)})
+            cause = cause.__cause__ or cause.__context__
+        if causes:
+            exception["causes"] = causes
+        self.record(EntryType.ERROR.value, detail={"exception": exception})
 
     def mapper(self, kind: type[_M]) -> _M:
         """This run's mapping state of `kind` (deltas being folded, tool names seen), made on first use."""
