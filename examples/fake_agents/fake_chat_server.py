@@ -239,7 +239,10 @@ class ScriptedChatServer:
     def __enter__(self) -> ScriptedChatServer:
         self._httpd = _HTTPServer(self, self._port)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="fake-chat-server", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},  # so that __exit__ returns quickly
+            name="fake-chat-server",
+            daemon=True,
         )
         self._thread.start()
         return self
