@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,6 +207,50 @@ def test_usage_that_is_not_an_object_is_unknown(usage: Any) -> None:
     assert entry.entry_type == "unknown"
     assert entry.detail["parse_error"].startswith("usage must be an object, got ")
     assert entry.raw == RawJson(usage)
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "chat" / "conversation.json"
+
+
+def test_the_fixture_conversation_maps_in_order() -> None:
+    fixture = json.loads(FIXTURE.read_text())
+    entries = ChatMapper().new_messages(fixture["messages"])
+    assert [(e.entry_type, e.detail.get("tool_name")) for e in entries] == [
+        ("user_message", None),
+        ("user_message", None),
+        ("assistant_message", None),
+        ("tool_use", "read_file"),
+        ("tool_use", "run_tests"),
+        ("tool_result", "read_file"),
+        ("tool_result", "run_tests"),
+        ("tool_use", "read_file"),
+        ("tool_result", "read_file"),
+        ("assistant_message", None),
+        ("unknown", None),
+        ("unknown", None),
+    ]
+    assert entries[1].detail["text"] == "Review src/app.py."
+    assert entries[3].detail["input"] == {"path": "src/app.py"}
+    assert entries[4].detail["input"] == '{"target": "tests/"'
+    assert entries[4].detail["input_parse_error"].startswith("arguments are not JSON")
+    assert [e.detail.get("tool_use_id") for e in entries[5:7]] == ["call_read", "call_test"]
+    assert entries[9].detail["text"].startswith("The code is fine")
+    assert "parse_error" in entries[11].detail
+    chat, responses = (usage_entry(r["usage"], model=r["model"]) for r in fixture["responses"])
+    assert chat.detail["usage"] == {
+        "input_tokens": 412,
+        "output_tokens": 58,
+        "total_tokens": 470,
+        "cached_input_tokens": 384,
+        "reasoning_output_tokens": 0,
+    }
+    assert responses.detail["usage"] == {
+        "input_tokens": 328,
+        "output_tokens": 52,
+        "total_tokens": 380,
+        "cached_input_tokens": 0,
+        "reasoning_output_tokens": 16,
+    }
 
 
 FUNCTIONS = st.fixed_dictionaries({"name": JSONISH, "arguments": JSONISH}) | JSONISH

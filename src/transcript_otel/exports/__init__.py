@@ -1,0 +1,1 @@
+"""Captured runs written out in other formats: debug bundles, devflow, Markdown, HTML, OTLP replay."""
