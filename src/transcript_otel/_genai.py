@@ -7,6 +7,7 @@ them uses and returns only what it finds. Pure, tolerant of any input.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -149,3 +150,36 @@ def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:
     if entry_type == "token_usage":
         return dict(_usage_attributes(detail))
     return {}
+
+
+def cost_usd(detail: Any) -> float:
+    """The cost a `token_usage` entry adds: its `turn_cost_usd`, else Claude's `total_cost_usd`."""
+    if not isinstance(detail, Mapping):
+        return 0.0
+    cost = detail.get("turn_cost_usd")
+    if cost is None:
+        entry = detail.get("sdk_entry")
+        cost = entry.get("total_cost_usd") if isinstance(entry, Mapping) else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
+        return float(cost)
+    return 0.0
+
+
+def tool_failed(detail: Any) -> bool:
+    """Whether a `tool_result` entry says its call failed (each harness says it its own way)."""
+    if not isinstance(detail, Mapping):
+        return False
+    if detail.get("is_error") is True:  # line adapters say so themselves
+        return True
+    result = detail.get("result")
+    if isinstance(result, Mapping) and result.get("success") is False:
+        return True
+    entry = detail.get("sdk_entry")
+    if isinstance(entry, Mapping) and entry.get("is_error") is True:
+        return True
+    notification = detail.get("notification")
+    item = notification.get("item") if isinstance(notification, Mapping) else None
+    if isinstance(item, Mapping):
+        exit_code = item.get("exitCode")
+        return item.get("status") in ("failed", "declined") or (isinstance(exit_code, int) and exit_code != 0)
+    return False

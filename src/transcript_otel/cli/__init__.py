@@ -8,9 +8,13 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
+from transcript_otel.cli import read_commands
 from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
+from transcript_otel.reading.sources import RunNotFoundError
 
 __all__ = ["main"]
 
@@ -44,12 +48,36 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--adapter", choices=ADAPTER_NAMES, help="how to read the command's output")
     run.add_argument("--prompt-name", help="the run's name (default: the command's name)")
     run.add_argument("agent_command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    read_commands.add_show(commands)
+    read_commands.add_summary(commands)
+    read_commands.add_validate(commands)
     return parser
+
+
+def _warn(message: Any, category: Any, filename: str, lineno: int, *_: Any, **__: Any) -> None:
+    print(f"transcript-otel: warning: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return _run(parser, args)
+    warnings.showwarning = _warn
+    try:
+        status: int = args.handler(args, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `transcript-otel show RUN | head`: the reader had enough
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (RunNotFoundError, ValueError, OSError) as exc:
+        print(f"transcript-otel {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return status
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     command = list(args.agent_command)
     if command[:1] == ["--"]:
         command = command[1:]

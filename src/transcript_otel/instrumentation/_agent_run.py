@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import threading
 import time
 from collections import Counter, deque
@@ -40,7 +39,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from transcript_otel import attributes as attr
-from transcript_otel._genai import tool_identity, usage_attributes
+from transcript_otel._genai import cost_usd, tool_failed, tool_identity, usage_attributes
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, RawJson
@@ -224,7 +223,7 @@ class AgentRun:
         )
         if entry_type == _ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
             try:
-                self._end_tool(slot, failed=_tool_failed(detail))
+                self._end_tool(slot, failed=tool_failed(detail))
             except Exception as exc:
                 self._report("could not end a tool span", exc)
 
@@ -269,7 +268,7 @@ class AgentRun:
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
             return tool if tool is not None else base
         if entry_type == EntryType.TOKEN_USAGE.value:
-            self._add_usage(base, usage_attributes(detail), _cost_usd(detail))
+            self._add_usage(base, usage_attributes(detail), cost_usd(detail))
         elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
             self._add_message_usage(base, detail)
         elif entry_type == EntryType.ERROR.value:
@@ -554,25 +553,6 @@ def _is_bridged_tool(detail: Any) -> bool:
     return False
 
 
-def _tool_failed(detail: Any) -> bool:
-    if not isinstance(detail, Mapping):
-        return False
-    if detail.get("is_error") is True:  # line adapters say so themselves
-        return True
-    result = detail.get("result")
-    if isinstance(result, Mapping) and result.get("success") is False:
-        return True
-    entry = detail.get("sdk_entry")
-    if isinstance(entry, Mapping) and entry.get("is_error") is True:
-        return True
-    notification = detail.get("notification")
-    item = notification.get("item") if isinstance(notification, Mapping) else None
-    if isinstance(item, Mapping):
-        exit_code = item.get("exitCode")
-        return item.get("status") in ("failed", "declined") or (isinstance(exit_code, int) and exit_code != 0)
-    return False
-
-
 def _error_type(detail: Any) -> str:
     """`error.type` of an `error` entry: the exception's type, Claude's result subtype, Codex's
     `codexErrorInfo`."""
@@ -596,19 +576,6 @@ def _error_type(detail: Any) -> str:
             if isinstance(info, Mapping) and info:
                 return str(next(iter(info)))
     return "_OTHER"
-
-
-def _cost_usd(detail: Any) -> float:
-    """The cost a `token_usage` entry adds: its `turn_cost_usd`, else Claude's `total_cost_usd`."""
-    if not isinstance(detail, Mapping):
-        return 0.0
-    cost = detail.get("turn_cost_usd")
-    if cost is None:
-        entry = detail.get("sdk_entry")
-        cost = entry.get("total_cost_usd") if isinstance(entry, Mapping) else None
-    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
-        return float(cost)
-    return 0.0
 
 
 def message_of(error: BaseException) -> str:

@@ -1,0 +1,1 @@
+"""Reading captured runs back: finding them, their words, their aggregates, showing and checking them."""

@@ -1,0 +1,250 @@
+"""What people ask of a run first, gathered in one pass over its records.
+
+`RunDigest.add(record)` takes the structured-log records of one run in file order
+and keeps only aggregates: counts by entry type and source, tokens in and out,
+cost, tool calls per tool with failures and durations, errors, the time span and
+whether the run ended. Memory is bounded by the number of distinct tools and of
+calls waiting for their result, never by the run's length, so a 100,000-entry run
+streams through. `summary()` gives the library's `TranscriptSummary`, `as_dict()`
+the JSON of `transcript-otel summary --json`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from transcript_otel._genai import cost_usd, tool_failed, tool_identity, usage_attributes
+from transcript_otel.attributes import (
+    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+)
+from transcript_otel.model import TranscriptEvent, TranscriptSummary
+from transcript_otel.reading.text import entry_text
+from transcript_otel.reconstruct import entry_from_context
+
+_TOKEN_NAMES: Final = {
+    GEN_AI_USAGE_INPUT_TOKENS: "input",
+    GEN_AI_USAGE_OUTPUT_TOKENS: "output",
+    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: "cached_input",
+    GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: "reasoning_output",
+}
+_MAX_ERRORS: Final = 100
+_MAX_WAITING_CALLS: Final = 100_000
+
+
+@dataclass(slots=True)
+class ToolStats:
+    """The calls of one tool: how many, how many failed or got no result, how long they took."""
+
+    name: str
+    calls: int = 0
+    failures: int = 0
+    unanswered: int = 0
+    durations_ms: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        durations = sorted(self.durations_ms)
+        return {
+            "calls": self.calls,
+            "failures": self.failures,
+            "unanswered": self.unanswered,
+            "total_ms": round(sum(durations), 3),
+            "max_ms": round(durations[-1], 3) if durations else None,
+            "median_ms": round(durations[len(durations) // 2], 3) if durations else None,
+        }
+
+
+def _message_usage(detail: Mapping[str, Any]) -> tuple[str, dict[str, int]] | None:
+    """A Claude transcript message's usage, by message id (repeated on each of its lines)."""
+    entry = detail.get("sdk_entry")
+    message = entry.get("message") if isinstance(entry, Mapping) else None
+    if not isinstance(message, Mapping) or not isinstance(message.get("id"), str):
+        return None
+    usage = usage_attributes({"usage": message.get("usage")})
+    return (message["id"], usage) if usage else None
+
+
+class RunDigest:
+    """Aggregates of one run, fed record by record (`add`)."""
+
+    def __init__(self) -> None:
+        self.prompt_name = ""
+        self.adapter = ""
+        self.run_id: str | None = None
+        self.session_id: str | None = None
+        self.trace_id: str | None = None
+        self.started: datetime | None = None
+        self.ended: datetime | None = None
+        self.stopped = False
+        self.by_type: Counter[str] = Counter()
+        self.by_source: Counter[str] = Counter()
+        self.cost_usd = 0.0
+        self.tools: dict[str, ToolStats] = {}
+        self.errors: list[str] = []
+        self.error_count = 0
+        self.transcript_errors = 0
+        self.malformed = 0
+        self.dropped = 0
+        self._usage: Counter[str] = Counter()
+        self._message_usage: Counter[str] = Counter()
+        self._messages_counted: set[str] = set()
+        self._waiting: dict[tuple[str, str], tuple[str, datetime]] = {}
+
+    # -- feeding ------------------------------------------------------------------------
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        event = record.get("event")
+        context = record.get("context")
+        if not isinstance(context, Mapping):
+            context = {}
+        self._identify(context)
+        if event == TranscriptEvent.ENTRY.value:
+            self._entry(context)
+        elif event == TranscriptEvent.STOP.value:
+            self.stopped = True
+            dropped = context.get("dropped_entries")
+            self.dropped += dropped if isinstance(dropped, int) else 0
+            self._seen_at(record.get("timestamp"))
+        elif event == TranscriptEvent.START.value:
+            self._seen_at(record.get("timestamp"))
+        elif event == TranscriptEvent.ERROR.value:
+            self.transcript_errors += 1
+
+    def _identify(self, context: Mapping[str, Any]) -> None:
+        for key in ("prompt_name", "adapter", "run_id", "session_id", "trace_id"):
+            value = context.get(key)
+            if isinstance(value, str) and value and not getattr(self, key):
+                setattr(self, key, value)
+
+    def _seen_at(self, timestamp: Any) -> None:
+        if not isinstance(timestamp, str):
+            return
+        try:
+            moment = datetime.fromisoformat(timestamp)
+        except ValueError:
+            return
+        if self.started is None or moment < self.started:
+            self.started = moment
+        if self.ended is None or moment > self.ended:
+            self.ended = moment
+
+    def _entry(self, context: Mapping[str, Any]) -> None:
+        try:
+            entry = entry_from_context(context)
+        except ValueError:
+            self.malformed += 1
+            return
+        self.by_type[entry.entry_type] += 1
+        self.by_source[entry.source] += 1
+        self._seen_at(context.get("timestamp"))
+        detail = entry.detail
+        if entry.entry_type == "token_usage":
+            self._usage.update(usage_attributes(detail))
+            self.cost_usd += cost_usd(detail)
+        elif entry.entry_type == "assistant_message":
+            counted = _message_usage(detail)
+            if counted is not None and counted[0] not in self._messages_counted:
+                self._messages_counted.add(counted[0])
+                self._message_usage.update(counted[1])
+        elif entry.entry_type == "error":
+            self.error_count += 1
+            if len(self.errors) < _MAX_ERRORS:
+                self.errors.append(entry_text(entry.entry_type, detail))
+        elif entry.entry_type == "tool_use":
+            self._tool_use(entry.source, detail, entry.timestamp)
+        elif entry.entry_type == "tool_result":
+            self._tool_result(entry.source, detail, entry.timestamp)
+
+    def _tool_use(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
+        call_id, name = tool_identity(detail)
+        name = name or "tool"
+        stats = self.tools.setdefault(name, ToolStats(name))
+        stats.calls += 1
+        if call_id is not None and len(self._waiting) < _MAX_WAITING_CALLS:
+            self._waiting[(source, call_id)] = (name, at)
+
+    def _tool_result(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
+        call_id, name = tool_identity(detail)
+        waiting = self._waiting.pop((source, call_id), None) if call_id is not None else None
+        if waiting is None and name is None:
+            return  # a result of a call never seen: nothing to count it against
+        tool = waiting[0] if waiting is not None else str(name)
+        stats = self.tools.setdefault(tool, ToolStats(tool))
+        if waiting is None:
+            stats.calls += 1
+        if tool_failed(detail):
+            stats.failures += 1
+        reported = detail.get("duration_ms")
+        if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
+            stats.durations_ms.append(float(reported))
+        elif waiting is not None:
+            stats.durations_ms.append((at - waiting[1]).total_seconds() * 1000)
+
+    # -- reading ------------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        """Token totals: the runs's usage reports, else (Claude transcripts) its messages' usage."""
+        usage = self._usage or self._message_usage
+        return {name: usage[key] for key, name in _TOKEN_NAMES.items() if key in usage}
+
+    @property
+    def status(self) -> str:
+        """`failed` (an error entry), `completed`, or `incomplete` (no `transcript.stop` yet)."""
+        if self.error_count:
+            return "failed"
+        return "completed" if self.stopped else "incomplete"
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started is None or self.ended is None:
+            return None
+        return (self.ended - self.started).total_seconds()
+
+    def finish(self) -> None:
+        """Count the calls still waiting for a result as unanswered."""
+        for name, _ in self._waiting.values():
+            self.tools[name].unanswered += 1
+        self._waiting.clear()
+
+    def summary(self) -> TranscriptSummary:
+        return TranscriptSummary(
+            total_entries=sum(self.by_type.values()),
+            entries_by_type=dict(self.by_type),
+            entries_by_source=dict(self.by_source),
+            sources=tuple(sorted(self.by_source)),
+            adapter=self.adapter,
+            prompt_name=self.prompt_name,
+            first_timestamp=self.started,
+            last_timestamp=self.ended,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_name": self.prompt_name,
+            "adapter": self.adapter,
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "trace_id": self.trace_id,
+            "status": self.status,
+            "started": self.started.isoformat() if self.started else None,
+            "ended": self.ended.isoformat() if self.ended else None,
+            "duration_s": self.duration_s,
+            "total_entries": sum(self.by_type.values()),
+            "entries_by_type": dict(self.by_type),
+            "entries_by_source": dict(self.by_source),
+            "tokens": self.tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "tools": {name: stats.as_dict() for name, stats in sorted(self.tools.items())},
+            "errors": list(self.errors),
+            "error_count": self.error_count,
+            "transcript_errors": self.transcript_errors,
+            "malformed_entries": self.malformed,
+            "dropped_entries": self.dropped,
+        }

@@ -1,0 +1,136 @@
+"""Finding and reading a captured run, whatever form it was kept in.
+
+A RUN given to the command line is one of:
+
+* a JSONL mirror file (what the local mirror writes: one structured-log record per line);
+* a debug bundle (`.zip` with `debug_bundle/manifest.json`);
+* an OTLP JSON export (the OpenTelemetry Collector's `file` exporter: one
+  `ExportLogsServiceRequest` in OTLP/JSON per line, `{"resourceLogs": …}`);
+* a run id, session id or a part of a mirror file name, looked up in the mirror
+  directory (`TRANSCRIPT_OTEL_JSONL_DIR`, else the default), or `last` for the newest run.
+
+`open_run()` tells which and returns a `RunSource`, whose records stream: nothing is
+read until they are iterated, and never all at once.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+from transcript_otel._serialize import loads
+from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
+from transcript_otel.otlp_records import records_from_otlp
+from transcript_otel.reconstruct import TranscriptReadWarning, read_located_records
+from transcript_otel.sinks.jsonl import default_directory
+
+RunKind = Literal["jsonl", "bundle", "otlp-json"]
+LATEST: Final = "last"
+_SNIFF_BYTES: Final = 4096
+
+
+class RecordSource(Protocol):
+    """Anything whose records can be read, from the start, as many times as asked."""
+
+    def records(self) -> Iterator[dict[str, Any]]: ...
+
+
+class RunNotFoundError(LookupError):
+    """No run matches what was asked for (the message says where we looked)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSource:
+    """One captured run (or a file of several), and how to read its records."""
+
+    path: Path
+    kind: RunKind
+
+    def located_records(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each record with where it came from (`file:line`), in file order."""
+        if self.kind == "bundle":
+            from transcript_otel.exports.bundle import iter_bundle_records  # noqa: PLC0415 (only for bundles)
+
+            yield from iter_bundle_records(self.path)
+        elif self.kind == "otlp-json":
+            yield from _otlp_json_records(self.path)
+        else:
+            yield from read_located_records(self.path)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        for _, record in self.located_records():
+            yield record
+
+
+def mirror_directory() -> Path:
+    """Where the local mirror writes its per-run files."""
+    configured = os.environ.get(TRANSCRIPT_OTEL_JSONL_DIR)
+    return Path(configured) if configured else default_directory()
+
+
+def open_run(spec: str | os.PathLike[str], *, directory: Path | None = None) -> RunSource:
+    """The run `spec` names: a file (mirror, bundle, OTLP JSON), or an id looked up in `directory`."""
+    path = Path(spec)
+    if path.is_file():
+        return RunSource(path, _kind_of(path))
+    if path.exists():
+        raise RunNotFoundError(
+            f"{path} is not a file (a run is a JSONL mirror, a bundle or an OTLP JSON file)"
+        )
+    return RunSource(_find_in_mirror(str(spec), directory or mirror_directory()), "jsonl")
+
+
+def _kind_of(path: Path) -> RunKind:
+    if zipfile.is_zipfile(path):
+        return "bundle"
+    with open(path, "rb") as handle:
+        start = handle.read(_SNIFF_BYTES).lstrip()
+    return "otlp-json" if start.startswith(b"{") and b'"resourceLogs"' in start[:200] else "jsonl"
+
+
+def _find_in_mirror(spec: str, directory: Path) -> Path:
+    runs = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
+    if not runs:
+        raise RunNotFoundError(f"no file {spec!r}, and no runs in {directory} to look it up in")
+    if spec == LATEST:
+        return max(runs, key=lambda run: (run.stat().st_mtime, run.name))
+    matches = [run for run in runs if spec in run.name] or [run for run in runs if _has_run_id(run, spec)]
+    if not matches:
+        raise RunNotFoundError(f"no run {spec!r} in {directory} (give a file, a run id, or {LATEST!r})")
+    if len(matches) > 1:
+        names = ", ".join(run.name for run in matches[:5])
+        raise RunNotFoundError(f"{spec!r} matches {len(matches)} runs in {directory}: {names}")
+    return matches[0]
+
+
+def _has_run_id(path: Path, run_id: str) -> bool:
+    """Whether the run's first record carries `run_id` (file names carry the session id)."""
+    with open(path, "rb") as handle:
+        first = handle.readline()
+    try:
+        record = loads(first)
+    except ValueError:
+        return False
+    context = record.get("context") if isinstance(record, dict) else None
+    return isinstance(context, dict) and context.get("run_id") == run_id
+
+
+def _otlp_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The transcript records of an OTLP/JSON file: one export request per line."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                request = loads(line)
+            except ValueError as exc:
+                reason = "partial last line" if not line.endswith(b"\n") else f"not OTLP JSON ({exc})"
+                warnings.warn(f"{path}:{number}: skipped {reason}", TranscriptReadWarning, stacklevel=2)
+                continue
+            for record in records_from_otlp([request]):
+                yield f"{path}:{number}", record

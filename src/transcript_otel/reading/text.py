@@ -1,0 +1,202 @@
+"""What an entry says, in words: the text people read in `show`, Markdown, HTML and devflow.
+
+Each harness shapes `detail` its own way (Codex notifications, Claude transcript
+lines and SDK messages, OpenAI-format chat messages, line adapters' `text`); these
+functions look where each of them puts the words and fall back to compact JSON, so
+no entry is ever shown empty. Pure and tolerant of any input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from transcript_otel._genai import tool_identity, usage_attributes
+from transcript_otel.attributes import (
+    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+)
+
+# The role each entry type plays, as the role-based transcript seed names them.
+ROLES: Final = {
+    "user_message": "user",
+    "assistant_message": "assistant",
+    "thinking": "assistant",
+    "tool_use": "assistant",
+    "tool_result": "tool",
+    "system_event": "system",
+    "token_usage": "system",
+    "error": "system",
+    "unknown": "system",
+}
+
+_TEXT_KEYS: Final = ("text", "thinking", "summary", "content", "result", "output", "message", "error")
+
+
+def compact_json(value: Any) -> str:
+    """One line of JSON (`repr` for what JSON cannot hold)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
+
+
+def text_of(value: Any) -> str | None:
+    """The words in a value: a string, the texts of a list of parts or blocks, else None."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = [part for part in (_block_text(item) for item in value) if part]
+        return "\n".join(parts) if parts else None
+    if isinstance(value, Mapping):
+        return _block_text(value)
+    return None
+
+
+def _block_text(block: Any) -> str | None:
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, Mapping):
+        return None
+    kind = block.get("type")
+    if kind == "tool_use":
+        return f"{block.get('name', 'tool')}({compact_json(block.get('input'))})"
+    for key in _TEXT_KEYS:
+        if key in block and block[key] is not None:
+            found = text_of(block[key])
+            if found:
+                return found
+    return None
+
+
+def _mapping(value: Any, key: str) -> Mapping[str, Any]:
+    found = value.get(key) if isinstance(value, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
+
+
+def _codex_item_text(item: Mapping[str, Any]) -> str | None:
+    kind = item.get("type")
+    if kind == "commandExecution":
+        output = item.get("aggregatedOutput")
+        return f"$ {item.get('command', '')}" + (f"\n{output.rstrip()}" if isinstance(output, str) else "")
+    if kind == "fileChange":
+        changes = item.get("changes")
+        if isinstance(changes, list):
+            return "\n".join(
+                f"{change.get('kind', 'change')} {change.get('path', '?')}"
+                for change in changes
+                if isinstance(change, Mapping)
+            )
+    if kind == "mcpToolCall":
+        call = f"{item.get('server', '')}.{item.get('tool', '')}({compact_json(item.get('arguments'))})"
+        result = text_of(item.get("result"))
+        return call + (f"\n{result}" if result else "")
+    if kind == "webSearch":
+        return f"search: {item.get('query', '')}"
+    return text_of(item)
+
+
+def _usage_text(detail: Mapping[str, Any]) -> str | None:
+    usage = usage_attributes(detail)
+    if not usage:
+        return None
+    words = [
+        f"{usage[GEN_AI_USAGE_INPUT_TOKENS]} in" if GEN_AI_USAGE_INPUT_TOKENS in usage else "",
+        f"{usage[GEN_AI_USAGE_OUTPUT_TOKENS]} out" if GEN_AI_USAGE_OUTPUT_TOKENS in usage else "",
+        f"{usage[GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]} cached"
+        if GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS in usage
+        else "",
+        f"{usage[GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]} reasoning"
+        if GEN_AI_USAGE_REASONING_OUTPUT_TOKENS in usage
+        else "",
+    ]
+    return "tokens: " + ", ".join(word for word in words if word)
+
+
+def _error_text(detail: Mapping[str, Any]) -> str | None:
+    exception = _mapping(detail, "exception")
+    if exception:
+        causes = exception.get("causes")
+        chain = [f"{exception.get('type', 'Exception')}: {exception.get('message', '')}"]
+        if isinstance(causes, list):
+            chain += [
+                f"caused by {c.get('type', '?')}: {c.get('message', '')}"
+                for c in causes
+                if isinstance(c, Mapping)
+            ]
+        return "\n".join(chain)
+    turn_error = _mapping(_mapping(_mapping(detail, "notification"), "turn"), "error")
+    if turn_error:
+        return text_of(turn_error.get("message")) or compact_json(turn_error)
+    entry = _mapping(detail, "sdk_entry")
+    if entry.get("type") == "result":
+        return f"{entry.get('subtype', 'error')}: {text_of(entry.get('result')) or ''}".rstrip(": ")
+    return None
+
+
+def entry_text(entry_type: str, detail: Any) -> str:
+    """The words of one entry; compact JSON of `detail` when it has none we know."""
+    if not isinstance(detail, Mapping):
+        return "" if detail is None else compact_json(detail)
+    if entry_type == "token_usage":
+        found = _usage_text(detail)
+        if found:
+            return found
+    if entry_type == "error":
+        found = _error_text(detail)
+        if found:
+            return found
+    if entry_type == "unknown" and isinstance(detail.get("parse_error"), str):
+        return f"(unreadable: {detail['parse_error']})"
+    notification = _mapping(detail, "notification")
+    item = _mapping(notification, "item")
+    candidates: list[Any] = [detail.get("text")]
+    if entry_type == "tool_use":
+        candidates += [_tool_call_text(detail, notification)]
+    if entry_type == "tool_result":
+        candidates += [text_of(detail.get("content")), text_of(_mapping(detail, "result"))]
+    if item:
+        candidates.append(_codex_item_text(item))
+    entry = _mapping(detail, "sdk_entry")
+    if entry:
+        message = _mapping(entry, "message")
+        candidates += [text_of(message.get("content")), _block_text(entry)]
+    chat = _mapping(detail, "message")
+    if chat:
+        candidates.append(text_of(chat.get("content")))
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return compact_json(detail)
+
+
+def _tool_call_text(detail: Mapping[str, Any], notification: Mapping[str, Any]) -> str | None:
+    """`name(arguments)` of a tool call, where the detail names both."""
+    _, name = tool_identity(detail)
+    if "input" in detail:
+        arguments = detail["input"]
+    elif "arguments" in notification:
+        arguments = notification["arguments"]
+    else:
+        return None
+    return f"{name or 'tool'}({compact_json(arguments)})"
+
+
+def tool_input(detail: Any) -> Any:
+    """The arguments of a `tool_use` entry, wherever its harness puts them (None if unknown)."""
+    if not isinstance(detail, Mapping):
+        return None
+    if "input" in detail:
+        return detail["input"]
+    notification = _mapping(detail, "notification")
+    if "arguments" in notification:
+        return notification["arguments"]
+    item = _mapping(notification, "item")
+    for key in ("arguments", "command", "changes", "query"):
+        if key in item:
+            return {key: item[key]}
+    entry = _mapping(detail, "sdk_entry")
+    return entry.get("input")
