@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
@@ -61,3 +63,55 @@ JSONISH = st.recursive(
     ),
     max_leaves=12,
 )
+
+
+FIXTURE_RUNS = sorted((Path(__file__).parent / "fixtures" / "runs").glob("*.jsonl"))
+
+
+def write_large_run(path: Path, entries: int = 100_000, *, prompt_name: str = "large") -> Path:
+    """A synthetic run of `entries` entries in the mirror's format: prompts, answers, tool
+    calls and results (one in 50 failing), usage, with a subagent; written line by line."""
+    started = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+    base = {"prompt_name": prompt_name, "adapter": "cli", "session_id": "s-large"}
+    kinds = ("user_message", "assistant_message", "tool_use", "tool_result", "token_usage")
+    counters: dict[str, int] = {}
+
+    def line(event: str, moment: datetime, context: dict[str, Any]) -> str:
+        record = {
+            "timestamp": moment.isoformat(),
+            "level": "DEBUG",
+            "logger": "transcript_otel",
+            "event": event,
+            "message": event,
+            "context": context,
+        }
+        return json.dumps(record, separators=(",", ":")) + "\n"
+
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(line("transcript.start", started, {**base, "run_id": "r-large"}))
+        for index in range(entries):
+            moment = started + timedelta(milliseconds=index)
+            source = "main" if index % 10 else "subagent:helper"
+            kind = kinds[index % len(kinds)]
+            call = f"call_{index // len(kinds)}"
+            detail: dict[str, Any] = {
+                "user_message": {"text": f"step {index}: go on"},
+                "assistant_message": {"text": f"working on step {index}"},
+                "tool_use": {"tool_use_id": call, "tool_name": "shell", "input": {"cmd": f"echo {index}"}},
+                "tool_result": {"tool_use_id": call, "tool_name": "shell", "content": str(index)}
+                | ({"is_error": True} if index % 50 == 3 else {}),
+                "token_usage": {"usage": {"input_tokens": 10, "output_tokens": 2}},
+            }[kind]
+            counters[source] = counters.get(source, 0) + 1
+            context = {
+                **base,
+                "entry_type": kind,
+                "sequence_number": counters[source],
+                "source": source,
+                "timestamp": moment.isoformat(),
+                "detail": detail,
+            }
+            out.write(line("transcript.entry", moment, context))
+        ended = started + timedelta(milliseconds=entries)
+        out.write(line("transcript.stop", ended, {**base, "run_id": "r-large", "total_entries": entries}))
+    return path

@@ -1,0 +1,344 @@
+"""`transcript-otel show`, `summary` and `validate` on captured runs of every adapter.
+
+Most tests call the command line's `main()` in-process and read what it printed; the
+ones about tracebacks and exit statuses run the real `transcript-otel` program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel.cli import main
+from transcript_otel.cli.read_commands import digest_of
+from transcript_otel.reading.show import follow
+from transcript_otel.reading.sources import open_run
+
+from helpers import FIXTURE_RUNS, write_large_run
+
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+Capture = pytest.CaptureFixture[str]
+CLI = [sys.executable, "-m", "transcript_otel.cli"]
+
+
+def records_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def entries_of(path: Path) -> list[dict[str, Any]]:
+    return [r["context"] for r in records_of(path) if r["event"] == "transcript.entry"]
+
+
+def cli(capsys: Capture, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def program(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *argv], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
+
+
+# -- every captured run ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", FIXTURE_RUNS, ids=lambda path: path.stem)
+def test_show_prints_one_block_per_entry(capsys: Capture, run: Path) -> None:
+    status, out, _ = cli(capsys, "show", str(run))
+    assert status == 0
+    entries = entries_of(run)
+    headers = [line for line in out.splitlines() if line.startswith(("[", "[subagent"))]
+    assert len(headers) == len(entries)
+    for header, entry in zip(headers, entries, strict=True):
+        prefix = "" if entry["source"] == "main" else f"[{entry['source']}] "
+        assert header.startswith(f"{prefix}[{entry['timestamp'][11:19]}] ")
+    assert out.startswith("── ")  # the run's banner
+    assert "\x1b[" not in out  # no colour when not a terminal
+
+
+@pytest.mark.parametrize("run", FIXTURE_RUNS, ids=lambda path: path.stem)
+def test_summary_json_agrees_with_the_runs_own_counts(capsys: Capture, run: Path) -> None:
+    status, out, _ = cli(capsys, "summary", str(run), "--json")
+    assert status == 0
+    found = json.loads(out)
+    (stop,) = [r["context"] for r in records_of(run) if r["event"] == "transcript.stop"]
+    assert found["total_entries"] == stop["total_entries"]
+    assert found["entries_by_type"] == stop["entries_by_type"]
+    assert found["entries_by_source"] == stop["entries_by_source"]
+    assert found["status"] == ("failed" if "error" in stop["entries_by_type"] else "completed")
+    assert found["run_id"] == stop["run_id"]
+    uses = stop["entries_by_type"].get("tool_use", 0)
+    assert sum(tool["calls"] for tool in found["tools"].values()) == uses
+
+
+@pytest.mark.parametrize("run", FIXTURE_RUNS, ids=lambda path: path.stem)
+def test_validate_passes_every_captured_run(capsys: Capture, run: Path) -> None:
+    status, out, err = cli(capsys, "validate", str(run))
+    assert (status, out) == (0, "")
+    assert err.strip().endswith(": ok")
+
+
+# -- what show shows ------------------------------------------------------------------------
+
+
+def test_show_uses_a_symbol_per_role_and_prefixes_subagents(capsys: Capture) -> None:
+    _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-claude-rich.jsonl"))
+    assert "] 👤 USER\n## 1. Task (task)" in out
+    assert "] 🤖 THINKING\npondering" in out
+    assert '] 🔧 Task\n{"description":"List files"' in out
+    assert "] 🔧 Task → result\nsub done" in out
+    assert "[subagent:a1b2c3] [14:33:42] 🔧 Bash\n" in out
+    assert "] ⚙️ UNKNOWN\n(unreadable: Invalid JSON)" in out
+
+
+def test_show_labels_a_chat_system_prompt_and_usage(capsys: Capture) -> None:
+    _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.24-openai-tool.jsonl"))
+    assert "] ⚙️ SYSTEM\n## 1. Task (task)" in out
+    assert "] ⚙️ USAGE\ntokens: 100 in, 20 out, 5 cached, 3 reasoning" in out
+    assert "] 🔧 echo → result\nhi" in out
+
+
+def test_show_marks_failures(capsys: Capture) -> None:
+    _, out, _ = cli(capsys, "show", str(RUNS / "run-rtf1.jsonl"), "--color", "always")
+    assert "\x1b[31;1m[" in out  # the failed pytest call's header is red
+    _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.24-openai-error.jsonl"))
+    assert "] ⚙️ ERROR\nPromptEvaluationError: OpenAI request failed." in out
+
+
+def test_show_filters_by_type_source_and_time(capsys: Capture) -> None:
+    run = str(RUNS / "claude-sdk-parallel-subagents.jsonl")
+    _, out, _ = cli(capsys, "show", run, "--type", "tool_use")
+    assert out.count("] 🔧 ") == 4
+    assert "→ result" not in out
+    _, out, _ = cli(capsys, "show", run, "--source", "subagent")
+    headers = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(headers) == 8
+    assert all(line.startswith("[subagent:toolu_task_") for line in headers)
+    _, out, _ = cli(capsys, "show", run, "--source", "subagent:toolu_task_a", "--type", "assistant_message")
+    assert len([line for line in out.splitlines() if line.startswith("[")]) == 1
+    status, out, err = cli(capsys, "show", run, "--since", "2030-01-01T00:00:00Z")
+    assert status == 0
+    assert "(no entries to show)" in err
+    assert "] " not in "".join(line for line in out.splitlines() if line.startswith("["))
+
+
+def test_show_shortens_long_texts_unless_full(tmp_path: Path, capsys: Capture) -> None:
+    records = records_of(RUNS / "wink-0.24-openai-tool.jsonl")
+    for record in records:
+        if record["event"] == "transcript.entry" and record["context"]["entry_type"] == "assistant_message":
+            record["context"]["detail"]["text"] = "x" * 10_000
+    run = tmp_path / "long.jsonl"
+    run.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _, out, _ = cli(capsys, "show", str(run))
+    assert "… (6000 more characters; --full shows all)" in out
+    _, out, _ = cli(capsys, "show", str(run), "--full")
+    assert "x" * 10_000 in out
+
+
+# -- finding runs ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "runs"
+    directory.mkdir()
+    for index, run in enumerate(FIXTURE_RUNS):
+        copy = directory / run.name
+        shutil.copy(run, copy)
+        os.utime(copy, (1_800_000_000 + index, 1_800_000_000 + index))
+    monkeypatch.setenv("TRANSCRIPT_OTEL_JSONL_DIR", str(directory))
+    return directory
+
+
+def test_a_run_is_found_by_run_id_session_id_or_last(mirror: Path, capsys: Capture) -> None:
+    newest = FIXTURE_RUNS[-1]
+    _, by_last, _ = cli(capsys, "summary", "last", "--json")
+    assert json.loads(by_last)["run_id"] == records_of(newest)[0]["context"]["run_id"]
+    stop = records_of(RUNS / "run-rtf1.jsonl")[-1]["context"]
+    _, by_run_id, _ = cli(capsys, "summary", stop["run_id"], "--json")
+    assert json.loads(by_run_id)["prompt_name"] == "cli-rtf1"
+    _, by_name, _ = cli(capsys, "summary", "openai-tool", "--json")
+    assert json.loads(by_name)["prompt_name"] == "openai-tool"
+
+
+def test_an_unknown_or_ambiguous_run_is_a_clear_error(mirror: Path, capsys: Capture) -> None:
+    status, out, err = cli(capsys, "show", "no-such-run")
+    assert (status, out) == (2, "")
+    hint = "(give a file, a run id, or 'last')"
+    assert err == f"transcript-otel show: no run 'no-such-run' in {mirror} {hint}\n"
+    status, _, err = cli(capsys, "show", "wink-0.2")
+    assert status == 2
+    assert f"'wink-0.2' matches 8 runs in {mirror}: " in err
+
+
+def test_an_otlp_json_export_is_read_as_a_run(tmp_path: Path, capsys: Capture) -> None:
+    def log(event: str, attributes: dict[str, Any], nanos: int) -> dict[str, Any]:
+        return {
+            "timeUnixNano": str(nanos),
+            "severityText": "INFO",
+            "eventName": event,
+            "body": {"stringValue": event},
+            "traceId": "5b8efff798038103d269b633813fc60c",
+            "spanId": "eee19b7ec3c1b174",
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+        }
+
+    envelope = {
+        "transcript.prompt_name": "review",
+        "transcript.adapter": "cli",
+        "transcript.entry_type": "assistant_message",
+        "transcript.source": "main",
+        "transcript.timestamp": "2026-11-23T09:00:01+00:00",
+        "transcript.detail": '{"text": "Looks good."}',
+    }
+    entry = log("transcript.entry", envelope, 1_795_424_401_000_000_000)
+    entry["attributes"].append({"key": "transcript.sequence_number", "value": {"intValue": "1"}})
+    request = {"resourceLogs": [{"scopeLogs": [{"logRecords": [entry]}]}]}
+    export = tmp_path / "logs.json"
+    export.write_text(json.dumps(request) + "\n")
+    status, out, _ = cli(capsys, "show", str(export))
+    assert status == 0
+    assert "[09:00:01] 🤖 ASSISTANT\nLooks good.\n" in out
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+def test_an_empty_run(tmp_path: Path, capsys: Capture) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    assert cli(capsys, "show", str(empty)) == (0, "", "(no entries to show)\n")
+    status, out, _ = cli(capsys, "summary", str(empty), "--json")
+    assert status == 0
+    assert json.loads(out)["status"] == "incomplete"
+    assert json.loads(out)["total_entries"] == 0
+    status, out, _ = cli(capsys, "validate", str(empty))
+    assert status == 1
+    assert "no records" in out
+
+
+def test_a_partial_last_line_loses_nothing_before_it(tmp_path: Path, capsys: Capture) -> None:
+    lines = (RUNS / "wink-0.27-codex-rich.jsonl").read_bytes().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b"".join(lines[:-2]) + lines[-2][:40])  # the writer died mid-line
+    status, out, err = cli(capsys, "show", str(cut))
+    assert status == 0
+    assert len([line for line in out.splitlines() if line.startswith("[")]) == len(lines) - 3
+    assert f"{cut}:{len(lines) - 1}: skipped partial last line" in err
+    status, out, _ = cli(capsys, "validate", str(cut))
+    assert status == 1
+    assert f"{cut}:{len(lines) - 1}: skipped partial last line (not a record)" in out
+    status, out, _ = cli(capsys, "summary", str(cut), "--json")
+    assert json.loads(out)["status"] == "incomplete"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"\x00\xff\xfe garbage \x80\n\x01\x02", "skipped"),
+        (b"PK\x03\x04 not really a zip", "skipped"),
+        (b'{"event": "transcript.entry", "context": {"entry_type": 5}}\n', "malformed transcript entry"),
+    ],
+    ids=["binary", "fake-zip", "bad-envelope"],
+)
+def test_corrupt_input_is_told_without_a_traceback(tmp_path: Path, content: bytes, expected: str) -> None:
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_bytes(content)
+    for command in ("show", "summary", "validate"):
+        result = program(command, str(corrupt))
+        assert "Traceback" not in result.stderr, (command, result.stderr)
+        assert result.returncode == (1 if command == "validate" else 0), (command, result.stderr)
+    assert expected in program("show", str(corrupt)).stdout + program("show", str(corrupt)).stderr
+
+
+def test_a_missing_run_or_a_directory_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    for spec in (str(tmp_path), "/no/such/file.jsonl"):
+        result = program("summary", spec, env={"TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "none")})
+        assert result.returncode == 2
+        assert result.stderr.startswith("transcript-otel summary: ")
+        assert "Traceback" not in result.stderr
+
+
+def test_every_command_has_useful_help() -> None:
+    for command, words in {
+        "show": ("symbol per role", "--follow", "--source", "--type", "--since", "examples:"),
+        "summary": ("tokens in and out", "--json"),
+        "validate": ("seven", "1 envelope completeness", "exits 1"),
+    }.items():
+        result = program(command, "--help")
+        assert result.returncode == 0
+        text = " ".join(result.stdout.split())  # argparse wraps lines to the terminal
+        for word in words:
+            assert word in text, (command, word)
+        assert "'last' is the newest run" in text
+
+
+def test_show_piped_into_a_closed_reader_exits_quietly(tmp_path: Path) -> None:
+    large = write_large_run(tmp_path / "large.jsonl", 5_000)
+    pipeline = subprocess.run(
+        f"{sys.executable} -m transcript_otel.cli show {large} | head -n 3",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert pipeline.returncode == 0
+    assert len(pipeline.stdout.splitlines()) == 3
+    assert "Traceback" not in pipeline.stderr
+    assert "BrokenPipe" not in pipeline.stderr
+
+
+# -- long and live runs ---------------------------------------------------------------------
+
+
+def test_a_100000_entry_run_streams_through_summary_and_show(tmp_path: Path) -> None:
+    large = write_large_run(tmp_path / "large.jsonl")
+    size = large.stat().st_size
+    tracemalloc.start()
+    try:
+        digest = digest_of(open_run(large))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert digest.as_dict()["total_entries"] == 100_000
+    assert digest.tools["shell"].calls == 20_000
+    assert digest.tools["shell"].failures == 2_000
+    assert peak < size / 10, (peak, size)
+    result = program("show", str(large), "--type", "tool_result", "--source", "subagent")
+    assert result.returncode == 0
+
+
+def test_follow_shows_a_run_while_it_is_written_and_stops_at_its_end(tmp_path: Path) -> None:
+    lines = (RUNS / "wink-0.24-openai-tool.jsonl").read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(lines[0] + lines[1][:25])  # the start, and half a line being written
+    started = threading.Event()
+
+    def agent() -> None:
+        started.wait(timeout=30)
+        with open(live, "ab") as handle:
+            handle.write(lines[1][25:])
+            handle.flush()
+            for line in lines[2:]:
+                handle.write(line)
+                handle.flush()
+
+    writer = threading.Thread(target=agent)
+    writer.start()
+    seen = []
+    for record in follow(live, poll_s=0.01):
+        seen.append(record)
+        started.set()
+    writer.join(timeout=30)
+    assert [r["event"] for r in seen] == [json.loads(line)["event"] for line in lines]
