@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from transcript_otel.cli import read_commands
+from transcript_otel.cli import export_commands, read_commands
 from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
 from transcript_otel.reading.sources import RunNotFoundError
 
@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     read_commands.add_show(commands)
     read_commands.add_summary(commands)
     read_commands.add_validate(commands)
+    export_commands.add_bundle(commands)
+    export_commands.add_export(commands)
     return parser
 
 

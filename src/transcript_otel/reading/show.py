@@ -88,6 +88,8 @@ class ShowWriter:
     colour: bool = False
     only: ShowFilter = field(default_factory=ShowFilter)
     max_chars: int | None = 4000
+    # `markdown`: banners as headings, entries as sub-headings, tool traffic in code blocks.
+    markdown: bool = False
     shown: int = 0
     malformed: int = 0
     _tool_names: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -137,8 +139,16 @@ class ShowWriter:
             symbol = SYMBOLS[role]
         prefix = "" if entry.source == MAIN_SOURCE else f"[{entry.source}] "
         header = f"{prefix}[{entry.timestamp.astimezone(UTC):%H:%M:%S}] {symbol} {label}"
+        body = self._cut(text)
+        if self.markdown:
+            header = f"### {header}{' (failed)' if failed else ''}"
+            if role in ("tool", "system"):
+                fence = "`" * max(3, _longest_backtick_run(body) + 1)
+                body = f"{fence}\n{body}\n{fence}"
         self._line(self._paint("failed" if failed else role, header))
-        self._line(self._cut(text))
+        if self.markdown:
+            self._line("")
+        self._line(body)
         self._line("")
         self.shown += 1
 
@@ -165,7 +175,7 @@ class ShowWriter:
                 stamp = f" · {datetime.fromisoformat(when).astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
             except ValueError:
                 stamp = ""
-        self._line(self._paint("system", f"── {what}{stamp} ──"))
+        self._line(f"## {what}{stamp}" if self.markdown else self._paint("system", f"── {what}{stamp} ──"))
         self._line("")
 
     def _cut(self, text: str) -> str:
@@ -214,6 +224,14 @@ def follow(
                     open_runs -= 1
                     if stop_when_stopped and open_runs <= 0:
                         return
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for character in text:
+        run = run + 1 if character == "`" else 0
+        longest = max(longest, run)
+    return longest
 
 
 def _record(line: bytes) -> dict[str, Any] | None:

@@ -54,7 +54,7 @@ class RunSource:
     def located_records(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Each record with where it came from (`file:line`), in file order."""
         if self.kind == "bundle":
-            from transcript_otel.exports.bundle import iter_bundle_records  # noqa: PLC0415 (only for bundles)
+            from transcript_otel.exports.bundle import iter_bundle_records
 
             yield from iter_bundle_records(self.path)
         elif self.kind == "otlp-json":

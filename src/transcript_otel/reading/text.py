@@ -33,7 +33,17 @@ ROLES: Final = {
     "unknown": "system",
 }
 
-_TEXT_KEYS: Final = ("text", "thinking", "summary", "content", "result", "output", "message", "error")
+_TEXT_KEYS: Final = (
+    "text",
+    "thinking",
+    "summary",
+    "content",
+    "contentItems",  # Codex bridged tool results
+    "result",
+    "output",
+    "message",
+    "error",
+)
 
 
 def compact_json(value: Any) -> str:
@@ -151,6 +161,13 @@ def entry_text(entry_type: str, detail: Any) -> str:
             return found
     if entry_type == "unknown" and isinstance(detail.get("parse_error"), str):
         return f"(unreadable: {detail['parse_error']})"
+    if entry_type == "system_event" and isinstance(detail.get("subtype"), str):
+        words = _system_words(detail)
+        return (
+            f"{detail['subtype'].replace('_', ' ')}: {words}"
+            if words
+            else detail["subtype"].replace("_", " ")
+        )
     notification = _mapping(detail, "notification")
     item = _mapping(notification, "item")
     candidates: list[Any] = [detail.get("text")]
@@ -171,6 +188,16 @@ def entry_text(entry_type: str, detail: Any) -> str:
         if isinstance(candidate, str) and candidate:
             return candidate
     return compact_json(detail)
+
+
+def _system_words(detail: Mapping[str, Any]) -> str | None:
+    entry = _mapping(detail, "sdk_entry")
+    item = _mapping(_mapping(detail, "notification"), "item")
+    for value in (detail.get("text"), entry.get("summary"), entry.get("content"), item.get("text")):
+        found = text_of(value)
+        if found:
+            return found
+    return None
 
 
 def _tool_call_text(detail: Mapping[str, Any], notification: Mapping[str, Any]) -> str | None:

@@ -1,0 +1,142 @@
+"""`bundle` and `export`: a captured run written out for other tools and other people."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from transcript_otel.cli.read_commands import add_run_argument
+from transcript_otel.reading.show import ShowWriter
+from transcript_otel.reading.sources import RecordSource, open_run
+
+FORMATS: Final = ("devflow", "markdown", "html", "jsonl")
+_PROGRESS_EVERY_S: Final = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A source whose records, as they are read, are counted on a terminal's status line."""
+
+    source: RecordSource
+    label: str
+    stream: TextIO
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        if not self.stream.isatty():
+            yield from self.source.records()
+            return
+        shown_at = time.monotonic()
+        count = 0
+        try:
+            for count, record in enumerate(self.source.records(), start=1):
+                if time.monotonic() - shown_at >= _PROGRESS_EVERY_S:
+                    shown_at = time.monotonic()
+                    self.stream.write(f"\r{self.label}: {count:,} records")
+                    self.stream.flush()
+                yield record
+        finally:
+            self.stream.write(f"\r{self.label}: {count:,} records\n")
+            self.stream.flush()
+
+
+def add_bundle(commands: Any) -> None:
+    bundle = commands.add_parser(
+        "bundle",
+        help="write a run as a weakincentives debug bundle (.zip)",
+        description="Write a run as a debug bundle in the weakincentives layout (debug_bundle/manifest.json, "
+        "logs/app.jsonl, transcript.jsonl and a transcript/ section per source), which `wink query` and "
+        "`wink debug` open.",
+        epilog="example:\n  transcript-otel bundle last -o run.zip\n"
+        '  wink query run.zip "SELECT entry_type, tool_name FROM transcript"',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_argument(bundle)
+    bundle.add_argument(
+        "-o", "--output", required=True, help="the .zip to write, or a directory to write it in"
+    )
+    bundle.set_defaults(handler=run_bundle)
+
+
+def run_bundle(args: argparse.Namespace, out: TextIO) -> int:
+    from transcript_otel.exports.bundle import write_bundle
+
+    source = Progress(open_run(args.run), "bundling", sys.stderr)
+    info = write_bundle(source.records(), args.output)
+    print(f"{info.path}: {info.entries} entries", file=sys.stderr)
+    return 0
+
+
+def add_export(commands: Any) -> None:
+    export = commands.add_parser(
+        "export",
+        help="write a run as devflow JSON, Markdown, HTML or JSONL",
+        description="Write a run in another format:\n"
+        "  devflow   the devflow transcript (ADR-011): metadata, turns with tool calls; gzip at 100 KB\n"
+        "  markdown  the readable transcript as Markdown\n"
+        "  html      one self-contained page: a timeline of turns, tool calls, thinking, usage, subagents\n"
+        "  jsonl     the run's records in the JSONL mirror format (from a bundle or an OTLP export)",
+        epilog="examples:\n  transcript-otel export last --format html -o run.html\n"
+        "  transcript-otel export run.jsonl --format devflow -o transcripts/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_argument(export)
+    export.add_argument("--format", choices=FORMATS, required=True)
+    export.add_argument(
+        "-o",
+        "--output",
+        help="where to write (default: standard output; for devflow, the current directory, "
+        "which gets transcript.json or transcript.json.gz)",
+    )
+    export.add_argument("--flow", help="devflow: the flow id (default: the prompt name)")
+    export.add_argument("--run-id", help="devflow: the run id (default: {date}-{flow}-{session})")
+    export.set_defaults(handler=run_export)
+
+
+def run_export(args: argparse.Namespace, out: TextIO) -> int:
+    source = Progress(open_run(args.run), f"exporting {args.format}", sys.stderr)
+    if args.format == "devflow":
+        from transcript_otel.exports.devflow import write_devflow
+
+        path = write_devflow(source, args.output or ".", flow_id=args.flow, run_id=args.run_id)
+        print(f"{path}", file=sys.stderr)
+        return 0
+    with _text_output(args.output, out) as stream:
+        if args.format == "html":
+            from transcript_otel.exports.html import write_html
+
+            write_html(source, stream)
+        elif args.format == "markdown":
+            writer = ShowWriter(stream, max_chars=None, markdown=True)
+            for record in source.records():
+                writer.write(record)
+        else:
+            for record in source.records():
+                stream.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return 0
+
+
+@contextlib.contextmanager
+def _text_output(path: str | None, default: TextIO) -> Iterator[TextIO]:
+    """Standard output, or a file written whole or not at all (a temporary file renamed)."""
+    if path is None:
+        yield default
+        return
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with open(handle, "w", encoding="utf-8") as stream:
+            yield stream
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
