@@ -169,7 +169,20 @@ def test_spans_and_log_records_reach_a_real_receiver(tmp_path: Path) -> None:
     failed = next(span for span in tools if span.name == "execute_tool pytest")
     assert failed.status.code == 2  # ERROR: the fixture's pytest call ends with status "fail"
     records = mirror(tmp_path)
-    assert len(logs) == len(records)
+    # The mirror keeps each span as the receiver got it (what `replay` rebuilds them from).
+    kept = {r["context"]["span_id"]: r["context"] for r in records if r["event"] == "transcript.span"}
+    assert kept.keys() == {span.span_id.hex() for span in spans}
+    for span in spans:
+        record = kept[span.span_id.hex()]
+        assert record["name"] == span.name
+        assert record["trace_id"] == span.trace_id.hex()
+        assert record["parent_span_id"] == (span.parent_span_id.hex() or None)
+        assert (record["start_time_unix_nano"], record["end_time_unix_nano"]) == (
+            span.start_time_unix_nano,
+            span.end_time_unix_nano,
+        )
+        assert record["status"] == ("ERROR" if span.status.code == 2 else "UNSET")
+    assert len(logs) == len(records) - len(kept)
     assert {log.trace_id for log in logs} == {root.trace_id}
 
 

@@ -76,6 +76,7 @@ def test_log_event_taxonomy() -> None:
         "transcript.start",
         "transcript.stop",
         "transcript.error",
+        "transcript.span",
     ]
 
 

@@ -230,6 +230,14 @@ class TranscriptEmitter:
         except Exception as exc:
             self._report_exception("could not set the session id", exc)
 
+    def span_ended(self, fields: dict[str, Any], context: Context) -> None:
+        """Keep a `transcript.span` record of a span of this run (`context` is the span's own)."""
+        if self._enabled and not self._stopped:
+            try:
+                self._submit(TranscriptEvent.SPAN, fields, context)
+            except Exception as exc:
+                self._report_exception("could not record a span", exc)
+
     def error(self, message: str, **fields: Any) -> None:
         """Record a non-fatal `transcript.error` (WARNING) for this run."""
         if self._enabled:
@@ -248,7 +256,9 @@ class TranscriptEmitter:
         except Exception:
             self._pipeline.internal_errors += 1
 
-    def _submit(self, event: TranscriptEvent, extra: dict[str, Any] | None) -> None:
+    def _submit(
+        self, event: TranscriptEvent, extra: dict[str, Any] | None, context: Context | None = None
+    ) -> None:
         item: QueuedItem = (
             event,
             self._run,
@@ -258,7 +268,7 @@ class TranscriptEmitter:
             time.time_ns(),
             extra,
             None,
-            get_current(),
+            get_current() if context is None else context,
         )
         self._pipeline.submit(item)
 

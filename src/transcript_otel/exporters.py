@@ -111,8 +111,9 @@ def resource(service_name: str | None) -> Any:
     return Resource.create(attributes)
 
 
-def tracer_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
-    """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way)."""
+def tracer_provider(sdk_resource: Any, url: str | None, protocol: str, *, id_generator: Any = None) -> Any:
+    """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way);
+    `id_generator`: where span and trace ids come from (`replay` gives the original ones)."""
     _require_sdk()
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -122,7 +123,9 @@ def tracer_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
     limits = SpanLimits(
         max_events=None if os.environ.get("OTEL_SPAN_EVENT_COUNT_LIMIT") else SPAN_EVENT_LIMIT
     )
-    provider = TracerProvider(resource=sdk_resource, shutdown_on_exit=False, span_limits=limits)
+    provider = TracerProvider(
+        resource=sdk_resource, shutdown_on_exit=False, span_limits=limits, id_generator=id_generator
+    )
     if url is not None:
         provider.add_span_processor(BatchSpanProcessor(otlp_exporter("TRACES", url, protocol)))
     return provider

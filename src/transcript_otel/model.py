@@ -54,6 +54,8 @@ class TranscriptEvent(StrEnum):
     START = "transcript.start"
     STOP = "transcript.stop"
     ERROR = "transcript.error"
+    # A span of the run as it ended (JSONL mirror only): what `replay` rebuilds spans from.
+    SPAN = "transcript.span"
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     read_commands.add_validate(commands)
     export_commands.add_bundle(commands)
     export_commands.add_export(commands)
+    export_commands.add_replay(commands)
     return parser
 
 

@@ -40,6 +40,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from transcript_otel import attributes as attr
 from transcript_otel._genai import cost_usd, tool_failed, tool_identity, usage_attributes
+from transcript_otel._span_records import span_fields
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, RawJson
@@ -468,13 +469,15 @@ class AgentRun:
             if error is not None:
                 root.error_type = _exception_type(error)
                 root.span.record_exception(error)
+            # The root's `transcript.span` record comes before `transcript.stop`, the run's last.
+            end_time = self._keep_span_record(root, time.time_ns())
             # `transcript.stop` belongs to the root span too, wherever the run is finished from.
             token = otel_context.attach(root.context)
             try:
                 self.emitter.stop(wait=False)
             finally:
                 otel_context.detach(token)
-            self._end(root)
+            self._end(root, end_time, recorded=True)
         except Exception as exc:
             self._report("could not end the run's spans", exc)
 
@@ -488,7 +491,8 @@ class AgentRun:
             tool.span.set_attribute(TOOL_RESULT_MISSING, True)
             self._end(tool)
 
-    def _end(self, slot: _SpanSlot) -> None:
+    def _keep_span_record(self, slot: _SpanSlot, end_time: int) -> int:
+        """Set the span's last attributes and status, and keep its `transcript.span` record."""
         span = slot.span
         if slot.usage:
             span.set_attributes(dict(slot.usage))
@@ -497,7 +501,16 @@ class AgentRun:
         if slot.error_type is not None:
             span.set_attribute(ERROR_TYPE, slot.error_type)
             span.set_status(Status(StatusCode.ERROR, slot.error_type))
-        self.emitter.after_written(functools.partial(span.end, end_time=time.time_ns()))
+        fields = span_fields(span, end_time, slot.error_type)
+        if fields is not None:
+            self.emitter.span_ended(fields, slot.context)
+        return end_time
+
+    def _end(self, slot: _SpanSlot, end_time: int | None = None, *, recorded: bool = False) -> None:
+        """End the span once what was emitted in it is written (its events complete)."""
+        if not recorded:
+            end_time = self._keep_span_record(slot, time.time_ns())
+        self.emitter.after_written(functools.partial(slot.span.end, end_time=end_time))
 
     def _report(self, what: str, exc: Exception) -> None:
         _logger.debug("transcript-otel: %s", what, exc_info=exc)

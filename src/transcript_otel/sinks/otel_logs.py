@@ -12,6 +12,7 @@ from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_l
 
 from transcript_otel._otel_attributes import record_attributes
 from transcript_otel._records import PreparedRecord
+from transcript_otel.model import TranscriptEvent
 from transcript_otel.sinks.base import Sink
 from transcript_otel.version import __version__
 
@@ -28,6 +29,8 @@ class OTelLogSink(Sink):
         self._logger = get_logger(SCOPE_NAME, __version__, logger_provider=logger_provider)
 
     def write(self, record: PreparedRecord) -> None:
+        if record.event is TranscriptEvent.SPAN:
+            return  # the span itself reaches the backend; its record is for the mirror
         warning = record.level == "WARNING"
         severity = SeverityNumber.WARN if warning else SeverityNumber.DEBUG
         if not self._enabled(record, severity):

@@ -13,6 +13,7 @@ from opentelemetry import trace
 
 from transcript_otel._otel_attributes import truncated_attributes
 from transcript_otel._records import PreparedRecord
+from transcript_otel.model import TranscriptEvent
 from transcript_otel.sinks.base import Sink
 
 DEFAULT_MAX_VALUE_LENGTH: Final = 4096
@@ -34,6 +35,8 @@ class SpanEventSink(Sink):
         self.missed = 0
 
     def write(self, record: PreparedRecord) -> None:
+        if record.event is TranscriptEvent.SPAN:
+            return  # the span itself reaches the backend; its record is for the mirror
         if record.otel_context is None or not record.span_id:
             return
         span = trace.get_current_span(record.otel_context)

@@ -1,0 +1,154 @@
+"""`transcript-otel replay`: a captured run sent again to a real OTLP receiver looks like the live one.
+
+A live `transcript-otel run` exports to one oteltap receiver over OTLP/HTTP; its JSONL
+mirror is then replayed, by the real program, to another. Spans (ids, parents, names,
+times, status, events) and log records must be the same; replaying twice must not
+make a second trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from test_cli_run import WRAPPER, agent, wrapper_env
+
+from receivers import TapCollector, run_to_completion
+
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+REPLAY = [sys.executable, "-m", "transcript_otel.cli", "replay"]
+
+
+def span_key(span: Any) -> tuple[Any, ...]:
+    return (
+        span.trace_id.hex(),
+        span.span_id.hex(),
+        span.parent_span_id.hex(),
+        span.name,
+        span.kind,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        span.status.code,
+        tuple(sorted((a.key, str(a.value)) for a in span.attributes)),
+        # The mirror keeps record times to the microsecond (ISO 8601); span times to the nanosecond.
+        tuple((event.name, event.time_unix_nano // 1000) for event in span.events),
+    )
+
+
+def log_key(log: Any) -> tuple[Any, ...]:
+    return (log.event_name, log.time_unix_nano // 1000, log.trace_id.hex(), log.span_id.hex(), log.severity_text)
+
+
+Command = Callable[[str], list[str]]  # the receiver's endpoint → the command to run
+
+
+async def _received(
+    command: Command, env: dict[str, str], spans: int, logs: int
+) -> tuple[int, str, list[Any], list[Any]]:
+    async with TapCollector() as tap:
+        returncode, _, stderr = await run_to_completion(command(tap.endpoint), 120, env=env)
+        if returncode == 0:
+            await tap.wait_for(lambda: len(tap.spans) >= spans and len(tap.logs) >= logs, timeout_s=20)
+            await asyncio.sleep(0.2)  # anything more than expected would arrive now
+        return returncode, stderr.decode(errors="replace"), list(tap.spans), list(tap.logs)
+
+
+def received(
+    command: Command, env: dict[str, str], spans: int, logs: int
+) -> tuple[int, str, list[Any], list[Any]]:
+    return asyncio.run(_received(command, env, spans, logs))
+
+
+def replay_to(run: Path) -> Command:
+    return lambda endpoint: [*REPLAY, str(run), "--endpoint", endpoint]
+
+
+def nanos(timestamp: str) -> int:
+    return int(datetime.fromisoformat(timestamp).timestamp() * 1_000_000) * 1000
+
+
+async def _live(command: Command, env: dict[str, str]) -> tuple[int, str, list[Any], list[Any]]:
+    """The live run, exporting to a receiver through the OTEL_* variables."""
+    async with TapCollector() as tap:
+        returncode, _, stderr = await run_to_completion(
+            command(tap.endpoint), 120, env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": tap.endpoint}
+        )
+        await tap.wait_for(lambda: any(s.name.startswith("invoke_agent") for s in tap.spans), timeout_s=20)
+        await asyncio.sleep(0.2)
+        return returncode, stderr.decode(errors="replace"), list(tap.spans), list(tap.logs)
+
+
+def test_a_replayed_run_is_the_live_run_again(tmp_path: Path) -> None:
+    def live(endpoint: str) -> list[str]:
+        return [*WRAPPER, "--prompt-name", "cli-rtf1", "--", *agent("rtf1")]
+
+    env = {**wrapper_env(tmp_path), "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+    status, stderr, live_spans, live_logs = asyncio.run(_live(live, env))
+    assert status == 0, stderr
+    (captured,) = (tmp_path / "runs").glob("*.jsonl")
+    for attempt in range(2):  # twice: the same trace again, not a second one
+        status, stderr, spans, logs = received(replay_to(captured), env, len(live_spans), len(live_logs))
+        assert status == 0, stderr
+        assert f"sent {len(live_spans)} spans and {len(live_logs)} log records" in stderr, attempt
+        assert sorted(map(span_key, spans)) == sorted(map(span_key, live_spans))
+        assert sorted(map(log_key, logs)) == sorted(map(log_key, live_logs))
+        live_attributes = sorted(
+            tuple(sorted((a.key, str(a.value)) for a in log.attributes)) for log in live_logs
+        )
+        assert sorted(tuple(sorted((a.key, str(a.value)) for a in log.attributes)) for log in logs) == (
+            live_attributes
+        )
+
+
+def test_a_run_kept_without_span_records_gets_its_spans_rebuilt(tmp_path: Path) -> None:
+    run = RUNS / "claude-sdk-parallel-subagents.jsonl"
+    records = [json.loads(line) for line in run.read_text().splitlines()]
+    span_ids = {r["context"]["span_id"] for r in records}
+    status, stderr, spans, logs = received(replay_to(run), wrapper_env(tmp_path), len(span_ids), len(records))
+    assert status == 0, stderr
+    assert {span.span_id.hex() for span in spans} == span_ids
+    assert {span.trace_id.hex() for span in spans} == {records[0]["context"]["trace_id"]}
+    (root,) = [span for span in spans if span.name == "invoke_agent sdk-test"]
+    assert root.span_id.hex() == records[0]["context"]["span_id"]
+    names = Counter(span.name for span in spans)
+    assert names["execute_tool Task"] == 2
+    assert {span.parent_span_id for span in spans if span is not root} == {root.span_id}
+    assert sorted(log.time_unix_nano for log in logs) == sorted(
+        nanos(r["context"].get("timestamp", r["timestamp"])) for r in records
+    )
+
+
+def test_a_run_without_any_ids_replays_to_one_stable_trace(tmp_path: Path) -> None:
+    records = [json.loads(line) for line in (RUNS / "wink-0.24-openai-tool.jsonl").read_text().splitlines()]
+    for record in records:
+        record["context"].pop("trace_id", None)
+        record["context"].pop("span_id", None)
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps(r) + "\n" for r in records))
+    traces = []
+    for _ in range(2):
+        status, stderr, spans, logs = received(replay_to(bare), wrapper_env(tmp_path), 1, len(records))
+        assert status == 0, stderr
+        (root,) = spans
+        assert root.name == "invoke_agent openai-tool"
+        assert len(root.events) == len(records)
+        assert {log.span_id for log in logs} == {root.span_id}
+        traces.append(root.trace_id)
+    assert traces[0] == traces[1]
+
+
+def test_replay_without_an_endpoint_says_so(tmp_path: Path) -> None:
+    env = {key: value for key, value in wrapper_env(tmp_path).items() if not key.startswith("OTEL_")}
+    returncode, _, stderr = asyncio.run(
+        run_to_completion([*REPLAY, str(RUNS / "run-rtf1.jsonl")], 60, env=env)
+    )
+    assert returncode == 2
+    assert stderr.decode() == (
+        "transcript-otel replay: no OTLP endpoint: give --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT\n"
+    )
