@@ -56,6 +56,8 @@ def python313() -> str:
 
 def requirements(version: str) -> list[str]:
     extras = ["claude-agent-sdk"] if version in VERSIONS else []
+    if version == "0.27.0":
+        extras.append("wink")  # fastapi, uvicorn, markdown-it-py: `wink debug` (tests/test_export_bundle.py)
     # litellm's `completion()` imports `mcp`, which litellm does not declare.
     undeclared = ["mcp"] if version in CHAT_VERSIONS else []
     if version in CHAT_VERSIONS:
