@@ -94,14 +94,15 @@ def write_large_run(path: Path, entries: int = 100_000, *, prompt_name: str = "l
             source = "main" if index % 10 else "subagent:helper"
             kind = kinds[index % len(kinds)]
             call = f"call_{index // len(kinds)}"
-            detail: dict[str, Any] = {
+            details: dict[str, dict[str, Any]] = {
                 "user_message": {"text": f"step {index}: go on"},
                 "assistant_message": {"text": f"working on step {index}"},
                 "tool_use": {"tool_use_id": call, "tool_name": "shell", "input": {"cmd": f"echo {index}"}},
                 "tool_result": {"tool_use_id": call, "tool_name": "shell", "content": str(index)}
                 | ({"is_error": True} if index % 50 == 3 else {}),
                 "token_usage": {"usage": {"input_tokens": 10, "output_tokens": 2}},
-            }[kind]
+            }
+            detail = details[kind]
             counters[source] = counters.get(source, 0) + 1
             context = {
                 **base,

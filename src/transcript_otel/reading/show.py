@@ -45,6 +45,8 @@ _LABELS: Final = {
 # ANSI SGR colours of a header by role; errors and failed tools in red.
 _COLOURS: Final = {"system": "2", "user": "32", "assistant": "36", "tool": "33", "failed": "31;1"}
 _FOLLOW_POLL_S: Final = 0.25
+# Entries whose words are prose in Markdown; the others (tool traffic, events) go in code blocks.
+_PROSE: Final = frozenset({"user_message", "assistant_message", "thinking"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ class ShowWriter:
         body = self._cut(text)
         if self.markdown:
             header = f"### {header}{' (failed)' if failed else ''}"
-            if role in ("tool", "system"):
+            if entry.entry_type not in _PROSE:
                 fence = "`" * max(3, _longest_backtick_run(body) + 1)
                 body = f"{fence}\n{body}\n{fence}"
         self._line(self._paint("failed" if failed else role, header))

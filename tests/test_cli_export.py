@@ -1,0 +1,152 @@
+"""`transcript-otel bundle` and `export` on captured runs: what lands on disk and on the terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel.cli import main
+from transcript_otel.cli.export_commands import Progress
+from transcript_otel.reading.sources import open_run
+
+from helpers import FIXTURE_RUNS, write_large_run
+
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+Capture = pytest.CaptureFixture[str]
+
+
+def cli(capsys: Capture, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def records_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("run", FIXTURE_RUNS, ids=lambda path: path.stem)
+def test_a_bundle_reads_back_as_the_same_run(tmp_path: Path, capsys: Capture, run: Path) -> None:
+    bundle = tmp_path / "run.zip"
+    status, _, err = cli(capsys, "bundle", str(run), "-o", str(bundle))
+    assert status == 0
+    entries = sum(1 for r in records_of(run) if r["event"] == "transcript.entry")
+    assert err == f"{bundle}: {entries} entries\n"
+    assert "debug_bundle/manifest.json" in zipfile.ZipFile(bundle).namelist()
+    _, from_bundle, _ = cli(capsys, "summary", str(bundle), "--json")
+    _, from_mirror, _ = cli(capsys, "summary", str(run), "--json")
+    assert json.loads(from_bundle) == json.loads(from_mirror)
+    _, shown_bundle, _ = cli(capsys, "show", str(bundle))
+    _, shown_mirror, _ = cli(capsys, "show", str(run))
+    assert shown_bundle == shown_mirror
+
+
+def test_jsonl_export_of_a_bundle_gives_back_the_mirror(tmp_path: Path, capsys: Capture) -> None:
+    run = RUNS / "wink-0.27-claude-rich.jsonl"
+    bundle = tmp_path / "run.zip"
+    cli(capsys, "bundle", str(run), "-o", str(bundle))
+    status, out, _ = cli(capsys, "export", str(bundle), "--format", "jsonl")
+    assert status == 0
+    assert [json.loads(line) for line in out.splitlines()] == records_of(run)
+
+
+def test_markdown_export_is_the_transcript_with_headings_and_code_blocks(capsys: Capture) -> None:
+    status, out, _ = cli(capsys, "export", str(RUNS / "wink-0.27-claude-rich.jsonl"), "--format", "markdown")
+    assert status == 0
+    assert out.startswith("## claude-rich · claude_agent_sdk · ")
+    assert "### [14:33:42] 👤 USER\n\n## 1. Task (task)" in out
+    assert '### [14:33:42] 🔧 Task\n\n```\n{"description":"List files"' in out
+    assert "### [subagent:a1b2c3] [14:33:42] 🔧 Bash → result\n\n```\na.txt\n```" in out
+
+
+def test_markdown_fences_are_longer_than_any_backticks_inside(tmp_path: Path, capsys: Capture) -> None:
+    records = records_of(RUNS / "wink-0.24-openai-tool.jsonl")
+    for record in records:
+        if record["event"] == "transcript.entry" and record["context"]["entry_type"] == "tool_result":
+            record["context"]["detail"]["content"] = record["context"]["detail"]["text"] = (
+                "```\nrm -rf /\n```"
+            )
+    run = tmp_path / "fenced.jsonl"
+    run.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _, out, _ = cli(capsys, "export", str(run), "--format", "markdown")
+    assert "\n````\n```\nrm -rf /\n```\n````\n" in out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"), [("html", "run.html"), ("markdown", "run.md"), ("jsonl", "run.jsonl")]
+)
+def test_an_export_to_a_file_is_written_whole(tmp_path: Path, capsys: Capture, fmt: str, name: str) -> None:
+    target = tmp_path / name
+    status, out, _ = cli(capsys, "export", str(RUNS / "run-rtf1.jsonl"), "--format", fmt, "-o", str(target))
+    assert (status, out) == (0, "")
+    assert target.stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # no temporary file left beside it
+
+
+def test_devflow_export_writes_a_transcript_file(tmp_path: Path, capsys: Capture) -> None:
+    status, _, err = cli(
+        capsys,
+        "export",
+        str(RUNS / "wink-0.24-openai-tool.jsonl"),
+        "--format",
+        "devflow",
+        "-o",
+        str(tmp_path),
+    )
+    assert status == 0
+    written = Path(err.strip())
+    assert written.parent == tmp_path
+    assert written.name in ("transcript.json", "transcript.json.gz")
+
+
+def test_bad_targets_and_runs_are_clear_errors(tmp_path: Path, capsys: Capture) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    status, _, err = cli(capsys, "bundle", str(empty), "-o", str(tmp_path / "x.zip"))
+    assert status == 2
+    assert err.startswith("transcript-otel bundle: ")
+    assert "no records" in err
+    status, _, err = cli(
+        capsys, "export", str(RUNS / "run-rtf1.jsonl"), "--format", "html", "-o", "/no/such/dir/x.html"
+    )
+    assert status == 2
+    assert err.startswith("transcript-otel export: ")
+    not_a_bundle = tmp_path / "fake.zip"
+    with zipfile.ZipFile(not_a_bundle, "w") as archive:
+        archive.writestr("hello.txt", "hi")
+    status, _, err = cli(capsys, "show", str(not_a_bundle))
+    assert status == 2
+    assert "manifest.json" in err
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_long_work_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    run = open_run(write_large_run(tmp_path / "large.jsonl", 2_000))
+    terminal, pipe = Terminal(), io.StringIO()
+    assert sum(1 for _ in Progress(run, "exporting", terminal).records()) == 2_002
+    assert terminal.getvalue().endswith("\rexporting: 2,002 records\n")
+    assert sum(1 for _ in Progress(run, "exporting", pipe).records()) == 2_002
+    assert pipe.getvalue() == ""
+
+
+def test_export_and_bundle_help_say_what_they_make(capsys: Capture) -> None:
+    for command, words in {
+        "bundle": ("wink query", "-o"),
+        "export": ("devflow", "markdown", "html", "jsonl", "gzip at 100 KB"),
+        "replay": ("original trace and span ids", "--endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    }.items():
+        with pytest.raises(SystemExit) as exited:
+            main([command, "--help"])
+        assert exited.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        for word in words:
+            assert word in text, (command, word)
