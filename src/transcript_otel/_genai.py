@@ -183,3 +183,13 @@ def tool_failed(detail: Any) -> bool:
         exit_code = item.get("exitCode")
         return item.get("status") in ("failed", "declined") or (isinstance(exit_code, int) and exit_code != 0)
     return False
+
+
+def message_usage(detail: Any) -> tuple[str, dict[str, int]] | None:
+    """A Claude transcript message's id and usage (repeated on each line of the message)."""
+    entry = detail.get("sdk_entry") if isinstance(detail, Mapping) else None
+    message = entry.get("message") if isinstance(entry, Mapping) else None
+    if not isinstance(message, Mapping) or not isinstance(message.get("id"), str):
+        return None
+    usage = usage_attributes({"usage": message.get("usage")})
+    return (message["id"], usage) if usage else None

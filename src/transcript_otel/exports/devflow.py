@@ -82,11 +82,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from transcript_otel._genai import tool_failed, tool_identity, usage_attributes
+from transcript_otel._genai import message_usage, tool_failed, tool_identity, usage_attributes
 from transcript_otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
 from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
-from transcript_otel.reading.text import entry_text, text_of, tool_input
+from transcript_otel.reading.text import assistant_parts, entry_text, tool_input, tool_output
 from transcript_otel.reconstruct import entry_from_context
 
 if TYPE_CHECKING:
@@ -239,57 +239,6 @@ def _call_input(detail: Mapping[str, Any]) -> dict[str, Any]:
     return {"value": arguments}
 
 
-def _result_text(detail: Mapping[str, Any]) -> str:
-    """A tool result's output, where each harness puts it (`entry_text` for the rest)."""
-    text = detail.get("text")
-    if isinstance(text, str) and text:
-        return text
-    output = detail.get("output")  # line adapters
-    if isinstance(output, str):
-        return output
-    item = _mapping(_mapping(detail, "notification"), "item")
-    if item.get("type") == "commandExecution" and isinstance(item.get("aggregatedOutput"), str):
-        return str(item["aggregatedOutput"])  # the command itself is the call's input
-    if item.get("type") == "mcpToolCall":
-        found = text_of(item.get("result")) or text_of(item.get("error"))
-        if found:
-            return found
-    items = _mapping(detail, "result").get("contentItems")  # Codex bridged tools
-    found = text_of(items)
-    if found:
-        return found
-    return entry_text("tool_result", detail)
-
-
-def _assistant_parts(detail: Mapping[str, Any]) -> tuple[str | None, str]:
-    """(thinking, text) of an assistant message: a Claude message's blocks apart, else its words."""
-    content = _mapping(_mapping(detail, "sdk_entry"), "message").get("content")
-    if not isinstance(content, list):
-        return None, entry_text("assistant_message", detail)
-    thoughts: list[str] = []
-    texts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            texts.append(block)
-        elif isinstance(block, Mapping):
-            kind = block.get("type")
-            if kind == "thinking":
-                thoughts.append(text_of(block.get("thinking")) or "")
-            elif kind == "redacted_thinking":
-                thoughts.append("(redacted)")
-            elif kind == "text":
-                texts.append(text_of(block.get("text")) or "")
-    return ("\n".join(thoughts) if thoughts else None), "\n".join(texts)
-
-
-def _message_usage(detail: Mapping[str, Any]) -> tuple[str, dict[str, int]] | None:
-    """A Claude transcript message's id and usage (repeated on each line of the message)."""
-    message = _mapping(_mapping(detail, "sdk_entry"), "message")
-    message_id = message.get("id")
-    usage = usage_attributes({"usage": message.get("usage")})
-    return (message_id, usage) if isinstance(message_id, str) and usage else None
-
-
 def _duration_ms(detail: Mapping[str, Any]) -> float | None:
     item = _mapping(_mapping(detail, "notification"), "item")
     for reported in (detail.get("duration_ms"), item.get("durationMs")):
@@ -416,13 +365,13 @@ class _TurnWriter:
         self._held_chars += chars
 
     def _assistant(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
-        thinking, text = _assistant_parts(detail)
+        thinking, text = assistant_parts(detail)
         if thinking is not None:
             self._turn(source, "assistant", f"[thinking] {thinking}", at)
         turn = self._turn(source, "assistant", text, at, open_=True)
         if not self._message_usage:
             return
-        usage = _message_usage(detail)
+        usage = message_usage(detail)
         if usage is not None and self._last_message.get(source) != usage[0]:
             self._last_message[source] = usage[0]
             turn.tokens_in += usage[1].get(GEN_AI_USAGE_INPUT_TOKENS, 0)
@@ -443,7 +392,7 @@ class _TurnWriter:
             turn.waiting += 1
 
     def _tool_result(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
-        text = _result_text(detail)
+        text = tool_output(detail)
         call_id, _ = tool_identity(detail)
         call = self._calls.pop((source, call_id), None) if call_id is not None else None
         duration = _duration_ms(detail)

@@ -4,8 +4,8 @@
 and keeps only aggregates: counts by entry type and source, tokens in and out,
 cost, tool calls per tool with failures and durations, errors, the time span and
 whether the run ended. Memory is bounded by the number of distinct tools and of
-calls waiting for their result, never by the run's length, so a 100,000-entry run
-streams through. `summary()` gives the library's `TranscriptSummary`, `as_dict()`
+calls waiting for their result (plus one duration per tool call), so a 100,000-entry
+run streams through. `summary()` gives the library's `TranscriptSummary`, `as_dict()`
 the JSON of `transcript-otel summary --json`.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from transcript_otel._genai import cost_usd, tool_failed, tool_identity, usage_attributes
+from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
 from transcript_otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
@@ -58,16 +58,6 @@ class ToolStats:
             "max_ms": round(durations[-1], 3) if durations else None,
             "median_ms": round(durations[len(durations) // 2], 3) if durations else None,
         }
-
-
-def _message_usage(detail: Mapping[str, Any]) -> tuple[str, dict[str, int]] | None:
-    """A Claude transcript message's usage, by message id (repeated on each of its lines)."""
-    entry = detail.get("sdk_entry")
-    message = entry.get("message") if isinstance(entry, Mapping) else None
-    if not isinstance(message, Mapping) or not isinstance(message.get("id"), str):
-        return None
-    usage = usage_attributes({"usage": message.get("usage")})
-    return (message["id"], usage) if usage else None
 
 
 class RunDigest:
@@ -148,7 +138,7 @@ class RunDigest:
             self._usage.update(usage_attributes(detail))
             self.cost_usd += cost_usd(detail)
         elif entry.entry_type == "assistant_message":
-            counted = _message_usage(detail)
+            counted = message_usage(detail)
             if counted is not None and counted[0] not in self._messages_counted:
                 self._messages_counted.add(counted[0])
                 self._message_usage.update(counted[1])

@@ -31,7 +31,7 @@ from typing import Any, Final, TextIO
 from transcript_otel._genai import tool_failed, tool_identity
 from transcript_otel._serialize import loads
 from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
-from transcript_otel.reading.text import ROLES, compact_json, entry_text, tool_input
+from transcript_otel.reading.text import ROLES, compact_json, entry_text, tool_input, tool_output
 from transcript_otel.reconstruct import entry_from_context
 
 SYMBOLS: Final = {"system": "⚙️", "user": "👤", "assistant": "🤖", "tool": "🔧"}
@@ -167,7 +167,7 @@ class ShowWriter:
             )
         name = name or (self._tool_names.pop(key, None) if key is not None else None) or "tool"
         outcome = "failed" if tool_failed(entry.detail) else "result"
-        return f"{name} → {outcome}", entry_text(entry.entry_type, entry.detail)
+        return f"{name} → {outcome}", tool_output(entry.detail)
 
     def _banner(self, what: str, record: Mapping[str, Any]) -> None:
         when = record.get("timestamp")

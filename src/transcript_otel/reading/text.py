@@ -33,6 +33,7 @@ ROLES: Final = {
     "unknown": "system",
 }
 
+_MAX_EVENT_JSON: Final = 500
 _TEXT_KEYS: Final = (
     "text",
     "thinking",
@@ -191,13 +192,19 @@ def entry_text(entry_type: str, detail: Any) -> str:
 
 
 def _system_words(detail: Mapping[str, Any]) -> str | None:
+    """The words of a system event, else its fields in short JSON (a session's model and
+    tools, a run's metadata); None where only the raw notification would be left."""
     entry = _mapping(detail, "sdk_entry")
     item = _mapping(_mapping(detail, "notification"), "item")
     for value in (detail.get("text"), entry.get("summary"), entry.get("content"), item.get("text")):
         found = text_of(value)
         if found:
             return found
-    return None
+    fields = entry or {key: value for key, value in detail.items() if key not in ("subtype", "notification")}
+    shown = {
+        key: value for key, value in fields.items() if key not in ("type", "subtype", "uuid", "session_id")
+    }
+    return compact_json(shown)[:_MAX_EVENT_JSON] if shown else None
 
 
 def _tool_call_text(detail: Mapping[str, Any], notification: Mapping[str, Any]) -> str | None:
@@ -227,3 +234,46 @@ def tool_input(detail: Any) -> Any:
             return {key: item[key]}
     entry = _mapping(detail, "sdk_entry")
     return entry.get("input")
+
+
+def tool_output(detail: Mapping[str, Any]) -> str:
+    """A tool result's output, where each harness puts it (`entry_text` for the rest)."""
+    text = detail.get("text")
+    if isinstance(text, str) and text:
+        return text
+    output = detail.get("output")  # line adapters
+    if isinstance(output, str):
+        return output
+    item = _mapping(_mapping(detail, "notification"), "item")
+    if item.get("type") == "commandExecution" and isinstance(item.get("aggregatedOutput"), str):
+        return str(item["aggregatedOutput"])  # the command itself is the call's input
+    if item.get("type") == "mcpToolCall":
+        found = text_of(item.get("result")) or text_of(item.get("error"))
+        if found:
+            return found
+    items = _mapping(detail, "result").get("contentItems")  # Codex bridged tools
+    found = text_of(items)
+    if found:
+        return found
+    return entry_text("tool_result", detail)
+
+
+def assistant_parts(detail: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(thinking, text) of an assistant message: a Claude message's blocks apart, else its words."""
+    content = _mapping(_mapping(detail, "sdk_entry"), "message").get("content")
+    if not isinstance(content, list):
+        return None, entry_text("assistant_message", detail)
+    thoughts: list[str] = []
+    texts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+        elif isinstance(block, Mapping):
+            kind = block.get("type")
+            if kind == "thinking":
+                thoughts.append(text_of(block.get("thinking")) or "")
+            elif kind == "redacted_thinking":
+                thoughts.append("(redacted)")
+            elif kind == "text":
+                texts.append(text_of(block.get("text")) or "")
+    return ("\n".join(thoughts) if thoughts else None), "\n".join(texts)
