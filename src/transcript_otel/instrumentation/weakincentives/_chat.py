@@ -132,109 +132,88 @@ def _conversation(run: AgentRun) -> _Conversation:
     return run.mapper(_Conversation)
 
 
-def _loop_run(state: WinkInstrumentation) -> Wrapper:
+Hook = Callable[[AgentRun, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def in_run(state: WinkInstrumentation, hook: Hook) -> Wrapper:
+    """A wrapper that makes the call through `hook(run, wrapped, instance, args, kwargs)`
+    inside an instrumented run, and untouched outside one."""
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        run = state.run()
+        if run is None:
+            return wrapped(*args, **kwargs)
+        return hook(run, wrapped, instance, args, kwargs)
+
+    return wrapper
+
+
+def _loop_run(run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
     """`InnerLoop.run()`: whatever ends the loop with an exception is an `error` entry."""
-
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        try:
-            return wrapped(*args, **kwargs)
-        except BaseException as error:
-            run = state.run()
-            if run is not None:
-                guarded("chat usage", _conversation(run).record_usage, run)
-                run.record_failure(error)
-                run.end_turn(error)
-            raise
-
-    return wrapper
-
-
-def _provider_request(state: WinkInstrumentation) -> Wrapper:
-    """`InnerLoop._issue_provider_request()`: a round opens with the messages it sends."""
-
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        run = state.run()
-        if run is None:
-            return wrapped(*args, **kwargs)
-        run.begin_turn()
-        conversation = _conversation(run)
-        guarded("chat messages", conversation.record_new_messages, run, instance)
-        response = wrapped(*args, **kwargs)
-        guarded("chat usage", conversation.hold_usage, response)
-        return response
-
-    return wrapper
-
-
-def _tool_calls(state: WinkInstrumentation) -> Wrapper:
-    """`InnerLoop._handle_tool_calls(message, tool_calls)`: the round ends with its tools."""
-
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        run = state.run()
-        if run is None:
-            return wrapped(*args, **kwargs)
-        token = _HANDLING_LOOP.set((run, instance))
-        try:
-            result = wrapped(*args, **kwargs)
-        finally:
-            _HANDLING_LOOP.reset(token)
-            conversation = _conversation(run)
-            guarded("tool results", conversation.record_new_messages, run, instance)
-            guarded("chat usage", conversation.record_usage, run)
-        run.end_turn()
-        return result
-
-    return wrapper
-
-
-def _execute_tools(state: WinkInstrumentation) -> Wrapper:
-    """`ToolExecutor.execute(tool_calls, payload)`: the assistant message with the calls, first."""
-
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        run, handling = state.run(), _HANDLING_LOOP.get()
-        # Only for the loop of this very run: a tool may run an agent of its own.
-        if run is not None and handling is not None and handling[0] is run:
-            conversation = _conversation(run)
-            guarded("tool calls", conversation.record_new_messages, run, handling[1])
-            guarded("chat usage", conversation.record_usage, run)
+    try:
         return wrapped(*args, **kwargs)
+    except BaseException as error:
+        guarded("chat usage", _conversation(run).record_usage, run)
+        run.record_failure(error)
+        run.end_turn(error)
+        raise
 
-    return wrapper
+
+def _provider_request(
+    run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+) -> Any:
+    """`InnerLoop._issue_provider_request()`: a round opens with the messages it sends."""
+    run.begin_turn()
+    conversation = _conversation(run)
+    guarded("chat messages", conversation.record_new_messages, run, instance)
+    response = wrapped(*args, **kwargs)
+    guarded("chat usage", conversation.hold_usage, response)
+    return response
 
 
-def _final_response(state: WinkInstrumentation) -> Wrapper:
-    """`InnerLoop._finalize_response(message)`: the final answer ends the last round."""
-
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        run = state.run()
-        if run is None:
-            return wrapped(*args, **kwargs)
-        message = argument(args, kwargs, "message", 0)
-        guarded("final message", _conversation(run).record_final_message, run, message)
+def _tool_calls(run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    """`InnerLoop._handle_tool_calls(message, tool_calls)`: the round ends with its tools."""
+    token = _HANDLING_LOOP.set((run, instance))
+    try:
         result = wrapped(*args, **kwargs)
-        run.end_turn()
-        return result
+    finally:
+        _HANDLING_LOOP.reset(token)
+        conversation = _conversation(run)
+        guarded("tool results", conversation.record_new_messages, run, instance)
+        guarded("chat usage", conversation.record_usage, run)
+    run.end_turn()
+    return result
 
-    return wrapper
+
+def _execute_tools(run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    """`ToolExecutor.execute(tool_calls, payload)`: the assistant message with the calls, first."""
+    handling = _HANDLING_LOOP.get()
+    # Only for the loop of this very run: a tool may run an agent of its own.
+    if handling is not None and handling[0] is run:
+        conversation = _conversation(run)
+        guarded("tool calls", conversation.record_new_messages, run, handling[1])
+        guarded("chat usage", conversation.record_usage, run)
+    return wrapped(*args, **kwargs)
+
+
+def _final_response(run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    """`InnerLoop._finalize_response(message)`: the final answer ends the last round."""
+    message = argument(args, kwargs, "message", 0)
+    guarded("final message", _conversation(run).record_final_message, run, message)
+    result = wrapped(*args, **kwargs)
+    run.end_turn()
+    return result
 
 
 def patches(state: WinkInstrumentation) -> list[Patch]:
     return [
         Patch(OPENAI_MODULE, "OpenAIAdapter.evaluate", evaluate_wrapper(state, OPENAI_SPEC)),
         Patch(LITELLM_MODULE, "LiteLLMAdapter.evaluate", evaluate_wrapper(state, LITELLM_SPEC)),
-        Patch(LOOP_MODULE, "InnerLoop.run", _loop_run(state)),
-        Patch(LOOP_MODULE, "InnerLoop._issue_provider_request", _provider_request(state)),
-        Patch(LOOP_MODULE, "InnerLoop._handle_tool_calls", _tool_calls(state)),
-        Patch(LOOP_MODULE, "InnerLoop._finalize_response", _final_response(state)),
-        Patch(TOOLS_MODULE, "ToolExecutor.execute", _execute_tools(state)),
+        Patch(LOOP_MODULE, "InnerLoop.run", in_run(state, _loop_run)),
+        Patch(LOOP_MODULE, "InnerLoop._issue_provider_request", in_run(state, _provider_request)),
+        Patch(LOOP_MODULE, "InnerLoop._handle_tool_calls", in_run(state, _tool_calls)),
+        Patch(LOOP_MODULE, "InnerLoop._finalize_response", in_run(state, _final_response)),
+        Patch(TOOLS_MODULE, "ToolExecutor.execute", in_run(state, _execute_tools)),
     ]
