@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from html import escape
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from transcript_otel._genai import cost_usd, tool_failed, tool_identity, usage_attributes
+from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
 from transcript_otel._serialize import dumps, safe_text
 from transcript_otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
@@ -42,7 +41,14 @@ from transcript_otel.attributes import (
 )
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
-from transcript_otel.reading.text import ROLES, entry_text, text_of, tool_input
+from transcript_otel.reading.text import (
+    ROLES,
+    assistant_parts,
+    compact_json,
+    entry_text,
+    tool_input,
+    tool_output,
+)
 from transcript_otel.reconstruct import entry_from_context
 
 if TYPE_CHECKING:
@@ -66,6 +72,8 @@ _USAGE_NAMES: Final = {
     GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: "cache_write_input",
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: "reasoning_output",
 }
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
 # Entry kinds the page shows besides the canonical entry types.
 MALFORMED: Final = "malformed"
 TRANSCRIPT_ERROR: Final = "transcript.error"
@@ -97,58 +105,36 @@ def _text(value: Any) -> str:
     return safe_text(value if isinstance(value, str) else str(value))[0]
 
 
-def _compact(value: Any) -> str:
-    # As `reading.text` writes a detail it finds no words in.
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)
-
-
 def _epoch_us(moment: datetime) -> int:
+    """Microseconds since the epoch, exactly (a naive time is taken as UTC)."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1_000_000)
+    return (moment - _EPOCH) // _MICROSECOND
 
 
-def _tool_output(detail: Mapping[str, Any]) -> str | None:
-    """A tool result's output where `entry_text` does not look (line adapters, Codex bridged tools)."""
-    output = detail.get("output")
-    if isinstance(output, str):
-        return output
-    result = detail.get("result")
-    if isinstance(result, Mapping):
-        found = text_of(result.get("contentItems"))
-        if found:
-            return found
-    return None
+def _words(entry_type: str, detail: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
+    """(thinking, the text to show, whether there are no words but the detail's own JSON).
+
+    A tool result shows its output, a Claude assistant message its text blocks with
+    its thinking blocks apart; every other entry its `entry_text`.
+    """
+    thinking = None
+    if entry_type == "tool_result":
+        words = tool_output(detail)
+    elif entry_type == "assistant_message":
+        thinking, words = assistant_parts(detail)
+        if not words and thinking is None:
+            words = entry_text(entry_type, detail)
+    else:
+        words = entry_text(entry_type, detail)
+    if words.startswith("{") and words == compact_json(detail):
+        return thinking, None, True
+    return thinking, words, False
 
 
-def _words(entry_type: str, detail: Mapping[str, Any]) -> tuple[str | None, bool]:
-    """(the text to show, whether `entry_text` found no words and fell back to the detail's JSON)."""
-    words = entry_text(entry_type, detail)
-    fallback = words.startswith("{") and words == _compact(detail)
-    if entry_type == "tool_result" and (fallback or not words):
-        better = _tool_output(detail)
-        if better is not None:
-            return better, fallback
-    return (None if fallback else words), fallback
-
-
-def _message_usage(detail: Mapping[str, Any]) -> list[Any] | None:
-    """`[message id, usage]` of a Claude assistant line (its usage repeats on each line of a message)."""
-    sdk_entry = detail.get("sdk_entry")
-    message = sdk_entry.get("message") if isinstance(sdk_entry, Mapping) else None
-    if not isinstance(message, Mapping) or not isinstance(message.get("id"), str):
-        return None
-    usage = _usage({"usage": message.get("usage")})
-    return [message["id"], usage] if usage else None
-
-
-def _usage(detail: Mapping[str, Any]) -> dict[str, int]:
-    return {
-        _USAGE_NAMES[key]: value for key, value in usage_attributes(detail).items() if key in _USAGE_NAMES
-    }
+def _short_usage(usage: Mapping[str, int]) -> dict[str, int]:
+    """`gen_ai.usage.*` counts under the page's short names."""
+    return {_USAGE_NAMES[key]: value for key, value in usage.items() if key in _USAGE_NAMES}
 
 
 def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict[str, Any], int]:
@@ -156,8 +142,8 @@ def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict
 
     Keys: `i` file order, `k` entry type, `s` source, `n` sequence number, `ts` the
     recorded timestamp, `us` epoch microseconds, `x` the text (absent when the only
-    words are the detail's JSON: `xj`), `d` the detail, `r` raw (unknown and
-    malformed entries), `c`/`nm`/`in` call id, tool name and input, `f` failed,
+    words are the detail's JSON: `xj`), `th` an assistant message's thinking, `d` the
+    detail, `r` raw (unknown and malformed entries), `c`/`nm`/`in` call id, tool name and input, `f` failed,
     `ms` reported duration, `u` token counts, `cost`, `mu` a message's usage.
     """
     try:
@@ -174,11 +160,13 @@ def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict
         "ts": context.get("timestamp"),
         "us": at_us,
     }
-    words, fallback = _words(kind, detail)
+    thinking, words, fallback = _words(kind, detail)
     if words is not None:
         data["x"] = words
     if fallback:
         data["xj"] = 1
+    if thinking is not None:
+        data["th"] = thinking
     data["d"] = detail
     if kind in ("unknown", "error") and entry.raw is not None:
         data["r"] = entry.raw
@@ -197,16 +185,16 @@ def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict
             if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
                 data["ms"] = reported
     elif kind == "token_usage":
-        usage = _usage(detail)
+        usage = _short_usage(usage_attributes(detail))
         if usage:
             data["u"] = usage
         cost = cost_usd(detail)
         if cost:
             data["cost"] = cost
     elif kind == "assistant_message":
-        message_usage = _message_usage(detail)
-        if message_usage is not None:
-            data["mu"] = message_usage
+        counted = message_usage(detail)
+        if counted is not None:
+            data["mu"] = [counted[0], _short_usage(counted[1])]
     return data, at_us
 
 
@@ -221,7 +209,7 @@ def _malformed(index: int, context: Mapping[str, Any], at_us: int, reason: str) 
         "ts": timestamp if isinstance(timestamp, str) else None,
         "us": at_us,
         "x": reason,
-        "r": _compact(dict(context)),
+        "r": compact_json(dict(context)),
     }
 
 
@@ -238,7 +226,7 @@ def _error_notice(
         "n": context.get("sequence_number"),
         "ts": record.get("timestamp") if isinstance(record.get("timestamp"), str) else None,
         "us": at_us,
-        "x": words if isinstance(words, str) else _compact(words),
+        "x": words if isinstance(words, str) else compact_json(words),
         "d": dict(context),
     }
 
@@ -294,10 +282,12 @@ def _fallback_prefix(kind: str, tool: Any, source: Any) -> tuple[str, str]:
     symbol = (
         _SYMBOLS["tool"] if kind in ("tool_use", "tool_result") else _SYMBOLS.get(ROLES.get(kind, "system"))
     )
+    # As character references: the list's lines stay ASCII (compact) when their text is.
+    symbol = "".join(f"&#x{ord(char):x};" for char in symbol or _SYMBOLS["system"])
     label = kind if tool is None else f"{kind} {tool}"
     return (
         f' class="k-{escape(_text(kind))}">',
-        f" {symbol or _SYMBOLS['system']} <b>{escape(_text(label))}</b> <i>{escape(_text(source))}</i> <span>",
+        f" {symbol} <b>{escape(_text(label))}</b> <i>{escape(_text(source))}</i> <span>",
     )
 
 
@@ -310,6 +300,7 @@ class _PageWriter:
         self._chunk_entries = 0
         self._chunk_chars = 0
         self._fallback: list[str] = []
+        self._written = 0  # entries (and notices) written before the open chunk
 
     # -- head and header --
 
@@ -349,7 +340,8 @@ class _PageWriter:
         parts = [
             '<header id="run">\n<div class="title">',
             f'<h1 data-field="prompt_name">{escape(_text(digest.prompt_name or "(unnamed run)"))}</h1>',
-            f'<span class="status status-{status}" data-field="status">{status}</span></div>\n<dl class="facts">\n',
+            f'<span class="status status-{status}" data-field="status">{status}</span></div>\n',
+            '<dl class="facts">\n',
             self._fact("adapter", "adapter", digest.adapter or "\u2014"),
             self._fact("session", "session_id", digest.session_id or "\u2014"),
             self._fact("run", "run_id", digest.run_id or "\u2014"),
@@ -429,10 +421,9 @@ class _PageWriter:
                 + "</tr>"
             )
         return (
-            '<details class="tools-table"><summary>Tools</summary><table><thead><tr><th>tool</th><th>calls</th>'
-            "<th>failed</th><th>no result</th><th>median ms</th><th>max ms</th></tr></thead><tbody>"
-            + "\n".join(rows)
-            + "</tbody></table></details>\n"
+            '<details class="tools-table"><summary>Tools</summary><table><thead><tr>'
+            "<th>tool</th><th>calls</th><th>failed</th><th>no result</th><th>median ms</th><th>max ms</th>"
+            "</tr></thead><tbody>" + "\n".join(rows) + "</tbody></table></details>\n"
         )
 
     def _errors_list(self) -> str:
@@ -487,7 +478,7 @@ class _PageWriter:
         """One line of the list shown without JavaScript."""
         words = data.get("x")
         if words is None:
-            words = _compact(data.get("d"))
+            words = compact_json(data.get("d"))
         elif not isinstance(words, str):
             words = str(words)
         if len(words) > _NOSCRIPT_TEXT_CHARS:
@@ -498,16 +489,18 @@ class _PageWriter:
         timestamp = data.get("ts")
         moment = timestamp[11:23] if isinstance(timestamp, str) else ""
         prefix = _fallback_prefix(str(data["k"]), data.get("nm"), data["s"])
-        return f"<li{prefix[0]}<time>{escape(moment)}</time>{prefix[1]}{escape(_text(words))}</span></li>"
+        return f"<li{prefix[0]}<time>{escape(moment)}</time>{prefix[1]}{escape(_text(words))}</span></li>\n"
 
     def _flush(self) -> None:
         """End the open data block and write its entries' no-script list."""
         if not self._chunk_entries:
             return
         write = self._out.write
-        write(']</script>\n<noscript><ol class="nojs">')
-        write("\n".join(self._fallback))
+        write(f']</script>\n<noscript><ol class="nojs" start="{self._written + 1}">')
+        for item in self._fallback:
+            write(item)
         write("</ol></noscript>\n")
+        self._written += len(self._fallback)
         self._fallback.clear()
         self._chunk_entries = 0
         self._chunk_chars = 0

@@ -231,6 +231,17 @@
     return wrap;
   }
 
+  function thinkingBlock(text) {
+    const details = el("details", "thinking inline");
+    details.open = openThinking;
+    const summary = el("summary");
+    const line = el("div", "head");
+    line.append(el("span", "label", "thinking"), el("span", "preview", clip(text, 120)));
+    summary.append(line);
+    details.append(summary, textBlock(text));
+    return details;
+  }
+
   function jsonDetails(label, value, preview) {
     const details = el("details", "json");
     details.append(el("summary", null, preview ? label + ": " + clip(preview, PREVIEW) : label));
@@ -268,14 +279,20 @@
       card.append(details);
       return card;
     }
+    if (e.k === "assistant_message" && typeof e.th === "string" && !e.x) {
+      card.classList.add("k-thinking"); // nothing but thinking blocks
+    }
     card.append(head(SYM[role] || SYM.system, labelOf(e), e));
+    if (typeof e.th === "string") card.append(thinkingBlock(e.th)); // a message's thinking blocks
+    const raw = e.r !== undefined && e.r !== null ? jsonDetails("raw", e.r) : null;
     if (e.x === undefined || e.x === null) {
       card.append(jsonDetails("detail", e.d, compactJson(e.d)));
+      if (raw) card.append(raw);
     } else {
       let text = e.x;
       if (e.k === "token_usage" && e.cost) text += " \u00b7 " + costText(e.cost);
       card.append(textBlock(text));
-      if (e.r !== undefined && e.r !== null) card.append(jsonDetails("raw", e.r));
+      if (raw) card.append(raw);
       if (e.d !== undefined) card.append(jsonDetails("detail", e.d));
     }
     return card;
@@ -284,6 +301,14 @@
   function inputText(use) {
     if (use.in === undefined || use.in === null) return textOf(use);
     return typeof use.in === "string" ? use.in : compactJson(use.in);
+  }
+
+  // What a call does, in a line: its own words (`$ ls`, `add a.txt`) where they say more than
+  // `name(arguments)`, else its arguments.
+  function callText(use) {
+    const named = (use.nm || "tool") + "(";
+    if (typeof use.x === "string" && use.x && !use.x.startsWith(named)) return clip(use.x, PREVIEW);
+    return "(" + clip(inputText(use), PREVIEW) + ")";
   }
 
   function renderTool(e) {
@@ -299,7 +324,8 @@
     const summary = el("summary");
     const call = el("span", "call");
     call.append(el("b", null, e.nm || "tool"));
-    call.append(use ? "(" + clip(inputText(use), PREVIEW) + ")" : " result");
+    const does = use ? callText(use) : "result";
+    call.append(does.startsWith("(") ? does : " " + does);
     const ms = res ? (res.ms !== undefined ? res.ms : use ? (res.us - use.us) / 1000 : null) : null;
     const took = millis(ms);
     let badge;
@@ -348,6 +374,7 @@
   function haystack(e) {
     if (e.h === undefined) {
       let text = textOf(e);
+      if (typeof e.th === "string") text += "\n" + e.th;
       if (e.nm) text += "\n" + e.nm;
       if (e.in !== undefined) text += "\n" + compactJson(e.in);
       if (e.res) text += "\n" + textOf(e.res);
