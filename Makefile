@@ -15,7 +15,7 @@ CHECKED := src tests examples benchmarks
 CLAUDE_SDK_NEWEST := 0.2.187
 CLAUDE_SDK_OLDEST := 0.1.0
 
-.PHONY: demo test lint pytest pytest-default wink-envs bench clean
+.PHONY: demo test lint pytest pytest-default wink-envs browser bench clean
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
@@ -45,7 +45,17 @@ demo: $(DEMO_VENV)/.installed
 	$(DEMO_VENV)/bin/python examples/claude_sdk_agent.py
 
 ## test: set up and run ruff, mypy --strict and the suite (Python 3.13 and the default python3)
-test: lint pytest pytest-default
+test: browser lint pytest pytest-default
+
+# Debian's chromium and chromedriver for the HTML export's browser tests: installed when
+# missing and we may (root with apt-get); without them those tests are skipped, saying why.
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+				|| echo "make browser: could not install chromium; the browser tests will be skipped"; \
+		else echo "make browser: no chromium and no root apt-get; the browser tests will be skipped"; fi; \
+	fi
 
 lint: $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/ruff check $(CHECKED)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -116,3 +116,13 @@ def write_large_run(path: Path, entries: int = 100_000, *, prompt_name: str = "l
         ended = started + timedelta(milliseconds=entries)
         out.write(line("transcript.stop", ended, {**base, "run_id": "r-large", "total_entries": entries}))
     return path
+
+
+class ListRun:
+    """A run held as a list of records: a `RecordSource` read as many times as asked."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.list = records
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        return iter(self.list)

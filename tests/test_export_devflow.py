@@ -24,30 +24,15 @@ from transcript_otel.exports.devflow import (
     read_devflow,
     write_devflow,
 )
+from transcript_otel.reading.sources import open_run
+
+from helpers import ListRun
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 START = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
 
 # -- record sources ---------------------------------------------------------------------
-
-
-class FileRun:
-    """A captured JSONL run, read afresh each time (what `open_run` gives the CLI)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        return read_records(self.path)
-
-
-class ListRun:
-    def __init__(self, records: list[dict[str, Any]]) -> None:
-        self.list = records
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        return iter(self.list)
 
 
 def record(event: str, at: datetime | str, **context: Any) -> dict[str, Any]:
@@ -429,7 +414,7 @@ def _matches(content: str, expected: str) -> bool:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_captured_run_reads_as_its_conversation(tmp_path: Path, name: str) -> None:
     expected = EXPECTED[name]
-    transcript = export(tmp_path, FileRun(RUNS / name))
+    transcript = export(tmp_path, open_run(RUNS / name))
 
     meta = transcript.metadata
     records = list(read_records(RUNS / name))
@@ -469,7 +454,7 @@ def test_captured_run_keeps_every_entry(tmp_path: Path, name: str) -> None:
     """Each message, call and result is there once; paired calls hold their result's text."""
     entries = [r["context"] for r in read_records(RUNS / name) if r["event"] == "transcript.entry"]
     by_type = [e["entry_type"] for e in entries]
-    transcript = export(tmp_path, FileRun(RUNS / name))
+    transcript = export(tmp_path, open_run(RUNS / name))
     turns = [(turn.role, _unmarked(turn.content)) for turn in transcript.turns]
     calls = [call for turn in transcript.turns for call in turn.tool_calls]
     results = [content for role, content in turns if role == "tool_result"]
@@ -490,7 +475,7 @@ def test_captured_run_keeps_every_entry(tmp_path: Path, name: str) -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_file_has_the_go_types_shape(tmp_path: Path, name: str) -> None:
     """Keys in the Go structs' order, `omitempty` fields left out when empty, times in RFC 3339 UTC."""
-    path = write_devflow(FileRun(RUNS / name), tmp_path)
+    path = write_devflow(open_run(RUNS / name), tmp_path)
     assert path.name == "transcript.json"
     text = path.read_text(encoding="utf-8")
     assert text.startswith('{\n  "runId": ')
@@ -526,7 +511,7 @@ def test_the_file_has_the_go_types_shape(tmp_path: Path, name: str) -> None:
 
 
 def test_tool_results_say_how_long_the_call_took(tmp_path: Path) -> None:
-    transcript = export(tmp_path, FileRun(RUNS / "run-rtf1.jsonl"))
+    transcript = export(tmp_path, open_run(RUNS / "run-rtf1.jsonl"))
     results = {turn.content[:2]: turn.duration_ms for turn in transcript.turns if turn.role == "tool_result"}
     assert results["F."] == 218  # reported by the agent
     assert results["sh"] == 0  # a result of no known call: no duration
@@ -548,7 +533,7 @@ def test_tool_results_say_how_long_the_call_took(tmp_path: Path) -> None:
     ],
 )
 def test_a_failed_run_is_failed_with_its_error(tmp_path: Path, name: str, error: str) -> None:
-    meta = export(tmp_path, FileRun(RUNS / name)).metadata
+    meta = export(tmp_path, open_run(RUNS / name)).metadata
     assert meta.status == "failed"
     assert meta.error.splitlines()[0] == error
     assert meta.ended_at is not None

@@ -23,10 +23,13 @@ from typing import Any, TextIO
 
 import pytest
 
+from transcript_otel.cli.read_commands import digest_of
 from transcript_otel.exports.html import write_html
-from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.sources import open_run
 from transcript_otel.reading.text import assistant_parts, compact_json, entry_text, tool_output
 from transcript_otel.reconstruct import read_records
+
+from helpers import ListRun
 
 RUNS = sorted((Path(__file__).parent / "fixtures" / "runs").glob("*.jsonl"))
 SUBAGENT_RUN = Path(__file__).parent / "fixtures" / "runs" / "claude-sdk-parallel-subagents.jsonl"
@@ -34,26 +37,6 @@ XSS = "</script><script>window.__pwned = 1; alert(1)</script> <img src=x onerror
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 _CHUNK = re.compile(r'<script type="application/json" class="tx-chunk">(.*?)</script>', re.DOTALL)
 _META = re.compile(r'<script type="application/json" id="tx-meta">(.*?)</script>', re.DOTALL)
-
-
-class ListSource:
-    """A run held as a list of records (read as many times as asked)."""
-
-    def __init__(self, records: list[dict[str, Any]]) -> None:
-        self._records = records
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        return iter(self._records)
-
-
-class FileSource:
-    """A JSONL mirror file, read from the start at each `records()`."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        return read_records(self.path)
 
 
 class GeneratedSource:
@@ -89,14 +72,6 @@ def header_field(page: str, field: str) -> tuple[str, str | None]:
     assert found is not None, f"no header field {field}"
     value = html.unescape(found.group(1)) if found.group(1) is not None else None
     return html.unescape(found.group(2)), value
-
-
-def digest_of(source: Any) -> RunDigest:
-    digest = RunDigest()
-    for record in source.records():
-        digest.add(record)
-    digest.finish()
-    return digest
 
 
 def shown_words(context: Mapping[str, Any]) -> tuple[str | None, str]:
@@ -197,7 +172,7 @@ def assert_self_contained(page: str) -> None:
 
 @pytest.mark.parametrize("path", RUNS, ids=[path.stem for path in RUNS])
 def test_fixture_page_is_self_contained_and_holds_every_entry(path: Path) -> None:
-    page, count = render(FileSource(path))
+    page, count = render(open_run(path))
     contexts = entry_contexts(path)
     assert count == len(contexts)
     assert page.startswith("<!DOCTYPE html>")
@@ -224,8 +199,8 @@ def test_fixture_page_is_self_contained_and_holds_every_entry(path: Path) -> Non
 
 @pytest.mark.parametrize("path", RUNS, ids=[path.stem for path in RUNS])
 def test_fixture_header_matches_the_digest(path: Path) -> None:
-    digest = digest_of(FileSource(path))
-    page, _ = render(FileSource(path))
+    digest = digest_of(open_run(path))
+    page, _ = render(open_run(path))
     assert header_field(page, "status")[0] == digest.status
     assert header_field(page, "adapter")[0] == digest.adapter
     assert header_field(page, "prompt_name")[0] == digest.prompt_name
@@ -246,12 +221,12 @@ def test_fixture_header_matches_the_digest(path: Path) -> None:
 
 
 def test_fixture_numbers_are_the_runs_own() -> None:
-    page, _ = render(FileSource(SUBAGENT_RUN))
+    page, _ = render(open_run(SUBAGENT_RUN))
     assert header_field(page, "tokens.input")[0] == "100"
     assert header_field(page, "tokens.output")[0] == "20"
     assert header_field(page, "cost_usd")[0] == "$0.0123"
     assert header_field(page, "tool_calls")[0] == "4"
-    failed, _ = render(FileSource(RUNS[0].parent / "wink-0.27-codex-failed.jsonl"))
+    failed, _ = render(open_run(RUNS[0].parent / "wink-0.27-codex-failed.jsonl"))
     assert header_field(failed, "status")[0] == "failed"
     assert "fake failure" in failed
 
@@ -263,7 +238,7 @@ def test_text_is_escaped_everywhere() -> None:
     run.entry("tool_result", {"tool_use_id": "c1", "tool_name": "<i>tool</i>", "output": XSS})
     run.entry("error", {"exception": {"type": "E", "message": XSS}})
     records = run.stop()
-    page, count = render(ListSource(records), title="</title><script>alert(1)</script>")
+    page, count = render(ListRun(records), title="</title><script>alert(1)</script>")
     assert count == 4
     for chunk in _CHUNK.findall(page):
         assert "<" not in chunk  # no text can end the data block or open a comment in it
@@ -278,7 +253,7 @@ def test_text_is_escaped_everywhere() -> None:
 
 
 def test_page_script_is_allowed_by_its_policy_and_nothing_else_is() -> None:
-    page, _ = render(ListSource(multi_turn_run()))
+    page, _ = render(ListRun(multi_turn_run()))
     scripts = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
     assert len(scripts) == 1
     digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
@@ -289,7 +264,7 @@ def test_page_script_is_allowed_by_its_policy_and_nothing_else_is() -> None:
 
 
 def test_empty_run_says_so() -> None:
-    page, count = render(ListSource([]))
+    page, count = render(ListRun([]))
     assert count == 0
     assert "This run has no records" in page
     assert page.rstrip().endswith("</html>")
@@ -298,7 +273,7 @@ def test_empty_run_says_so() -> None:
 
 def test_run_with_only_a_start_says_so() -> None:
     run = RunBuilder(prompt_name="just-started")
-    page, count = render(ListSource(run.records))
+    page, count = render(ListRun(run.records))
     assert count == 0
     assert "No entries were recorded in this run" in page
     assert "it may still be running" in page
@@ -314,7 +289,7 @@ def test_malformed_entries_and_capture_errors_are_shown_not_dropped() -> None:
     run.records.append({"event": "transcript.entry", "context": "not an object"})
     run.records.append(record("transcript.error", {"error": "sink failed: disk full", "sink": "JsonlMirror"}))
     run.entry("unknown", {"parse_error": "not JSON", "line": "{oops"})
-    page, count = render(ListSource(run.stop()))
+    page, count = render(ListRun(run.stop()))
     assert count == 4  # the capture error is a notice, not an entry
     kinds = [entry["k"] for entry in page_entries(page)]
     assert kinds == ["user_message", "malformed", "malformed", "transcript.error", "unknown"]
@@ -534,7 +509,7 @@ def open_page(browser: Any, tmp_path: Path, source: Any, name: str = "run") -> P
 
 @pytest.mark.parametrize("path", RUNS, ids=[path.stem for path in RUNS])
 def test_fixture_page_shows_the_run_in_chromium(browser: Any, tmp_path: Path, path: Path) -> None:
-    page = open_page(browser, tmp_path, FileSource(path))
+    page = open_page(browser, tmp_path, open_run(path))
     assert page.count(".failure") == 0
     page.click("Expand tool calls")
     page.click("Show thinking")
@@ -561,7 +536,7 @@ def test_fixture_page_shows_the_run_in_chromium(browser: Any, tmp_path: Path, pa
 
 
 def test_subagents_are_lanes_beside_the_main_one(browser: Any, tmp_path: Path) -> None:
-    page = open_page(browser, tmp_path, FileSource(SUBAGENT_RUN))
+    page = open_page(browser, tmp_path, open_run(SUBAGENT_RUN))
     lanes = page.js("return [...document.querySelectorAll('.lane-head[data-lane]')].map(h => h.dataset.lane)")
     assert lanes == ["main", "subagent:toolu_task_b", "subagent:toolu_task_a"]
     heads = page.text(".lane-heads")
@@ -589,7 +564,7 @@ def test_subagents_are_lanes_beside_the_main_one(browser: Any, tmp_path: Path) -
 
 
 def test_turns_tool_pairs_and_usage_per_turn(browser: Any, tmp_path: Path) -> None:
-    page = open_page(browser, tmp_path, ListSource(multi_turn_run()))
+    page = open_page(browser, tmp_path, ListRun(multi_turn_run()))
     assert page.text('[data-field="turns"]') == "3"
     turns = page.js("return [...document.querySelectorAll('details.turn')].map(t => t.dataset.turn)")
     assert turns == ["0", "1", "2", "3"]
@@ -623,7 +598,7 @@ def test_filter_shows_only_matching_entries(browser: Any, tmp_path: Path) -> Non
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page = open_page(browser, tmp_path, ListSource(multi_turn_run()))
+    page = open_page(browser, tmp_path, ListRun(multi_turn_run()))
     rows = page.count(".row")
     browser.find_element(By.CSS_SELECTOR, "#toolbar input[type=search]").send_keys("second question")
     WebDriverWait(browser, 10).until(lambda _: page.count(".row") == 1)
@@ -642,7 +617,7 @@ def test_hostile_text_is_shown_as_text_in_chromium(browser: Any, tmp_path: Path)
     run.entry("assistant_message", {"text": "<img src=x onerror=alert(1)>"})
     run.entry("tool_use", {"tool_use_id": "c1", "tool_name": "<b>x</b>", "input": {"q": XSS}})
     run.entry("tool_result", {"tool_use_id": "c1", "output": XSS})
-    page = open_page(browser, tmp_path, ListSource(run.stop()))
+    page = open_page(browser, tmp_path, ListRun(run.stop()))
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018
     assert page.js("return window.__pwned") is None
@@ -657,11 +632,11 @@ def test_hostile_text_is_shown_as_text_in_chromium(browser: Any, tmp_path: Path)
 
 
 def test_empty_runs_open_in_chromium(browser: Any, tmp_path: Path) -> None:
-    empty = open_page(browser, tmp_path, ListSource([]), "empty")
+    empty = open_page(browser, tmp_path, ListRun([]), "empty")
     assert "This run has no records" in empty.text("#run")
     assert "No entries were recorded" in empty.text()
     assert empty.errors() == []
-    started = open_page(browser, tmp_path, ListSource(RunBuilder().records), "started")
+    started = open_page(browser, tmp_path, ListRun(RunBuilder().records), "started")
     assert "No entries were recorded" in started.text("#run")
     assert started.text('[data-field="turns"]') == "0"
     assert started.errors() == []
@@ -706,7 +681,7 @@ def test_page_lists_the_entries_without_javascript(browser_without_javascript: A
     driver = browser_without_javascript
     path = tmp_path / "run.html"
     with open(path, "w", encoding="utf-8") as handle:
-        write_html(FileSource(SUBAGENT_RUN), handle)
+        write_html(open_run(SUBAGENT_RUN), handle)
     driver.get(path.as_uri())
     items = [item.text for item in driver.find_elements(By.CSS_SELECTOR, "ol.nojs li")]
     contexts = entry_contexts(SUBAGENT_RUN)

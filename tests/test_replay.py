@@ -42,7 +42,13 @@ def span_key(span: Any) -> tuple[Any, ...]:
 
 
 def log_key(log: Any) -> tuple[Any, ...]:
-    return (log.event_name, log.time_unix_nano // 1000, log.trace_id.hex(), log.span_id.hex(), log.severity_text)
+    return (
+        log.event_name,
+        log.time_unix_nano // 1000,
+        log.trace_id.hex(),
+        log.span_id.hex(),
+        log.severity_text,
+    )
 
 
 Command = Callable[[str], list[str]]  # the receiver's endpoint → the command to run

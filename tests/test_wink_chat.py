@@ -174,9 +174,4 @@ def test_a_failed_request_is_an_error_entry_and_an_error_span(run: WinkRun, adap
 
 def test_log_records_match_the_mirror(run: WinkRun) -> None:
     for prompt in run.results:
-        mirrored = run.entries(prompt)
-        exported = [r["context"] for r in run.run_logs(prompt) if r["event"] == "transcript.entry"]
-        key = ("source", "sequence_number", "entry_type", "span_id", "trace_id")
-        assert sorted(tuple(e[k] for k in key) for e in exported) == sorted(
-            tuple(e[k] for k in key) for e in mirrored
-        )
+        run.assert_entries_exported(prompt)

@@ -136,6 +136,15 @@ class WinkRun:
     def run_logs(self, prompt_name: str) -> list[dict[str, Any]]:
         return [r for r in self.logs if r["context"].get("prompt_name") == prompt_name]
 
+    def assert_entries_exported(self, prompt_name: str) -> None:
+        """Every mirrored entry of the run reached the receiver as a log record of its span."""
+        mirrored = self.entries(prompt_name)
+        exported = [r["context"] for r in self.run_logs(prompt_name) if r["event"] == "transcript.entry"]
+        key = ("source", "sequence_number", "entry_type", "span_id", "trace_id")
+        assert sorted(tuple(e[k] for k in key) for e in exported) == sorted(
+            tuple(e[k] for k in key) for e in mirrored
+        )
+
 
 def attributes(span_or_event: Any) -> dict[str, Any]:
     found: dict[str, Any] = {}

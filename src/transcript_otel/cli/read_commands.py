@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from transcript_otel.invariants import INVARIANTS, check_invariants
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
-from transcript_otel.reading.sources import RunSource, open_run
+from transcript_otel.reading.sources import RecordSource, open_run
 from transcript_otel.reconstruct import TranscriptReadWarning
 
 RUN_HELP = (
@@ -106,7 +106,7 @@ def add_summary(commands: Any) -> None:
     summary.set_defaults(handler=run_summary)
 
 
-def digest_of(source: RunSource) -> RunDigest:
+def digest_of(source: RecordSource) -> RunDigest:
     digest = RunDigest()
     for record in source.records():
         digest.add(record)
