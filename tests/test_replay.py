@@ -19,6 +19,7 @@ from typing import Any
 
 from test_cli_run import WRAPPER, agent, wrapper_env
 
+from helpers import FIXTURE_RUNS
 from receivers import TapCollector, run_to_completion
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
@@ -158,3 +159,33 @@ def test_replay_without_an_endpoint_says_so(tmp_path: Path) -> None:
     assert stderr.decode() == (
         "transcript-otel replay: no OTLP endpoint: give --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT\n"
     )
+
+
+def test_every_captured_run_replays_with_its_own_ids(tmp_path: Path) -> None:
+    async def replay_all() -> list[tuple[Path, int, str, list[Any], list[Any]]]:
+        results = []
+        for run in FIXTURE_RUNS:
+            async with TapCollector() as tap:
+                records = [json.loads(line) for line in run.read_text().splitlines()]
+                returncode, _, stderr = await run_to_completion(replay_to(run)(tap.endpoint), 120)
+                await tap.wait_for(lambda: len(tap.logs) >= len(records), timeout_s=20)  # noqa: B023
+                results.append((run, returncode, stderr.decode(), list(tap.spans), list(tap.logs)))
+        return results
+
+    for run, returncode, stderr, spans, logs in asyncio.run(replay_all()):
+        records = [json.loads(line) for line in run.read_text().splitlines()]
+        assert returncode == 0, (run.name, stderr)
+        assert {span.span_id.hex() for span in spans} == {r["context"]["span_id"] for r in records}, run.name
+        assert sorted(log_key(log)[2:4] for log in logs) == sorted(
+            (r["context"]["trace_id"], r["context"]["span_id"]) for r in records
+        ), run.name
+
+
+def test_an_empty_run_is_not_replayed(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    returncode, _, stderr = asyncio.run(
+        run_to_completion([*REPLAY, str(empty), "--endpoint", "http://127.0.0.1:9"], 60)
+    )
+    assert returncode == 2
+    assert stderr.decode() == "transcript-otel replay: the run has no records: nothing to replay\n"

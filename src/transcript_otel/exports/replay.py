@@ -348,6 +348,8 @@ def replay(
         raise ConfigurationError("no OTLP endpoint: give --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT")
     plan = _Plan()
     plan.read(source.records())
+    if not plan.identity:
+        raise ValueError("the run has no records: nothing to replay")
     plan.complete()
     sdk_resource = resource(service_name)
     tracers = sdk_tracer_provider(sdk_resource, traces_url, traces_protocol, id_generator=_FixedIds())
