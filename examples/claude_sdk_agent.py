@@ -31,34 +31,6 @@ SCENARIOS = ("parallel", "tool", "thinking", "plain", "error")
 PROMPT_NAME = "claude-sdk-demo"
 
 
-def describe(entry: dict[str, Any]) -> str:
-    """One line of text for a Claude entry (the `show` command of the CLI will do more)."""
-    detail = entry.get("detail") or {}
-    block = detail.get("sdk_entry") or {}
-    content = (block.get("message") or {}).get("content")
-    if isinstance(content, list):
-        content = " ".join(
-            str(part.get("text", part.get("type"))) for part in content if isinstance(part, dict)
-        )
-    if block.get("type") == "thinking":
-        text = str(block.get("thinking"))
-    elif block.get("type") == "tool_use":
-        text = f"{block.get('name')} {block.get('input')}"
-    elif block.get("type") == "tool_result":
-        text = f"{detail.get('tool_name', 'tool')} -> {block.get('content')}"
-    elif entry["entry_type"] in ("token_usage", "error"):
-        usage = block.get("usage") or {}
-        tokens = f"input {usage.get('input_tokens')} output {usage.get('output_tokens')}"
-        text = f"{tokens} cost ${block.get('total_cost_usd')}"
-        if entry["entry_type"] == "error":
-            text = f"{block.get('subtype')} {block.get('errors') or detail.get('exception')}"
-    elif content is not None:
-        text = str(content)
-    else:
-        text = str(detail.get("subtype") or detail.get("parse_error") or block.get("type"))
-    return " ".join(text.split())[:110]
-
-
 async def run_agent(cli: str, scenario: str) -> list[Any]:
     from claude_agent_sdk import ClaudeAgentOptions, query
 
@@ -94,7 +66,7 @@ def main() -> int:
     if not runs:
         print(f"no transcript was written to {directory}", file=sys.stderr)
         return 1
-    print_run(str(runs[-1]), configuration, describe)
+    print_run(str(runs[-1]), configuration)
     return 0
 
 

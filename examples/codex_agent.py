@@ -5,7 +5,7 @@ against the scripted app-server in `examples/fake_agents/fake_codex.py`, which p
 a turn with reasoning, a bridged WINK tool call (`echo`), command, file, MCP and web
 search items and token usage. transcript-otel captures the transcript: spans and log
 records go to the OTLP backend when OTEL_EXPORTER_OTLP_ENDPOINT is set, and every
-entry goes to the local JSONL mirror, printed here in a human-readable form.
+entry goes to the local JSONL mirror, printed here as `transcript-otel show` prints it.
 
     python examples/codex_agent.py [--scenario rich|plain|failed] [--jsonl-dir DIR]
 
@@ -21,26 +21,15 @@ import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import transcript_otel
-from transcript_otel.reconstruct import read_records
+from transcript_otel.cli.read_commands import digest_of, format_summary
+from transcript_otel.reading.show import ShowWriter, wants_colour
+from transcript_otel.reading.sources import open_run
 
 FAKE_CODEX = Path(__file__).resolve().parent / "fake_agents" / "fake_codex.py"
-SYMBOLS = {
-    "user_message": "\N{BUST IN SILHOUETTE}",
-    "assistant_message": "\N{ROBOT FACE}",
-    "tool_use": "\N{WRENCH}",
-    "tool_result": "\N{WRENCH}",
-    "thinking": "\N{THOUGHT BALLOON}",
-    "system_event": "\N{GEAR}",
-    "token_usage": "\N{BAR CHART}",
-    "error": "\N{CROSS MARK}",
-    "unknown": "\N{BLACK QUESTION MARK ORNAMENT}",
-}
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -97,57 +86,16 @@ def codex_adapter(workdir: Path) -> Any:
     )
 
 
-def summary(entry: dict[str, Any]) -> str:
-    """One line of text for an entry (the `show` command of the CLI will do more)."""
-    detail = entry.get("detail") or {}
-    notification = detail.get("notification") or {}
-    item = notification.get("item") or {}
-    if "text" in detail:
-        text = str(detail["text"])
-    elif "parse_error" in detail:
-        text = f"{detail['parse_error']}: {entry.get('raw', '')}"
-    elif item.get("type") == "agentMessage":
-        text = str(item.get("text", ""))
-    elif "tool" in notification:
-        text = f"{notification['tool']} {notification.get('arguments', '')}"
-        if "result" in detail:
-            items = detail["result"].get("contentItems") or [{}]
-            text = f"{notification['tool']} -> {items[0].get('text', '')}"
-    elif item:
-        fields = ("command", "query", "tool", "aggregatedOutput", "status", "changes")
-        text = f"{item.get('type')} " + " ".join(
-            f"{k}={item[k]!r}" for k in fields if item.get(k) is not None
-        )
-    elif "tokenUsage" in notification:
-        last = notification["tokenUsage"].get("last", {})
-        text = f"input {last.get('inputTokens')} output {last.get('outputTokens')}"
-    elif "summary" in notification:
-        text = str(notification["summary"])
-    else:
-        text = detail.get("subtype") or str(notification or detail)
-    return " ".join(text.split())[:110]
-
-
-def print_transcript(path: str, describe: Callable[[dict[str, Any]], str] = summary) -> None:
-    """One line per entry: time, source of subagents, a symbol per type, `describe(entry)`."""
-    for record in read_records(path):
-        if record.get("event") != "transcript.entry":
-            continue
-        entry = record["context"]
-        time = datetime.fromisoformat(entry["timestamp"]).strftime("%H:%M:%S.%f")[:-3]
-        source = "" if entry["source"] == "main" else f"[{entry['source']}] "
-        symbol = SYMBOLS.get(entry["entry_type"], "?")
-        print(f"{time} {source}{symbol} {entry['entry_type']:<17} {describe(entry)}")
-
-
-def print_run(
-    path: str,
-    configuration: transcript_otel.Configuration,
-    describe: Callable[[dict[str, Any]], str] = summary,
-) -> None:
-    """The run's transcript, where its JSONL mirror is, and where it was exported."""
-    print_transcript(path, describe)
-    print(f"\nJSONL mirror: {path}")
+def print_run(path: str, configuration: transcript_otel.Configuration) -> None:
+    """The run as `transcript-otel show` and `summary` print it, and where it went."""
+    source = open_run(path)
+    writer = ShowWriter(sys.stdout, colour=wants_colour(sys.stdout), max_chars=300)
+    for record in source.records():
+        writer.write(record)
+    print(format_summary(digest_of(source)))
+    print(f"JSONL mirror: {path}")
+    print(f"  read it again: transcript-otel show {shlex.quote(path)}")
+    print(f"  as a page:     transcript-otel export {shlex.quote(path)} --format html -o run.html")
     if configuration.otlp_endpoint:
         print(f"OTLP export:  {configuration.otlp_endpoint} ({configuration.otlp_protocol})")
     else:
