@@ -15,6 +15,7 @@ from opentelemetry.context import Context
 
 from transcript_otel._serialize import dumps, iso_timestamp, safe_text
 from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, RawJson, TranscriptEvent, is_valid_source
+from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
 
 LOGGER_NAME: Final = "transcript_otel"
@@ -77,8 +78,11 @@ def _with_trace(record: PreparedRecord) -> PreparedRecord:
     return record
 
 
-def prepare_entry(item: QueuedItem) -> PreparedRecord:
-    """Build the `transcript.entry` record; bad input is repaired and noted, never raised."""
+def prepare_entry(item: QueuedItem, redactor: Redactor | None = None) -> PreparedRecord:
+    """Build the `transcript.entry` record; bad input is repaired and noted, never raised.
+
+    With a `redactor`, secrets in `detail` and `raw` are replaced before encoding.
+    """
     _, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, otel_context = item
     problems: list[str] = []
     entry_type_text, problem = safe_text(entry_type)
@@ -108,10 +112,12 @@ def prepare_entry(item: QueuedItem) -> PreparedRecord:
     detail_json: bytes | None = None
     if detail is not None:
         detail = _detail_dict(detail, problems)
+        if redactor is not None:
+            detail = redactor.user_value(detail)
         encoded = dumps(detail)
         if encoded.problem:
             problems.append(f"detail: {encoded.problem}")
-        detail_json = encoded.data
+        detail_json = encoded.data if redactor is None else redactor.encoded(encoded.data)
         context["detail"] = orjson.Fragment(detail_json)
     if raw is not None:
         if isinstance(raw, RawJson):
@@ -122,7 +128,7 @@ def prepare_entry(item: QueuedItem) -> PreparedRecord:
         raw_text, problem = safe_text(raw)
         if problem:
             problems.append(f"raw: {problem}")
-        context["raw"] = raw_text
+        context["raw"] = raw_text if redactor is None else redactor.text(raw_text)
     run.count_entry(entry_type_text, source_text, timestamp_ns)
     record = PreparedRecord(
         event=TranscriptEvent.ENTRY,

@@ -12,6 +12,7 @@ from transcript_otel.pipeline import (
     DEFAULT_SHUTDOWN_TIMEOUT_S,
     TranscriptPipeline,
 )
+from transcript_otel.redaction import Redactor
 from transcript_otel.sinks.base import Sink
 from transcript_otel.sinks.jsonl import JsonlMirror
 from transcript_otel.sinks.otel_logs import OTelLogSink
@@ -37,6 +38,7 @@ def pipeline_from_environment(
     span_event_max_length: int | None = None,
     max_backlog_bytes: int | None = None,
     shutdown_timeout_s: float | None = None,
+    redactor: Redactor | None = None,
 ) -> TranscriptPipeline:
     """The JSONL mirror, OTel log records and span events, as a pipeline.
 
@@ -62,6 +64,7 @@ def pipeline_from_environment(
         sinks,
         max_backlog_bytes=int(_choose(max_backlog_bytes, backlog)),
         shutdown_timeout_s=_choose(shutdown_timeout_s, timeout),
+        redactor=redactor,
     )
 
 

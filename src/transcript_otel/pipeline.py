@@ -42,6 +42,7 @@ from transcript_otel._records import (
     prepare_lifecycle,
 )
 from transcript_otel.model import TranscriptEvent
+from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
 from transcript_otel.sinks.base import Sink
 
@@ -91,8 +92,11 @@ class TranscriptPipeline:
         max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES,
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+        redactor: Redactor | None = None,
     ) -> None:
         self.sinks: list[Sink] = list(sinks)
+        # Secrets go before any sink sees an entry (`redaction.py`); on by default.
+        self.redactor = Redactor() if redactor is None else redactor
         self.max_backlog_bytes = max_backlog_bytes
         self.flush_interval_s = flush_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -316,8 +320,10 @@ class TranscriptPipeline:
                 )
             )
         try:
-            prepare = prepare_entry if event is TranscriptEvent.ENTRY else prepare_lifecycle
-            record = prepare(item)
+            if event is TranscriptEvent.ENTRY:
+                record = prepare_entry(item, self.redactor)
+            else:
+                record = prepare_lifecycle(item)
         except Exception as exc:
             self.internal_errors += 1
             batch.append(error_record(run, item[5], f"could not build record: {exc!r}"))

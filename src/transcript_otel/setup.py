@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Final
@@ -22,6 +23,7 @@ from transcript_otel.exporters import ConfigurationError
 from transcript_otel.pipeline import (
     TranscriptPipeline,
 )
+from transcript_otel.redaction import Redactor
 from transcript_otel.sinks.jsonl import JsonlMirror
 
 __all__ = ["Configuration", "ConfigurationError", "configure", "instrument_installed"]
@@ -110,6 +112,8 @@ def configure(
     span_event_max_length: int | None = None,
     max_backlog_bytes: int | None = None,
     shutdown_timeout_s: float | None = None,
+    redact_patterns: Iterable[tuple[str, str]] = (),
+    redact: Callable[[str], str] | None = None,
     instrument: bool = True,
 ) -> Configuration:
     """Set up transcript capture for this process in one call.
@@ -122,6 +126,10 @@ def configure(
       left for the application to shut down.
     * Sinks: the JSONL mirror, OTel log records and span events, each switchable
       (arguments > `TRANSCRIPT_OTEL_*` variables > on).
+    * Redaction, always on: secrets (API keys and tokens of the common providers,
+      bearer credentials, private keys) are replaced in every entry before any sink
+      sees it; `redact_patterns` adds `(kind, regex)` pairs, `redact` a function
+      applied to each text after them.
     * Instrumentors: every transcript-otel instrumentor whose library is installed.
 
     Everything is flushed and shut down at interpreter exit within
@@ -160,6 +168,7 @@ def configure(
         span_event_max_length=span_event_max_length,
         max_backlog_bytes=max_backlog_bytes,
         shutdown_timeout_s=shutdown_timeout_s,
+        redactor=Redactor(redact_patterns, redact),
     )
     mirror = next((sink for sink in pipeline.sinks if isinstance(sink, JsonlMirror)), None)
     # Only what we created is ours to shut down; the application's providers are its own.
