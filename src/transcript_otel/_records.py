@@ -14,6 +14,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from transcript_otel._serialize import dumps, iso_timestamp, safe_text
+from transcript_otel.content import ContentPolicy
 from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, RawJson, TranscriptEvent, is_valid_source
 from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
@@ -78,10 +79,13 @@ def _with_trace(record: PreparedRecord) -> PreparedRecord:
     return record
 
 
-def prepare_entry(item: QueuedItem, redactor: Redactor | None = None) -> PreparedRecord:
+def prepare_entry(
+    item: QueuedItem, redactor: Redactor | None = None, policy: ContentPolicy | None = None
+) -> PreparedRecord:
     """Build the `transcript.entry` record; bad input is repaired and noted, never raised.
 
-    With a `redactor`, secrets in `detail` and `raw` are replaced before encoding.
+    `policy` decides how much content is kept; then `redactor` replaces secrets in
+    `detail` and `raw`, before anything is encoded.
     """
     _, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, otel_context = item
     problems: list[str] = []
@@ -110,8 +114,12 @@ def prepare_entry(item: QueuedItem, redactor: Redactor | None = None) -> Prepare
     if run.session_id is not None:
         context["session_id"] = run.session_id
     detail_json: bytes | None = None
+    if policy is not None and raw is not None and not policy.keeps_raw(entry_type_text):
+        raw = None
     if detail is not None:
         detail = _detail_dict(detail, problems)
+        if policy is not None:
+            detail = policy.detail(entry_type_text, detail)
         if redactor is not None:
             detail = redactor.user_value(detail)
         encoded = dumps(detail)

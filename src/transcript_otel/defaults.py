@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any, TypeVar
 
 from transcript_otel import environment_variables as env
+from transcript_otel.content import ContentPolicy, policy_from
 from transcript_otel.pipeline import (
     DEFAULT_MAX_BACKLOG_BYTES,
     DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -19,6 +21,7 @@ from transcript_otel.sinks.otel_logs import OTelLogSink
 from transcript_otel.sinks.span_events import DEFAULT_MAX_VALUE_LENGTH, SpanEventSink
 
 _T = TypeVar("_T")
+_logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _pipeline: TranscriptPipeline | None = None
 
@@ -39,6 +42,7 @@ def pipeline_from_environment(
     max_backlog_bytes: int | None = None,
     shutdown_timeout_s: float | None = None,
     redactor: Redactor | None = None,
+    content_policy: ContentPolicy | None = None,
 ) -> TranscriptPipeline:
     """The JSONL mirror, OTel log records and span events, as a pipeline.
 
@@ -65,7 +69,17 @@ def pipeline_from_environment(
         max_backlog_bytes=int(_choose(max_backlog_bytes, backlog)),
         shutdown_timeout_s=_choose(shutdown_timeout_s, timeout),
         redactor=redactor,
+        content_policy=content_policy or _policy_from_environment(),
     )
+
+
+def _policy_from_environment() -> ContentPolicy:
+    """The content policy the variables ask for; a setting we cannot read keeps less, not more."""
+    try:
+        return policy_from()
+    except ValueError as exc:
+        _logger.warning("transcript-otel: %s; keeping metadata only", exc)
+        return ContentPolicy("metadata")
 
 
 def get_pipeline() -> TranscriptPipeline:

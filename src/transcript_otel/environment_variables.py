@@ -12,6 +12,9 @@
 | `TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH` | `4096` | Longest span-event attribute value, in characters. |
 | `TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES` | `67108864` | Bound of the in-memory backlog (64 MiB). |
 | `TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT` | `5` | Seconds that flush and shutdown may take at most. |
+| `TRANSCRIPT_OTEL_CONTENT` | `full` | `full`, `metadata` (no text) or `none` (see `content.py`). |
+| `TRANSCRIPT_OTEL_CONTENT_EXCLUDE` | unset | Categories kept as metadata only (comma-separated). |
+| `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` | unset | `false` means `metadata` if unset above. |
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from transcript_otel._records import (
     prepare_entry,
     prepare_lifecycle,
 )
+from transcript_otel.content import ContentPolicy
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
@@ -93,10 +94,13 @@ class TranscriptPipeline:
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
         redactor: Redactor | None = None,
+        content_policy: ContentPolicy | None = None,
     ) -> None:
         self.sinks: list[Sink] = list(sinks)
         # Secrets go before any sink sees an entry (`redaction.py`); on by default.
         self.redactor = Redactor() if redactor is None else redactor
+        # How much content every sink gets (`content.py`); everything by default.
+        self.content_policy = ContentPolicy() if content_policy is None else content_policy
         self.max_backlog_bytes = max_backlog_bytes
         self.flush_interval_s = flush_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -321,7 +325,7 @@ class TranscriptPipeline:
             )
         try:
             if event is TranscriptEvent.ENTRY:
-                record = prepare_entry(item, self.redactor)
+                record = prepare_entry(item, self.redactor, self.content_policy)
             else:
                 record = prepare_lifecycle(item)
         except Exception as exc:

@@ -18,6 +18,7 @@ from opentelemetry._logs._internal import ProxyLoggerProvider
 
 from transcript_otel import environment_variables as env
 from transcript_otel import exporters
+from transcript_otel.content import ContentPolicy, policy_from
 from transcript_otel.defaults import pipeline_from_environment, set_pipeline
 from transcript_otel.exporters import ConfigurationError
 from transcript_otel.pipeline import (
@@ -99,6 +100,13 @@ def instrument_installed() -> list[str]:
     return done
 
 
+def _content_policy(content: str | None, exclude: Iterable[str] | None) -> ContentPolicy:
+    try:
+        return policy_from(content, exclude)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
 def configure(
     *,
     service_name: str | None = None,
@@ -114,6 +122,8 @@ def configure(
     shutdown_timeout_s: float | None = None,
     redact_patterns: Iterable[tuple[str, str]] = (),
     redact: Callable[[str], str] | None = None,
+    content: str | None = None,
+    content_exclude: Iterable[str] | None = None,
     instrument: bool = True,
 ) -> Configuration:
     """Set up transcript capture for this process in one call.
@@ -126,6 +136,10 @@ def configure(
       left for the application to shut down.
     * Sinks: the JSONL mirror, OTel log records and span events, each switchable
       (arguments > `TRANSCRIPT_OTEL_*` variables > on).
+    * Content: `content` (`full`, `metadata` or `none`; else `TRANSCRIPT_OTEL_CONTENT`,
+      else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, else `full`) for every
+      sink, lowered to `metadata` for the categories in `content_exclude`
+      (`user_text`, `assistant_text`, `thinking`, `tool_arguments`, `tool_results`).
     * Redaction, always on: secrets (API keys and tokens of the common providers,
       bearer credentials, private keys) are replaced in every entry before any sink
       sees it; `redact_patterns` adds `(kind, regex)` pairs, `redact` a function
@@ -169,6 +183,7 @@ def configure(
         max_backlog_bytes=max_backlog_bytes,
         shutdown_timeout_s=shutdown_timeout_s,
         redactor=Redactor(redact_patterns, redact),
+        content_policy=_content_policy(content, content_exclude),
     )
     mirror = next((sink for sink in pipeline.sinks if isinstance(sink, JsonlMirror)), None)
     # Only what we created is ours to shut down; the application's providers are its own.

@@ -1,0 +1,141 @@
+"""How much of what agents say a transcript keeps: one policy for every sink.
+
+* `full` (the default, the specification's `transcript_emit_raw=True`): everything;
+* `metadata`: entry types, ids, names, numbers and flags stay; every other string
+  becomes `[text: <length> chars, sha256 <8 hex>]`, so runs stay comparable
+  (the same text gives the same digest) and sizes stay visible, with no text;
+* `none`: entries keep their envelope (type, source, sequence, time) and an empty
+  `detail`.
+
+Per category (`user_text`, `assistant_text`, `thinking`, `tool_arguments`,
+`tool_results`) a `full` policy can be lowered to `metadata`. `raw` (the harness's
+own line) is kept only under `full` and when `TRANSCRIPT_OTEL_EMIT_RAW` allows.
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, the GenAI instrumentations'
+switch, is honoured when set: `false`/`NO_CONTENT` means `metadata`, other values
+`full`. Applied on the writer thread, before redaction and encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+Mode = Literal["full", "metadata", "none"]
+MODES: Final[tuple[Mode, ...]] = ("full", "metadata", "none")
+CATEGORIES: Final = {
+    "user_message": "user_text",
+    "assistant_message": "assistant_text",
+    "thinking": "thinking",
+    "tool_use": "tool_arguments",
+    "tool_result": "tool_results",
+}
+CONTENT_VARIABLE: Final = "TRANSCRIPT_OTEL_CONTENT"
+EXCLUDE_VARIABLE: Final = "TRANSCRIPT_OTEL_CONTENT_EXCLUDE"
+GENAI_CAPTURE_VARIABLE: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_GENAI_NO_CONTENT: Final = frozenset({"false", "0", "no", "no_content"})
+
+# Keys whose string values identify rather than say: kept under `metadata`.
+IDENTIFYING_KEYS: Final = frozenset(
+    {
+        "id",
+        "type",
+        "subtype",
+        "role",
+        "name",
+        "model",
+        "status",
+        "tool",
+        "tool_name",
+        "toolName",
+        "tool_use_id",
+        "tool_call_id",
+        "call_id",
+        "callId",
+        "toolCallId",
+        "itemId",
+        "threadId",
+        "turnId",
+        "session_id",
+        "sessionId",
+        "uuid",
+        "parentUuid",
+        "parent_tool_use_id",
+        "subagent_type",
+        "stop_reason",
+        "server",
+        "kind",
+        "tag",
+    }
+)
+
+
+def text_digest(text: str) -> str:
+    """What `metadata` keeps of a text: its length and a short SHA-256."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"[text: {len(text)} chars, sha256 {digest}]"
+
+
+def _metadata(value: Any, key: str | None = None) -> Any:
+    if isinstance(value, str):
+        return value if key in IDENTIFYING_KEYS else text_digest(value)
+    if isinstance(value, Mapping):
+        return {name: _metadata(item, str(name)) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_metadata(item, key) for item in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return text_digest(repr(value))
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPolicy:
+    """`mode` for everything, lowered to `metadata` for the categories in `excluded`."""
+
+    mode: Mode = "full"
+    excluded: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"content mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        unknown = self.excluded - set(CATEGORIES.values())
+        if unknown:
+            raise ValueError(
+                f"unknown content categories {sorted(unknown)}; known: {', '.join(CATEGORIES.values())}"
+            )
+
+    def mode_for(self, entry_type: str) -> Mode:
+        if self.mode == "full" and CATEGORIES.get(entry_type) in self.excluded:
+            return "metadata"
+        return self.mode
+
+    def detail(self, entry_type: str, detail: dict[Any, Any]) -> dict[Any, Any]:
+        """`detail` as the policy lets it be written (a new dict when reduced)."""
+        mode = self.mode_for(entry_type)
+        if mode == "full":
+            return detail
+        if mode == "none":
+            return {}
+        reduced: dict[Any, Any] = _metadata(detail)
+        return reduced
+
+    def keeps_raw(self, entry_type: str) -> bool:
+        return self.mode_for(entry_type) == "full"
+
+
+def policy_from(
+    mode: str | None = None, exclude: Iterable[str] | None = None, environ: Mapping[str, str] = os.environ
+) -> ContentPolicy:
+    """Arguments > `TRANSCRIPT_OTEL_CONTENT[_EXCLUDE]` > the GenAI capture variable > `full`."""
+    chosen = mode or environ.get(CONTENT_VARIABLE, "").strip().lower()
+    if not chosen:
+        genai = environ.get(GENAI_CAPTURE_VARIABLE, "").strip().lower()
+        chosen = ("metadata" if genai in _GENAI_NO_CONTENT else "full") if genai else "full"
+    if exclude is None:
+        exclude = [part.strip() for part in environ.get(EXCLUDE_VARIABLE, "").split(",") if part.strip()]
+    for known in MODES:
+        if chosen == known:
+            return ContentPolicy(known, frozenset(exclude))
+    raise ValueError(f"{CONTENT_VARIABLE} must be one of {', '.join(MODES)}, not {chosen!r}")
