@@ -342,3 +342,90 @@ def test_follow_shows_a_run_while_it_is_written_and_stops_at_its_end(tmp_path: P
         started.set()
     writer.join(timeout=30)
     assert [r["event"] for r in seen] == [json.loads(line)["event"] for line in lines]
+
+
+def test_a_lone_surrogate_or_a_zoneless_time_is_shown_not_fatal(tmp_path: Path, capsys: Capture) -> None:
+    records = records_of(RUNS / "wink-0.24-openai-tool.jsonl")
+    records[1]["context"]["detail"] = {"text": "half \ud83d a pair"}
+    records[2]["context"]["timestamp"] = "2026-11-23T14:33:14.500000"  # no zone: UTC
+    run = tmp_path / "odd.jsonl"
+    run.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = program("show", str(run))
+    assert result.returncode == 0, result.stderr
+    assert "half \\ud83d a pair" in result.stdout
+    assert len([line for line in result.stdout.splitlines() if line.startswith("[")]) == 6
+    for fmt in ("markdown", "jsonl", "html"):
+        exported = program("export", str(run), "--format", fmt)
+        assert exported.returncode == 0, (fmt, exported.stderr)
+    status, out, _ = cli(capsys, "summary", str(run), "--json")
+    assert status == 0
+    assert json.loads(out)["total_entries"] == 6
+
+
+def test_a_run_is_found_by_the_session_id_it_learned_late(mirror: Path, capsys: Capture) -> None:
+    stop = records_of(RUNS / "claude-sdk-parallel-subagents.jsonl")[-1]["context"]
+    assert stop["session_id"] not in "".join(path.name for path in mirror.iterdir())
+    status, out, _ = cli(capsys, "summary", stop["session_id"], "--json")
+    assert status == 0
+    assert json.loads(out)["run_id"] == stop["run_id"]
+
+
+def test_follow_reads_a_replaced_file_again(tmp_path: Path) -> None:
+    lines = (RUNS / "wink-0.24-openai-tool.jsonl").read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(lines[0])
+    started = threading.Event()
+
+    def rotate() -> None:
+        started.wait(timeout=30)
+        replacement = tmp_path / "new.jsonl"
+        replacement.write_bytes(b"".join(lines))
+        os.replace(replacement, live)
+
+    writer = threading.Thread(target=rotate)
+    writer.start()
+
+    def read() -> list[str]:
+        seen = []
+        for record in follow(live, poll_s=0.01):
+            seen.append(record["event"])
+            started.set()
+        return seen
+
+    with pytest.warns(UserWarning, match="was replaced or truncated: reading it again"):
+        seen = read()
+    writer.join(timeout=30)
+    assert seen == ["transcript.start"] + [json.loads(line)["event"] for line in lines]
+
+
+def test_codex_exec_runs_read_as_words(tmp_path: Path, capsys: Capture) -> None:
+    from transcript_otel.mappings.codex_exec import CodexExecAdapter
+
+    adapter = CodexExecAdapter()
+    lines = (
+        (Path(__file__).parent / "fixtures" / "line_streams" / "codex-json.jsonl").read_text().splitlines()
+    )
+    entries = [entry for line in lines for entry in adapter.feed(line)]
+    records = [
+        {
+            "timestamp": "2026-11-23T09:00:00+00:00",
+            "event": "transcript.entry",
+            "context": {
+                "prompt_name": "codex",
+                "adapter": "cli",
+                "entry_type": entry.entry_type,
+                "sequence_number": number,
+                "source": "main",
+                "timestamp": "2026-11-23T09:00:00+00:00",
+                "detail": entry.detail,
+            },
+        }
+        for number, entry in enumerate(entries, start=1)
+    ]
+    run = tmp_path / "codex.jsonl"
+    run.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _, out, _ = cli(capsys, "show", str(run))
+    assert "] 🤖 THINKING\n**Locating the failing authorization test**" in out
+    assert '] 🔧 codex:command\n{"command":"bash -lc \'rg -n authz src\'"}' in out
+    assert "] 🔧 codex:command → result\nsrc/auth.py:12:def authz(user, action):" in out
+    assert "] 🤖 ASSISTANT\nFixed the admin rule" in out

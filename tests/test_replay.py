@@ -20,7 +20,7 @@ from typing import Any
 from test_cli_run import WRAPPER, agent, wrapper_env
 
 from helpers import FIXTURE_RUNS
-from receivers import TapCollector, run_to_completion
+from receivers import TapCollector, free_port, run_to_completion
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 REPLAY = [sys.executable, "-m", "transcript_otel.cli", "replay"]
@@ -189,3 +189,60 @@ def test_an_empty_run_is_not_replayed(tmp_path: Path) -> None:
     )
     assert returncode == 2
     assert stderr.decode() == "transcript-otel replay: the run has no records: nothing to replay\n"
+
+
+def test_a_backend_that_refuses_is_a_clear_failure(tmp_path: Path) -> None:
+    env = {**wrapper_env(tmp_path), "OTEL_EXPORTER_OTLP_TIMEOUT": "500"}
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    returncode, _, stderr = asyncio.run(
+        run_to_completion([*REPLAY, str(RUNS / "run-rtf1.jsonl"), "--endpoint", endpoint], 60, env=env)
+    )
+    assert returncode == 1
+    message = stderr.decode()
+    assert message.startswith(f"transcript-otel replay: the backend at {endpoint} did not take the run: ")
+    assert "Traceback" not in message
+    assert len(message.splitlines()) == 1  # the exporters' own complaints stay out
+
+
+def test_each_run_of_a_file_with_several_replays_into_its_own_trace(tmp_path: Path) -> None:
+    first, second = RUNS / "run-rtf1.jsonl", RUNS / "wink-0.27-codex-rich.jsonl"
+    both = tmp_path / "two-runs.jsonl"
+    both.write_text(first.read_text() + second.read_text())
+    records = [json.loads(line) for line in both.read_text().splitlines()]
+    span_ids = {r["context"]["span_id"] for r in records}
+    status, stderr, spans, _ = received(replay_to(both), wrapper_env(tmp_path), len(span_ids), len(records))
+    assert status == 0, stderr
+    roots = {span.trace_id.hex(): span for span in spans if span.name.startswith("invoke_agent")}
+    assert set(roots) == {records[0]["context"]["trace_id"], records[-1]["context"]["trace_id"]}
+    for span in spans:
+        if span not in roots.values():
+            assert span.parent_span_id == roots[span.trace_id.hex()].span_id, span.name
+
+
+def test_odd_records_are_replayed_or_skipped_never_fatal(tmp_path: Path) -> None:
+    records = [json.loads(line) for line in (RUNS / "wink-0.24-openai-tool.jsonl").read_text().splitlines()]
+    entry = dict(records[1], context=dict(records[1]["context"]))
+    entry["context"]["detail"] = {"text": "half \ud83d", "id": 123456789012345678901234567890}
+    entry["context"]["sequence_number"] = 99
+    chat = records[2]["context"]["span_id"]
+    root = records[0]["context"]["span_id"]
+    cycle = [  # two spans, each the other's parent
+        {
+            "event": "transcript.span",
+            "context": {**records[0]["context"], "span_id": root, "parent_span_id": chat},
+        },
+        {"event": "transcript.span", "context": {**records[2]["context"], "parent_span_id": root}},
+    ]
+    odd = [
+        entry,
+        {"event": ["not", "a", "name"], "context": records[1]["context"]},
+        {"event": "transcript.entry", "context": {"prompt_name": "x"}},  # no entry_type
+        {"event": "transcript.entry", "context": {**records[1]["context"], "span_id": "not hex"}},
+    ]
+    path = tmp_path / "odd.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*records, *cycle, *odd]))
+    status, stderr, spans, logs = received(replay_to(path), wrapper_env(tmp_path), 2, len(records) + 1)
+    assert status == 0, stderr
+    assert "Traceback" not in stderr
+    assert {span.span_id.hex() for span in spans} >= {root, chat}
+    assert len(logs) >= len(records) + 1  # the odd-but-readable entry too

@@ -21,6 +21,9 @@ END: Final = "end_time_unix_nano"
 STATUS: Final = "status"  # "ERROR" or "UNSET"
 STATUS_DESCRIPTION: Final = "status_description"
 ATTRIBUTES: Final = "attributes"
+SERVICE_NAME: Final = "service_name"  # the resource's `service.name`, for a replay to look the same
+EVENTS: Final = "events"  # the span's own events (`exception`); transcript events are records already
+_KEPT_EVENTS: Final = frozenset({"exception"})
 
 
 def span_fields(span: Span, end_time_ns: int, error_type: str | None) -> dict[str, Any] | None:
@@ -46,4 +49,14 @@ def span_fields(span: Span, end_time_ns: int, error_type: str | None) -> dict[st
     }
     if error_type is not None:
         fields[STATUS_DESCRIPTION] = error_type
+    service = getattr(getattr(getattr(span, "resource", None), "attributes", None), "get", None)
+    if callable(service) and isinstance(service("service.name"), str):
+        fields[SERVICE_NAME] = service("service.name")
+    events = [
+        {"name": event.name, "time_unix_nano": event.timestamp, "attributes": dict(event.attributes or {})}
+        for event in getattr(span, "events", ())
+        if getattr(event, "name", None) in _KEPT_EVENTS
+    ]
+    if events:
+        fields[EVENTS] = events
     return fields

@@ -232,7 +232,8 @@ class TranscriptEmitter:
 
     def span_ended(self, fields: dict[str, Any], context: Context) -> None:
         """Keep a `transcript.span` record of a span of this run (`context` is the span's own)."""
-        if self._enabled and not self._stopped:
+        # Within the backlog's bound, like entries: a stuck sink must not make them pile up.
+        if self._enabled and not self._stopped and len(self._backlog) < self._pipeline.backlog_limit:
             try:
                 self._submit(TranscriptEvent.SPAN, fields, context)
             except Exception as exc:

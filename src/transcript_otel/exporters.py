@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 PROTOCOLS: Final = ("grpc", "http/protobuf")
@@ -111,9 +112,17 @@ def resource(service_name: str | None) -> Any:
     return Resource.create(attributes)
 
 
-def tracer_provider(sdk_resource: Any, url: str | None, protocol: str, *, id_generator: Any = None) -> Any:
+def tracer_provider(
+    sdk_resource: Any,
+    url: str | None,
+    protocol: str,
+    *,
+    id_generator: Any = None,
+    wrap: Callable[[Any], Any] | None = None,
+) -> Any:
     """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way);
-    `id_generator`: where span and trace ids come from (`replay` gives the original ones)."""
+    `id_generator`: where span and trace ids come from (`replay` gives the original ones);
+    `wrap`: a wrapper around the exporter (`replay` counts what the backend refused)."""
     _require_sdk()
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -127,12 +136,15 @@ def tracer_provider(sdk_resource: Any, url: str | None, protocol: str, *, id_gen
         resource=sdk_resource, shutdown_on_exit=False, span_limits=limits, id_generator=id_generator
     )
     if url is not None:
-        provider.add_span_processor(BatchSpanProcessor(otlp_exporter("TRACES", url, protocol)))
+        exporter = otlp_exporter("TRACES", url, protocol)
+        provider.add_span_processor(BatchSpanProcessor(exporter if wrap is None else wrap(exporter)))
     return provider
 
 
-def logger_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
-    """An SDK LoggerProvider, exporting over OTLP when `url` is set."""
+def logger_provider(
+    sdk_resource: Any, url: str | None, protocol: str, *, wrap: Callable[[Any], Any] | None = None
+) -> Any:
+    """An SDK LoggerProvider, exporting over OTLP when `url` is set (`wrap`: as above)."""
     _require_sdk()
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
@@ -141,8 +153,9 @@ def logger_provider(sdk_resource: Any, url: str | None, protocol: str) -> Any:
     if url is not None:
         # Batches of 512 (the SDK default) of 50 KB entries make 25 MB requests that
         # collectors refuse (413); 64 keeps requests within common limits.
+        exporter = otlp_exporter("LOGS", url, protocol)
         processor = BatchLogRecordProcessor(
-            otlp_exporter("LOGS", url, protocol), max_export_batch_size=LOG_EXPORT_BATCH_SIZE
+            exporter if wrap is None else wrap(exporter), max_export_batch_size=LOG_EXPORT_BATCH_SIZE
         )
         provider.add_log_record_processor(processor)
     return provider

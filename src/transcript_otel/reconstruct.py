@@ -7,7 +7,7 @@ import os
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from transcript_otel._serialize import loads
@@ -59,6 +59,8 @@ def entry_from_context(context: Mapping[str, Any]) -> TranscriptEntry:
     """Build an entry from a `transcript.entry` context; raises ValueError if malformed."""
     try:
         timestamp = datetime.fromisoformat(context["timestamp"])
+        if timestamp.tzinfo is None:  # written without a zone: the envelope's times are UTC
+            timestamp = timestamp.replace(tzinfo=UTC)
         sequence_number = context["sequence_number"]
         if not isinstance(sequence_number, int) or isinstance(sequence_number, bool):
             raise TypeError(f"sequence_number is {type(sequence_number).__name__}")

@@ -67,9 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         return _run(parser, args)
     warnings.showwarning = _warn
+    with contextlib.suppress(AttributeError, ValueError):  # a lone surrogate is shown escaped
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
         status: int = args.handler(args, sys.stdout)
         sys.stdout.flush()
+    except KeyboardInterrupt:
+        print(f"transcript-otel {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `transcript-otel show RUN | head`: the reader had enough
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

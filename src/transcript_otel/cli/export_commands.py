@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -133,7 +134,8 @@ def _text_output(path: str | None, default: TextIO) -> Iterator[TextIO]:
     target = Path(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with open(handle, "w", encoding="utf-8") as stream:
+        # A lone surrogate a harness sent is written escaped, not a reason to stop halfway.
+        with open(handle, "w", encoding="utf-8", errors="backslashreplace") as stream:
             yield stream
         os.replace(temporary, target)
     except BaseException:
@@ -164,10 +166,20 @@ def add_replay(commands: Any) -> None:
 
 
 def run_replay(args: argparse.Namespace, out: TextIO) -> int:
-    from transcript_otel.exports.replay import replay
+    from transcript_otel.exports.replay import ReplayError, replay
 
+    # The exporters' own complaints would repeat what the one line below says.
+    quiet = logging.getLogger("opentelemetry")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
     source = Progress(open_run(args.run), "replaying", sys.stderr)
-    result = replay(source, endpoint=args.endpoint, protocol=args.protocol, service_name=args.service_name)
+    try:
+        result = replay(
+            source, endpoint=args.endpoint, protocol=args.protocol, service_name=args.service_name
+        )
+    except ReplayError as exc:
+        print(f"transcript-otel replay: {exc}", file=sys.stderr)
+        return 1
     traces = ", ".join(result.trace_ids)
     print(f"sent {result.spans} spans and {result.records} log records: trace {traces}", file=sys.stderr)
     return 0

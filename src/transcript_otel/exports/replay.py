@@ -22,14 +22,14 @@ last record is in (the batch exporter then sends it).
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
-import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -37,6 +37,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from transcript_otel import _span_records as fields
 from transcript_otel._records import PreparedRecord
+from transcript_otel._serialize import dumps
 from transcript_otel.exporters import (
     ConfigurationError,
     endpoint_for,
@@ -54,6 +55,8 @@ from transcript_otel.version import __version__
 
 _EVENTS: Final = {event.value: event for event in TranscriptEvent if event is not TranscriptEvent.SPAN}
 _FLUSH_TIMEOUT_S: Final = 30.0
+# Records fed between waits for the exporters: well under the SDK's queue of 2,048.
+_FLUSH_EVERY: Final = 512
 
 
 @dataclass(slots=True)
@@ -73,6 +76,7 @@ class _SpanPlan:
     records: int = 0
     tool_name: str | None = None
     described: bool = False  # a `transcript.span` record told us all of it
+    events: list[Mapping[str, Any]] = field(default_factory=list)  # its `exception` events
 
     def seen_at(self, nanos: int) -> None:
         if self.described:
@@ -124,7 +128,19 @@ def _nanos(timestamp: Any) -> int | None:
         moment = datetime.fromisoformat(timestamp)
     except ValueError:
         return None
+    if moment.tzinfo is None:  # the envelope's times are UTC
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def _hex_id(value: Any, size: int) -> str | None:
+    """A trace (16 bytes) or span (8 bytes) id as lowercase hex, or None if it is not one."""
+    if not isinstance(value, str) or len(value) != size * 2:
+        return None
+    try:
+        return value.lower() if int(value, 16) else None
+    except ValueError:
+        return None
 
 
 def _derived_id(identity: str, what: str, size: int) -> str:
@@ -138,7 +154,11 @@ class _Plan:
     def __init__(self) -> None:
         self.spans: dict[str, _SpanPlan] = {}
         self.root: str | None = None
+        # The root of each trace (its `transcript.start`'s span): a file may hold several runs.
+        self.roots: dict[str, str] = {}
         self.trace_ids: set[str] = set()
+        self.skipped = 0
+        self.service_name: str | None = None
         self.identity = ""
         self.prompt_name = ""
         # Records without ids (a weakincentives bundle): they belong to the run's root.
@@ -155,21 +175,28 @@ class _Plan:
             self._add(record, context)
 
     def _add(self, record: Mapping[str, Any], context: Mapping[str, Any]) -> None:
-        span_id, trace_id = context.get("span_id"), context.get("trace_id")
-        if isinstance(span_id, str) and isinstance(trace_id, str):
-            self.trace_ids.add(trace_id)
+        span_id, trace_id = _hex_id(context.get("span_id"), 8), _hex_id(context.get("trace_id"), 16)
+        if span_id is not None and trace_id is not None:
             plan = self.spans.setdefault(span_id, _SpanPlan(span_id, trace_id))
         else:
             plan = self.loose
         event = record.get("event")
+        if not isinstance(event, str) or (
+            event == TranscriptEvent.ENTRY.value and not isinstance(context.get("entry_type"), str)
+        ):
+            self.skipped += 1
+            return
         if event == TranscriptEvent.SPAN.value:
             self._describe(plan, context)
             return
         if event not in _EVENTS:
             return
         plan.records += 1
-        if event == TranscriptEvent.START.value and self.root is None and plan is not self.loose:
-            self.root = plan.span_id
+        if plan is not self.loose:
+            self.trace_ids.add(plan.trace_id)
+            if event == TranscriptEvent.START.value:
+                self.roots.setdefault(plan.trace_id, plan.span_id)
+                self.root = self.root or plan.span_id
         nanos = _nanos(context.get("timestamp") or record.get("timestamp"))
         if nanos is not None:
             plan.seen_at(nanos)
@@ -178,13 +205,20 @@ class _Plan:
             name = detail.get("tool_name")
             plan.tool_name = plan.tool_name or (name if isinstance(name, str) else None)
 
-    @staticmethod
-    def _describe(plan: _SpanPlan, context: Mapping[str, Any]) -> None:
+    def _describe(self, plan: _SpanPlan, context: Mapping[str, Any]) -> None:
         plan.described = True
+        self.trace_ids.add(plan.trace_id)
+        service = context.get(fields.SERVICE_NAME)
+        if isinstance(service, str) and service and self.service_name is None:
+            self.service_name = service
+        events = context.get(fields.EVENTS)
+        plan.events = (
+            [event for event in events if isinstance(event, Mapping)] if isinstance(events, list) else []
+        )
         plan.name = str(context.get(fields.NAME) or plan.name or "span")
-        plan.kind = str(context.get(fields.KIND) or "INTERNAL")
-        parent = context.get(fields.PARENT_SPAN_ID)
-        plan.parent_span_id = parent if isinstance(parent, str) else None
+        kind = context.get(fields.KIND)
+        plan.kind = kind if isinstance(kind, str) and kind in SpanKind.__members__ else "INTERNAL"
+        plan.parent_span_id = _hex_id(context.get(fields.PARENT_SPAN_ID), 8)
         start, end = context.get(fields.START), context.get(fields.END)
         plan.start_ns = start if isinstance(start, int) else plan.start_ns
         plan.end_ns = end if isinstance(end, int) else plan.end_ns
@@ -208,36 +242,52 @@ class _Plan:
         for nanos in (self.loose.start_ns, self.loose.end_ns):
             if nanos is not None:
                 root.seen_at(nanos)
+        roots = set(self.roots.values()) | {self.root}
         for plan in self.spans.values():
             if plan.described:
                 continue
-            if plan.span_id == self.root:
+            if plan.span_id in roots:
                 plan.name = f"invoke_agent {self.prompt_name}".strip()
             else:
                 plan.name = f"execute_tool {plan.tool_name}" if plan.tool_name else "chat"
-                plan.parent_span_id = self.root if self.root in self.spans else None
+                plan.parent_span_id = self.roots.get(plan.trace_id, self.root)
 
-    def ordered(self) -> list[_SpanPlan]:
-        """Parents before their children (a parent outside the run counts as remote)."""
-        done: set[str] = set()
-        ordered: list[_SpanPlan] = []
 
-        def visit(plan: _SpanPlan, depth: int) -> None:
-            if plan.span_id in done:
-                return
-            parent = self.spans.get(plan.parent_span_id or "")
-            if parent is not None and depth < len(self.spans):
-                visit(parent, depth + 1)
-            done.add(plan.span_id)
-            ordered.append(plan)
+class ReplayError(RuntimeError):
+    """The backend did not take what was sent (refused, unreachable, or too slow)."""
 
-        for plan in sorted(self.spans.values(), key=lambda p: (p.start_ns or 0, p.span_id)):
-            visit(plan, 0)
-        return ordered
+
+class _Counted:
+    """An exporter that counts the batches its backend did not take."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
+        self.failed = 0
+        self.error: str | None = None
+
+    def export(self, batch: Any) -> Any:
+        try:
+            result = self.exporter.export(batch)
+        except Exception as exc:
+            self.failed += 1
+            self.error = f"{type(exc).__name__}: {exc}"
+            raise
+        if getattr(result, "name", "") != "SUCCESS":
+            self.failed += 1
+            self.error = self.error or f"export result {getattr(result, 'name', result)}"
+        return result
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        flush = getattr(self.exporter, "force_flush", None)
+        return bool(flush(timeout_millis)) if callable(flush) else True
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
 
 
 class _Replayer:
-    """Pass two: the spans, the records through the live sinks, each span ended after its last record."""
+    """Pass two: each span started at its first record and ended after its last, so only the
+    spans with records still to come are open; the records go through the live sinks."""
 
     def __init__(self, plan: _Plan, tracer_provider: Any, log_sink: OTelLogSink) -> None:
         self.plan = plan
@@ -246,42 +296,61 @@ class _Replayer:
         self.events = SpanEventSink()
         self.logs = log_sink
         self.open: dict[str, Any] = {}
-        self.contexts: dict[str, Context] = {}
+        self.done: set[str] = set()
         self.left: Counter[str] = Counter({p.span_id: p.records for p in plan.spans.values()})
         self.run = RunInfo(prompt_name=plan.prompt_name, adapter="", session_id=None, started_ns=0)
         self.sent = 0
 
-    def start_spans(self) -> None:
-        for plan in self.plan.ordered():
-            parent_context = self.contexts.get(plan.parent_span_id or "")
-            if parent_context is None and plan.parent_span_id:  # the program's span, not in the mirror
-                remote = SpanContext(
-                    int(plan.trace_id, 16), int(plan.parent_span_id, 16), True, TraceFlags(TraceFlags.SAMPLED)
+    def _context(self, span_id: str) -> Context:
+        """The span's context, starting the span if it is not started yet."""
+        span = self.open.get(span_id)
+        if span is None:
+            plan = self.plan.spans[span_id]
+            parent = Context()
+            if plan.parent_span_id:  # its ids are all a child needs: the parent need not be open
+                remote = plan.parent_span_id not in self.plan.spans
+                ids = SpanContext(
+                    int(plan.trace_id, 16),
+                    int(plan.parent_span_id, 16),
+                    remote,
+                    TraceFlags(TraceFlags.SAMPLED),
                 )
-                parent_context = trace.set_span_in_context(NonRecordingSpan(remote))
-            self.ids.prescribe(int(plan.trace_id, 16), int(plan.span_id, 16))
+                parent = trace.set_span_in_context(NonRecordingSpan(ids))
+            self.ids.prescribe(int(plan.trace_id, 16), int(span_id, 16))
             try:
                 span = self.tracer.start_span(
                     plan.name or "span",
-                    context=parent_context or Context(),
-                    kind=SpanKind[plan.kind] if plan.kind in SpanKind.__members__ else SpanKind.INTERNAL,
+                    context=parent,
+                    kind=SpanKind[plan.kind],
                     attributes=plan.attributes,
                     start_time=plan.start_ns,
                 )
             finally:
                 self.ids.done()
-            self.open[plan.span_id] = span
-            self.contexts[plan.span_id] = trace.set_span_in_context(span)
-            if plan.records == 0:
-                self._end(plan.span_id)
+            for event in plan.events:  # the span's own (`exception`), as the live span had them
+                attributes = event.get("attributes")
+                span.add_event(
+                    str(event.get("name")),
+                    attributes=dict(attributes) if isinstance(attributes, Mapping) else None,
+                    timestamp=event.get("time_unix_nano")
+                    if isinstance(event.get("time_unix_nano"), int)
+                    else None,
+                )
+            self.open[span_id] = span
+        return trace.set_span_in_context(span)
 
     def feed(self, record: Mapping[str, Any]) -> None:
-        event = _EVENTS.get(str(record.get("event")))
+        raw_event = record.get("event")
+        event = _EVENTS.get(raw_event) if isinstance(raw_event, str) else None
         context = record.get("context")
         if event is None or not isinstance(context, Mapping):
             return
-        placed = isinstance(context.get("span_id"), str) and isinstance(context.get("trace_id"), str)
-        span_id = context["span_id"] if placed else self.plan.root
+        if event is TranscriptEvent.ENTRY and not isinstance(context.get("entry_type"), str):
+            return
+        placed = _hex_id(context.get("span_id"), 8) and _hex_id(context.get("trace_id"), 16)
+        span_id = _hex_id(context.get("span_id"), 8) if placed else self.plan.root
+        if span_id is None or span_id not in self.plan.spans or span_id in self.done:
+            return
         nanos = _nanos(context.get("timestamp") or record.get("timestamp")) or 0
         own = {key: value for key, value in context.items() if key not in ("trace_id", "span_id")}
         detail = own.get("detail")
@@ -291,21 +360,18 @@ class _Replayer:
             timestamp_ns=nanos,
             timestamp=str(own.get("timestamp") or record.get("timestamp")),
             context=own,
-            detail_json=None,
+            detail_json=None if detail is None else dumps(detail).data,  # the live encoder
             detail=detail,
-            otel_context=self.contexts.get(str(span_id)),
+            otel_context=self._context(span_id),
         )
         span_context = trace.get_current_span(prepared.otel_context).get_span_context()
         prepared.trace_id, prepared.span_id = span_context.trace_id, span_context.span_id
-        if detail is not None:  # the live pipeline's encoder: the same attribute text
-            prepared.detail_json = orjson.dumps(detail, default=repr)
         self.events.write(prepared)
         self.logs.write(prepared)
         self.sent += 1
-        if span_id is not None:
-            self.left[str(span_id)] -= 1
-            if self.left[str(span_id)] == 0:
-                self._end(str(span_id))
+        self.left[span_id] -= 1
+        if self.left[span_id] == 0:
+            self._end(span_id)
 
     def _run_of(self, context: Mapping[str, Any]) -> RunInfo:
         run = self.run
@@ -319,17 +385,18 @@ class _Replayer:
         return run
 
     def _end(self, span_id: str) -> None:
-        span = self.open.pop(span_id, None)
-        if span is None:
-            return
+        self._context(span_id)  # a span without records is started here
+        span = self.open.pop(span_id)
+        self.done.add(span_id)
         plan = self.plan.spans[span_id]
         if plan.status == "ERROR":
             span.set_status(Status(StatusCode.ERROR, plan.status_description))
         span.end(end_time=plan.end_ns)
 
     def end_all(self) -> None:
-        for span_id in list(self.open):
-            self._end(span_id)
+        for span_id in self.plan.spans:
+            if span_id not in self.done:
+                self._end(span_id)
 
 
 def replay(
@@ -340,7 +407,10 @@ def replay(
     service_name: str | None = None,
 ) -> ReplayResult:
     """Send the run's spans and log records to the OTLP backend at `endpoint`
-    (default: the `OTEL_EXPORTER_OTLP_*` variables), with their original ids and times."""
+    (default: the `OTEL_EXPORTER_OTLP_*` variables), with their original ids and times.
+
+    Raises `ReplayError` as soon as the backend refuses or misses a batch.
+    """
     traces_protocol, logs_protocol = protocol_for("TRACES", protocol), protocol_for("LOGS", protocol)
     traces_url = endpoint_for("TRACES", endpoint, traces_protocol)
     logs_url = endpoint_for("LOGS", endpoint, logs_protocol)
@@ -351,18 +421,37 @@ def replay(
     if not plan.identity:
         raise ValueError("the run has no records: nothing to replay")
     plan.complete()
-    sdk_resource = resource(service_name)
-    tracers = sdk_tracer_provider(sdk_resource, traces_url, traces_protocol, id_generator=_FixedIds())
-    loggers = logger_provider(sdk_resource, logs_url, logs_protocol)
-    try:
-        replayer = _Replayer(plan, tracers, OTelLogSink(loggers))
-        replayer.start_spans()
-        for record in source.records():
-            replayer.feed(record)
-        replayer.end_all()
-    finally:
+    # As it was live: the recorded service, unless one is given (argument, OTEL_SERVICE_NAME).
+    recorded = None if os.environ.get("OTEL_SERVICE_NAME") else plan.service_name
+    sdk_resource = resource(service_name or recorded)
+    counted: list[_Counted] = []
+
+    def count(exporter: Any) -> _Counted:
+        counted.append(_Counted(exporter))
+        return counted[-1]
+
+    tracers = sdk_tracer_provider(
+        sdk_resource, traces_url, traces_protocol, id_generator=_FixedIds(), wrap=count
+    )
+    loggers = logger_provider(sdk_resource, logs_url, logs_protocol, wrap=count)
+
+    def flush() -> None:
+        """Wait for what is queued to be exported (the queues stay short), and stop at a failure."""
         tracers.force_flush(int(_FLUSH_TIMEOUT_S * 1000))
         loggers.force_flush(int(_FLUSH_TIMEOUT_S * 1000))
+        failed = next((exporter for exporter in counted if exporter.failed), None)
+        if failed is not None:
+            raise ReplayError(f"the backend at {endpoint or logs_url} did not take the run: {failed.error}")
+
+    replayer = _Replayer(plan, tracers, OTelLogSink(loggers))
+    try:
+        for record in source.records():
+            replayer.feed(record)
+            if replayer.sent % _FLUSH_EVERY == 0:
+                flush()
+        replayer.end_all()
+        flush()
+    finally:
         tracers.shutdown()
         loggers.shutdown()
     return ReplayResult(tuple(sorted(plan.trace_ids)), len(plan.spans), replayer.sent)

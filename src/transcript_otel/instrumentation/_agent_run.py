@@ -470,7 +470,11 @@ class AgentRun:
                 root.error_type = _exception_type(error)
                 root.span.record_exception(error)
             # The root's `transcript.span` record comes before `transcript.stop`, the run's last.
-            end_time = self._keep_span_record(root, time.time_ns())
+            end_time = time.time_ns()
+            try:
+                self._keep_span_record(root, end_time)
+            except Exception as exc:  # the run must still stop
+                self._report("could not record the root span", exc)
             # `transcript.stop` belongs to the root span too, wherever the run is finished from.
             token = otel_context.attach(root.context)
             try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
@@ -119,6 +119,8 @@ class RunDigest:
             moment = datetime.fromisoformat(timestamp)
         except ValueError:
             return
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
         if self.started is None or moment < self.started:
             self.started = moment
         if self.ended is None or moment > self.ended:

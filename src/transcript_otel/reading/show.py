@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, BinaryIO, Final, TextIO
 
 from transcript_otel._genai import tool_failed, tool_identity
 from transcript_otel._serialize import loads
@@ -206,11 +207,17 @@ def follow(
     """
     open_runs = 0
     pending = b""
-    with open(path, "rb") as handle:
+    handle = open(path, "rb")  # noqa: SIM115 (reopened when the file is replaced)
+    try:
         while True:
             chunk = handle.read(1 << 16)
             if not chunk:
                 time.sleep(poll_s)
+                if _replaced(path, handle):  # truncated, or another file moved over it
+                    handle.close()
+                    handle = open(path, "rb")  # noqa: SIM115
+                    pending, open_runs = b"", 0
+                    warnings.warn(f"{path} was replaced or truncated: reading it again", stacklevel=2)
                 continue
             pending += chunk
             *lines, pending = pending.split(b"\n")
@@ -226,6 +233,17 @@ def follow(
                     open_runs -= 1
                     if stop_when_stopped and open_runs <= 0:
                         return
+    finally:
+        handle.close()
+
+
+def _replaced(path: Path, handle: BinaryIO) -> bool:
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False  # gone for a moment (a rename in progress): keep the old handle
+    opened = os.fstat(handle.fileno())
+    return (now.st_ino, now.st_dev) != (opened.st_ino, opened.st_dev) or now.st_size < handle.tell()
 
 
 def _longest_backtick_run(text: str) -> int:

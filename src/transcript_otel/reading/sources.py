@@ -32,6 +32,7 @@ from transcript_otel.sinks.jsonl import default_directory
 RunKind = Literal["jsonl", "bundle", "otlp-json"]
 LATEST: Final = "last"
 _SNIFF_BYTES: Final = 4096
+_TAIL_BYTES: Final = 1 << 16  # enough for a `transcript.stop` record
 
 
 class RecordSource(Protocol):
@@ -94,7 +95,7 @@ def _kind_of(path: Path) -> RunKind:
 
 
 def _find_in_mirror(spec: str, directory: Path) -> Path:
-    runs = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
+    runs = sorted(run for run in directory.glob("*.jsonl") if run.is_file()) if directory.is_dir() else []
     if not runs:
         raise RunNotFoundError(f"no file {spec!r}, and no runs in {directory} to look it up in")
     if spec == LATEST:
@@ -108,16 +109,38 @@ def _find_in_mirror(spec: str, directory: Path) -> Path:
     return matches[0]
 
 
-def _has_run_id(path: Path, run_id: str) -> bool:
-    """Whether the run's first record carries `run_id` (file names carry the session id)."""
+def _has_run_id(path: Path, wanted: str) -> bool:
+    """Whether the run's first or last record names `wanted` as its run, session or trace id
+    (file names carry the session id only when it was known at the start)."""
+    for record in (_first_record(path), _last_record(path)):
+        context = record.get("context") if isinstance(record, dict) else None
+        if isinstance(context, dict) and wanted in (
+            context.get("run_id"),
+            context.get("session_id"),
+            context.get("trace_id"),
+        ):
+            return True
+    return False
+
+
+def _first_record(path: Path) -> Any:
     with open(path, "rb") as handle:
-        first = handle.readline()
+        return _parse(handle.readline())
+
+
+def _last_record(path: Path) -> Any:
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - _TAIL_BYTES))
+        lines = handle.read().splitlines()
+    return _parse(lines[-1]) if lines else None
+
+
+def _parse(line: bytes) -> Any:
     try:
-        record = loads(first)
+        return loads(line)
     except ValueError:
-        return False
-    context = record.get("context") if isinstance(record, dict) else None
-    return isinstance(context, dict) and context.get("run_id") == run_id
+        return None
 
 
 def _otlp_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -88,12 +88,18 @@ def _mapping(value: Any, key: str) -> Mapping[str, Any]:
     return found if isinstance(found, Mapping) else {}
 
 
+def _codex_item(detail: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Codex's item: an app-server notification's, or a `codex exec --json` event's."""
+    return _mapping(_mapping(detail, "notification"), "item") or _mapping(_mapping(detail, "event"), "item")
+
+
 def _codex_item_text(item: Mapping[str, Any]) -> str | None:
+    """A Codex item's words: app-server items (camelCase) and `codex exec --json` ones (snake_case)."""
     kind = item.get("type")
-    if kind == "commandExecution":
-        output = item.get("aggregatedOutput")
+    if kind in ("commandExecution", "command_execution"):
+        output = item.get("aggregatedOutput", item.get("aggregated_output"))
         return f"$ {item.get('command', '')}" + (f"\n{output.rstrip()}" if isinstance(output, str) else "")
-    if kind == "fileChange":
+    if kind in ("fileChange", "file_change"):
         changes = item.get("changes")
         if isinstance(changes, list):
             return "\n".join(
@@ -101,11 +107,11 @@ def _codex_item_text(item: Mapping[str, Any]) -> str | None:
                 for change in changes
                 if isinstance(change, Mapping)
             )
-    if kind == "mcpToolCall":
+    if kind in ("mcpToolCall", "mcp_tool_call"):
         call = f"{item.get('server', '')}.{item.get('tool', '')}({compact_json(item.get('arguments'))})"
         result = text_of(item.get("result"))
         return call + (f"\n{result}" if result else "")
-    if kind == "webSearch":
+    if kind in ("webSearch", "web_search"):
         return f"search: {item.get('query', '')}"
     return text_of(item)
 
@@ -170,7 +176,7 @@ def entry_text(entry_type: str, detail: Any) -> str:
             else detail["subtype"].replace("_", " ")
         )
     notification = _mapping(detail, "notification")
-    item = _mapping(notification, "item")
+    item = _codex_item(detail)
     candidates: list[Any] = [detail.get("text")]
     if entry_type == "tool_use":
         candidates += [_tool_call_text(detail, notification)]
@@ -228,7 +234,7 @@ def tool_input(detail: Any) -> Any:
     notification = _mapping(detail, "notification")
     if "arguments" in notification:
         return notification["arguments"]
-    item = _mapping(notification, "item")
+    item = _codex_item(detail)
     for key in ("arguments", "command", "changes", "query"):
         if key in item:
             return {key: item[key]}
@@ -244,10 +250,11 @@ def tool_output(detail: Mapping[str, Any]) -> str:
     output = detail.get("output")  # line adapters
     if isinstance(output, str):
         return output
-    item = _mapping(_mapping(detail, "notification"), "item")
-    if item.get("type") == "commandExecution" and isinstance(item.get("aggregatedOutput"), str):
-        return str(item["aggregatedOutput"])  # the command itself is the call's input
-    if item.get("type") == "mcpToolCall":
+    item = _codex_item(detail)
+    output = item.get("aggregatedOutput", item.get("aggregated_output"))
+    if item.get("type") in ("commandExecution", "command_execution") and isinstance(output, str):
+        return output  # the command itself is the call's input
+    if item.get("type") in ("mcpToolCall", "mcp_tool_call"):
         found = text_of(item.get("result")) or text_of(item.get("error"))
         if found:
             return found
