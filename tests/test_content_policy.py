@@ -172,3 +172,50 @@ def test_a_bad_variable_keeps_less_not_more(
         assert "TRANSCRIPT_OTEL_CONTENT must be one of full, metadata, none, not 'metdata'" in caplog.text
     finally:
         pipeline.shutdown(1.0)
+
+
+@pytest.mark.parametrize(
+    ("profile", "span_limit", "log_limit"), [("jaeger", 4096, None), ("grafana", 2048, 16384)]
+)
+def test_backend_profiles_cut_what_backends_keep_and_the_mirror_keeps_every_byte(
+    profile: str,
+    span_limit: int,
+    log_limit: int | None,
+    otel: OTelHarness,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TRANSCRIPT_OTEL_JSONL_DIR", str(tmp_path / "runs"))
+    pipeline = pipeline_from_environment(logger_provider=otel.logger_provider, backend_profile=profile)
+    output = "".join(f"line {index}: {'x' * 90}\n" for index in range(1_000))  # ~100 KB
+    try:
+        with (
+            otel.tracer.start_as_current_span("agent"),
+            TranscriptEmitter(prompt_name="big", adapter="cli", pipeline=pipeline) as emitter,
+        ):
+            emitter.emit("tool_result", detail={"tool_use_id": "c1", "content": output})
+    finally:
+        pipeline.shutdown(5.0)
+    (span,) = otel.finished_spans()
+    (event,) = [e for e in span.events if e.name == "transcript.entry"]
+    detail = str(event.attributes["transcript.detail"])
+    assert len(detail) <= span_limit
+    assert event.attributes["transcript.detail.truncated"] is True
+    json.loads(detail)  # cut where JSON stays JSON
+    (log,) = [log for log in otel.finished_logs() if log.log_record.event_name == "transcript.entry"]
+    logged = str(log.log_record.attributes["transcript.detail"])
+    if log_limit is None:
+        assert json.loads(logged)["content"] == output
+    else:
+        assert len(logged) <= log_limit
+        json.loads(logged)
+    assert emitter.jsonl_path is not None
+    (entry,) = [r for r in read_records(emitter.jsonl_path) if r["event"] == "transcript.entry"]
+    assert entry["context"]["detail"]["content"] == output  # every byte
+
+
+def test_an_unknown_profile_is_a_clear_error() -> None:
+    with pytest.raises(
+        ValueError, match="backend profile must be one of generic, jaeger, grafana, not 'tempo'"
+    ):
+        pipeline_from_environment(backend_profile="tempo")

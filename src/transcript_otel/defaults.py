@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
 
 from transcript_otel import environment_variables as env
 from transcript_otel.content import ContentPolicy, policy_from
@@ -43,6 +44,7 @@ def pipeline_from_environment(
     shutdown_timeout_s: float | None = None,
     redactor: Redactor | None = None,
     content_policy: ContentPolicy | None = None,
+    backend_profile: str | None = None,
 ) -> TranscriptPipeline:
     """The JSONL mirror, OTel log records and span events, as a pipeline.
 
@@ -57,10 +59,11 @@ def pipeline_from_environment(
                 path=_choose(jsonl_path, env.env_text(env.TRANSCRIPT_OTEL_JSONL_PATH)),
             )
         )
+    profile = backend_limits(backend_profile)
     if _choose(log_records, env.env_flag(env.TRANSCRIPT_OTEL_LOG_RECORDS, True)):
-        sinks.append(OTelLogSink(logger_provider))
+        sinks.append(OTelLogSink(logger_provider, max_value_length=profile.log_value_length))
     if _choose(span_events, env.env_flag(env.TRANSCRIPT_OTEL_SPAN_EVENTS, True)):
-        length = env.env_number(env.TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH, DEFAULT_MAX_VALUE_LENGTH)
+        length = env.env_number(env.TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH, profile.span_event_value_length)
         sinks.append(SpanEventSink(max_value_length=int(_choose(span_event_max_length, length))))
     backlog = env.env_number(env.TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES, DEFAULT_MAX_BACKLOG_BYTES)
     timeout = env.env_number(env.TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_S)
@@ -71,6 +74,39 @@ def pipeline_from_environment(
         redactor=redactor,
         content_policy=content_policy or _policy_from_environment(),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLimits:
+    """How long attribute values may be where a backend keeps them (the mirror keeps all)."""
+
+    span_event_value_length: int
+    log_value_length: int | None
+
+
+# `generic`: any OTLP backend; log records whole, so the transcript reads back from it.
+# `jaeger`: stores no logs; span tags to 4 KB. `grafana`: Tempo drops attributes over
+# 2 KB; Loki keeps OTLP attributes as structured metadata, 64 KB per line by default,
+# so the detail is cut at 16 KB.
+BACKEND_PROFILES: Final = {
+    "generic": BackendLimits(DEFAULT_MAX_VALUE_LENGTH, None),
+    "jaeger": BackendLimits(DEFAULT_MAX_VALUE_LENGTH, None),
+    "grafana": BackendLimits(2048, 16 * 1024),
+}
+
+
+def backend_limits(profile: str | None = None) -> BackendLimits:
+    """The limits of `profile`, else `TRANSCRIPT_OTEL_BACKEND_PROFILE`, else `generic`; an unknown
+    name is a ValueError when given, `generic` with a warning when read from the environment."""
+    chosen = profile or env.env_text(env.TRANSCRIPT_OTEL_BACKEND_PROFILE) or "generic"
+    limits = BACKEND_PROFILES.get(chosen.strip().lower())
+    if limits is not None:
+        return limits
+    message = f"backend profile must be one of {', '.join(BACKEND_PROFILES)}, not {chosen!r}"
+    if profile is not None:
+        raise ValueError(message)
+    _logger.warning("transcript-otel: %s; using generic", message)
+    return BACKEND_PROFILES["generic"]
 
 
 def _policy_from_environment() -> ContentPolicy:

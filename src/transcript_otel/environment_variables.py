@@ -12,6 +12,7 @@
 | `TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH` | `4096` | Longest span-event attribute value, in characters. |
 | `TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES` | `67108864` | Bound of the in-memory backlog (64 MiB). |
 | `TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT` | `5` | Seconds that flush and shutdown may take at most. |
+| `TRANSCRIPT_OTEL_BACKEND_PROFILE` | `generic` | `generic`, `jaeger` or `grafana`: attribute length limits. |
 | `TRANSCRIPT_OTEL_CONTENT` | `full` | `full`, `metadata` (no text) or `none` (see `content.py`). |
 | `TRANSCRIPT_OTEL_CONTENT_EXCLUDE` | unset | Categories kept as metadata only (comma-separated). |
 | `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` | unset | `false` means `metadata` if unset above. |
@@ -34,6 +35,7 @@ TRANSCRIPT_OTEL_SPAN_EVENTS: Final = "TRANSCRIPT_OTEL_SPAN_EVENTS"
 TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH: Final = "TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH"
 TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES: Final = "TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES"
 TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT: Final = "TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT"
+TRANSCRIPT_OTEL_BACKEND_PROFILE: Final = "TRANSCRIPT_OTEL_BACKEND_PROFILE"
 
 _logger = logging.getLogger(__name__)
 _TRUE: Final = frozenset(("1", "true", "yes", "on"))

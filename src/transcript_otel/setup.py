@@ -19,7 +19,7 @@ from opentelemetry._logs._internal import ProxyLoggerProvider
 from transcript_otel import environment_variables as env
 from transcript_otel import exporters
 from transcript_otel.content import ContentPolicy, policy_from
-from transcript_otel.defaults import pipeline_from_environment, set_pipeline
+from transcript_otel.defaults import backend_limits, pipeline_from_environment, set_pipeline
 from transcript_otel.exporters import ConfigurationError
 from transcript_otel.pipeline import (
     TranscriptPipeline,
@@ -100,6 +100,14 @@ def instrument_installed() -> list[str]:
     return done
 
 
+def _checked_profile(profile: str | None) -> str | None:
+    try:
+        backend_limits(profile)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    return profile
+
+
 def _content_policy(content: str | None, exclude: Iterable[str] | None) -> ContentPolicy:
     try:
         return policy_from(content, exclude)
@@ -124,6 +132,7 @@ def configure(
     redact: Callable[[str], str] | None = None,
     content: str | None = None,
     content_exclude: Iterable[str] | None = None,
+    backend_profile: str | None = None,
     instrument: bool = True,
 ) -> Configuration:
     """Set up transcript capture for this process in one call.
@@ -140,6 +149,9 @@ def configure(
       else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, else `full`) for every
       sink, lowered to `metadata` for the categories in `content_exclude`
       (`user_text`, `assistant_text`, `thinking`, `tool_arguments`, `tool_results`).
+    * Limits: `backend_profile` (`generic`, `jaeger`, `grafana`; else
+      `TRANSCRIPT_OTEL_BACKEND_PROFILE`) sets how long span-event and log-record
+      attribute values may be (cut JSON-preserving, marked); the mirror keeps all.
     * Redaction, always on: secrets (API keys and tokens of the common providers,
       bearer credentials, private keys) are replaced in every entry before any sink
       sees it; `redact_patterns` adds `(kind, regex)` pairs, `redact` a function
@@ -184,6 +196,7 @@ def configure(
         shutdown_timeout_s=shutdown_timeout_s,
         redactor=Redactor(redact_patterns, redact),
         content_policy=_content_policy(content, content_exclude),
+        backend_profile=_checked_profile(backend_profile),
     )
     mirror = next((sink for sink in pipeline.sinks if isinstance(sink, JsonlMirror)), None)
     # Only what we created is ours to shut down; the application's providers are its own.

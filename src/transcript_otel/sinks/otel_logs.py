@@ -10,7 +10,7 @@ import time
 
 from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_logger
 
-from transcript_otel._otel_attributes import record_attributes
+from transcript_otel._otel_attributes import record_attributes, truncated_attributes
 from transcript_otel._records import PreparedRecord
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.sinks.base import Sink
@@ -24,8 +24,12 @@ class OTelLogSink(Sink):
 
     name = "otel_logs"
 
-    def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
+    def __init__(
+        self, logger_provider: LoggerProvider | None = None, *, max_value_length: int | None = None
+    ) -> None:
         self._provider = logger_provider
+        # Longest attribute value (`transcript.detail` above all), cut JSON-preserving; None: whole.
+        self.max_value_length = max_value_length
         self._logger = get_logger(SCOPE_NAME, __version__, logger_provider=logger_provider)
 
     def write(self, record: PreparedRecord) -> None:
@@ -43,7 +47,9 @@ class OTelLogSink(Sink):
                 severity_text=record.level,
                 severity_number=severity,
                 body=record.message,
-                attributes=record_attributes(record),
+                attributes=record_attributes(record)
+                if self.max_value_length is None
+                else truncated_attributes(record, self.max_value_length),
                 event_name=record.event.value,
             )
         )
