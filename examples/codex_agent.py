@@ -93,9 +93,12 @@ def print_run(path: str, configuration: transcript_otel.Configuration) -> None:
     for record in source.records():
         writer.write(record)
     print(format_summary(digest_of(source)))
+    # The command of this environment (`make demo`'s .venv-demo/bin), else the one on PATH.
+    beside = Path(sys.executable).parent / "transcript-otel"
+    command = shlex.quote(os.path.relpath(beside)) if beside.is_file() else "transcript-otel"
     print(f"JSONL mirror: {path}")
-    print(f"  read it again: transcript-otel show {shlex.quote(path)}")
-    print(f"  as a page:     transcript-otel export {shlex.quote(path)} --format html -o run.html")
+    print(f"  read it again: {command} show {shlex.quote(path)}")
+    print(f"  as a page:     {command} export {shlex.quote(path)} --format html -o run.html")
     if configuration.otlp_endpoint:
         print(f"OTLP export:  {configuration.otlp_endpoint} ({configuration.otlp_protocol})")
     else:
