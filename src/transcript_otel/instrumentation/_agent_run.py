@@ -39,7 +39,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from transcript_otel import attributes as attr
-from transcript_otel._genai import cost_usd, tool_failed, tool_identity, usage_attributes
+from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
 from transcript_otel._span_records import span_fields
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.mappings._entry import MappedEntry
@@ -444,13 +444,10 @@ class AgentRun:
 
     def _add_message_usage(self, slot: _SpanSlot, detail: dict[str, Any] | None) -> None:
         """Claude writes a message's usage on each of its lines: count each message once."""
-        message = _sdk_message(detail)
-        if message is None:
+        counted = message_usage(detail)
+        if counted is None or counted[0] in self._usage_by_message:
             return
-        message_id = message.get("id")
-        usage = usage_attributes({"usage": message.get("usage")}) if "usage" in message else {}
-        if not usage or not isinstance(message_id, str) or message_id in self._usage_by_message:
-            return
+        message_id, usage = counted
         self._usage_by_message[message_id] = usage
         self._add_usage(slot, usage)
 
@@ -481,7 +478,7 @@ class AgentRun:
                 self.emitter.stop(wait=False)
             finally:
                 otel_context.detach(token)
-            self._end(root, end_time, recorded=True)
+            self._end_when_written(root, end_time)
         except Exception as exc:
             self._report("could not end the run's spans", exc)
 
@@ -495,7 +492,7 @@ class AgentRun:
             tool.span.set_attribute(TOOL_RESULT_MISSING, True)
             self._end(tool)
 
-    def _keep_span_record(self, slot: _SpanSlot, end_time: int) -> int:
+    def _keep_span_record(self, slot: _SpanSlot, end_time: int) -> None:
         """Set the span's last attributes and status, and keep its `transcript.span` record."""
         span = slot.span
         if slot.usage:
@@ -508,12 +505,14 @@ class AgentRun:
         fields = span_fields(span, end_time, slot.error_type)
         if fields is not None:
             self.emitter.span_ended(fields, slot.context)
-        return end_time
 
-    def _end(self, slot: _SpanSlot, end_time: int | None = None, *, recorded: bool = False) -> None:
-        """End the span once what was emitted in it is written (its events complete)."""
-        if not recorded:
-            end_time = self._keep_span_record(slot, time.time_ns())
+    def _end(self, slot: _SpanSlot) -> None:
+        """Finish the span's record now; end it once what was emitted in it is written."""
+        end_time = time.time_ns()
+        self._keep_span_record(slot, end_time)
+        self._end_when_written(slot, end_time)
+
+    def _end_when_written(self, slot: _SpanSlot, end_time: int) -> None:
         self.emitter.after_written(functools.partial(slot.span.end, end_time=end_time))
 
     def _report(self, what: str, exc: Exception) -> None:
