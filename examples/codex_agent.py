@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import transcript_otel
-from transcript_otel.cli.read_commands import digest_of, format_summary
+from transcript_otel.cli.read_commands import format_summary
+from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.show import ShowWriter, wants_colour
 from transcript_otel.reading.sources import open_run
 
@@ -92,7 +93,7 @@ def print_run(path: str, configuration: transcript_otel.Configuration) -> None:
     writer = ShowWriter(sys.stdout, colour=wants_colour(sys.stdout), max_chars=300)
     for record in source.records():
         writer.write(record)
-    print(format_summary(digest_of(source)))
+    print(format_summary(RunDigest.of(source.records())))
     # The command of this environment (`make demo`'s .venv-demo/bin), else the one on PATH.
     beside = Path(sys.executable).parent / "transcript-otel"
     command = shlex.quote(os.path.relpath(beside)) if beside.is_file() else "transcript-otel"

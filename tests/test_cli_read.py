@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from transcript_otel.cli import main
-from transcript_otel.cli.read_commands import digest_of
+from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.show import follow
 from transcript_otel.reading.sources import open_run
 
@@ -307,7 +307,7 @@ def test_a_100000_entry_run_streams_through_summary_and_show(tmp_path: Path) -> 
     size = large.stat().st_size
     tracemalloc.start()
     try:
-        digest = digest_of(open_run(large))
+        digest = RunDigest.of(open_run(large).records())
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

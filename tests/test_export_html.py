@@ -23,8 +23,8 @@ from typing import Any, TextIO
 
 import pytest
 
-from transcript_otel.cli.read_commands import digest_of
 from transcript_otel.exports.html import write_html
+from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.sources import open_run
 from transcript_otel.reading.text import assistant_parts, compact_json, entry_text, tool_output
 from transcript_otel.reconstruct import read_records
@@ -199,7 +199,7 @@ def test_fixture_page_is_self_contained_and_holds_every_entry(path: Path) -> Non
 
 @pytest.mark.parametrize("path", RUNS, ids=[path.stem for path in RUNS])
 def test_fixture_header_matches_the_digest(path: Path) -> None:
-    digest = digest_of(open_run(path))
+    digest = RunDigest.of(open_run(path).records())
     page, _ = render(open_run(path))
     assert header_field(page, "status")[0] == digest.status
     assert header_field(page, "adapter")[0] == digest.adapter

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from transcript_otel.invariants import INVARIANTS, check_invariants
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
-from transcript_otel.reading.sources import RecordSource, open_run
+from transcript_otel.reading.sources import open_run
 from transcript_otel.reconstruct import TranscriptReadWarning
 
 RUN_HELP = (
@@ -106,16 +106,8 @@ def add_summary(commands: Any) -> None:
     summary.set_defaults(handler=run_summary)
 
 
-def digest_of(source: RecordSource) -> RunDigest:
-    digest = RunDigest()
-    for record in source.records():
-        digest.add(record)
-    digest.finish()
-    return digest
-
-
 def run_summary(args: argparse.Namespace, out: TextIO) -> int:
-    digest = digest_of(open_run(args.run))
+    digest = RunDigest.of(open_run(args.run).records())
     if args.json:
         json.dump(digest.as_dict(), out, indent=2, ensure_ascii=False)
         out.write("\n")

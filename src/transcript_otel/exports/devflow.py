@@ -598,12 +598,7 @@ def write_devflow(
     leaves it out) override the defaults. A source with no records at all is a
     `ValueError`; a run with no entries gives a transcript without turns.
     """
-    digest = RunDigest()
-    count = 0
-    for record in source.records():
-        digest.add(record)
-        count += 1
-    digest.finish()
+    digest = RunDigest.of(source.records())
     if digest.started is None:
         raise ValueError("nothing to export: the run has no transcript records")
     flow = flow_id if flow_id is not None else (digest.prompt_name or _DEFAULT_FLOW)
@@ -623,7 +618,7 @@ def write_devflow(
         records = source.records()
         try:
             # As many records as the first pass read: a run still being written gains some.
-            for record in islice(records, count):
+            for record in islice(records, digest.records):
                 if record.get("event") != TranscriptEvent.ENTRY.value:
                     continue
                 context = record.get("context")

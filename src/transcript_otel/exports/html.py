@@ -86,10 +86,7 @@ def write_html(source: RecordSource, out: TextIO, *, title: str | None = None) -
     (shown as such, with its record); `transcript.error` records are shown as
     notices and not counted. `out` must accept any Unicode text (a UTF-8 file).
     """
-    digest = RunDigest()
-    for record in source.records():
-        digest.add(record)
-    digest.finish()
+    digest = RunDigest.of(source.records())
     page = _PageWriter(out, digest)
     page.head(title)
     count = page.entries(source.records())

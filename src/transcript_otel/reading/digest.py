@@ -12,7 +12,7 @@ the JSON of `transcript-otel summary --json`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -64,6 +64,7 @@ class RunDigest:
     """Aggregates of one run, fed record by record (`add`)."""
 
     def __init__(self) -> None:
+        self.records = 0  # records read, whatever they were
         self.prompt_name = ""
         self.adapter = ""
         self.run_id: str | None = None
@@ -88,7 +89,17 @@ class RunDigest:
 
     # -- feeding ------------------------------------------------------------------------
 
+    @classmethod
+    def of(cls, records: Iterable[Mapping[str, Any]]) -> RunDigest:
+        """The digest of a whole run: every record added, then `finish()`."""
+        digest = cls()
+        for record in records:
+            digest.add(record)
+        digest.finish()
+        return digest
+
     def add(self, record: Mapping[str, Any]) -> None:
+        self.records += 1
         event = record.get("event")
         context = record.get("context")
         if not isinstance(context, Mapping):
