@@ -150,7 +150,8 @@ def add_replay(commands: Any) -> None:
         help="send a captured run to an OTLP backend, as it was sent live",
         description="Send a captured run to an OTLP backend later (an agent that ran offline, or a second "
         "backend): its spans and log records are rebuilt with their original trace and span ids and times, "
-        "so the replayed run looks like the live one, and replaying twice gives one trace, not two.",
+        "so the replayed run looks like the live one, and replaying twice gives one trace, not two. "
+        "Exits 1, saying why in one line, when the backend refuses or misses a batch.",
         epilog="examples:\n  transcript-otel replay last --endpoint http://localhost:4318\n"
         "  OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc "
         "transcript-otel replay run.jsonl",
@@ -161,7 +162,10 @@ def add_replay(commands: Any) -> None:
     replay.add_argument(
         "--protocol", choices=("http/protobuf", "grpc"), help="default: $OTEL_EXPORTER_OTLP_PROTOCOL or http"
     )
-    replay.add_argument("--service-name", help="the resource's service.name (default: $OTEL_SERVICE_NAME)")
+    replay.add_argument(
+        "--service-name",
+        help="the resource's service.name (default: $OTEL_SERVICE_NAME, else the live run's)",
+    )
     replay.set_defaults(handler=run_replay)
 
 
