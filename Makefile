@@ -10,12 +10,15 @@ DEMO_VENV := .venv-demo
 BENCH_VENV := .venv-bench
 TEST_VENV := .venv
 TEST_VENV_DEFAULT := .venv-py-default
+# Arize Phoenix, the trace store of the collector pipeline test (about 850 MB: its own venv).
+PHOENIX_VENV := .venv-phoenix
+PHOENIX_VERSION := 20.26.1
 CHECKED := src tests examples benchmarks
 # The claude-agent-sdk instrumentor is tested at both ends of its range, one per test environment.
 CLAUDE_SDK_NEWEST := 0.2.187
 CLAUDE_SDK_OLDEST := 0.1.0
 
-.PHONY: demo test lint pytest pytest-default wink-envs browser bench clean
+.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
@@ -30,6 +33,11 @@ $(TEST_VENV)/.installed: pyproject.toml Makefile
 $(TEST_VENV_DEFAULT)/.installed: pyproject.toml Makefile
 	$(PY_DEFAULT) -m venv $(TEST_VENV_DEFAULT)
 	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) -e '.[test]' claude-agent-sdk==$(CLAUDE_SDK_OLDEST)
+	touch $@
+
+$(PHOENIX_VENV)/.installed: Makefile
+	$(PY_DEFAULT) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/pip install $(PIP_QUIET) arize-phoenix==$(PHOENIX_VERSION)
 	touch $@
 
 $(BENCH_VENV)/.installed: pyproject.toml
@@ -66,8 +74,13 @@ lint: $(TEST_VENV)/.installed
 wink-envs: $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/python tests/wink_harness.py
 
-pytest: $(TEST_VENV)/.installed wink-envs
-	$(TEST_VENV)/bin/python -m pytest
+# The other environments, built at the same time (mostly downloads and unpacking).
+envs: $(TEST_VENV)/.installed
+	$(MAKE) --no-print-directory -j3 wink-envs $(PHOENIX_VENV)/.installed $(TEST_VENV_DEFAULT)/.installed
+
+# Phoenix is required here: without it the pipeline test fails instead of skipping.
+pytest: envs
+	TRANSCRIPT_OTEL_REQUIRE_PHOENIX=1 $(TEST_VENV)/bin/python -m pytest
 
 # The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough.
 pytest-default: $(TEST_VENV_DEFAULT)/.installed
@@ -78,4 +91,4 @@ bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/run.py
 
 clean:
-	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) .venvs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) $(PHOENIX_VENV) .venvs .pytest_cache .mypy_cache .ruff_cache

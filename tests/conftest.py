@@ -18,6 +18,7 @@ from transcript_otel import TranscriptPipeline, defaults, set_pipeline
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
+from phoenix_server import Phoenix, phoenix_executable, phoenix_required
 from receivers import Rotel, rotel_binary
 
 
@@ -117,3 +118,33 @@ def rotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
         yield collector
     finally:
         collector.stop()
+
+
+# Phoenix takes 15-25 s to start: it is launched once collection shows a test that
+# needs it, starts while the tests before that one run, and is stopped at the end.
+_phoenix: Phoenix | None = None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _phoenix
+    wanted = any("phoenix" in getattr(item, "fixturenames", ()) for item in session.items)
+    executable = phoenix_executable()
+    if wanted and executable is not None and _phoenix is None:
+        _phoenix = Phoenix(executable)
+        _phoenix.launch()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _phoenix is not None:
+        _phoenix.close()
+
+
+@pytest.fixture(scope="session")
+def phoenix() -> Phoenix:
+    """Arize Phoenix (`.venv-phoenix`) on free loopback ports, ready."""
+    if _phoenix is None:
+        reason = "Phoenix is not installed (.venv-phoenix, built by `make test`)"
+        if phoenix_required():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return _phoenix.wait_ready()

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -73,6 +73,28 @@ def rotel_binary() -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def rotel_environment(**variables: str) -> dict[str, str]:
+    """What `rotel-agent` runs with: no colours, and the libpython of the wheel's interpreter."""
+    env = subprocess_env(NO_COLOR="1", **variables)
+    libdir = sysconfig.get_config_var("LIBDIR") or os.path.dirname(sys.executable)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
+    return env
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """`KEY=VALUE` lines (collector-config/rotel.env) as `docker compose` env_file and
+    `set -a; . file` both read them: no quotes, no expansion, no key set twice."""
+    variables: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        assert re.fullmatch(r"[A-Z][A-Z0-9_]*=[^\s'\"$`\\]*", line), f"{path.name}:{number}: {line!r}"
+        key, value = line.split("=", 1)
+        assert key not in variables, f"{key} set twice"
+        variables[key] = value
+    return variables
 
 
 @dataclass
@@ -214,19 +236,24 @@ def parse_rotel_output(text: str) -> tuple[list[RotelLogRecord], list[RotelSpan]
     return logs, spans
 
 
-def _owns_listening_port(pid: int, port: int) -> bool:
+def owns_listening_port(pid: int, port: int) -> bool:
     """Whether process `pid` holds the socket listening on loopback `port` (Linux /proc).
 
     Guards against declaring ready a server that someone else started on the
     same port. Where /proc is unavailable, a successful connect is trusted.
     """
     try:
-        table = Path("/proc/net/tcp").read_text()
+        # IPv6 too: a server that binds `[::]` (Phoenix's gRPC) also accepts on 127.0.0.1.
+        table = "".join(
+            Path(name).read_text().split("\n", 1)[1]
+            for name in ("/proc/net/tcp", "/proc/net/tcp6")
+            if Path(name).exists()
+        )
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
         return True
     inodes = set()
-    for line in table.splitlines()[1:]:
+    for line in table.splitlines():
         columns = line.split()
         local, state, inode = columns[1], columns[3], columns[9]
         if state == "0A" and int(local.split(":")[1], 16) == port:
@@ -244,9 +271,11 @@ def _owns_listening_port(pid: int, port: int) -> bool:
 class Rotel:
     """A rotel collector on two free loopback ports, printing everything it receives."""
 
-    def __init__(self, binary: Path, workdir: Path) -> None:
+    def __init__(self, binary: Path, workdir: Path, routing: Mapping[str, str] | None = None) -> None:
         self.binary = binary
         self.workdir = workdir
+        # `ROTEL_*` variables naming its exporters (collector-config/rotel.env); None: a blackhole.
+        self.routing = dict(routing) if routing is not None else None
         self.grpc_port = 0
         self.http_port = 0
         self.output_path = workdir / "rotel.out"
@@ -274,9 +303,7 @@ class Rotel:
         self.grpc_port, self.http_port = free_port(), free_port()
         while self.http_port == self.grpc_port:
             self.http_port = free_port()
-        libdir = sysconfig.get_config_var("LIBDIR") or os.path.dirname(sys.executable)
-        env = subprocess_env(NO_COLOR="1")
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
+        env = rotel_environment(**(self.routing or {}))
         command = [
             str(self.binary),
             "start",
@@ -284,8 +311,7 @@ class Rotel:
             f"{LOOPBACK}:{self.grpc_port}",
             "--otlp-http-endpoint",
             f"{LOOPBACK}:{self.http_port}",
-            "--exporter",
-            "blackhole",
+            *(("--exporter", "blackhole") if self.routing is None else ()),
             "--debug-log",
             "logs",
             "--debug-log",
@@ -308,7 +334,7 @@ class Rotel:
                 self.process = None
                 return False
             if all(
-                port_accepts(port) and _owns_listening_port(process.pid, port)
+                port_accepts(port) and owns_listening_port(process.pid, port)
                 for port in (self.grpc_port, self.http_port)
             ):
                 self.ready_after_s = time.monotonic() - started
@@ -439,3 +465,90 @@ class TapCollector:
                 await task
         if self._receiver is not None:
             await self._receiver.stop()
+
+
+# -- an OTLP/HTTP logs endpoint shaped like Loki's ------------------------------------------
+
+
+class LokiShapedReceiver:
+    """OTLP/HTTP protobuf log records at Loki's native path, `<base>/otlp/v1/logs`.
+
+    Stands in for Loki behind a collector: it decodes gzip bodies (rotel always
+    compresses; oteltap does not decompress) and keeps each request's path, so a
+    test can show that a collector configured with Loki's endpoint posts where
+    Loki listens.
+    """
+
+    PATH = "/otlp/v1/logs"
+
+    def __init__(self) -> None:
+        self.logs: list[Any] = []  # opentelemetry.proto.logs.v1.logs_pb2.LogRecord
+        self.paths: list[str] = []
+        self._server: Any = None
+        self._thread: Any = None
+
+    @property
+    def endpoint(self) -> str:
+        """What a collector is given as the Loki endpoint (it appends `/v1/logs`)."""
+        return f"http://{LOOPBACK}:{self._server.server_address[1]}/otlp"
+
+    def __enter__(self) -> LokiShapedReceiver:
+        import gzip
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+            ExportLogsServiceRequest,
+            ExportLogsServiceResponse,
+        )
+
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.paths.append(self.path)
+                if self.path != LokiShapedReceiver.PATH:
+                    self.send_error(404)
+                    return
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = ExportLogsServiceRequest.FromString(body)
+                receiver.logs.extend(
+                    record
+                    for resource_logs in request.resource_logs
+                    for scope_logs in resource_logs.scope_logs
+                    for record in scope_logs.log_records
+                )
+                answer = ExportLogsServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                pass  # no access log on the test's stderr
+
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def wait_for(self, condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True

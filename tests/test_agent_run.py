@@ -397,6 +397,33 @@ def test_finish_with_an_exception_records_it_on_the_root(start: Start) -> None:
     assert len(driver.otel.finished_spans()) == 2
 
 
+def test_a_secret_in_the_exception_reaches_neither_the_span_nor_the_mirror(
+    start: Start, runs_dir: Path
+) -> None:
+    """A failing request's message often quotes its headers: the `exception` event is
+    redacted like the entries, in the backend and in the mirror's span record."""
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    driver = start()
+
+    def call_provider() -> None:
+        raise PermissionError(f"401 for Authorization: Bearer {secret}")
+
+    try:
+        call_provider()
+    except PermissionError as error:
+        spans = driver.finish(error)
+    (event,) = [e for e in only(spans, ROOT).events if e.name == "exception"]
+    attributes = dict(event.attributes or {})
+    assert attributes["exception.type"] == "PermissionError"
+    assert attributes["exception.message"].startswith("401 for Authorization: Bearer [REDACTED:")
+    assert "call_provider" in attributes["exception.stacktrace"]
+    assert "[REDACTED:" in attributes["exception.stacktrace"]
+    mirror = Path(driver.run.emitter.jsonl_path or "").read_text()
+    assert "[REDACTED:" in mirror
+    for value in (*attributes.values(), mirror):
+        assert secret not in str(value)
+
+
 def test_a_failure_is_an_error_entry_naming_what_caused_it(start: Start) -> None:
     driver = start()
     driver.run.begin_turn()

@@ -341,40 +341,76 @@ def test_signal_specific_endpoint_variables_are_honoured(rotel: Rotel, tmp_path:
     assert len(received) == 4, "no log records reached OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
 
 
-# -- (d) an unsupported protocol -> ConfigurationError, nothing half-configured ---------------
+# -- (d) an unsupported protocol: an argument is an error, a variable falls back ------------
 
 
-@pytest.mark.parametrize(
-    ("env", "argument", "bad"),
-    [
-        pytest.param({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, None, "http/json", id="env"),
-        pytest.param({"OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "http/json"}, None, "http/json", id="logs-env"),
-        pytest.param({}, "kafka", "kafka", id="argument"),
-    ],
-)
-def test_unsupported_protocol_is_a_clear_configuration_error(
-    tmp_path: Path, env: dict[str, str], argument: str | None, bad: str
-) -> None:
-    body = f"""
+def test_unsupported_protocol_argument_is_a_clear_configuration_error(tmp_path: Path) -> None:
+    body = """
     try:
-        transcript_otel.configure(endpoint="http://127.0.0.1:9", protocol={argument!r})
+        transcript_otel.configure(endpoint="http://127.0.0.1:9", protocol="kafka")
     except transcript_otel.ConfigurationError as exc:
         result(error=str(exc), is_value_error=isinstance(exc, ValueError),
                tracer_provider=type(trace.get_tracer_provider()).__name__,
-               logger_provider=type(_logs.get_logger_provider()).__name__,
-               pipeline=type(transcript_otel.get_pipeline()).__name__)
+               logger_provider=type(_logs.get_logger_provider()).__name__)
     else:
         result(error=None)
     """
-    _, outcome = run_scenario(tmp_path, body, {**env, "TRANSCRIPT_OTEL_JSONL": "false"})
+    _, outcome = run_scenario(tmp_path, body, {"TRANSCRIPT_OTEL_JSONL": "false"})
     assert outcome["error"] is not None, "configure() accepted an unsupported protocol"
-    assert repr(bad) in outcome["error"]
+    assert "'kafka'" in outcome["error"]
     assert "grpc" in outcome["error"]
     assert "http/protobuf" in outcome["error"]
     assert outcome["is_value_error"] is True
     # Nothing was left half-configured.
     assert outcome["tracer_provider"] == "ProxyTracerProvider"
     assert outcome["logger_provider"] == "ProxyLoggerProvider"
+
+
+@pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"])
+def test_unsupported_protocol_variable_warns_once_and_sends_http_protobuf(
+    tmp_path: Path, variable: str
+) -> None:
+    """`http/json` is a valid OTel value we cannot send: capture must not stop because of it
+    (under `opentelemetry-instrument` an exception would switch off every sink)."""
+    body = """
+    cfg = transcript_otel.configure(endpoint="http://127.0.0.1:9")
+    result(protocol=cfg.otlp_protocol, tracer_provider=type(trace.get_tracer_provider()).__name__,
+           logger_provider=type(_logs.get_logger_provider()).__name__)
+    """
+    process, outcome = run_scenario(tmp_path, body, {variable: "http/json", "TRANSCRIPT_OTEL_JSONL": "false"})
+    assert outcome["protocol"] == "http/protobuf"
+    assert outcome["tracer_provider"] == "TracerProvider"
+    assert outcome["logger_provider"] == "LoggerProvider"
+    warning = f"transcript-otel: {variable}='http/json' is not supported (use one of grpc, http/protobuf)"
+    assert process.stderr.count(warning) == 1, process.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("TRANSCRIPT_OTEL_CONTENT", "metdata", "TRANSCRIPT_OTEL_CONTENT must be one of full, metadata, none"),
+        ("TRANSCRIPT_OTEL_CONTENT_EXCLUDE", "secrets", "unknown content categories ['secrets']"),
+    ],
+)
+def test_an_unreadable_content_variable_keeps_metadata_and_capture_goes_on(
+    tmp_path: Path, variable: str, value: str, message: str
+) -> None:
+    runs = tmp_path / "runs"
+    body = """
+    transcript_otel.configure()
+    emitter, _, _ = agent_run("cfg-content")
+    transcript_otel.flush()
+    result(mode=transcript_otel.get_pipeline().content_policy.mode)
+    """
+    process, outcome = run_scenario(tmp_path, body, {variable: value, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)})
+    assert outcome["mode"] == "metadata"
+    assert process.stderr.count(message) == 1, process.stderr
+    (mirror,) = runs.glob("*.jsonl")
+    entries = [
+        r for r in map(json.loads, mirror.read_text().splitlines()) if r["event"] == "transcript.entry"
+    ]
+    assert [r["context"]["entry_type"] for r in entries] == ["user_message", "assistant_message"]
+    assert "hello" not in mirror.read_text()  # metadata only: a digest of the text, not the text
 
 
 # -- (e) instrumentors registered by the transcript-otel distribution ------------------------

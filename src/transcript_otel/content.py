@@ -18,10 +18,13 @@ switch, is honoured when set: `false`/`NO_CONTENT` means `metadata`, other value
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+_logger = logging.getLogger(__name__)
 
 Mode = Literal["full", "metadata", "none"]
 MODES: Final[tuple[Mode, ...]] = ("full", "metadata", "none")
@@ -128,7 +131,26 @@ class ContentPolicy:
 def policy_from(
     mode: str | None = None, exclude: Iterable[str] | None = None, environ: Mapping[str, str] = os.environ
 ) -> ContentPolicy:
-    """Arguments > `TRANSCRIPT_OTEL_CONTENT[_EXCLUDE]` > the GenAI capture variable > `full`."""
+    """Arguments > `TRANSCRIPT_OTEL_CONTENT[_EXCLUDE]` > the GenAI capture variable > `full`.
+
+    A bad argument is a ValueError. A variable we cannot read warns and keeps metadata
+    only: less, not more, and capture goes on (under `opentelemetry-instrument` an
+    exception here would switch off every sink and instrumentor).
+    """
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"content must be one of {', '.join(MODES)}, not {mode!r}")
+    if exclude is not None:
+        ContentPolicy("full", frozenset(exclude))  # raises for an unknown category
+    try:
+        return _policy_from(mode, exclude, environ)
+    except ValueError as exc:
+        _logger.warning("transcript-otel: %s; keeping metadata only", exc)
+        return ContentPolicy("metadata")
+
+
+def _policy_from(
+    mode: str | None, exclude: Iterable[str] | None, environ: Mapping[str, str]
+) -> ContentPolicy:
     chosen = mode or environ.get(CONTENT_VARIABLE, "").strip().lower()
     if not chosen:
         genai = environ.get(GENAI_CAPTURE_VARIABLE, "").strip().lower()

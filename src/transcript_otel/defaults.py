@@ -72,7 +72,7 @@ def pipeline_from_environment(
         max_backlog_bytes=int(_choose(max_backlog_bytes, backlog)),
         shutdown_timeout_s=_choose(shutdown_timeout_s, timeout),
         redactor=redactor,
-        content_policy=content_policy or _policy_from_environment(),
+        content_policy=content_policy or policy_from(),
     )
 
 
@@ -107,15 +107,6 @@ def backend_limits(profile: str | None = None) -> BackendLimits:
         raise ValueError(message)
     _logger.warning("transcript-otel: %s; using generic", message)
     return BACKEND_PROFILES["generic"]
-
-
-def _policy_from_environment() -> ContentPolicy:
-    """The content policy the variables ask for; a setting we cannot read keeps less, not more."""
-    try:
-        return policy_from()
-    except ValueError as exc:
-        _logger.warning("transcript-otel: %s; keeping metadata only", exc)
-        return ContentPolicy("metadata")
 
 
 def get_pipeline() -> TranscriptPipeline:

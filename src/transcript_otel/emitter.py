@@ -97,6 +97,11 @@ class TranscriptEmitter:
         return self._enabled
 
     @property
+    def pipeline(self) -> TranscriptPipeline:
+        """Where this run's records go (its redactor and content policy apply to them)."""
+        return self._pipeline
+
+    @property
     def run_id(self) -> str:
         return self._run.run_id
 

@@ -10,7 +10,9 @@ which read their own `OTEL_EXPORTER_OTLP_*` variables.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import logging
 import os
 from collections.abc import Callable
 from typing import Any, Final, Literal
@@ -24,6 +26,7 @@ SPAN_EVENT_LIMIT: Final = 1024
 
 Signal = Literal["TRACES", "LOGS"]
 _HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs"}
+_logger = logging.getLogger(__name__)
 
 
 class ConfigurationError(ValueError):
@@ -31,17 +34,35 @@ class ConfigurationError(ValueError):
 
 
 def protocol_for(signal: Signal, protocol: str | None = None) -> str:
-    chosen = (
-        protocol
-        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
+    """`protocol`, else the signal's or the general variable, else `http/protobuf`. A bad
+    argument is a ConfigurationError; a variable naming a protocol we cannot send (e.g.
+    `http/json`) warns and falls back to `http/protobuf`, which OTLP/HTTP receivers accept,
+    rather than switch capture off."""
+    if protocol is not None:
+        if protocol not in PROTOCOLS:
+            raise ConfigurationError(
+                f"OTLP protocol {protocol!r} is not supported; use one of {', '.join(PROTOCOLS)}"
+            )
+        return protocol
+    for variable in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return _supported_protocol(variable, value)
+    return "http/protobuf"
+
+
+@functools.cache
+def _supported_protocol(variable: str, value: str) -> str:
+    """`value` if we can send it, else `http/protobuf` (warned once per variable and value)."""
+    if value in PROTOCOLS:
+        return value
+    _logger.warning(
+        "transcript-otel: %s=%r is not supported (use one of %s); sending http/protobuf",
+        variable,
+        value,
+        ", ".join(PROTOCOLS),
     )
-    if chosen not in PROTOCOLS:
-        raise ConfigurationError(
-            f"OTLP protocol {chosen!r} is not supported; use one of {', '.join(PROTOCOLS)}"
-        )
-    return chosen
+    return "http/protobuf"
 
 
 def endpoint_for(signal: Signal, endpoint: str | None = None, protocol: str | None = None) -> str | None:

@@ -26,6 +26,7 @@ import functools
 import logging
 import threading
 import time
+import traceback
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,11 +37,17 @@ from typing import Any, Final, Self, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.semconv.attributes.exception_attributes import (
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    EXCEPTION_TYPE,
+)
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from transcript_otel import attributes as attr
 from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
 from transcript_otel._span_records import span_fields
+from transcript_otel.content import text_digest
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, RawJson
@@ -465,7 +472,7 @@ class AgentRun:
             root = self._root
             if error is not None:
                 root.error_type = _exception_type(error)
-                root.span.record_exception(error)
+                self._record_exception(root.span, error)
             # The root's `transcript.span` record comes before `transcript.stop`, the run's last.
             end_time = time.time_ns()
             try:
@@ -481,6 +488,24 @@ class AgentRun:
             self._end_when_written(root, end_time)
         except Exception as exc:
             self._report("could not end the run's spans", exc)
+
+    def _record_exception(self, span: Span, error: BaseException) -> None:
+        """The span's `exception` event, redacted like every entry: messages and stack traces
+        carry what the agent saw (keys in a failing request's headers, a prompt). The message
+        is kept only where the content policy keeps error text."""
+        pipeline = self.emitter.pipeline
+        message = message_of(error)
+        if pipeline.content_policy.mode_for(EntryType.ERROR.value) != "full":
+            message = text_digest(message)
+        stack_trace = "".join(traceback.format_exception(error))
+        span.add_event(
+            "exception",
+            {
+                EXCEPTION_TYPE: _exception_type(error),
+                EXCEPTION_MESSAGE: pipeline.redactor.text(message),
+                EXCEPTION_STACKTRACE: pipeline.redactor.text(stack_trace),
+            },
+        )
 
     def _close_open_spans(self) -> None:
         """End tool and subagent spans still open (their result never came); caller holds the lock."""
