@@ -413,7 +413,7 @@ def test_a_secret_in_the_exception_reaches_neither_the_span_nor_the_mirror(
     except PermissionError as error:
         spans = driver.finish(error)
     (event,) = [e for e in only(spans, ROOT).events if e.name == "exception"]
-    attributes = dict(event.attributes or {})
+    attributes = {key: str(value) for key, value in (event.attributes or {}).items()}
     assert attributes["exception.type"] == "PermissionError"
     assert attributes["exception.message"].startswith("401 for Authorization: Bearer [REDACTED:")
     assert "call_provider" in attributes["exception.stacktrace"]

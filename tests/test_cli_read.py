@@ -82,6 +82,20 @@ def test_summary_json_agrees_with_the_runs_own_counts(capsys: Capture, run: Path
     assert sum(tool["calls"] for tool in found["tools"].values()) == uses
 
 
+def test_summary_counts_every_kind_of_token(capsys: Capture) -> None:
+    run = RUNS / "claude-sdk-parallel-subagents.jsonl"
+    status, out, _ = cli(capsys, "summary", str(run), "--json")
+    assert status == 0
+    assert json.loads(out)["tokens"] == {
+        "input": 100,
+        "output": 20,
+        "cached_input": 5,
+        "cache_write_input": 3,
+    }
+    _, text, _ = cli(capsys, "summary", str(run))
+    assert "tokens    100 input · 20 output · 5 cached input · 3 cache write input · $0.0123" in text
+
+
 @pytest.mark.parametrize("run", FIXTURE_RUNS, ids=lambda path: path.stem)
 def test_validate_passes_every_captured_run(capsys: Capture, run: Path) -> None:
     status, out, err = cli(capsys, "validate", str(run))

@@ -211,6 +211,16 @@ def test_a_failing_command_is_a_failed_run(tmp_path: Path) -> None:
     (root,) = [span for span in asyncio.run(run()) if span.name == "invoke_agent failing"]
     assert root.status.code == 2
     assert root.status.message == "transcript_otel.cli.run_command.CommandFailed"
+    (error,) = [r["context"] for r in mirror(tmp_path) if r["context"].get("entry_type") == "error"]
+    assert error["detail"]["exception"] == {"type": "CommandFailed", "message": "exited with status 3"}
+    summary = subprocess.run(
+        [*WRAPPER[:-1], "summary", str(next((tmp_path / "runs").glob("*.jsonl")))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert summary.stdout.startswith("failing · cli · failed\n")
+    assert "errors    CommandFailed: exited with status 3\n" in summary.stdout
 
 
 def start_wrapper(tmp_path: Path, *options: str) -> subprocess.Popen[bytes]:
@@ -267,7 +277,11 @@ def test_a_command_killed_by_a_signal_kills_the_wrapper_the_same_way(tmp_path: P
     result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)
     assert result.returncode == -signal.SIGKILL
     assert result.stdout == b"bye\n"
-    assert [e["detail"]["text"] for e in entries(mirror(tmp_path))] == ["bye"]
+    recorded = [(e["entry_type"], e["detail"]) for e in entries(mirror(tmp_path))]
+    assert recorded == [
+        ("assistant_message", {"text": "bye"}),
+        ("error", {"exception": {"type": "CommandFailed", "message": "killed by SIGKILL"}}),
+    ]
 
 
 # -- hostile output ------------------------------------------------------------------------------

@@ -102,7 +102,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     try:
-        configure(service_name=prompt_name, instrument=False)
+        # OTEL_SERVICE_NAME, when set, names the service; else the command does.
+        configure(service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name, instrument=False)
     except Exception as exc:  # capture is optional; the command runs regardless
         print(f"transcript-otel run: capture is off: {exc}", file=sys.stderr)
     status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)

@@ -115,6 +115,8 @@ class LineRecorder:
                 f"{self.dropped} output lines were not recorded: capture could not keep up"
             )
         self.run.describe(LINE_ADAPTER_ATTRIBUTE, effective_name(self.adapter))
+        if error is not None:  # in the transcript too, not only on the span: `summary` reads it
+            self.run.record_failure(error)
         self.run.finish(error)
 
     def _work(self) -> None:

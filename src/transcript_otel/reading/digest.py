@@ -20,6 +20,7 @@ from typing import Any, Final
 from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
 from transcript_otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
@@ -32,6 +33,7 @@ _TOKEN_NAMES: Final = {
     GEN_AI_USAGE_INPUT_TOKENS: "input",
     GEN_AI_USAGE_OUTPUT_TOKENS: "output",
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: "cached_input",
+    GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: "cache_write_input",
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: "reasoning_output",
 }
 _MAX_ERRORS: Final = 100
