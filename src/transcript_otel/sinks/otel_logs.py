@@ -6,6 +6,7 @@ captured when the agent called `emit()`.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_logger
@@ -31,6 +32,9 @@ class OTelLogSink(Sink):
         # Longest attribute value (`transcript.detail` above all), cut JSON-preserving; None: whole.
         self.max_value_length = max_value_length
         self._logger = get_logger(SCOPE_NAME, __version__, logger_provider=logger_provider)
+        # The provider flush in progress, if any: one at a time however often we are asked.
+        self._flushing: threading.Thread | None = None
+        self._flushing_lock = threading.Lock()
 
     def write(self, record: PreparedRecord) -> None:
         if record.event is TranscriptEvent.SPAN:
@@ -63,14 +67,35 @@ class OTelLogSink(Sink):
         )
 
     def force_flush(self, timeout_s: float) -> None:
+        """Ask the provider to export what it holds; return after `timeout_s` at most.
+
+        The SDK's batch processors ignore the flush timeout and export everything
+        synchronously: against a slow backend (every request running into the
+        exporter's 5 s timeout) one flush takes 5 s per queued batch. This runs on
+        the pipeline's writer thread, which also feeds the JSONL mirror, so the
+        provider's flush runs on a helper thread and is only waited for up to
+        `timeout_s`; a flush still running is waited for again rather than doubled.
+        """
         provider = self._provider
         if provider is None:
             from opentelemetry._logs import get_logger_provider
 
             provider = get_logger_provider()
         force_flush = getattr(provider, "force_flush", None)
-        if callable(force_flush):
-            force_flush(int(timeout_s * 1000))
+        if not callable(force_flush):
+            return
+        with self._flushing_lock:
+            flushing = self._flushing
+            if flushing is None or not flushing.is_alive():
+                flushing = threading.Thread(
+                    target=force_flush,
+                    args=(int(timeout_s * 1000),),
+                    name="transcript-otel-log-flush",
+                    daemon=True,
+                )
+                self._flushing = flushing
+                flushing.start()
+        flushing.join(max(0.0, timeout_s))
 
     def shutdown(self, timeout_s: float) -> None:
         self.force_flush(timeout_s)

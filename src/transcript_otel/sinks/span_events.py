@@ -7,6 +7,8 @@ JSON stays valid and the cut marked with the original length.
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Final
 
 from opentelemetry import trace
@@ -17,6 +19,34 @@ from transcript_otel.model import TranscriptEvent
 from transcript_otel.sinks.base import Sink
 
 DEFAULT_MAX_VALUE_LENGTH: Final = 4096
+# What the SDK logs (as a WARNING, on stderr when logging is not configured) when an
+# event is added to a span that has ended.
+_ENDED_SPAN_MESSAGE: Final = "Tried calling %s on an ended span."
+
+
+class _EndedWhileAdding(logging.Filter):
+    """Drops the SDK's ended-span warning caused by our own `add_event`, and says so.
+
+    The agent may end a span between our `is_recording()` check and `add_event()`
+    (it never waits for the writer). That record is then missed on the span, as
+    when the span had ended earlier, and is counted the same way instead of
+    printing an SDK warning into the agent's stderr. Only warnings raised inside
+    our call on this thread are dropped; the SDK's others pass through.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.adding = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != _ENDED_SPAN_MESSAGE or not getattr(self.adding, "active", False):
+            return True
+        self.adding.raced = True
+        return False
+
+
+_ENDED_WHILE_ADDING = _EndedWhileAdding()
+logging.getLogger("opentelemetry.sdk.trace").addFilter(_ENDED_WHILE_ADDING)
 
 
 class SpanEventSink(Sink):
@@ -44,8 +74,12 @@ class SpanEventSink(Sink):
             if span.get_span_context().trace_flags.sampled:
                 self.missed += 1
             return
-        span.add_event(
-            record.event.value,
-            attributes=truncated_attributes(record, self.max_value_length),
-            timestamp=record.timestamp_ns,
-        )
+        attributes = truncated_attributes(record, self.max_value_length)
+        adding = _ENDED_WHILE_ADDING.adding
+        adding.active, adding.raced = True, False
+        try:
+            span.add_event(record.event.value, attributes=attributes, timestamp=record.timestamp_ns)
+        finally:
+            adding.active = False
+        if adding.raced:
+            self.missed += 1  # the span ended after is_recording(): missed like the above
