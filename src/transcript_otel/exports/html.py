@@ -32,15 +32,8 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
 from transcript_otel._serialize import dumps, safe_text
-from transcript_otel.attributes import (
-    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-    GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
-    GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS,
-    GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
-)
 from transcript_otel.model import TranscriptEvent
-from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.digest import TOKEN_NAMES, RunDigest
 from transcript_otel.reading.text import (
     ROLES,
     assistant_parts,
@@ -64,13 +57,6 @@ _SYMBOLS: Final = {
     "user": "\U0001f464",
     "assistant": "\U0001f916",
     "tool": "\U0001f527",
-}
-_USAGE_NAMES: Final = {
-    GEN_AI_USAGE_INPUT_TOKENS: "input",
-    GEN_AI_USAGE_OUTPUT_TOKENS: "output",
-    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: "cached_input",
-    GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: "cache_write_input",
-    GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: "reasoning_output",
 }
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -131,7 +117,7 @@ def _words(entry_type: str, detail: Mapping[str, Any]) -> tuple[str | None, str 
 
 def _short_usage(usage: Mapping[str, int]) -> dict[str, int]:
     """`gen_ai.usage.*` counts under the page's short names."""
-    return {_USAGE_NAMES[key]: value for key, value in usage.items() if key in _USAGE_NAMES}
+    return {TOKEN_NAMES[key]: value for key, value in usage.items() if key in TOKEN_NAMES}
 
 
 def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict[str, Any], int]:
@@ -355,7 +341,7 @@ class _PageWriter:
             self._fact("turns", "turns", "\u2014"),
         ]
         tokens = digest.tokens
-        for name in ("input", "output", "cached_input", "reasoning_output"):
+        for name in TOKEN_NAMES.values():
             if name in tokens:
                 label = name.replace("_", " ") + " tokens"
                 parts.append(self._fact(label, f"tokens.{name}", _tokens_text(tokens[name]), tokens[name]))

@@ -29,7 +29,8 @@ from transcript_otel.model import TranscriptEvent, TranscriptSummary
 from transcript_otel.reading.text import entry_text
 from transcript_otel.reconstruct import entry_from_context
 
-_TOKEN_NAMES: Final = {
+# Each usage attribute's short name, in the order reports show them.
+TOKEN_NAMES: Final = {
     GEN_AI_USAGE_INPUT_TOKENS: "input",
     GEN_AI_USAGE_OUTPUT_TOKENS: "output",
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: "cached_input",
@@ -197,7 +198,7 @@ class RunDigest:
     def tokens(self) -> dict[str, int]:
         """Token totals: the runs's usage reports, else (Claude transcripts) its messages' usage."""
         usage = self._usage or self._message_usage
-        return {name: usage[key] for key, name in _TOKEN_NAMES.items() if key in usage}
+        return {name: usage[key] for key, name in TOKEN_NAMES.items() if key in usage}
 
     @property
     def status(self) -> str:
