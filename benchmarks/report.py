@@ -129,7 +129,7 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
     agent = _rows(results.get("agent", {}))
     baselines = _rows(results.get("baselines", {}))
     rows = agent + baselines + ratio_rows(agent, baselines)
-    for name in ("throughput", "otlp"):
+    for name in ("throughput", "redaction", "otlp"):
         rows += _rows(results.get(name, {}))
     if rows:
         out += [render_table(rows), ""]

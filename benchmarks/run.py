@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("agent", "baselines", "throughput", "otlp", "memory")
+SECTIONS = ("agent", "baselines", "throughput", "redaction", "otlp", "memory")
 
 
 def _section_main(name: str) -> Callable[[], Any]:
@@ -39,6 +39,10 @@ def _section_main(name: str) -> Callable[[], Any]:
         import bench_throughput
 
         return bench_throughput.main_jsonl
+    if name == "redaction":
+        import bench_redaction
+
+        return bench_redaction.main
     if name == "otlp":
         import bench_throughput
 

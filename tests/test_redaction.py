@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,7 @@ from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.exports.bundle import write_bundle
 from transcript_otel.model import RawJson
 from transcript_otel.reconstruct import read_records
-from transcript_otel.redaction import Redactor, marker
+from transcript_otel.redaction import BUILTIN_RULES, Redactor, marker
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from conftest import OTelHarness
@@ -197,3 +199,166 @@ def test_a_secret_in_a_prompt_a_tool_argument_and_a_tool_result_reaches_no_sink(
     assert entries[1]["detail"]["input"]["command"].startswith("aws s3 ls --key [REDACTED:aws_access_key:20:")
     assert json.loads(entries[1]["raw"])["arguments"]["token"].startswith("[REDACTED:github_token:40:")
     assert entries[2]["detail"]["content"].startswith(".env:\nANTHROPIC_API_KEY=[REDACTED:anthropic_key:")
+
+
+# -- where the built-in patterns are tried ------------------------------------------------------
+# Each pattern runs only, anchored, where one of its literals occurs (`redaction.py`). These
+# tests hold that to the plain meaning: every pattern substituted over the whole text, in order.
+
+KEY = SECRETS["openai_key"]
+LITERALS = [literal for rule in BUILTIN_RULES for literal in (*rule.starts_with, *rule.follows)]
+
+
+def _marker_bytes(kind: str, match: re.Match[bytes]) -> bytes:
+    return marker(kind, match.group().decode("utf-8", "surrogatepass")).encode()
+
+
+def _whole_text_redaction(data: bytes) -> bytes:
+    for rule in BUILTIN_RULES:
+        pattern = re.compile(rule.pattern.encode("ascii"))
+        data = pattern.sub(functools.partial(_marker_bytes, rule.kind), data)
+    return data
+
+
+# Literals, secrets and what sits around them: escapes, quotes, overlaps (`xoxox`,
+# `AKIASIA`, `sk-----BEGIN `), near misses (`task-`), non-ASCII letters.
+AROUND = ["task-", "\\n", "\\u001b", '"', "é", "x", "o", "A", "IA", "-", "_", "sk", "k", "Bearer", " "]
+FRAGMENTS = st.sampled_from(
+    [*LITERALS, *SECRETS.values(), BEARER, *AROUND, "0123456789abcdefXYZ", "-----END RSA PRIVATE KEY-----"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(FRAGMENTS | st.text(max_size=4), max_size=30))
+def test_trying_patterns_at_their_literals_finds_what_a_whole_text_search_finds(parts: list[str]) -> None:
+    data = "".join(parts).encode("utf-8", "surrogatepass")
+    assert Redactor().encoded(data) == _whole_text_redaction(data)
+
+
+def test_text_without_any_literal_is_returned_as_is() -> None:
+    data = json.dumps({"text": "nothing secret here → ✓ " * 1000}).encode()
+    assert Redactor().encoded(data) is data
+    text = data.decode()
+    assert Redactor().text(text) is text
+
+
+def test_a_key_right_after_a_json_escape_is_a_key() -> None:
+    # In encoded JSON the key follows the escape's last letter (`\nsk-...`, `\u001bsk-...`).
+    redactor = Redactor()
+    for before in ("\n", "\t", "\r", "\x1b", "\x00", "\\", '"'):
+        encoded = json.dumps({"text": f"{before}{KEY}"}).encode()
+        assert json.loads(redactor.encoded(encoded)) == {"text": before + marker("openai_key", KEY)}, before
+    assert redactor.text(f"ask-proj-{KEY[8:]}") == f"ask-proj-{KEY[8:]}"  # glued to a letter: a word
+
+
+def _big_text(size: int) -> str:
+    line = "tests/test_module_00.py::test_case_0001[cafe-1] PASSED ✓ task-list risk-free [ 1%]\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+# What a user could find secrets in: (detail, raw, secrets that must be gone, markers that must be there).
+EDGE_CASES = {
+    "start-and-end-of-a-value": (
+        {"first": KEY, "last": f"the key is {KEY}", "only": SECRETS["aws_access_key"]},
+        KEY,
+        [KEY, SECRETS["aws_access_key"]],
+        ["openai_key", "aws_access_key"],
+    ),
+    "after-json-escapes": (
+        {"text": f"keys:\n{KEY}\n\t{SECRETS['github_token']}\r\n\x1b{SECRETS['slack_token']}"},
+        RawJson({"lines": [f"\n{SECRETS['anthropic_key']}"]}),
+        [KEY, SECRETS["github_token"], SECRETS["slack_token"], SECRETS["anthropic_key"]],
+        ["openai_key", "github_token", "slack_token", "anthropic_key"],
+    ),
+    "many-occurrences-of-literals": (
+        {"text": "task-" * 3000 + f" Bearer {BEARER} " + "Bearer of news, " * 500 + KEY + " xoxo" * 200},
+        "sk- " * 2000 + SECRETS["stripe_key"],
+        [KEY, BEARER, SECRETS["stripe_key"]],
+        ["openai_key", "bearer", "stripe_key"],
+    ),
+    "secrets-in-a-50-kb-value": (
+        {
+            "output": "\n".join(
+                [SECRETS["huggingface_token"], _big_text(25_000), KEY, _big_text(25_000), SECRETS["jwt"]]
+            )
+        },
+        _big_text(50_000) + f"\nAuthorization: Basic {BEARER}",
+        [SECRETS["huggingface_token"], KEY, SECRETS["jwt"], BEARER],
+        ["huggingface_token", "openai_key", "jwt", "bearer"],
+    ),
+    "long-secrets-and-hidden-literals": (
+        # A key body of 20 KB; a private key whose `-----BEGIN ` overlaps `sk-`; a JWT
+        # made of three `eyJ`s; one key right after another.
+        {"a": "sk-proj-" + "A" * 20_000, "b": "sk" + SECRETS["private_key"], "c": SECRETS["jwt"] + "." + KEY},
+        f"{SECRETS['aws_access_key']},{SECRETS['google_api_key']} {SECRETS['gitlab_token']}",
+        ["A" * 20_000, "b3BlbnNzaC1rZXktdjEAAAAA", KEY, SECRETS["aws_access_key"], SECRETS["gitlab_token"]],
+        ["openai_key", "private_key", "jwt", "aws_access_key", "google_api_key", "gitlab_token"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("detail", "raw", "secrets", "kinds"), EDGE_CASES.values(), ids=list(EDGE_CASES))
+def test_what_a_user_sees_holds_markers_and_never_the_secret(
+    capture: Callable[[], tuple[TranscriptPipeline, list[str]]],
+    otel: OTelHarness,
+    detail: dict[str, Any],
+    raw: Any,
+    secrets: list[str],
+    kinds: list[str],
+) -> None:
+    pipeline, _ = capture()
+    with otel.tracer.start_as_current_span("agent"):
+        emitter = TranscriptEmitter(prompt_name="edge", adapter="cli", pipeline=pipeline)
+        with emitter:
+            emitter.emit("tool_result", detail=detail, raw=raw)
+    assert emitter.jsonl_path is not None
+    (line,) = [
+        line
+        for line in Path(emitter.jsonl_path).read_text("utf-8").splitlines()
+        if "transcript.entry" in line
+    ]
+    entry = json.loads(line)["context"]
+    (log,) = [
+        dict(log.log_record.attributes)
+        for log in otel.finished_logs()
+        if log.log_record.event_name == "transcript.entry"
+    ]
+    (span,) = otel.finished_spans()
+    events = json.dumps([dict(event.attributes) for event in span.events])
+    seen = {
+        "mirror detail": json.dumps(entry["detail"]),
+        "mirror raw": entry["raw"],
+        "log detail": log["transcript.detail"],
+        "log raw": log["transcript.raw"],
+    }
+    for secret in secrets:
+        for name, output in (*seen.items(), ("span events", events), ("mirror line", line)):
+            assert secret not in output, (name, secret[:40])
+    both = seen["mirror detail"] + seen["mirror raw"]
+    for kind in kinds:
+        assert f"[REDACTED:{kind}:" in both, kind
+    assert seen["log detail"] == json.dumps(entry["detail"], ensure_ascii=False, separators=(",", ":"))
+    assert seen["log raw"] == entry["raw"]
+
+
+def test_user_patterns_still_apply_beside_the_built_in_ones(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path, otel: OTelHarness
+) -> None:
+    redactor = Redactor([("ticket", r"\bTCK-\d{6}\b")], lambda text: text.replace("EMP-42", "EMP-??"))
+    pipeline = make_pipeline([JsonlMirror(runs_dir), OTelLogSink(otel.logger_provider)], redactor=redactor)
+    text = f"TCK-123456 by EMP-42:\n{KEY}"
+    emitter = TranscriptEmitter(prompt_name="user-rules", adapter="cli", pipeline=pipeline)
+    with emitter:
+        emitter.emit("user_message", detail={"text": text}, raw=text)
+    expected = f"{marker('ticket', 'TCK-123456')} by EMP-??:\n{marker('openai_key', KEY)}"
+    assert emitter.jsonl_path is not None
+    (entry,) = [r["context"] for r in read_records(emitter.jsonl_path) if r["event"] == "transcript.entry"]
+    assert entry["detail"] == {"text": expected}
+    assert entry["raw"] == expected
+    (log,) = [
+        log.log_record.attributes
+        for log in otel.finished_logs()
+        if log.log_record.event_name == "transcript.entry"
+    ]
+    assert json.loads(log["transcript.detail"]) == {"text": expected}
+    assert log["transcript.raw"] == expected

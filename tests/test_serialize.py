@@ -139,6 +139,26 @@ def test_converted_values_stay_readable() -> None:
     assert decoded["bad"] == "<unrepresentable ReprRaises>"
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(math.nan, id="top-level"),
+        pytest.param({"a": None, "b": [1, "x", {"c": (2, [math.inf])}]}, id="deep-in-a-tuple"),
+        pytest.param([None] * 1000 + [-math.inf], id="after-many-nulls"),
+        pytest.param({"shared": [1.5], "again": [1.5], "last": [math.nan]}, id="after-a-shared-list"),
+    ],
+)
+def test_non_finite_floats_are_found_wherever_they_hide(value: Any) -> None:
+    assert dumps(value).problem == "NaN or infinite floats were written as null"
+
+
+def test_nulls_from_none_are_no_problem_even_in_cycles() -> None:
+    cyclic: list[Any] = [None, 1.5]
+    cyclic.append({"back": cyclic, "n": None})
+    assert dumps([None, {"a": None, "f": 2.5}, (None,)]).problem is None
+    assert "NaN" not in (dumps(cyclic).problem or "")
+
+
 @settings(max_examples=150, deadline=None)
 @given(JSON_VALUES)
 def test_json_values_round_trip_faithfully(value: Any) -> None:

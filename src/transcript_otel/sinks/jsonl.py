@@ -51,29 +51,36 @@ IDLE_CLOSE_S: Final = 60.0
 class _OpenFile:
     """An append-only file and the bytes pending for it.
 
-    Lines are copied into one reusable buffer rather than kept as a list: orjson
-    over-allocates its output several times over, and holding those objects until
-    the batch is written touches (and, on a VM, faults in) far more memory.
+    Lines are copied into one buffer rather than kept as a list: orjson over-allocates
+    its output several times over, and holding those objects until the batch is
+    written touches (and, on a VM, faults in) far more memory. The buffer is reused:
+    `pending` marks its end, so after the first batches its pages stay mapped instead
+    of being freed and faulted in again at every write (3 us per 4 KiB page here).
     """
 
-    __slots__ = ("buffer", "fd", "last_write")
+    __slots__ = ("buffer", "fd", "last_write", "pending")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buffer = bytearray()
+        self.pending = 0
         self.last_write = time.monotonic()
 
     def add(self, line: bytes) -> None:
         self.last_write = time.monotonic()
-        self.buffer += line
-        if len(self.buffer) >= _BUFFER_BYTES:
+        end = self.pending + len(line)
+        self.buffer[self.pending : end] = line  # in place; grows the buffer only past its end
+        self.pending = end
+        if end >= _BUFFER_BYTES:
             self.write_pending()
 
     def write_pending(self) -> None:
         try:
-            _write_all(self.fd, self.buffer)
+            _write_all(self.fd, self.buffer, self.pending)
         finally:
-            del self.buffer[:]
+            self.pending = 0
+            if len(self.buffer) > 2 * _BUFFER_BYTES:
+                self.buffer = bytearray()  # a huge line's buffer is not kept
 
 
 class JsonlMirror(Sink):
@@ -120,7 +127,7 @@ class JsonlMirror(Sink):
                 handle.write_pending()
             except OSError as exc:
                 failure = failure or exc
-            if handle.last_write < idle_since and not handle.buffer:
+            if handle.last_write < idle_since and not handle.pending:
                 del self._files[target]
                 os.close(handle.fd)
         if failure is not None:
@@ -165,11 +172,11 @@ def _open_private(target: Path) -> int:
     return fd
 
 
-def _write_all(fd: int, data: bytearray) -> None:
-    """`os.write` until everything is written (short writes resume)."""
-    view = memoryview(data)
+def _write_all(fd: int, data: bytearray, length: int) -> None:
+    """`os.write` of `data[:length]` until all of it is written (short writes resume)."""
+    view = memoryview(data)[:length]
     try:
         while view:
             view = view[os.write(fd, view) :]
     finally:
-        view.release()
+        view.release()  # even on an error: an exported buffer could not grow any more

@@ -1,0 +1,120 @@
+"""Section 3c: redaction on the writer, and what finding its literals costs by each approach.
+
+The redactor (`transcript_otel.redaction`) tries a built-in pattern only where one of
+its literals occurs, so searching every entry's detail JSON and raw for those
+literals is what redaction costs when there is no secret (nearly always). Each way
+of doing that search is timed here on the same entries, in the same process, one
+after the other (perf.md section 0 method, single thread):
+
+* the stdlib: `literal in data` for each of the 13 loose literals of the commit
+  before this one (`gh`, `k_`, `asic `...), for each of the 24 exact literals the
+  rules name now, and one `re` alternation of those 24;
+* ahocorasick-rs, the leftmost-first search the redactor runs.
+
+Then the redactor as shipped, on detail + raw: with nothing to redact, and with a
+key and a near miss (`task-`) planted in each.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+import orjson
+
+from entries import SIZES, Entry, make_entry
+from harness import Stat, loop_ns_per_call, perf_ns, repeat
+from results import Row
+from transcript_otel.redaction import _LEFTMOST_LITERALS, BUILTIN_RULES, Redactor
+
+SECTION = "3c. redaction on the writer, per entry (detail JSON + raw, one thread)"
+LOOSE_LITERALS: Final = (
+    b"PRIVATE KEY-----",
+    b"sk-",
+    b"AKIA",
+    b"ASIA",
+    b"gh",
+    b"glpat-",
+    b"xox",
+    b"AIza",
+    b"k_",
+    b"hf_",
+    b"eyJ",
+    b"earer ",
+    b"asic ",
+)
+EXACT_LITERALS: Final = tuple(
+    dict.fromkeys(
+        literal.encode() for rule in BUILTIN_RULES for literal in (*rule.starts_with, *rule.follows)
+    )
+)
+_ALTERNATION: Final = re.compile(b"|".join(re.escape(literal) for literal in EXACT_LITERALS))
+PLANTED_KEY: Final = "sk-proj-BENCHMARKxBENCHMARKxBENCHMARKx0000"
+
+Search = Callable[[bytes], object]
+T = TypeVar("T")
+SEARCHES: Final[tuple[tuple[str, Search], ...]] = (
+    (
+        f"stdlib: `in` for each of {len(LOOSE_LITERALS)} loose literals (the gates before)",
+        lambda data: [literal in data for literal in LOOSE_LITERALS],
+    ),
+    (
+        f"stdlib: `in` for each of {len(EXACT_LITERALS)} exact literals",
+        lambda data: [literal in data for literal in EXACT_LITERALS],
+    ),
+    (f"stdlib: one `re` alternation of the {len(EXACT_LITERALS)}", _ALTERNATION.search),
+    ("ahocorasick-rs leftmost-first (what the redactor runs)", _LEFTMOST_LITERALS.find_matches_as_indexes),
+)
+BEST_STDLIB = "best stdlib search / ahocorasick-rs"
+
+
+def _per_entry_ns(on_detail: Search, detail: bytes, on_raw: Callable[[T], object], raw: T) -> Stat:
+    """ns for `on_detail(detail)` and `on_raw(raw)`, as the writer runs them for one entry."""
+
+    def call() -> None:
+        on_detail(detail)
+        on_raw(raw)
+
+    count = loop_ns_per_call(call)
+
+    def run() -> float:
+        start = perf_ns()
+        for _ in range(count):
+            call()
+        return (perf_ns() - start) / count
+
+    return Stat(repeat(run), {"per_run": count})
+
+
+def _search_row(name: str, search: Search, entries: list[Entry]) -> Row:
+    row = Row(SECTION, f"literal search, {name}: ns/entry", "ns")
+    for entry in entries:
+        # The redactor searches raw as UTF-8 bytes too.
+        row.cells[entry.key] = _per_entry_ns(search, orjson.dumps(entry.detail), search, entry.raw.encode())
+    return row
+
+
+def _redactor_row(name: str, entries: list[Entry], plant: str) -> Row:
+    row = Row(SECTION, f"Redactor, {name}: ns/entry", "ns")
+    redactor = Redactor()
+    for entry in entries:
+        detail = orjson.dumps({**entry.detail, "note": plant} if plant else entry.detail)
+        row.cells[entry.key] = _per_entry_ns(redactor.encoded, detail, redactor.text, entry.raw + plant)
+    return row
+
+
+def main() -> list[Row]:
+    entries = [make_entry(key) for key, _ in SIZES]
+    searches = [_search_row(name, search, entries) for name, search in SEARCHES]
+    *stdlib, chosen = searches
+    ratio = Row(SECTION, BEST_STDLIB, "ratio")
+    for entry in entries:
+        best = min(row.cells[entry.key].median for row in stdlib)
+        ratio.cells[entry.key] = Stat([best / chosen.cells[entry.key].median])
+    return [
+        *searches,
+        ratio,
+        _redactor_row("nothing to redact", entries, ""),
+        _redactor_row("a key and a near miss (`task-`) in each", entries, f" task-list {PLANTED_KEY}"),
+    ]

@@ -1,0 +1,71 @@
+"""The JSONL mirror's reused write buffer: what reaches the file is exactly the lines, in order."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.sinks.jsonl import _BUFFER_BYTES, JsonlMirror, _OpenFile
+
+
+@pytest.fixture
+def pipeline(make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path) -> TranscriptPipeline:
+    """The mirror alone, with a backlog bound no entry here reaches (none is dropped)."""
+    return make_pipeline([JsonlMirror(runs_dir)], max_backlog_bytes=1 << 40)
+
+
+def _texts_in_the_mirror(emitter: TranscriptEmitter) -> list[str]:
+    assert emitter.jsonl_path is not None
+    lines = Path(emitter.jsonl_path).read_text("utf-8").splitlines()
+    records = [json.loads(line) for line in lines]  # every line whole: no stale or torn bytes
+    return [r["context"]["detail"]["text"] for r in records if r["event"] == "transcript.entry"]
+
+
+def test_long_then_short_lines_across_many_writes_come_out_exactly(
+    pipeline: TranscriptPipeline,
+) -> None:
+    # A line past the buffer's size, then shorter ones over the stale bytes it left, past
+    # the size again in small lines, flushed at different points.
+    texts = ["x" * (3 * _BUFFER_BYTES), "short", "é" * 70_000, *(f"line {n}" for n in range(3000)), "end"]
+    emitter = TranscriptEmitter(prompt_name="buffer", adapter="cli", pipeline=pipeline)
+    with emitter:
+        for index, text in enumerate(texts):
+            emitter.emit("assistant_message", detail={"text": text})
+            if index in (0, 2, 1000):
+                assert pipeline.flush(10.0)
+    assert _texts_in_the_mirror(emitter) == texts
+
+
+def test_a_run_after_a_huge_line_still_writes_every_line(pipeline: TranscriptPipeline) -> None:
+    first = TranscriptEmitter(prompt_name="huge", adapter="cli", pipeline=pipeline)
+    with first:
+        first.emit("assistant_message", detail={"text": "y" * (5 * _BUFFER_BYTES)})
+    second = TranscriptEmitter(prompt_name="after", adapter="cli", pipeline=pipeline)
+    with second:
+        for n in range(10):
+            second.emit("assistant_message", detail={"text": f"after {n}"})
+    assert _texts_in_the_mirror(first) == ["y" * (5 * _BUFFER_BYTES)]
+    assert _texts_in_the_mirror(second) == [f"after {n}" for n in range(10)]
+
+
+def test_a_failed_write_leaves_the_buffer_usable(tmp_path: Path) -> None:
+    # The failure's traceback outlives the write: it must not keep the buffer exported
+    # (an exported bytearray cannot grow).
+    fd = os.open(tmp_path / "closed.jsonl", os.O_WRONLY | os.O_CREAT, 0o600)
+    handle = _OpenFile(fd)
+    handle.add(b"lost\n")
+    os.close(fd)
+    with pytest.raises(OSError, match="Bad file descriptor") as failure:
+        handle.write_pending()
+    handle.fd = os.open(tmp_path / "reopened.jsonl", os.O_WRONLY | os.O_CREAT, 0o600)
+    handle.add(b"x" * (2 * _BUFFER_BYTES) + b"\n")
+    handle.add(b"kept\n")
+    handle.write_pending()
+    os.close(handle.fd)
+    assert failure.value is not None
+    assert (tmp_path / "reopened.jsonl").read_bytes() == b"x" * (2 * _BUFFER_BYTES) + b"\nkept\n"
