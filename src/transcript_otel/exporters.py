@@ -22,6 +22,8 @@ DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
 # Exports give up after this long, so a dead backend cannot hold shutdown for 30 s.
 EXPORT_TIMEOUT_S: Final = 5.0
 LOG_EXPORT_BATCH_SIZE: Final = 64
+# Log records waiting for export, in estimated payload bytes (about 3x that in memory).
+EXPORT_QUEUE_BYTES: Final = 8 * 1024 * 1024
 SPAN_EVENT_LIMIT: Final = 1024
 
 Signal = Literal["TRACES", "LOGS"]
@@ -163,20 +165,30 @@ def tracer_provider(
 
 
 def logger_provider(
-    sdk_resource: Any, url: str | None, protocol: str, *, wrap: Callable[[Any], Any] | None = None
+    sdk_resource: Any,
+    url: str | None,
+    protocol: str,
+    *,
+    wrap: Callable[[Any], Any] | None = None,
+    max_queue_bytes: int | None = EXPORT_QUEUE_BYTES,
 ) -> Any:
-    """An SDK LoggerProvider, exporting over OTLP when `url` is set (`wrap`: as above)."""
+    """An SDK LoggerProvider, exporting over OTLP when `url` is set (`wrap`: as above;
+    `max_queue_bytes`: the export queue's bound, None for none)."""
     _require_sdk()
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    from transcript_otel.export_queue import BoundedLogRecordProcessor
 
     provider = LoggerProvider(resource=sdk_resource, shutdown_on_exit=False)
     if url is not None:
         # Batches of 512 (the SDK default) of 50 KB entries make 25 MB requests that
-        # collectors refuse (413); 64 keeps requests within common limits.
+        # collectors refuse (413); 64 keeps requests within common limits. The queue is
+        # bounded in bytes: a backend that is down costs at most `max_queue_bytes`.
         exporter = otlp_exporter("LOGS", url, protocol)
-        processor = BatchLogRecordProcessor(
-            exporter if wrap is None else wrap(exporter), max_export_batch_size=LOG_EXPORT_BATCH_SIZE
+        processor = BoundedLogRecordProcessor(
+            exporter if wrap is None else wrap(exporter),
+            max_queue_bytes=max_queue_bytes,
+            max_export_batch_size=LOG_EXPORT_BATCH_SIZE,
         )
         provider.add_log_record_processor(processor)
     return provider

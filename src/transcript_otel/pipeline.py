@@ -47,8 +47,9 @@ from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
 from transcript_otel.sinks.base import Sink
 
+# No NullHandler: a failing sink's one warning must reach stderr even when the
+# application has not configured logging (Python's last-resort handler prints it).
 _logger = logging.getLogger(__name__)
-_logger.addHandler(logging.NullHandler())
 
 WAKE_THRESHOLD: Final = 256
 DEFAULT_MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
@@ -396,7 +397,7 @@ class TranscriptPipeline:
 
     def _failure_record(self, sink: Sink, record: PreparedRecord, exc: Exception) -> PreparedRecord:
         self.sink_failures[sink.name] += 1
-        self._warn_once(sink.name, f"failed to write a record: {exc!r}")
+        self._warn_once(sink.name, f"failed to write a record: {_described(exc)}")
         return error_record(
             record.run,
             record.timestamp_ns,
@@ -414,7 +415,7 @@ class TranscriptPipeline:
     ) -> list[PreparedRecord]:
         """One `transcript.error` per run of `batch` that `sink` may have lost."""
         self.sink_failures[sink.name] += 1
-        self._warn_once(sink.name, f"failed to {action}: {exc!r}")
+        self._warn_once(sink.name, f"failed to {action}: {_described(exc)}")
         counts = Counter(record.run for record in batch)
         return [
             error_record(
@@ -437,7 +438,7 @@ class TranscriptPipeline:
             action(sink)
         except Exception as exc:
             self.sink_failures[sink.name] += 1
-            self._warn_once(sink.name, f"{exc!r}")
+            self._warn_once(sink.name, _described(exc))
 
     def _warn_once(self, sink_name: str, message: str) -> None:
         if sink_name in self._warned_sinks:
@@ -536,3 +537,8 @@ def _register_exit_handler() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_pipelines_after_fork)
+
+
+def _described(exc: Exception) -> str:
+    """`OSError: [Errno 28] No space left on device: '/path'`: the type, and the file if any."""
+    return f"{type(exc).__name__}: {exc}"

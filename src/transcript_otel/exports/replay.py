@@ -433,7 +433,8 @@ def replay(
     tracers = sdk_tracer_provider(
         sdk_resource, traces_url, traces_protocol, id_generator=_FixedIds(), wrap=count
     )
-    loggers = logger_provider(sdk_resource, logs_url, logs_protocol, wrap=count)
+    # No bound on the export queue: the replay waits for it every _FLUSH_EVERY records.
+    loggers = logger_provider(sdk_resource, logs_url, logs_protocol, wrap=count, max_queue_bytes=None)
 
     def flush() -> None:
         """Wait for what is queued to be exported (the queues stay short), and stop at a failure."""

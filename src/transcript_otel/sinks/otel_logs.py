@@ -11,6 +11,7 @@ import time
 
 from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_logger
 
+from transcript_otel._export_drops import ExportQueueFull, take_drop
 from transcript_otel._otel_attributes import record_attributes, truncated_attributes
 from transcript_otel._records import PreparedRecord
 from transcript_otel.model import TranscriptEvent
@@ -57,6 +58,10 @@ class OTelLogSink(Sink):
                 event_name=record.event.value,
             )
         )
+        if take_drop():
+            raise ExportQueueFull(
+                "the OTLP export queue is full (backend slow or down); record dropped there"
+            )
 
     def _enabled(self, record: PreparedRecord, severity: SeverityNumber) -> bool:
         enabled = getattr(self._logger, "enabled", None)  # Logger.enabled() is API >= 1.45

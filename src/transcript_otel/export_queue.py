@@ -1,0 +1,179 @@
+"""The OTLP side's backlog: log records waiting for export, bounded in bytes.
+
+The SDK's `BatchLogRecordProcessor` queues up to 2048 records whatever their size:
+while a backend is down, 50 KB transcript entries pile up to about 0.5 GB, and what
+does not fit is dropped with no count. Its `force_flush` exports everything queued,
+ignoring the timeout. `BoundedLogRecordProcessor` keeps the same batching on one
+daemon thread, but:
+
+* the queue holds at most `max_queue_bytes` of estimated payload (strings and bytes
+  of the body and attributes, plus a fixed cost per record);
+* a record that does not fit is dropped and counted in `dropped`, and the thread
+  that emitted it is told (`_export_drops`): the OTel log sink turns that into a
+  `transcript.error` record, so no loss is silent;
+* `force_flush` returns within its timeout;
+* after `fork()` the child starts empty, with its own export thread.
+
+Needs the `[otlp]` extra (the SDK), like the exporters it feeds.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Final
+
+from opentelemetry.sdk._logs import LogRecordProcessor
+
+from transcript_otel._export_drops import mark_dropped
+
+DEFAULT_MAX_QUEUE_BYTES: Final = 8 * 1024 * 1024
+DEFAULT_BATCH_SIZE: Final = 64
+DEFAULT_SCHEDULE_DELAY_S: Final = 1.0
+# The SDK's LoggerProvider shuts its processors down with no timeout: ours is bounded.
+DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5_000
+# What a record costs besides its strings: the SDK objects, ids, timestamps, the dicts.
+RECORD_OVERHEAD_BYTES: Final = 512
+_MAX_DEPTH: Final = 32
+
+
+def payload_bytes(value: Any, depth: int = 0) -> int:
+    """About how many bytes `value` holds: its strings and bytes, with a little per item."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value)
+    if depth >= _MAX_DEPTH:
+        return 8
+    if isinstance(value, Mapping):
+        return sum(len(str(key)) + payload_bytes(item, depth + 1) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(8 + payload_bytes(item, depth + 1) for item in value)
+    return 8
+
+
+def record_bytes(log_record: Any) -> int:
+    """The estimated size of one SDK record (`ReadWriteLogRecord`, or `LogData` before 1.39)."""
+    inner = getattr(log_record, "log_record", log_record)
+    attributes = getattr(inner, "attributes", None) or {}
+    return RECORD_OVERHEAD_BYTES + payload_bytes(getattr(inner, "body", None)) + payload_bytes(attributes)
+
+
+class BoundedLogRecordProcessor(LogRecordProcessor):
+    """Batches log records to `exporter` on one thread; the queue is bounded in bytes."""
+
+    def __init__(
+        self,
+        exporter: Any,
+        *,
+        max_queue_bytes: int | None = DEFAULT_MAX_QUEUE_BYTES,
+        max_export_batch_size: int = DEFAULT_BATCH_SIZE,
+        schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
+    ) -> None:
+        """`max_queue_bytes=None`: no bound (for a caller that flushes as it goes, like replay)."""
+        self._exporter = exporter
+        self._max_queue_bytes = max_queue_bytes
+        self._batch_size = max(1, max_export_batch_size)
+        self._schedule_delay_s = schedule_delay_s
+        self.dropped = 0  # records that did not fit in the queue
+        self.failed = 0  # records in batches the exporter did not take
+        self.last_failure: str | None = None
+        self._start()
+        # A forked child gets an empty queue and a thread of its own (threads do not survive fork).
+        os.register_at_fork(after_in_child=functools.partial(_restart, weakref.ref(self)))
+
+    def _start(self) -> None:
+        self._queue: deque[tuple[Any, int]] = deque()
+        self._queued_bytes = 0
+        self._in_flight = 0
+        self._flush_waiters = 0
+        self._stopping = False
+        self._condition = threading.Condition()
+        self._worker = threading.Thread(target=self._work, name="transcript-otel-log-export", daemon=True)
+        self._worker.start()
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def on_emit(self, log_record: Any) -> None:
+        size = record_bytes(log_record)
+        with self._condition:
+            full = (
+                self._max_queue_bytes is not None
+                and self._queue
+                and self._queued_bytes + size > self._max_queue_bytes
+            )
+            if self._stopping or full:
+                self.dropped += 1
+                mark_dropped()
+                return
+            self._queue.append((log_record, size))
+            self._queued_bytes += size
+            if len(self._queue) >= self._batch_size:
+                self._condition.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self._condition:
+                if not self._stopping and len(self._queue) < self._batch_size and not self._flush_waiters:
+                    self._condition.wait(self._schedule_delay_s)
+                if not self._queue:
+                    if self._stopping:
+                        return
+                    continue
+                batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
+                self._queued_bytes -= sum(size for _, size in batch)
+                self._in_flight += 1
+            try:
+                self._export([record for record, _ in batch])
+            finally:
+                with self._condition:
+                    self._in_flight -= 1
+                    self._condition.notify_all()
+
+    def _export(self, records: list[Any]) -> None:
+        try:
+            result = self._exporter.export(records)
+            failure = None if getattr(result, "name", "") == "SUCCESS" else f"result {result!r}"
+        except Exception as exc:  # an exporter bug must not end the export thread
+            failure = f"{type(exc).__name__}: {exc}"
+        if failure is not None:
+            # Counted only: the exporter logs its own failures (under `opentelemetry`, which
+            # `transcript-otel run` keeps out of the command's stderr).
+            self.failed += len(records)
+            self.last_failure = failure
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export what is queued; give up after `timeout_millis`. True if everything went."""
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        with self._condition:
+            self._flush_waiters += 1
+            self._condition.notify_all()
+            try:
+                while self._queue or self._in_flight:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not self._worker.is_alive():
+                        return False
+                    self._condition.wait(remaining)
+                return True
+            finally:
+                self._flush_waiters -= 1
+
+    def shutdown(self, timeout_millis: int = DEFAULT_SHUTDOWN_TIMEOUT_MS) -> None:
+        """Export what is queued within `timeout_millis`, then stop; later records are dropped."""
+        self.force_flush(timeout_millis)
+        with self._condition:
+            self._stopping = True
+            self._condition.notify_all()
+        self._worker.join(max(0, timeout_millis) / 1000)
+        self._exporter.shutdown()
+
+
+def _restart(reference: weakref.ref[BoundedLogRecordProcessor]) -> None:
+    processor = reference()
+    if processor is not None:
+        processor._start()

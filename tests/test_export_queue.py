@@ -1,0 +1,194 @@
+"""The OTLP side's backlog (`export_queue.BoundedLogRecordProcessor`): bounded, counted, prompt.
+
+A backend that is down or slow must cost a bounded amount of memory, every record it
+could not take must be accounted for in the transcript, and flushing must return
+when its time is up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk._logs")
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import LogRecordExportResult
+
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.export_queue import RECORD_OVERHEAD_BYTES, BoundedLogRecordProcessor, record_bytes
+from transcript_otel.sinks import JsonlMirror, OTelLogSink
+
+pytestmark = pytest.mark.otlp
+
+TEXT = "x" * 10_000  # each entry's detail: about 10 KB of payload
+
+
+class HeldExporter:
+    """Takes batches only once released; keeps every record it took, in order."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.batches: list[list[Any]] = []
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        self.released.wait(30)
+        self.batches.append(list(batch))
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.released.set()
+
+    def records(self) -> list[Any]:
+        return [record for batch in self.batches for record in batch]
+
+
+@pytest.fixture
+def exporter() -> Iterator[HeldExporter]:
+    held = HeldExporter()
+    yield held
+    held.released.set()
+
+
+def provider_with(processor: BoundedLogRecordProcessor) -> LoggerProvider:
+    provider = LoggerProvider(shutdown_on_exit=False)
+    provider.add_log_record_processor(processor)
+    return provider
+
+
+def emit_entries(pipeline: TranscriptPipeline, count: int) -> TranscriptEmitter:
+    emitter = TranscriptEmitter(prompt_name="outage", adapter="test", session_id="s1", pipeline=pipeline)
+    for _ in range(count):
+        emitter.emit("tool_result", detail={"output": TEXT})
+    assert emitter.flush(10)
+    return emitter
+
+
+def test_the_queue_holds_at_most_its_bound_and_counts_what_it_drops(
+    exporter: HeldExporter, tmp_path: Path
+) -> None:
+    bound = 100_000
+    processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=bound, max_export_batch_size=4)
+    pipeline = TranscriptPipeline([OTelLogSink(provider_with(processor))], shutdown_timeout_s=2)
+    try:
+        emit_entries(pipeline, 60)
+        # One batch is out with the (held) exporter; the queue behind it stays within the bound.
+        assert 0 < processor.queued_bytes <= bound
+        assert processor.dropped > 0
+        exporter.released.set()
+        assert processor.force_flush(10_000)
+        exported = exporter.records()
+        # Every entry was either exported or counted as dropped (the run is not stopped yet).
+        assert len(exported) + processor.dropped == 60
+        sequence = [r.log_record.attributes.get("transcript.sequence_number") for r in exported]
+        entries = [number for number in sequence if number is not None]
+        assert entries == sorted(entries)  # in the order they were emitted
+    finally:
+        pipeline.shutdown(2)
+
+
+def test_every_dropped_record_is_a_transcript_error_in_the_mirror(
+    exporter: HeldExporter, tmp_path: Path
+) -> None:
+    processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=50_000, max_export_batch_size=2)
+    runs = tmp_path / "runs"
+    pipeline = TranscriptPipeline(
+        [JsonlMirror(runs), OTelLogSink(provider_with(processor))], shutdown_timeout_s=2
+    )
+    try:
+        emitter = emit_entries(pipeline, 30)
+        emitter.stop()
+    finally:
+        exporter.released.set()
+        pipeline.shutdown(2)
+    (mirror,) = runs.glob("*.jsonl")
+    records = [json.loads(line) for line in mirror.read_text().splitlines()]
+    entries = [r["context"] for r in records if r["event"] == "transcript.entry"]
+    assert [e["sequence_number"] for e in entries] == list(range(1, 31))  # the mirror has them all
+    reports = [r["context"] for r in records if r["event"] == "transcript.error"]
+    dropped = [r for r in reports if r.get("sink") == "otel_logs"]
+    assert len(dropped) == processor.dropped > 0
+    assert pipeline.sink_failures["otel_logs"] == processor.dropped
+    assert all("the OTLP export queue is full" in r["error"] for r in dropped)
+    # Each report names the entry that is missing in the backend.
+    missing = {r["sequence_number"] for r in dropped if r.get("failed_event") == "transcript.entry"}
+    exported = {r.log_record.attributes.get("transcript.sequence_number") for r in exporter.records()} - {
+        None
+    }
+    assert missing.isdisjoint(exported)
+    assert missing | exported == set(range(1, 31))
+
+
+def test_force_flush_and_shutdown_return_in_time_when_the_exporter_hangs(exporter: HeldExporter) -> None:
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=1)
+    provider = provider_with(processor)
+    provider.get_logger("test").emit(body="waiting")
+    started = time.monotonic()
+    assert processor.force_flush(200) is False  # the exporter never answered
+    processor.shutdown(200)
+    assert time.monotonic() - started < 5  # bounded: not the 30 s of the SDK's defaults
+    provider.get_logger("test").emit(body="after shutdown")
+    assert processor.dropped == 1
+
+
+def test_batches_leave_in_order_and_at_most_the_batch_size(exporter: HeldExporter) -> None:
+    exporter.released.set()
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=8, schedule_delay_s=5)
+    logger = provider_with(processor).get_logger("test")
+    for index in range(50):
+        logger.emit(body=str(index))
+    assert processor.force_flush(10_000)  # the last, partial batch goes without waiting 5 s
+    assert all(len(batch) <= 8 for batch in exporter.batches)
+    assert [record.log_record.body for record in exporter.records()] == [str(i) for i in range(50)]
+    processor.shutdown()
+
+
+def test_the_size_estimate_counts_body_and_nested_attributes() -> None:
+    class Record:
+        def __init__(self) -> None:
+            self.body = "b" * 100
+            self.attributes = {"transcript.detail": "d" * 1000, "nested": {"list": ["x" * 10, 5]}}
+
+    class Wrapped:
+        log_record = Record()
+
+    expected = RECORD_OVERHEAD_BYTES + 100 + len("transcript.detail") + 1000 + len("nested")
+    expected += len("list") + (8 + 10) + (8 + 8)
+    assert record_bytes(Wrapped()) == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_exports_its_own_records_and_not_the_parents(exporter: HeldExporter) -> None:
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=1)
+    logger = provider_with(processor).get_logger("test")
+    logger.emit(body="parent, held")  # out with the held exporter when the child is forked
+    logger.emit(body="parent, queued")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it exported, then leave without cleanup
+        try:
+            exporter.batches.clear()
+            exporter.released.set()
+            logger.emit(body="child")
+            flushed = processor.force_flush(5_000)
+            bodies = [record.log_record.body for record in exporter.records()]
+            os.write(write_end, json.dumps({"flushed": flushed, "bodies": bodies}).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        report = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    assert report == {"flushed": True, "bodies": ["child"]}
+    exporter.released.set()
+    assert processor.force_flush(5_000)
+    assert [record.log_record.body for record in exporter.records()] == ["parent, held", "parent, queued"]
+    processor.shutdown()
