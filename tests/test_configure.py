@@ -602,3 +602,69 @@ def test_sinks_follow_environment_and_arguments(
         assert first.parent == second.parent == runs
         assert [r["event"] for r in read_records(first)] == per_run
         assert [r["event"] for r in read_records(second)] == per_run
+
+
+# -- (g) the dropped-records metric ------------------------------------------------------------
+
+
+def test_dropped_records_are_counted_in_the_applications_meter_provider(tmp_path: Path) -> None:
+    """Backlog drops and a failing sink's records reach the metric, by where they were lost."""
+    body = """
+    import threading
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from transcript_otel.sinks.base import Sink
+
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+
+    class Stuck(Sink):
+        # Blocks until released, then refuses every record.
+        name = "stuck"
+        def __init__(self):
+            self.released = threading.Event()
+        def write(self, record):
+            self.released.wait(10)
+            raise OSError("disk gone")
+
+    sink = Stuck()
+    pipeline = transcript_otel.TranscriptPipeline([sink], max_backlog_bytes=100_000)
+    emitter = transcript_otel.TranscriptEmitter(
+        prompt_name="m", adapter="test", session_id="s", pipeline=pipeline
+    )
+    for _ in range(2000):
+        emitter.emit("tool_result", detail={"output": "x" * 2000})
+    dropped_here = emitter.dropped_entries
+    sink.released.set()
+    emitter.stop()
+    pipeline.shutdown(5)
+    points = {}
+    for resource_metrics in reader.get_metrics_data().resource_metrics:
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                if metric.name == "transcript_otel.records.dropped":
+                    for point in metric.data.data_points:
+                        points[point.attributes["transcript_otel.dropped.where"]] = point.value
+    result(points=points, dropped_here=dropped_here, failures=pipeline.sink_failures["stuck"])
+    """
+    _, outcome = run_scenario(tmp_path, body, {"TRANSCRIPT_OTEL_JSONL": "false"})
+    assert outcome["dropped_here"] > 0
+    assert outcome["points"]["backlog"] == outcome["dropped_here"]
+    assert outcome["points"]["stuck"] == outcome["failures"] > 0
+
+
+@pytest.mark.parametrize(("variable", "expected"), [("otlp", "MeterProvider"), ("", "_ProxyMeterProvider")])
+def test_configure_sets_up_metrics_only_when_asked(tmp_path: Path, variable: str, expected: str) -> None:
+    body = """
+    from opentelemetry import metrics
+    transcript_otel.configure(endpoint="http://127.0.0.1:9")
+    result(provider=type(metrics.get_meter_provider()).__name__)
+    """
+    env = {
+        "OTEL_METRICS_EXPORTER": variable,
+        "TRANSCRIPT_OTEL_JSONL": "false",
+        "TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT": "1",
+    }
+    _, outcome = run_scenario(tmp_path, body, env)
+    assert outcome["provider"] == expected

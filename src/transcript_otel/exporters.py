@@ -26,8 +26,8 @@ LOG_EXPORT_BATCH_SIZE: Final = 64
 EXPORT_QUEUE_BYTES: Final = 8 * 1024 * 1024
 SPAN_EVENT_LIMIT: Final = 1024
 
-Signal = Literal["TRACES", "LOGS"]
-_HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs"}
+Signal = Literal["TRACES", "LOGS", "METRICS"]
+_HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs", "METRICS": "/v1/metrics"}
 _logger = logging.getLogger(__name__)
 
 
@@ -98,6 +98,11 @@ _EXPORTER_CLASSES: Final[dict[tuple[Signal, str], tuple[str, str]]] = {
     ),
     ("LOGS", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc._log_exporter", "OTLPLogExporter"),
     ("LOGS", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http._log_exporter", "OTLPLogExporter"),
+    ("METRICS", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc.metric_exporter", "OTLPMetricExporter"),
+    ("METRICS", "http/protobuf"): (
+        "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+        "OTLPMetricExporter",
+    ),
 }
 
 
@@ -192,3 +197,19 @@ def logger_provider(
         )
         provider.add_log_record_processor(processor)
     return provider
+
+
+def metrics_wanted() -> bool:
+    """Metrics only when asked for (`OTEL_METRICS_EXPORTER=otlp`): trace and log backends
+    (Jaeger, Tempo, Loki) refuse them, and transcript-otel keeps a single counter."""
+    return os.environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() == "otlp"
+
+
+def meter_provider(sdk_resource: Any, url: str, protocol: str) -> Any:
+    """An SDK MeterProvider exporting over OTLP every `OTEL_METRIC_EXPORT_INTERVAL` (60 s)."""
+    _require_sdk()
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    reader = PeriodicExportingMetricReader(otlp_exporter("METRICS", url, protocol))
+    return MeterProvider(metric_readers=[reader], resource=sdk_resource, shutdown_on_exit=False)

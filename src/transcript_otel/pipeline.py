@@ -34,6 +34,7 @@ from typing import Any, Final
 import orjson
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
+from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
     PreparedRecord,
     QueuedItem,
@@ -315,6 +316,7 @@ class TranscriptPipeline:
         event, run = item[0], item[1]
         if run.dropped != run.dropped_reported:
             dropped = run.take_unreported_drops()
+            count_dropped(dropped, BACKLOG)
             batch.append(
                 error_record(
                     run,
@@ -397,6 +399,7 @@ class TranscriptPipeline:
 
     def _failure_record(self, sink: Sink, record: PreparedRecord, exc: Exception) -> PreparedRecord:
         self.sink_failures[sink.name] += 1
+        count_dropped(1, sink.name)
         self._warn_once(sink.name, f"failed to write a record: {_described(exc)}")
         return error_record(
             record.run,
@@ -417,6 +420,7 @@ class TranscriptPipeline:
         self.sink_failures[sink.name] += 1
         self._warn_once(sink.name, f"failed to {action}: {_described(exc)}")
         counts = Counter(record.run for record in batch)
+        count_dropped(len(batch), sink.name)  # an upper bound: "may be missing"
         return [
             error_record(
                 run,

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Final
 
-from opentelemetry import _logs, trace
+from opentelemetry import _logs, metrics, trace
 from opentelemetry._logs._internal import ProxyLoggerProvider
+from opentelemetry.metrics._internal import _ProxyMeterProvider
 
 from transcript_otel import environment_variables as env
 from transcript_otel import exporters
@@ -98,6 +99,27 @@ def instrument_installed() -> list[str]:
         except Exception as exc:  # one broken instrumentor must not stop the others
             _logger.warning("transcript-otel: could not instrument %s: %r", entry_point.name, exc)
     return done
+
+
+def _meter_provider(
+    service_name: str | None, endpoint: str | None, protocol: str | None, sdk_disabled: bool
+) -> Any:
+    """A MeterProvider for the dropped-records counter, made global, when one is wanted
+    (`OTEL_METRICS_EXPORTER=otlp`), none is set and an endpoint is configured; else None."""
+    if sdk_disabled or not exporters.metrics_wanted() or _metrics_configured():
+        return None
+    url = exporters.endpoint_for("METRICS", endpoint, protocol)
+    if url is None:
+        return None
+    provider = exporters.meter_provider(
+        exporters.resource(service_name), url, exporters.protocol_for("METRICS", protocol)
+    )
+    metrics.set_meter_provider(provider)
+    return provider
+
+
+def _metrics_configured() -> bool:
+    return not isinstance(metrics.get_meter_provider(), (_ProxyMeterProvider, metrics.NoOpMeterProvider))
 
 
 def _checked_profile(profile: str | None) -> str | None:
@@ -204,6 +226,9 @@ def configure(
         pipeline.add_shutdown_callback(tracer_provider.shutdown)
     if create_logger:
         pipeline.add_shutdown_callback(logger_provider.shutdown)
+    meters = _meter_provider(service_name, endpoint, protocol, sdk_disabled)
+    if meters is not None:
+        pipeline.add_shutdown_callback(meters.shutdown)
     pipeline.ensure_running()  # also registers the bounded flush at interpreter exit
     previous = set_pipeline(pipeline)
     if previous is not None:
