@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from transcript_otel._serialize import safe_text
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model import EntryType
@@ -53,9 +54,8 @@ class ClaudeTranscriptMapper:
         if isinstance(line, bytes):
             line = line.decode("utf-8", "backslashreplace")
         if not isinstance(line, str):
-            return [
-                MappedEntry(EntryType.UNKNOWN.value, {"parse_error": "line is not text"}, repr(line), source)
-            ]
+            text = safe_text(line)[0]  # a repr that cannot raise
+            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": "line is not text"}, text, source)]
         try:
             entry = json.loads(line)
         except (ValueError, RecursionError) as exc:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from transcript_otel._serialize import safe_text
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model import EntryType, RawJson
 
@@ -162,6 +163,4 @@ class CodexMapper:
 
 
 def _as_text(line: Any) -> str:
-    if isinstance(line, bytes):
-        return line.decode("utf-8", "backslashreplace")
-    return line if isinstance(line, str) else repr(line)
+    return line if isinstance(line, str) else safe_text(line)[0]  # a repr that cannot raise
