@@ -192,3 +192,20 @@ def test_a_forked_child_exports_its_own_records_and_not_the_parents(exporter: He
     assert processor.force_flush(5_000)
     assert [record.log_record.body for record in exporter.records()] == ["parent, held", "parent, queued"]
     processor.shutdown()
+
+
+def test_shutdown_names_what_the_backend_never_took_once(
+    exporter: HeldExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=1)
+    logger = provider_with(processor).get_logger("test")
+    for index in range(3):  # one goes out to the held exporter, two wait behind it
+        logger.emit(body=str(index))
+    time.sleep(0.1)
+    processor.shutdown(200)
+    processor.shutdown(200)  # a second shutdown (exit handler after an explicit one) does nothing
+    warnings = [r.getMessage() for r in caplog.records if "did not reach the OTLP backend" in r.getMessage()]
+    assert warnings == [
+        "transcript-otel: 2 log records did not reach the OTLP backend (still queued at shutdown); "
+        "the JSONL mirror has them: `transcript-otel replay RUN` sends them"
+    ]

@@ -20,6 +20,7 @@ Needs the `[otlp]` extra (the SDK), like the exporters it feeds.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 import time
@@ -31,10 +32,14 @@ from typing import Any, Final
 from opentelemetry.sdk._logs import LogRecordProcessor
 
 from transcript_otel._export_drops import mark_dropped
+from transcript_otel._metrics import count_dropped
+
+_logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE_BYTES: Final = 8 * 1024 * 1024
 DEFAULT_BATCH_SIZE: Final = 64
 DEFAULT_SCHEDULE_DELAY_S: Final = 1.0
+EXPORT: Final = "otlp_export"  # where, for the drop metric: lost between the queue and the backend
 # The SDK's LoggerProvider shuts its processors down with no timeout: ours is bounded.
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5_000
 # What a record costs besides its strings: the SDK objects, ids, timestamps, the dicts.
@@ -72,8 +77,11 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
         max_queue_bytes: int | None = DEFAULT_MAX_QUEUE_BYTES,
         max_export_batch_size: int = DEFAULT_BATCH_SIZE,
         schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
+        report_losses: bool = True,
     ) -> None:
-        """`max_queue_bytes=None`: no bound (for a caller that flushes as it goes, like replay)."""
+        """`max_queue_bytes=None`: no bound (for a caller that flushes as it goes, like replay);
+        `report_losses=False`: the caller reports what the backend did not take (replay does)."""
+        self._report_losses = report_losses
         self._exporter = exporter
         self._max_queue_bytes = max_queue_bytes
         self._batch_size = max(1, max_export_batch_size)
@@ -164,13 +172,28 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
                 self._flush_waiters -= 1
 
     def shutdown(self, timeout_millis: int = DEFAULT_SHUTDOWN_TIMEOUT_MS) -> None:
-        """Export what is queued within `timeout_millis`, then stop; later records are dropped."""
+        """Export what is queued within `timeout_millis`, then stop; later records are dropped.
+        Records the backend never took are counted in the drop metric and named in one warning
+        (the JSONL mirror has them: `transcript-otel replay` sends them later). Runs once."""
+        with self._condition:
+            if self._stopping:
+                return
         self.force_flush(timeout_millis)
         with self._condition:
             self._stopping = True
+            abandoned = len(self._queue)
             self._condition.notify_all()
         self._worker.join(max(0, timeout_millis) / 1000)
         self._exporter.shutdown()
+        lost = abandoned + self.failed
+        if lost and self._report_losses:
+            count_dropped(lost, EXPORT)
+            _logger.warning(
+                "transcript-otel: %d log records did not reach the OTLP backend (%s); "
+                "the JSONL mirror has them: `transcript-otel replay RUN` sends them",
+                lost,
+                self.last_failure or "still queued at shutdown",
+            )
 
 
 def _restart(reference: weakref.ref[BoundedLogRecordProcessor]) -> None:

@@ -194,6 +194,7 @@ def logger_provider(
             exporter if wrap is None else wrap(exporter),
             max_queue_bytes=max_queue_bytes,
             max_export_batch_size=LOG_EXPORT_BATCH_SIZE,
+            report_losses=wrap is None,  # a wrapping caller (replay) reports failures itself
         )
         provider.add_log_record_processor(processor)
     return provider

@@ -53,6 +53,7 @@ from transcript_otel.sinks.base import Sink
 _logger = logging.getLogger(__name__)
 
 WAKE_THRESHOLD: Final = 256
+MAX_BATCH_BYTES: Final = 2 * 1024 * 1024  # of entry JSON prepared before the sinks take it
 DEFAULT_MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
@@ -290,8 +291,11 @@ class TranscriptPipeline:
         backlog = self.backlog
         while True:
             batch: list[PreparedRecord] = []
+            batch_bytes = 0
             request: _FlushRequest | _DeferredAction | None = None
-            while len(batch) < WAKE_THRESHOLD:
+            # Prepared records hold their JSON until the sinks took them: a batch is
+            # bounded in bytes too, or 256 large entries would sit outside the backlog's bound.
+            while len(batch) < WAKE_THRESHOLD and batch_bytes < MAX_BATCH_BYTES:
                 try:
                     item = backlog.popleft()
                 except IndexError:
@@ -300,6 +304,8 @@ class TranscriptPipeline:
                     request = item
                     break
                 self._prepare(item, batch)
+                detail_json = batch[-1].detail_json if batch else None
+                batch_bytes += len(detail_json) if detail_json is not None else 0
             if batch:
                 self._write_batch(batch)
             if isinstance(request, _DeferredAction):
