@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
 import sys
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from entries import make_entry
-from harness import peak_rss_bytes, percentile, perf_ns, rss_bytes
+from harness import peak_rss_bytes, percentile, perf_ns, rss_bytes, run_child
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel._records import PreparedRecord
 from transcript_otel.run import RunInfo
@@ -153,16 +152,7 @@ def run_variant(variant: Variant) -> dict[str, Any]:
 
 
 def main() -> dict[str, Any]:
-    results: list[dict[str, Any]] = []
-    for variant in VARIANTS:
-        completed = subprocess.run(
-            [sys.executable, __file__, variant.name], capture_output=True, text=True, check=False
-        )
-        if completed.returncode != 0:
-            results.append({**asdict(variant), "error": completed.stderr.strip()[-2000:]})
-            continue
-        results.append(json.loads(completed.stdout.strip().splitlines()[-1]))
-    return {"memory": results}
+    return {"memory": [{**asdict(variant), **run_child(__file__, variant.name)} for variant in VARIANTS]}
 
 
 if __name__ == "__main__":

@@ -10,31 +10,34 @@ pipeline drops are reported.
 * `main_otlp`: JSONL + OTel logs + span events, exported with the real
   OTLP/HTTP exporters to a live `rotel` on loopback (blackhole exporter);
   `pipeline.flush(deep=True)` also force-flushes the SDK, so every record has
-  been answered by the receiver when the clock stops. Drops: the pipeline's
-  counter, the SDK's (records emitted into the SDK that never reached the
-  exporter: its queue was full) and export failures (records the receiver
-  refused).
+  been answered by the receiver when the clock stops. Two rows: the SDK's
+  `BatchLogRecordProcessor` with its defaults (the baseline), and exactly the
+  providers `configure()` builds (`BoundedLogRecordProcessor`). Drops: the
+  pipeline's counter; for the SDK, records emitted into it that never reached
+  the exporter (its queue was full); for configure()'s queue, its own `dropped`
+  counter; and export failures (records the receiver refused).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer, use_span
 
 from entries import SIZES, Entry, make_entry
 from harness import THREADED_RUNS, Stat, perf_ns, repeat
-from otel_setup import ExporterMessages, SdkLogs, sdk_logs, sdk_tracer
+from otel_setup import CountingLogExporter, ExporterMessages, SdkLogs, export_queue_of, sdk_logs, sdk_tracer
 from results import Row
-from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel.exporters import LOG_EXPORT_BATCH_SIZE
+from transcript_otel import TranscriptEmitter, TranscriptPipeline, exporters
+from transcript_otel.exporters import EXPORT_QUEUE_BYTES, LOG_EXPORT_BATCH_SIZE
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
@@ -48,17 +51,20 @@ ALL_SINKS_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
 OTLP_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
 
 
-def produce(pipeline: TranscriptPipeline, emitter: TranscriptEmitter, entry: Entry, count: int) -> int:
-    """Emit `count` entries, waiting while the backlog is over half its bound; the waits."""
+def produce(pipeline: TranscriptPipeline, emitter: TranscriptEmitter, entries: Iterable[Entry]) -> int:
+    """Emit `entries`, waiting while the backlog is over half its bound; the waits.
+
+    So the pipeline itself drops nothing: the figures measure the writer and its
+    sinks, not the drop path.
+    """
     emit = emitter.emit
     backlog = pipeline.backlog
-    entry_type, detail, raw = entry.entry_type, entry.detail, entry.raw
     waits = 0
-    for _ in range(count):
+    for entry in entries:
         while len(backlog) > pipeline.backlog_limit // 2:
             waits += 1
             time.sleep(0.0002)
-        emit(entry_type, detail=detail, raw=raw)
+        emit(entry.entry_type, detail=entry.detail, raw=entry.raw)
     return waits
 
 
@@ -118,7 +124,7 @@ class Runner:
 
     def _timed(self, emitter: TranscriptEmitter, entry: Entry, count: int, notes: dict[str, int]) -> float:
         start = perf_ns()
-        notes["producer_waits"] = produce(self.pipeline, emitter, entry, count)
+        notes["producer_waits"] = produce(self.pipeline, emitter, itertools.repeat(entry, count))
         if not self.pipeline.flush(FLUSH_TIMEOUT_S, deep=self.deep):
             raise RuntimeError("pipeline flush timed out")
         return count / ((perf_ns() - start) / 1e9)
@@ -169,40 +175,82 @@ def main_jsonl() -> list[Row]:
     return [jsonl_row, all_row]
 
 
+@dataclass
+class OtlpProviders:
+    """The SDK providers of one 3b row, exporting to the receiver, and how to read their counters."""
+
+    logger_provider: Any
+    tracer_provider: Any
+    counters: Callable[[], dict[str, int]]
+
+    def shutdown(self) -> None:
+        self.logger_provider.shutdown()
+        self.tracer_provider.shutdown()
+
+
+def sdk_default_providers(endpoint: str) -> OtlpProviders:
+    """The SDK's `BatchLogRecordProcessor` with its defaults (batch 512, queue 2048)."""
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    logs = sdk_logs(OTLPLogExporter(endpoint=endpoint + "/v1/logs", timeout=EXPORT_TIMEOUT_S))
+    tracer_provider, _ = sdk_tracer(
+        OTLPSpanExporter(endpoint=endpoint + "/v1/traces", timeout=EXPORT_TIMEOUT_S)
+    )
+    return OtlpProviders(logs.provider, tracer_provider, _sdk_counters(logs))
+
+
+def configure_providers(endpoint: str) -> OtlpProviders:
+    """Exactly the providers `configure()` builds (`transcript_otel.exporters`).
+
+    The log exporter is wrapped (the `wrap` hook `replay` uses) only to count what it
+    exported; the export queue counts what it dropped and what failed.
+    """
+    counting: list[CountingLogExporter] = []
+
+    def count(exporter: Any) -> CountingLogExporter:
+        counting.append(CountingLogExporter(exporter))
+        return counting[-1]
+
+    resource = exporters.resource("benchmarks")
+    logger_provider = exporters.logger_provider(resource, endpoint + "/v1/logs", "http/protobuf", wrap=count)
+    tracer_provider = exporters.tracer_provider(resource, endpoint + "/v1/traces", "http/protobuf")
+    export_queue = export_queue_of(logger_provider)
+
+    def counters() -> dict[str, int]:
+        export_queue.force_flush(int(FLUSH_TIMEOUT_S * 1000))
+        return {
+            "exported": counting[0].exported,
+            "export_dropped": export_queue.dropped,
+            "export_failed": export_queue.failed,
+        }
+
+    return OtlpProviders(logger_provider, tracer_provider, counters)
+
+
 def _otlp_row(
     endpoint: str,
     directory: Path,
     entries: list[Entry],
     name: str,
-    batch_options: Callable[[Entry], dict[str, Any]],
+    providers_for: Callable[[str], OtlpProviders],
 ) -> Row:
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
     row = Row(SECTION_OTLP, name, "rate")
     for entry in entries:
-        logs = sdk_logs(
-            OTLPLogExporter(endpoint=endpoint + "/v1/logs", timeout=EXPORT_TIMEOUT_S),
-            **batch_options(entry),
-        )
-        tracer_provider: TracerProvider
-        tracer_provider, _ = sdk_tracer(
-            OTLPSpanExporter(endpoint=endpoint + "/v1/traces", timeout=EXPORT_TIMEOUT_S)
-        )
-        sinks: list[Sink] = [JsonlMirror(directory), OTelLogSink(logs.provider), SpanEventSink()]
+        providers = providers_for(endpoint)
+        sinks: list[Sink] = [JsonlMirror(directory), OTelLogSink(providers.logger_provider), SpanEventSink()]
         pipeline = TranscriptPipeline(sinks)
         try:
             runner = Runner(
                 pipeline,
-                tracer_provider.get_tracer("benchmarks"),
+                providers.tracer_provider.get_tracer("benchmarks"),
                 deep=True,
-                after_run=tracer_provider.force_flush,
+                after_run=providers.tracer_provider.force_flush,
             )
-            row.cells[entry.key] = runner.measure(entry, OTLP_N[entry.key], _sdk_counters(logs))
+            row.cells[entry.key] = runner.measure(entry, OTLP_N[entry.key], providers.counters)
         finally:
             pipeline.shutdown(30.0)
-            logs.shutdown()
-            tracer_provider.shutdown()
+            providers.shutdown()
     return row
 
 
@@ -222,7 +270,7 @@ def main_otlp() -> dict[str, Any]:
                 Path(directory),
                 entries,
                 "SDK defaults (batch 512, queue 2048): entries/s",
-                lambda entry: {},
+                sdk_default_providers,
             )
         )
         rows.append(
@@ -230,11 +278,9 @@ def main_otlp() -> dict[str, Any]:
                 rotel.http_endpoint,
                 Path(directory),
                 entries,
-                f"configure()'s batch of {LOG_EXPORT_BATCH_SIZE}, SDK queue = N: entries/s",
-                lambda entry: {
-                    "max_queue_size": OTLP_N[entry.key],
-                    "max_export_batch_size": LOG_EXPORT_BATCH_SIZE,
-                },
+                f"configure()'s export queue ({EXPORT_QUEUE_BYTES >> 20} MiB, "
+                f"batch {LOG_EXPORT_BATCH_SIZE}): entries/s",
+                configure_providers,
             )
         )
     info = {"exporter_messages": dict(messages.counts)}

@@ -8,14 +8,20 @@ figure reported is the median over the runs, with the smallest run beside it.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import resource
 import socket
 import statistics
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 WARMUP_RUNS = 1
@@ -135,6 +141,101 @@ def rss_bytes() -> int:
 def peak_rss_bytes() -> int:
     """Peak resident set size of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class RssSampler:
+    """`with RssSampler() as rss:` samples the resident set every `interval_s` on a thread.
+
+    A thread rather than samples in the measured loop: it also sees the moments when
+    the loop sleeps or waits (shutdown, a full backlog). `rss.peak` is the highest
+    sample, `rss.start` the RSS when the block was entered.
+    """
+
+    def __init__(self, interval_s: float = 0.01) -> None:
+        self.interval_s = interval_s
+        self.start = 0
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="bench-rss-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.peak = max(self.peak, rss_bytes())
+
+    def __enter__(self) -> RssSampler:
+        self.start = self.peak = rss_bytes()
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.start
+
+
+def run_child(
+    script: str, *args: str, env: Mapping[str, str] | None = None, timeout_s: float = 600.0
+) -> dict[str, Any]:
+    """Run `python script *args` in a fresh process; the JSON object on its last stdout line.
+
+    A failing child gives `{"error": <the end of its stderr>}` instead.
+    """
+    try:
+        completed = subprocess.run(
+            [sys.executable, script, *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=None if env is None else dict(env),
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return {"error": f"timed out after {exc.timeout:.0f} s"}
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        return {"error": f"exit status {completed.returncode}: {completed.stderr.strip()[-2000:]}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+@dataclass
+class MirrorCounts:
+    """What one run's JSONL mirror file holds."""
+
+    events: Counter[str] = field(default_factory=Counter)  # records per event name
+    entry_types: Counter[str] = field(default_factory=Counter)  # transcript.entry records per type
+    sink_failures: Counter[str] = field(default_factory=Counter)  # transcript.error records per sink
+    pipeline_dropped: int = 0  # the run's transcript.stop: entries the backlog dropped
+
+    @property
+    def entries(self) -> int:
+        return self.events["transcript.entry"]
+
+
+def read_mirror(path: str | os.PathLike[str]) -> MirrorCounts:
+    counts = MirrorCounts()
+    with open(path, "rb") as mirror:
+        for line in mirror:
+            record = json.loads(line)
+            event = record["event"]
+            context = record.get("context") or {}
+            counts.events[event] += 1
+            if event == "transcript.entry":
+                counts.entry_types[str(context.get("entry_type"))] += 1
+            elif event == "transcript.error" and context.get("sink"):
+                counts.sink_failures[context["sink"]] += 1
+            elif event == "transcript.stop":
+                counts.pipeline_dropped = int(context.get("dropped_entries") or 0)
+    return counts
 
 
 def free_port() -> int:

@@ -24,6 +24,8 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from transcript_otel.export_queue import BoundedLogRecordProcessor
+
 
 class CountingLogExporter(LogRecordExporter):
     """Counts what the SDK hands over; forwards to `inner`, or discards without it."""
@@ -119,6 +121,22 @@ def sdk_tracer(exporter: SpanExporter | None = None) -> tuple[TracerProvider, Sp
     span_exporter = exporter if exporter is not None else DiscardingSpanExporter()
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
     return provider, span_exporter
+
+
+def log_processors(provider: LoggerProvider) -> tuple[LogRecordProcessor, ...]:
+    """The processors of an SDK `LoggerProvider` (the SDK has no public accessor)."""
+    processors: tuple[LogRecordProcessor, ...] = tuple(
+        provider._multi_log_record_processor._log_record_processors
+    )
+    return processors
+
+
+def export_queue_of(provider: LoggerProvider) -> BoundedLogRecordProcessor:
+    """The byte-bounded export queue `configure()` put in `provider` (to read its counters)."""
+    for processor in log_processors(provider):
+        if isinstance(processor, BoundedLogRecordProcessor):
+            return processor
+    raise RuntimeError("no BoundedLogRecordProcessor in this LoggerProvider (was an endpoint set?)")
 
 
 class ExporterMessages(logging.Handler):

@@ -1,4 +1,6 @@
-"""A live loopback OTLP receiver: `rotel` from the `rotel` wheel, blackhole exporter.
+"""Loopback OTLP endpoints: a live receiver (`rotel`) and one that never answers.
+
+`Rotel`: `rotel` from the `rotel` wheel, blackhole exporter.
 
 As in shared/reference/backends.md Recipe 3: the agent binary runs in the
 foreground on free loopback ports and is stopped (SIGTERM) afterwards. The
@@ -9,11 +11,14 @@ loader's path).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import socket
 import subprocess
 import sysconfig
 import tempfile
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -105,3 +110,65 @@ class Rotel:
     ) -> None:
         self.stop()
         self._scratch.cleanup()
+
+
+class SilentReceiver:
+    """A backend that hangs: accepts TCP connections on loopback, reads everything, never answers.
+
+    Unlike a closed port (connection refused at once, the exporter backs off), every
+    export request here runs into the exporter's full timeout. `with SilentReceiver()
+    as receiver:` -> `receiver.endpoint`.
+    """
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self.connections = 0
+        self.bytes_read = 0
+        self._lock = threading.Lock()
+        self._open: list[socket.socket] = []
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return  # the listener was closed
+            with self._lock:
+                self.connections += 1
+                self._open.append(connection)
+            threading.Thread(target=self._drain, args=(connection,), daemon=True).start()
+
+    def _drain(self, connection: socket.socket) -> None:
+        with connection:
+            while True:
+                try:
+                    chunk = connection.recv(1 << 16)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                with self._lock:
+                    self.bytes_read += len(chunk)
+
+    def __enter__(self) -> SilentReceiver:
+        threading.Thread(target=self._accept, name="silent-receiver", daemon=True).start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone may not)
+        self._listener.close()
+        with self._lock:
+            for connection in self._open:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)

@@ -112,6 +112,99 @@ def render_memory(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+_BACKENDS = {"refused": "port closed (refused)", "silent": "accepts, never answers"}
+_QUEUES = {
+    "configure": "configure(): BoundedLogRecordProcessor, 8 MiB",
+    "sdk_batch": "baseline: SDK BatchLogRecordProcessor, batch 64",
+}
+
+
+def _count(value: Any) -> str:
+    return "not counted" if value is None else f"{value:,}"
+
+
+def render_outage(results: list[dict[str, Any]]) -> str:
+    """One line per (entry size, backend, export queue); our growth over the baseline's."""
+    baseline_growth = {
+        (result["key"], result["backend"]): result["rss_growth_peak"]
+        for result in results
+        if result["queue"] == "sdk_batch" and "error" not in result
+    }
+    lines = [
+        "| entry | backend down as | export queue | RSS growth, peak (after half the entries) "
+        "| growth / 64 MiB bound "
+        "| growth / baseline's | dropped by the export queue | transcript.error about otel_logs "
+        "| entries in the mirror | in failed exports | neither exported nor reported | shutdown() "
+        "| emitting took |",
+        "|" + "---|" * 13,
+    ]
+    for result in results:
+        head = f"| {result['label']} | {_BACKENDS[result['backend']]} | {_QUEUES[result['queue']]} "
+        if "error" in result:
+            lines.append(head + f"| error: {result['error'][-300:]} |||||||||")
+            continue
+        baseline = baseline_growth.get((result["key"], "refused"))
+        versus = (
+            f"{result['rss_growth_peak'] / baseline:.2f}x"
+            if baseline and result["queue"] != "sdk_batch"
+            else "—"
+        )
+        lines.append(
+            head
+            + f"| {fmt_bytes(result['rss_growth_peak'])} ({fmt_bytes(result['rss_growth_peak_first_half'])}) "
+            f"| {result['growth_over_bound']:.2f}x "
+            f"| {versus} | {_count(result['export_dropped'])} | {result['export_drop_reports']:,} "
+            f"| {result['mirror_entries']:,} of {result['entries']:,} | {result['export_failed']:,} "
+            f"| {result['lost_unreported']:,} | {result['shutdown_s']:.2f} s | {result['emitting_s']:.1f} s |"
+        )
+    return "\n".join(lines)
+
+
+def render_e2e(result: dict[str, Any]) -> str:
+    def seconds(value: float | None) -> str:
+        return "n/a" if value is None else f"{value * 1000:.0f} ms"
+
+    labels = {
+        "uninstrumented": "uninstrumented",
+        "instrumented": "instrumented: configure(), JSONL mirror + OTLP/HTTP to rotel",
+    }
+    lines = [
+        "| run | evaluate(): median [best] | agent thread CPU | process CPU, all threads | every timed run |",
+        "|---|---|---|---|---|",
+    ]
+    for mode, summary in result["modes"].items():
+        runs = ", ".join(seconds(value) for value in summary["seconds"])
+        failed = summary["errors"]
+        errors = f" ({len(failed)} failed: {failed[0][-200:]})" if failed else ""
+        lines.append(
+            f"| {labels.get(mode, mode)} | {seconds(summary['median_s'])} [{seconds(summary['best_s'])}] "
+            f"| {seconds(summary['agent_thread_cpu_s'])} | {seconds(summary['process_cpu_s'])} "
+            f"| {runs}{errors} |"
+        )
+    ratio = result.get("ratio")
+    if ratio is not None:
+        change = f"{(ratio - 1) * 100:+.1f}%"
+        lines.append(f"| instrumented / uninstrumented (medians) | {ratio:.3f}x ({change}) | | | |")
+    captured = [run for run in result["instrumented_runs"] if "error" not in run]
+    lines.append("")
+    if captured:
+        entries = sorted({run["mirror_entries"] for run in captured})
+        complete = sum(run["mirror_entries"] == result["expected_entries"] for run in captured)
+        first = captured[0]
+        by_type = ", ".join(f"{name} {count}" for name, count in first["entry_types"].items())
+        lines.append(
+            f"Captured by the instrumented runs: {'/'.join(str(n) for n in entries)} entries in the mirror, "
+            f"{result['expected_entries']} expected (what weakincentives' Codex bridge emits for the "
+            f"{result['notifications']:,} notifications); complete in {complete} of {len(captured)} runs. "
+            f"By type: {by_type}. {first['spans']} spans; transcript.error records "
+            f"{sum(run['errors'] for run in captured)}, pipeline drops "
+            f"{sum(run['pipeline_dropped'] for run in captured)}, export queue drops "
+            f"{sum(run['export_dropped'] for run in captured)}, records in failed exports "
+            f"{sum(run['export_failed'] for run in captured)} (totals over the timed runs)."
+        )
+    return "\n".join(lines)
+
+
 def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: float) -> str:
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
@@ -139,6 +232,26 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
             "4. Memory: a sink that blocks, entries pile up in the backlog",
             "",
             render_memory(memory),
+            "",
+        ]
+    outage = results.get("outage", {}).get("outage")
+    if outage:
+        out += [
+            "4b. Backend outage: configure() as a user would, 6,000 distinct entries per run "
+            "(one minute at 100 entries/s; ten minutes is the same steady state), OTLP/HTTP to a "
+            "dead loopback backend",
+            "",
+            render_outage(outage),
+            "",
+        ]
+    e2e = results.get("e2e", {}).get("e2e")
+    if e2e:
+        out += [
+            f"5. End to end: weakincentives 0.27 Codex evaluate() over a scripted "
+            f"{e2e['notifications']:,}-notification turn; a fresh process per run, the two kinds "
+            f"alternating, {e2e['runs']} timed runs of each after one warm-up",
+            "",
+            render_e2e(e2e),
             "",
         ]
     for name, payload in results.items():

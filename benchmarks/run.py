@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("agent", "baselines", "throughput", "redaction", "otlp", "memory")
+SECTIONS = ("agent", "baselines", "throughput", "redaction", "otlp", "memory", "outage", "e2e")
 
 
 def _section_main(name: str) -> Callable[[], Any]:
@@ -51,6 +51,14 @@ def _section_main(name: str) -> Callable[[], Any]:
         import bench_memory
 
         return bench_memory.main
+    if name == "outage":
+        import bench_outage
+
+        return bench_outage.main
+    if name == "e2e":
+        import bench_e2e
+
+        return bench_e2e.main
     raise SystemExit(f"unknown section {name!r}; choose from {', '.join(SECTIONS)}")
 
 

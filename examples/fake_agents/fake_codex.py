@@ -12,7 +12,9 @@ newline-delimited JSON-RPC over stdio, without the ``"jsonrpc"`` key:
 This fake answers ``initialize``, ``thread/start`` and ``turn/start``, answers
 any other request with an empty result, and after ``turn/start`` streams the
 notifications of the scenario named by ``FAKE_SCENARIO`` (``plain``, ``rich``
-or ``failed``; see tests/agents/README.md). It exits when stdin closes.
+or ``failed``, see examples/fake_agents/README.md; or ``bulk``, one turn of 2,000
+notifications for benchmarks/bench_e2e.py, see ``scenario_bulk``). It exits when
+stdin closes.
 
 Optional: ``FAKE_AGENT_LOG=<path>`` appends every message read and written
 (``{"dir": "in"|"out"|"out-raw", ...}``) to that file.
@@ -31,7 +33,7 @@ JsonObj = dict[str, Any]
 
 THREAD_ID = "thr_1"
 TURN_ID = "turn_1"
-SCENARIOS = ("plain", "rich", "failed")
+SCENARIOS = ("plain", "rich", "failed", "bulk")
 
 
 class EndOfInput(Exception):
@@ -275,10 +277,107 @@ def scenario_failed(wire: Wire, inbox: Iterator[JsonObj]) -> None:
     wire.notify("turn/completed", {"threadId": THREAD_ID, "turn": turn})
 
 
+# -- bulk: one long turn, for the end-to-end benchmark (benchmarks/bench_e2e.py) ---------
+
+BULK_NOTIFICATIONS = 2_000
+BULK_STEPS = 50
+# Per step: reasoning (4 + deltas), a command (2 + output deltas), a message (2 + deltas), usage (1).
+BULK_REASONING_DELTAS = 8
+BULK_OUTPUT_DELTAS = 6
+BULK_MESSAGE_DELTAS = 16
+_BULK_WORDS = (
+    "the parser splits the path on '/' after normalising 'café' → so the index shifts by one; "
+    "checking tests/test_paths.py next, then the fixture that builds the tree ✓ "
+)
+
+
+def _bulk_text(step: int, part: int, length: int) -> str:
+    """`length` characters of prose, different for every (step, part), a few non-ASCII."""
+    start = (step * 31 + part * 7) % len(_BULK_WORDS)
+    text = (_BULK_WORDS[start:] + _BULK_WORDS) * (length // len(_BULK_WORDS) + 2)
+    return f"[{step}.{part}] " + text[:length]
+
+
+def _bulk_output_chunk(step: int, part: int) -> str:
+    """About 1 KB of pytest-like output (each line differs)."""
+    lines = [
+        f"tests/test_module_{step:02d}.py::test_case_{part * 12 + index:03d}[cafe-{index % 7}] "
+        + ("FAILED" if (step + index) % 13 == 0 else "PASSED")
+        + (" ✓" if index % 5 == 0 else "")
+        for index in range(12)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _bulk_step(wire: Wire, step: int) -> int:
+    """One agent step: reasoning, a command with output, a message, token usage; notifications sent."""
+    reason_id, command_id, message_id = f"item_reason_{step}", f"item_cmd_{step}", f"item_msg_{step}"
+    sent = 0
+
+    reasoning_chunks = [_bulk_text(step, part, 60) for part in range(BULK_REASONING_DELTAS)]
+    _item_started(wire, {"type": "reasoning", "id": reason_id, "summary": [], "content": []})
+    wire.notify("item/reasoning/summaryPartAdded", {**_ids(reason_id), "summaryIndex": 0})
+    for chunk in reasoning_chunks:
+        wire.notify("item/reasoning/summaryTextDelta", {**_ids(reason_id), "delta": chunk, "summaryIndex": 0})
+    reasoning: JsonObj = {"type": "reasoning", "id": reason_id, "summary": ["".join(reasoning_chunks)]}
+    wire.notify("item/reasoning/completed", {**_ids(reason_id), "item": {**reasoning, "content": []}})
+    _item_completed(wire, {**reasoning, "content": []})
+    sent += 4 + BULK_REASONING_DELTAS
+
+    command = f"pytest -q tests/test_module_{step:02d}.py"
+    cmd: JsonObj = {
+        "type": "commandExecution",
+        "id": command_id,
+        "command": f"bash -lc '{command}'",
+        "cwd": os.getcwd(),
+        "processId": None,
+        "status": "inProgress",
+        "commandActions": [{"type": "unknown", "command": command}],
+        "aggregatedOutput": None,
+        "exitCode": None,
+        "durationMs": None,
+    }
+    _item_started(wire, cmd)
+    output = [_bulk_output_chunk(step, part) for part in range(BULK_OUTPUT_DELTAS)]
+    for chunk in output:
+        wire.notify("item/commandExecution/outputDelta", {**_ids(command_id), "delta": chunk})
+    _item_completed(
+        wire,
+        {
+            **cmd,
+            "status": "completed",
+            "aggregatedOutput": "".join(output),
+            "exitCode": step % 2,
+            "durationMs": 800 + step,
+        },
+    )
+    sent += 2 + BULK_OUTPUT_DELTAS
+
+    _agent_message(wire, message_id, [_bulk_text(step, part, 50) for part in range(BULK_MESSAGE_DELTAS)])
+    sent += 2 + BULK_MESSAGE_DELTAS
+
+    last = _usage(1_800 + step * 40, 350 + step, 1_200 + step * 30, 120)
+    _token_usage(wire, last, _usage(90_000 + step * 2_000, 17_500 + step * 350, 60_000 + step * 1_500, 6_000))
+    return sent + 1
+
+
+def scenario_bulk(wire: Wire, inbox: Iterator[JsonObj]) -> None:
+    """One turn of `BULK_NOTIFICATIONS` notifications, as a long Codex turn streams them."""
+    wire.notify("turn/started", {"threadId": THREAD_ID, "turn": _turn("inProgress")})
+    sent = 1
+    for step in range(BULK_STEPS):
+        sent += _bulk_step(wire, step)
+    # The final answer's deltas fill the turn up to exactly BULK_NOTIFICATIONS (with turn/completed).
+    final_deltas = BULK_NOTIFICATIONS - sent - 3
+    _agent_message(wire, "item_msg_final", [_bulk_text(BULK_STEPS, part, 40) for part in range(final_deltas)])
+    wire.notify("turn/completed", {"threadId": THREAD_ID, "turn": _turn("completed")})
+
+
 SCRIPTS: dict[str, Callable[[Wire, Iterator[JsonObj]], None]] = {
     "plain": scenario_plain,
     "rich": scenario_rich,
     "failed": scenario_failed,
+    "bulk": scenario_bulk,
 }
 
 

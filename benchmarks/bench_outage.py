@@ -1,0 +1,191 @@
+"""Section 4b: an OTLP backend outage, with `configure()` set up as a user would.
+
+Issue 8, target 3: the backlog is bounded in bytes; a backend outage at 100
+entries/s of 50 KB costs no more than that bound; drops are counted and reported
+as `transcript.error` records, never silent.
+
+Each run is a fresh process that calls `transcript_otel.configure(jsonl_dir=...)`
+with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at a dead loopback backend, so all
+three sinks are on (JSONL mirror, OTel log records, span events) and both signals
+export over OTLP/HTTP with `configure()`'s settings. The backend is down in one
+of two ways:
+
+* `refused`: nothing listens on the port; each export is refused at once and the
+  exporter retries with backoff until its 5 s timeout;
+* `silent`: a socket accepts the connection and reads forever (`SilentReceiver`),
+  so each export request is held for the exporter's full timeout.
+
+Inside one span, as an agent's run, the process emits `ENTRIES` distinct entries
+(`make_entry(key, variant)`: each has its own strings, as when an adapter parses
+each notification): one minute's worth at 100 entries/s. They are emitted as fast
+as the writer takes them (`produce` waits while the pipeline's backlog is over half
+its bound), so the pipeline itself drops nothing and the export queue is what is
+tested. Once the export queue is full, what an outage holds no longer grows, so
+ten minutes at 100/s is the same steady state as one.
+
+Two export queues, same run, same endpoint:
+
+* `configure`: what `configure()` builds, `BoundedLogRecordProcessor` (8 MiB of
+  estimated payload, batches of 64);
+* `sdk_batch`, the baseline: the SDK's `BatchLogRecordProcessor` with
+  `max_export_batch_size=64` (queue 2048 records), as `configure()` built it
+  before; set as the global logger provider before `configure()`, which then uses
+  it, with its shutdown registered on the pipeline as `configure()` did for the
+  providers it created.
+
+Reported per run: peak RSS growth (sampled every 10 ms on a thread, from just
+before the first entry to the end of `shutdown`), the export queue's counters,
+the `transcript.error` records about `otel_logs` in the JSONL mirror, the entries
+in the mirror, and how long `Configuration.shutdown()` took. RSS is what glibc's
+malloc holds: memory freed by Python may stay in the process (see README.md).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Final
+
+from opentelemetry import trace
+
+import transcript_otel
+from bench_throughput import produce
+from entries import SIZES, make_entry
+from harness import RssSampler, free_port, peak_rss_bytes, read_mirror, run_child
+from otel_setup import CountingProcessor, ExporterMessages, SdkLogs, export_queue_of, sdk_logs
+
+ENTRIES: Final = 6_000  # one minute at 100 entries/s
+# (backend, export queue) per entry size. The baseline runs against the refusing port
+# only: its queue fills to 2048 records whichever way the backend is down, and each
+# run of the nested entries takes about 40 s.
+RUNS: Final = (("refused", "configure"), ("refused", "sdk_batch"), ("silent", "configure"))
+MIB: Final = 1 << 20
+
+
+def _baseline_logger_provider() -> SdkLogs:
+    """The SDK's batch processor, batches of 64, into the exporter `configure()` would build."""
+    from opentelemetry._logs import set_logger_provider
+
+    from transcript_otel import exporters
+
+    url = exporters.endpoint_for("LOGS")
+    if url is None:
+        raise RuntimeError("OTEL_EXPORTER_OTLP_ENDPOINT is not set")
+    exporter = exporters.otlp_exporter("LOGS", url, exporters.protocol_for("LOGS"))
+    logs = sdk_logs(exporter, max_export_batch_size=exporters.LOG_EXPORT_BATCH_SIZE)
+    set_logger_provider(logs.provider)
+    return logs
+
+
+def run_outage(key: str, backend: str, queue: str) -> dict[str, Any]:
+    """Child process: one outage run; its figures."""
+    directory = tempfile.mkdtemp(prefix="bench-outage-")
+    with ExporterMessages() as exporter_messages:  # counted, not printed
+        baseline = _baseline_logger_provider() if queue == "sdk_batch" else None
+        configuration = transcript_otel.configure(service_name="bench-outage", jsonl_dir=directory)
+        if baseline is not None:
+            configuration.pipeline.add_shutdown_callback(baseline.provider.shutdown)
+            emitted = baseline.counter
+        else:
+            # Only counts what reaches the provider: the export queue does not count what it took.
+            emitted = CountingProcessor()
+            configuration.logger_provider.add_log_record_processor(emitted)
+        pipeline = configuration.pipeline
+        tracer = trace.get_tracer("benchmarks.outage")
+        emitter = transcript_otel.TranscriptEmitter(
+            prompt_name=f"bench-outage-{key}", adapter="codex_app_server", session_id=str(uuid.uuid4())
+        )
+        make_entry(key)  # the entry builders' module-level text, before the RSS baseline
+        gc.collect()
+        with RssSampler() as rss:
+            started = time.monotonic()
+            with tracer.start_as_current_span(f"invoke_agent bench-outage-{key}"):
+                # In two halves: the same peak after each shows a steady state, not a slow leak.
+                half = ENTRIES // 2
+                waits = produce(pipeline, emitter, (make_entry(key, variant) for variant in range(half)))
+                growth_first_half = rss.growth
+                waits += produce(
+                    pipeline, emitter, (make_entry(key, variant) for variant in range(half, ENTRIES))
+                )
+                emitter.stop(wait=False)
+            emitting_s = time.monotonic() - started
+            shutdown_started = time.monotonic()
+            configuration.shutdown()
+            shutdown_s = time.monotonic() - shutdown_started
+        if emitter.jsonl_path is None:
+            raise RuntimeError("configure() set up no JSONL mirror")
+        mirror = read_mirror(emitter.jsonl_path)
+        shutil.rmtree(directory)  # up to 650 MB of mirror per run
+        result: dict[str, Any] = {
+            "entries": ENTRIES,
+            "emitting_s": emitting_s,
+            "producer_waits": waits,
+            "shutdown_s": shutdown_s,
+            "rss_before": rss.start,
+            "rss_growth_peak": rss.growth,
+            "rss_growth_peak_first_half": growth_first_half,
+            "growth_over_bound": rss.growth / pipeline.max_backlog_bytes,
+            "bound_bytes": pipeline.max_backlog_bytes,
+            "process_peak_rss": peak_rss_bytes(),
+            "mirror_entries": mirror.entries,
+            "mirror_errors": mirror.events["transcript.error"],
+            "export_drop_reports": mirror.sink_failures["otel_logs"],
+            "pipeline_dropped": mirror.pipeline_dropped,
+            "records_into_sdk": emitted.emitted,
+        }
+        if baseline is not None:
+            # The SDK counts nothing it drops: what never reached the exporter was lost unreported
+            # (pushed out of its full queue, or still queued when the process ends).
+            _, exported, failed = baseline.snapshot()
+            result.update(
+                export_dropped=None,
+                export_failed=failed,
+                lost_unreported=emitted.emitted - exported - failed,
+            )
+        else:
+            export_queue = export_queue_of(configuration.logger_provider)
+            result.update(
+                export_dropped=export_queue.dropped,
+                export_failed=export_queue.failed,
+                # Neither exported nor dropped: in the queue or in flight when shutdown gave up.
+                lost_unreported=emitted.emitted - export_queue.dropped - export_queue.failed,
+            )
+        result["exporter_messages"] = sum(exporter_messages.counts.values())
+    return result
+
+
+def _child_environment(endpoint: str) -> dict[str, str]:
+    """This environment without OTel or transcript-otel settings, plus the dead endpoint."""
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "TRANSCRIPT_OTEL_"))
+    }
+    environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    return environment
+
+
+def main() -> dict[str, Any]:
+    from receiver import SilentReceiver
+
+    results: list[dict[str, Any]] = []
+    with SilentReceiver() as silent:
+        # A free port nobody listens on: connections are refused.
+        endpoints = {"refused": f"http://127.0.0.1:{free_port()}", "silent": silent.endpoint}
+        for key, label in SIZES:
+            for backend, queue in RUNS:
+                outcome = run_child(__file__, key, backend, queue, env=_child_environment(endpoints[backend]))
+                results.append({"key": key, "label": label, "backend": backend, "queue": queue, **outcome})
+        received = f"{silent.connections} connections, {silent.bytes_read / MIB:.0f} MiB read, no answer"
+    return {"outage": results, "info": {"silent_receiver": received}}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_outage(*sys.argv[1:4])))
+    sys.stdout.flush()
+    # The baseline's SDK queue would keep retrying its backlog at exit; the figures are out.
+    os._exit(0)
