@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline
+from transcript_otel.content import ContentPolicy
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
@@ -422,6 +423,28 @@ def test_a_secret_in_the_exception_reaches_neither_the_span_nor_the_mirror(
     assert "[REDACTED:" in mirror
     for value in (*attributes.values(), mirror):
         assert secret not in str(value)
+
+
+def test_with_metadata_only_the_exception_event_keeps_no_message(
+    start: Start, default_pipeline: TranscriptPipeline
+) -> None:
+    default_pipeline.content_policy = ContentPolicy("metadata")
+    driver = start()
+    prompt = "summarise the record of Jane Doe"
+    try:
+        try:
+            raise KeyError(prompt)
+        except KeyError as cause:
+            raise ValueError(f"model refused: {prompt}") from cause
+    except ValueError as error:
+        spans = driver.finish(error)
+    (event,) = [e for e in only(spans, ROOT).events if e.name == "exception"]
+    attributes = {key: str(value) for key, value in (event.attributes or {}).items()}
+    assert attributes["exception.message"].startswith("[text: ")
+    assert "test_agent_run.py" in attributes["exception.stacktrace"]  # the frames stay
+    mirror = Path(driver.run.emitter.jsonl_path or "").read_text()
+    for value in (*attributes.values(), mirror):
+        assert "Jane Doe" not in value
 
 
 def test_a_failure_is_an_error_entry_naming_what_caused_it(start: Start) -> None:

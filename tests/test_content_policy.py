@@ -162,6 +162,11 @@ def test_a_bad_setting_is_a_clear_error(mode: str, exclude: list[str] | None, me
         policy_from(mode, exclude, environ={})
 
 
+def test_an_exclusion_iterator_is_read_once_and_applied() -> None:
+    policy = policy_from("full", iter(["tool_results", "user_text"]), environ={})
+    assert policy.excluded == frozenset({"tool_results", "user_text"})
+
+
 def test_a_bad_variable_keeps_less_not_more(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

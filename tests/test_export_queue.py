@@ -23,6 +23,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel._export_drops import take_drop
 from transcript_otel.export_queue import RECORD_OVERHEAD_BYTES, BoundedLogRecordProcessor, record_bytes
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
 
@@ -209,3 +210,81 @@ def test_shutdown_names_what_the_backend_never_took_once(
         "transcript-otel: 2 log records did not reach the OTLP backend (still queued at shutdown); "
         "the JSONL mirror has them: `transcript-otel replay RUN` sends them"
     ]
+
+
+class SlowExporter:
+    """Takes each batch after `seconds`; notes exports that arrive after its shutdown."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.is_shut_down = False
+        self.exports_after_shutdown = 0
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        if self.is_shut_down:
+            self.exports_after_shutdown += 1
+        time.sleep(self.seconds)
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.is_shut_down = True
+
+
+def test_shutdown_keeps_one_deadline_and_exports_nothing_after_the_exporters_shutdown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exporter = SlowExporter(0.3)
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=2)
+    logger = provider_with(processor).get_logger("test")
+    for index in range(40):  # 20 batches of 0.3 s: 6 s of exports behind a 1 s deadline
+        logger.emit(body=str(index))
+    started = time.monotonic()
+    processor.shutdown(1_000)
+    assert time.monotonic() - started < 2.5  # one deadline for flush and stop, not two
+    time.sleep(0.5)  # an export still in flight finishes; no new one starts
+    assert exporter.exports_after_shutdown == 0
+    (warning,) = [
+        r.getMessage() for r in caplog.records if "did not reach the OTLP backend" in r.getMessage()
+    ]
+    assert warning.startswith("transcript-otel: ")
+    lost = int(warning.split()[1])
+    assert 20 < lost < 40  # most of them, and counted once
+
+
+def test_non_ascii_text_is_counted_in_utf8_bytes() -> None:
+    class Record:
+        def __init__(self) -> None:
+            self.body = "é" * 100 + "漢" * 100 + "🚀" * 100
+            self.attributes: dict[str, Any] = {}
+
+    class Wrapped:
+        log_record = Record()
+
+    assert record_bytes(Wrapped()) == RECORD_OVERHEAD_BYTES + 100 * 2 + 100 * 3 + 100 * 4
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_child_forked_after_shutdown_stays_shut_down(exporter: HeldExporter) -> None:
+    exporter.released.set()
+    processor = BoundedLogRecordProcessor(exporter)
+    provider = provider_with(processor)
+    processor.shutdown(1_000)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            provider.get_logger("test").emit(body="child")
+            report = {
+                "worker_alive": processor._worker.is_alive(),
+                "dropped": processor.dropped,
+                "reason": take_drop(),
+            }
+            os.write(write_end, json.dumps(report).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        report = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    assert report == {"worker_alive": False, "dropped": 1, "reason": "the OTLP export queue is shut down"}

@@ -13,21 +13,25 @@ import threading
 
 
 class ExportQueueFull(RuntimeError):
-    """The OTLP export queue was full (the backend slow or down): the record was dropped there."""
+    """The OTLP export queue did not take the record (full, or already shut down)."""
+
+
+QUEUE_FULL = "the OTLP export queue is full (backend slow or down)"
+STOPPED = "the OTLP export queue is shut down"
 
 
 class _DropMark(threading.local):
-    dropped = False
+    reason: str | None = None
 
 
 _mark = _DropMark()
 
 
-def mark_dropped() -> None:
-    _mark.dropped = True
+def mark_dropped(reason: str) -> None:
+    _mark.reason = reason
 
 
-def take_drop() -> bool:
-    """Whether a record emitted on this thread was dropped since the last call (then clear)."""
-    dropped, _mark.dropped = _mark.dropped, False
-    return dropped
+def take_drop() -> str | None:
+    """Why a record emitted on this thread was dropped since the last call, if one was (then clear)."""
+    reason, _mark.reason = _mark.reason, None
+    return reason

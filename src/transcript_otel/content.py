@@ -137,6 +137,7 @@ def policy_from(
     only: less, not more, and capture goes on (under `opentelemetry-instrument` an
     exception here would switch off every sink and instrumentor).
     """
+    exclude = None if exclude is None else tuple(exclude)  # read once: it may be an iterator
     if mode is not None and mode not in MODES:
         raise ValueError(f"content must be one of {', '.join(MODES)}, not {mode!r}")
     if exclude is not None:

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from opentelemetry.sdk._logs import LogRecordProcessor
 
-from transcript_otel._export_drops import mark_dropped
+from transcript_otel._export_drops import QUEUE_FULL, STOPPED, mark_dropped
 from transcript_otel._metrics import count_dropped
 
 _logger = logging.getLogger(__name__)
@@ -49,7 +49,10 @@ _MAX_DEPTH: Final = 32
 
 def payload_bytes(value: Any, depth: int = 0) -> int:
     """About how many bytes `value` holds: its strings and bytes, with a little per item."""
-    if isinstance(value, (str, bytes, bytearray)):
+    if isinstance(value, str):
+        # UTF-8 bytes, not characters: CJK text is 3 bytes a character on the wire, emoji 4.
+        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, (bytes, bytearray)):
         return len(value)
     if depth >= _MAX_DEPTH:
         return 8
@@ -93,15 +96,18 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
         # A forked child gets an empty queue and a thread of its own (threads do not survive fork).
         os.register_at_fork(after_in_child=functools.partial(_restart, weakref.ref(self)))
 
-    def _start(self) -> None:
+    def _start(self, *, stopped: bool = False) -> None:
         self._queue: deque[tuple[Any, int]] = deque()
         self._queued_bytes = 0
         self._in_flight = 0
         self._flush_waiters = 0
-        self._stopping = False
+        self._stopping = stopped
+        self._abandoned = 0
+        self._discarding = stopped  # past the shutdown deadline: drop the rest, export nothing
         self._condition = threading.Condition()
         self._worker = threading.Thread(target=self._work, name="transcript-otel-log-export", daemon=True)
-        self._worker.start()
+        if not stopped:
+            self._worker.start()
 
     @property
     def queued_bytes(self) -> int:
@@ -117,7 +123,7 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
             )
             if self._stopping or full:
                 self.dropped += 1
-                mark_dropped()
+                mark_dropped(STOPPED if self._stopping else QUEUE_FULL)
                 return
             self._queue.append((log_record, size))
             self._queued_bytes += size
@@ -129,6 +135,10 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
             with self._condition:
                 if not self._stopping and len(self._queue) < self._batch_size and not self._flush_waiters:
                     self._condition.wait(self._schedule_delay_s)
+                if self._discarding:
+                    self._abandoned += len(self._queue)
+                    self._queue.clear()
+                    self._queued_bytes = 0
                 if not self._queue:
                     if self._stopping:
                         return
@@ -172,20 +182,23 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
                 self._flush_waiters -= 1
 
     def shutdown(self, timeout_millis: int = DEFAULT_SHUTDOWN_TIMEOUT_MS) -> None:
-        """Export what is queued within `timeout_millis`, then stop; later records are dropped.
-        Records the backend never took are counted in the drop metric and named in one warning
-        (the JSONL mirror has them: `transcript-otel replay` sends them later). Runs once."""
+        """Export what is queued, then stop, all within `timeout_millis`; later records are
+        dropped. What the backend never took is counted in the drop metric and named in one
+        warning (the JSONL mirror has it: `transcript-otel replay` sends it later). Runs once."""
         with self._condition:
             if self._stopping:
                 return
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
         self.force_flush(timeout_millis)
         with self._condition:
-            self._stopping = True
-            abandoned = len(self._queue)
+            self._stopping = self._discarding = True
             self._condition.notify_all()
-        self._worker.join(max(0, timeout_millis) / 1000)
+        # The exporter is shut down once its worker is done with it (an export in flight
+        # may still be waiting for a slow backend: it is left to its own timeout).
+        self._worker.join(max(0.0, deadline - time.monotonic()))
         self._exporter.shutdown()
-        lost = abandoned + self.failed
+        with self._condition:
+            lost = self._abandoned + len(self._queue) + self.failed
         if lost and self._report_losses:
             count_dropped(lost, EXPORT)
             _logger.warning(
@@ -198,5 +211,5 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
 
 def _restart(reference: weakref.ref[BoundedLogRecordProcessor]) -> None:
     processor = reference()
-    if processor is not None:
-        processor._start()
+    if processor is not None:  # a child of a shut-down processor gets no export thread
+        processor._start(stopped=processor._stopping)

@@ -29,7 +29,7 @@ import time
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 from opentelemetry.instrumentation.utils import suppress_instrumentation
@@ -260,12 +260,16 @@ class TranscriptPipeline:
                 len(self.backlog),
             )
 
-    def _release_actions(self, deadline: float) -> list[tuple[str, Callable[[], None]]]:
+    def _release_actions(self, deadline: float) -> list[_ShutdownAction]:
         remaining = max(0.0, deadline - time.monotonic())
-        actions: list[tuple[str, Callable[[], None]]] = [
-            (f"sink {sink.name}", functools.partial(sink.shutdown, remaining)) for sink in self.sinks
+        actions = [
+            _ShutdownAction(f"sink {sink.name}", functools.partial(sink.shutdown, remaining), sink.essential)
+            for sink in self.sinks
         ]
-        actions += [(repr(callback), callback) for callback in self._on_shutdown]
+        actions += [
+            _ShutdownAction(getattr(callback, "__qualname__", repr(callback)), callback, essential=False)
+            for callback in self._on_shutdown
+        ]
         return actions
 
     # -- writer thread -----------------------------------------------------------------
@@ -485,17 +489,25 @@ class TranscriptPipeline:
             self._guard(sink, lambda s: s.after_fork_in_child())
 
 
-def _run_all_before(actions: list[tuple[str, Callable[[], None]]], deadline: float) -> None:
+class _ShutdownAction(NamedTuple):
+    name: str
+    run: Callable[[], None]
+    essential: bool  # the mirror: worth a warning when cut short (the OTLP side reports its own losses)
+
+
+def _run_all_before(actions: list[_ShutdownAction], deadline: float) -> None:
     """Run `actions` concurrently on daemon threads; stop waiting at `deadline`."""
     workers = []
-    for name, action in actions:
-        worker = threading.Thread(target=_logged(name, action), name="transcript-otel-shutdown", daemon=True)
+    for action in actions:
+        target = _logged(action.name, action.run)
+        worker = threading.Thread(target=target, name="transcript-otel-shutdown", daemon=True)
         worker.start()
-        workers.append((name, worker))
-    for name, worker in workers:
+        workers.append((action, worker))
+    for action, worker in workers:
         worker.join(max(0.0, deadline - time.monotonic()))
         if worker.is_alive():
-            _logger.warning("transcript-otel: %s did not finish before the shutdown deadline", name)
+            level = logging.WARNING if action.essential else logging.DEBUG
+            _logger.log(level, "transcript-otel: %s did not finish before the shutdown deadline", action.name)
 
 
 def _logged(name: str, action: Callable[[], None]) -> Callable[[], None]:

@@ -96,11 +96,14 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from transcript_otel.setup import configure
 
     prompt_name = args.prompt_name or os.path.basename(command[0])
-    # The exporters' complaints (a backend down) must not land in the command's stderr: the
-    # transcript keeps its own account (transcript.error records, the JSONL mirror).
-    quiet = logging.getLogger("opentelemetry")
-    quiet.addHandler(logging.NullHandler())
-    quiet.propagate = False
+    # The exporters' complaints (a backend down) and ours (a full export queue, records a dead
+    # backend never took) must not land in the command's stderr: the transcript keeps its own
+    # account (transcript.error records, the JSONL mirror).
+    # Warnings about our settings (a bad variable) still show: they are about the invocation.
+    for name in ("opentelemetry", "transcript_otel.pipeline", "transcript_otel.export_queue"):
+        quiet = logging.getLogger(name)
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
     try:
         # OTEL_SERVICE_NAME, when set, names the service; else the command does.
         configure(service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name, instrument=False)

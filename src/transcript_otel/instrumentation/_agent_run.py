@@ -495,9 +495,13 @@ class AgentRun:
         is kept only where the content policy keeps error text."""
         pipeline = self.emitter.pipeline
         message = message_of(error)
-        if pipeline.content_policy.mode_for(EntryType.ERROR.value) != "full":
+        if pipeline.content_policy.mode_for(EntryType.ERROR.value) == "full":
+            stack_trace = "".join(traceback.format_exception(error))
+        else:  # the frames only: the messages of the error and its causes are content
             message = text_digest(message)
-        stack_trace = "".join(traceback.format_exception(error))
+            frames = traceback.TracebackException.from_exception(error).stack.format()
+            stack_trace = "".join(["Traceback (most recent call last):\n", *frames])
+            stack_trace += f"{_exception_type(error)}: {message}\n"
         span.add_event(
             "exception",
             {

@@ -44,6 +44,7 @@ class OTelLogSink(Sink):
         severity = SeverityNumber.WARN if warning else SeverityNumber.DEBUG
         if not self._enabled(record, severity):
             return  # no SDK behind the API (or filtered): skip building attributes
+        take_drop()  # a mark left by another record emitted on this thread is not this one's
         self._logger.emit(
             LogRecord(
                 timestamp=record.timestamp_ns,
@@ -58,10 +59,11 @@ class OTelLogSink(Sink):
                 event_name=record.event.value,
             )
         )
-        if take_drop():
-            raise ExportQueueFull(
-                "the OTLP export queue is full (backend slow or down); record dropped there"
-            )
+        # The export queue drops on this thread, in this call (the SDK's synchronous
+        # multi-processor; with its concurrent one, drops are counted there but not seen here).
+        reason = take_drop()
+        if reason is not None:
+            raise ExportQueueFull(reason)
 
     def _enabled(self, record: PreparedRecord, severity: SeverityNumber) -> bool:
         enabled = getattr(self._logger, "enabled", None)  # Logger.enabled() is API >= 1.45
