@@ -682,4 +682,7 @@ def test_record_never_raises(start: Start) -> None:
     driver.run.end_turn(ValueError())
     driver.finish()
     records = [r for r in run_records(driver.run.emitter) if r["event"] == "transcript.entry"]
-    assert len(records) == 4 * 7 * len(HOSTILE_DETAILS) + 1
+    # 28 entries of 5 MB pass the 64 MiB backlog bound when the writer falls behind (a busy
+    # machine): those are dropped and counted, never lost silently.
+    dropped = driver.run.emitter.dropped_entries
+    assert len(records) + dropped == 4 * 7 * len(HOSTILE_DETAILS) + 1
