@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,22 @@ def emit_entries(pipeline: TranscriptPipeline, count: int) -> TranscriptEmitter:
         emitter.emit("tool_result", detail={"output": TEXT})
     assert emitter.flush(10)
     return emitter
+
+
+def report_from_child(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`run()` in a forked child; its JSON report, read back in the parent."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports, then leaves without the parent's exit handlers
+        try:
+            os.write(write_end, json.dumps(run()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        report: dict[str, Any] = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    return report
 
 
 def test_the_queue_holds_at_most_its_bound_and_counts_what_it_drops(
@@ -172,23 +188,15 @@ def test_a_forked_child_exports_its_own_records_and_not_the_parents(exporter: He
     logger = provider_with(processor).get_logger("test")
     logger.emit(body="parent, held")  # out with the held exporter when the child is forked
     logger.emit(body="parent, queued")
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report what it exported, then leave without cleanup
-        try:
-            exporter.batches.clear()
-            exporter.released.set()
-            logger.emit(body="child")
-            flushed = processor.force_flush(5_000)
-            bodies = [record.log_record.body for record in exporter.records()]
-            os.write(write_end, json.dumps({"flushed": flushed, "bodies": bodies}).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        report = json.loads(pipe.read())
-    os.waitpid(pid, 0)
-    assert report == {"flushed": True, "bodies": ["child"]}
+
+    def in_child() -> dict[str, Any]:  # what the child exported
+        exporter.batches.clear()
+        exporter.released.set()
+        logger.emit(body="child")
+        flushed = processor.force_flush(5_000)
+        return {"flushed": flushed, "bodies": [record.log_record.body for record in exporter.records()]}
+
+    assert report_from_child(in_child) == {"flushed": True, "bodies": ["child"]}
     exporter.released.set()
     assert processor.force_flush(5_000)
     assert [record.log_record.body for record in exporter.records()] == ["parent, held", "parent, queued"]
@@ -270,21 +278,17 @@ def test_a_child_forked_after_shutdown_stays_shut_down(exporter: HeldExporter) -
     processor = BoundedLogRecordProcessor(exporter)
     provider = provider_with(processor)
     processor.shutdown(1_000)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            provider.get_logger("test").emit(body="child")
-            report = {
-                "worker_alive": processor._worker.is_alive(),
-                "dropped": processor.dropped,
-                "reason": take_drop(),
-            }
-            os.write(write_end, json.dumps(report).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        report = json.loads(pipe.read())
-    os.waitpid(pid, 0)
-    assert report == {"worker_alive": False, "dropped": 1, "reason": "the OTLP export queue is shut down"}
+
+    def in_child() -> dict[str, Any]:
+        provider.get_logger("test").emit(body="child")
+        return {
+            "worker_alive": processor._worker.is_alive(),
+            "dropped": processor.dropped,
+            "reason": take_drop(),
+        }
+
+    assert report_from_child(in_child) == {
+        "worker_alive": False,
+        "dropped": 1,
+        "reason": "the OTLP export queue is shut down",
+    }
