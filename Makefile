@@ -53,7 +53,11 @@ demo: $(DEMO_VENV)/.installed
 	$(DEMO_VENV)/bin/python examples/claude_sdk_agent.py
 
 ## test: set up and run ruff, mypy --strict and the suite (Python 3.13 and the default python3)
-test: browser lint pytest pytest-default
+# The default python3's suite needs neither weakincentives nor Phoenix: it runs while their
+# environments install (mostly downloads and unpacking), each target's output kept together.
+test: browser lint
+	$(MAKE) --no-print-directory -j3 --output-sync=target pytest-default wink-envs $(PHOENIX_VENV)/.installed
+	$(MAKE) --no-print-directory pytest
 
 # Debian's chromium and chromedriver for the HTML export's browser tests: installed when
 # missing and we may (root with apt-get); without them those tests are skipped, saying why.
