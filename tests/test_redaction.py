@@ -59,6 +59,15 @@ def test_bearer_and_basic_credentials_lose_only_the_credential() -> None:
     assert redactor.text("curl -H 'authorization: basic dXNlcjpwYXNzd29yZDEyMw=='").endswith(
         f"basic {marker('bearer', 'dXNlcjpwYXNzd29yZDEyMw==')}'"
     )
+    # Auth schemes are case-insensitive: upper case is redacted too.
+    assert (
+        redactor.text(f"AUTHORIZATION: BEARER {BEARER}")
+        == f"AUTHORIZATION: BEARER {marker('bearer', BEARER)}"
+    )
+    assert (
+        redactor.text("BASIC dXNlcjpwYXNzd29yZDEyMw==")
+        == f"BASIC {marker('bearer', 'dXNlcjpwYXNzd29yZDEyMw==')}"
+    )
 
 
 def test_the_same_secret_gives_the_same_marker_and_others_differ() -> None:

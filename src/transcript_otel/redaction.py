@@ -86,11 +86,13 @@ BUILTIN_RULES: Final = (
         _KEY_START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
         starts_with=("eyJ",),
     ),
-    # The credential after `Bearer` / `Basic` in an Authorization header or a curl line.
+    # The credential after `Bearer` / `Basic` in an Authorization header or a curl line
+    # (auth schemes are case-insensitive: the usual three spellings of each).
     BuiltinRule(
         "bearer",
-        r"(?<=[Bb]earer )[A-Za-z0-9._~+/-]{16,}=*|(?<=[Bb]asic )[A-Za-z0-9+/]{16,}=*",
-        follows=("Bearer ", "bearer ", "Basic ", "basic "),
+        r"(?:(?<=[Bb]earer )|(?<=BEARER ))[A-Za-z0-9._~+/-]{16,}=*"
+        r"|(?:(?<=[Bb]asic )|(?<=BASIC ))[A-Za-z0-9+/]{16,}=*",
+        follows=("Bearer ", "bearer ", "BEARER ", "Basic ", "basic ", "BASIC "),
     ),
 )
 _MAX_DEPTH: Final = 64
