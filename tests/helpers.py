@@ -10,7 +10,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from transcript_otel import TranscriptEmitter, TranscriptEntry, read_records
+from transcript_otel import (
+    TranscriptEmitter,
+    TranscriptEntry,
+    check_invariants,
+    read_records,
+    reconstruct_transcript,
+)
 
 
 def run_records(emitter: TranscriptEmitter) -> list[dict[str, Any]]:
@@ -21,6 +27,28 @@ def run_records(emitter: TranscriptEmitter) -> list[dict[str, Any]]:
 
 def entry_contexts(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r["context"] for r in records if r["event"] == "transcript.entry"]
+
+
+def assert_complete_mirror(jsonl: object, runs: Path, *, spans: int, per_span: int, span_key: str) -> None:
+    """The mirror of a scripted run that emitted `per_span` entries (detail `{span_key: n, "i": i}`)
+    in each of `spans` spans: start, every entry gap-free and in emission order, stop; valid by
+    the seven invariants; each entry still correlated with the span it was emitted in."""
+    count = spans * per_span
+    assert isinstance(jsonl, str)
+    assert Path(jsonl).parent == runs
+    records = list(read_records(jsonl))
+    assert len(records) == count + 2
+    assert records[0]["event"] == "transcript.start"
+    assert records[-1]["event"] == "transcript.stop"
+    assert records[-1]["context"]["total_entries"] == count
+    entries = reconstruct_transcript(records)
+    assert [e.sequence_number for e in entries] == list(range(1, count + 1))
+    assert [(e.detail[span_key], e.detail["i"]) for e in entries] == [
+        (span, i) for span in range(spans) for i in range(per_span)
+    ]
+    assert check_invariants(records, expected_adapter="scripted") == []
+    span_ids = {r["context"].get("span_id") for r in records if r["event"] == "transcript.entry"}
+    assert len(span_ids) == spans
 
 
 def strict(entries: Iterable[TranscriptEntry]) -> list[tuple[Any, ...]]:

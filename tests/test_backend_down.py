@@ -21,8 +21,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-from transcript_otel import check_invariants, read_records, reconstruct_transcript
-
+from helpers import assert_complete_mirror
 from receivers import free_port, subprocess_env
 
 ENTRIES = 2000
@@ -117,20 +116,4 @@ def test_dead_backend_neither_hangs_nor_loses_the_mirror(tmp_path: Path, protoco
     assert outcome["dropped"] == 0
 
     # The JSONL mirror holds every entry: start, 2,000 gap-free entries, stop.
-    jsonl = outcome["jsonl"]
-    assert isinstance(jsonl, str)
-    assert Path(jsonl).parent == runs
-    records = list(read_records(jsonl))
-    assert len(records) == ENTRIES + 2
-    assert records[0]["event"] == "transcript.start"
-    assert records[-1]["event"] == "transcript.stop"
-    assert records[-1]["context"]["total_entries"] == ENTRIES
-    entries = reconstruct_transcript(records)
-    assert [e.sequence_number for e in entries] == list(range(1, ENTRIES + 1))
-    assert [(e.detail["turn"], e.detail["i"]) for e in entries] == [
-        (turn, i) for turn in range(SPANS) for i in range(ENTRIES // SPANS)
-    ]
-    assert check_invariants(records, expected_adapter="scripted") == []
-    # Each entry is still correlated with the span it was emitted in.
-    span_ids = [r["context"]["span_id"] for r in records if r["event"] == "transcript.entry"]
-    assert len(set(span_ids)) == SPANS
+    assert_complete_mirror(outcome["jsonl"], runs, spans=SPANS, per_span=ENTRIES // SPANS, span_key="turn")

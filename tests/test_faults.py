@@ -43,8 +43,8 @@ pytest.importorskip("grpc")
 import grpc  # type: ignore[import-untyped]
 
 from fault_servers import Fault, GrpcFaultServer, HttpFaultServer, ResetServer
-from transcript_otel import check_invariants, read_records, reconstruct_transcript
 
+from helpers import assert_complete_mirror
 from receivers import Rotel, subprocess_env
 
 pytestmark = [pytest.mark.otlp, pytest.mark.receiver]
@@ -370,24 +370,9 @@ def assert_agent_unaffected(outcome: Outcome, reference: Outcome) -> None:
 
 
 def assert_mirror_complete(outcome: Outcome) -> None:
-    """start, every entry gap-free and in order, stop; valid by the seven invariants."""
-    jsonl = outcome.result["jsonl"]
-    assert isinstance(jsonl, str)
-    assert Path(jsonl).parent == outcome.runs
-    records = list(read_records(jsonl))
-    assert len(records) == ENTRIES + 2
-    assert records[0]["event"] == "transcript.start"
-    assert records[-1]["event"] == "transcript.stop"
-    assert records[-1]["context"]["total_entries"] == ENTRIES
-    entries = reconstruct_transcript(records)
-    assert [e.sequence_number for e in entries] == list(range(1, ENTRIES + 1))
-    assert [(e.detail["step"], e.detail["i"]) for e in entries] == [
-        (step, i) for step in range(STEPS) for i in range(ENTRIES_PER_STEP)
-    ]
-    assert check_invariants(records, expected_adapter="scripted") == []
-    # Each entry is still correlated with the span it was emitted in.
-    span_ids = {r["context"].get("span_id") for r in records if r["event"] == "transcript.entry"}
-    assert len(span_ids) == STEPS
+    assert_complete_mirror(
+        outcome.result["jsonl"], outcome.runs, spans=STEPS, per_span=ENTRIES_PER_STEP, span_key="step"
+    )
 
 
 # -- the tests ------------------------------------------------------------------------------
