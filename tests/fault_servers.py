@@ -29,7 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-LOOPBACK = "127.0.0.1"
+from receivers import LOOPBACK, answer_otlp_export
+
 # Longer than the exporters' 5 s export timeout, so every request times out client-side.
 SLOW_ANSWER_S = 6.0
 
@@ -108,10 +109,7 @@ class HttpFaultServer(_ContextManaged):
         return f"http://{LOOPBACK}:{self.port}"
 
     def start(self) -> None:
-        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-            ExportLogsServiceRequest,
-            ExportLogsServiceResponse,
-        )
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
         owner = self
 
@@ -126,12 +124,7 @@ class HttpFaultServer(_ContextManaged):
                     return
                 if self.path.endswith("/v1/logs"):
                     owner.counted.accepted(_count_log_records(ExportLogsServiceRequest.FromString(body)))
-                answer = ExportLogsServiceResponse().SerializeToString()  # empty: same for traces
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                answer_otlp_export(self)
                 if owner.fault is Fault.STOPS_MIDRUN:
                     # Not from this thread: shutdown() waits for serve_forever, which waits for us.
                     threading.Thread(target=owner.stop, name="fault-http-stop", daemon=True).start()

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from receivers import LOOPBACK, free_port, owns_listening_port, port_accepts, subprocess_env
+from receivers import LOOPBACK, free_port, owns_listening_port, port_accepts, stop_process, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 PHOENIX_VERSION = "20.26.1"  # pinned by the Makefile; its REST routes move between versions
@@ -158,13 +158,8 @@ class Phoenix:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        if process is not None:
+            stop_process(process, grace_s=10)
 
     def close(self) -> None:
         self.stop()

@@ -25,6 +25,7 @@ import sysconfig
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -73,6 +74,30 @@ def rotel_binary() -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def stop_process(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `grace_s`; reaped either way."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
+def answer_otlp_export(handler: BaseHTTPRequestHandler) -> None:
+    """200 with an empty OTLP/HTTP protobuf export response (the same bytes for logs and traces)."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+
+    answer = ExportLogsServiceResponse().SerializeToString()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/x-protobuf")
+    handler.send_header("Content-Length", str(len(answer)))
+    handler.end_headers()
+    handler.wfile.write(answer)
 
 
 def rotel_environment(**variables: str) -> dict[str, str]:
@@ -346,14 +371,8 @@ class Rotel:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        if process is not None:
+            stop_process(process, grace_s=5)
 
     def output(self) -> str:
         try:
@@ -495,12 +514,8 @@ class LokiShapedReceiver:
     def __enter__(self) -> LokiShapedReceiver:
         import gzip
         import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-            ExportLogsServiceRequest,
-            ExportLogsServiceResponse,
-        )
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
         receiver = self
 
@@ -520,12 +535,7 @@ class LokiShapedReceiver:
                     for scope_logs in resource_logs.scope_logs
                     for record in scope_logs.log_records
                 )
-                answer = ExportLogsServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                answer_otlp_export(self)
 
             def log_message(self, *args: Any) -> None:
                 pass  # no access log on the test's stderr
