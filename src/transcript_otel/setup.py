@@ -101,23 +101,6 @@ def instrument_installed() -> list[str]:
     return done
 
 
-def _meter_provider(
-    service_name: str | None, endpoint: str | None, protocol: str | None, sdk_disabled: bool
-) -> Any:
-    """A MeterProvider for the dropped-records counter, made global, when one is wanted
-    (`OTEL_METRICS_EXPORTER=otlp`), none is set and an endpoint is configured; else None."""
-    if sdk_disabled or not exporters.metrics_wanted() or _metrics_configured():
-        return None
-    url = exporters.endpoint_for("METRICS", endpoint, protocol)
-    if url is None:
-        return None
-    provider = exporters.meter_provider(
-        exporters.resource(service_name), url, exporters.protocol_for("METRICS", protocol)
-    )
-    metrics.set_meter_provider(provider)
-    return provider
-
-
 def _metrics_configured() -> bool:
     return not isinstance(metrics.get_meter_provider(), (_ProxyMeterProvider, metrics.NoOpMeterProvider))
 
@@ -190,8 +173,12 @@ def configure(
     create_logger = not sdk_disabled and not _logs_configured()
     traces_url = exporters.endpoint_for("TRACES", endpoint, protocol) if create_tracer else None
     logs_url = exporters.endpoint_for("LOGS", endpoint, protocol) if create_logger else None
-    if create_tracer or create_logger:
-        # Both are built before either becomes global: a failure leaves nothing half set.
+    # Metrics only when asked for, with an endpoint, and no MeterProvider set (see exporters).
+    wants_meters = not sdk_disabled and exporters.metrics_wanted() and not _metrics_configured()
+    metrics_url = exporters.endpoint_for("METRICS", endpoint, protocol) if wants_meters else None
+    meter_provider: Any = None
+    if create_tracer or create_logger or metrics_url is not None:
+        # All are built before any becomes global: a failure leaves nothing half set.
         resource = exporters.resource(service_name)
         if create_tracer:
             tracer_provider = exporters.tracer_provider(
@@ -201,10 +188,16 @@ def configure(
             logger_provider = exporters.logger_provider(
                 resource, logs_url, exporters.protocol_for("LOGS", protocol)
             )
+        if metrics_url is not None:
+            meter_provider = exporters.meter_provider(
+                resource, metrics_url, exporters.protocol_for("METRICS", protocol)
+            )
         if create_tracer:
             trace.set_tracer_provider(tracer_provider)
         if create_logger:
             _logs.set_logger_provider(logger_provider)
+        if meter_provider is not None:
+            metrics.set_meter_provider(meter_provider)
 
     pipeline = pipeline_from_environment(
         logger_provider=logger_provider,
@@ -226,9 +219,8 @@ def configure(
         pipeline.add_shutdown_callback(tracer_provider.shutdown)
     if create_logger:
         pipeline.add_shutdown_callback(logger_provider.shutdown)
-    meters = _meter_provider(service_name, endpoint, protocol, sdk_disabled)
-    if meters is not None:
-        pipeline.add_shutdown_callback(meters.shutdown)
+    if meter_provider is not None:
+        pipeline.add_shutdown_callback(meter_provider.shutdown)
     pipeline.ensure_running()  # also registers the bounded flush at interpreter exit
     previous = set_pipeline(pipeline)
     if previous is not None:
