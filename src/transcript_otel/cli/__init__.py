@@ -46,7 +46,11 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--adapter", choices=ADAPTER_NAMES, help="how to read the command's output")
-    run.add_argument("--prompt-name", help="the run's name (default: the command's name)")
+    run.add_argument(
+        "--prompt-name",
+        help="the run's name, and the service name unless OTEL_SERVICE_NAME is set "
+        "(default: the command's name)",
+    )
     run.add_argument("agent_command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     read_commands.add_show(commands)
     read_commands.add_summary(commands)
