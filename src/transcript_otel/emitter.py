@@ -235,14 +235,22 @@ class TranscriptEmitter:
         except Exception as exc:
             self._report_exception("could not set the session id", exc)
 
+    def keeps_span_records(self) -> bool:
+        """Whether a span ending now gets a `transcript.span` record: not once the run
+        stopped, and within the backlog's bound, like entries (a stuck sink must not
+        make them pile up)."""
+        return self._enabled and not self._stopped and len(self._backlog) < self._pipeline.backlog_limit
+
     def span_ended(self, fields: dict[str, Any], context: Context) -> None:
-        """Keep a `transcript.span` record of a span of this run (`context` is the span's own)."""
-        # Within the backlog's bound, like entries: a stuck sink must not make them pile up.
-        if self._enabled and not self._stopped and len(self._backlog) < self._pipeline.backlog_limit:
-            try:
-                self._submit(TranscriptEvent.SPAN, fields, context)
-            except Exception as exc:
-                self._report_exception("could not record a span", exc)
+        """Keep a `transcript.span` record of a span of this run (`context` is the span's own).
+
+        Called from an `after_written()` action, it takes that action's place in the
+        transcript, ahead of what was emitted since. Check `keeps_span_records()` first.
+        """
+        try:
+            self._pipeline.submit_next(self._item(TranscriptEvent.SPAN, fields, context))
+        except Exception as exc:
+            self._report_exception("could not record a span", exc)
 
     def error(self, message: str, **fields: Any) -> None:
         """Record a non-fatal `transcript.error` (WARNING) for this run."""
@@ -265,7 +273,12 @@ class TranscriptEmitter:
     def _submit(
         self, event: TranscriptEvent, extra: dict[str, Any] | None, context: Context | None = None
     ) -> None:
-        item: QueuedItem = (
+        self._pipeline.submit(self._item(event, extra, context))
+
+    def _item(
+        self, event: TranscriptEvent, extra: dict[str, Any] | None, context: Context | None
+    ) -> QueuedItem:
+        return (
             event,
             self._run,
             None,
@@ -276,7 +289,6 @@ class TranscriptEmitter:
             None,
             get_current() if context is None else context,
         )
-        self._pipeline.submit(item)
 
     def _after_fork_in_child(self) -> None:
         """Continue as a new run in the child: own lock, own numbers, own file.

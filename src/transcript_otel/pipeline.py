@@ -1,12 +1,17 @@
 """The backlog between the agent's thread and the sinks, and its background writer.
 
 The agent thread only appends a tuple to a deque (see `TranscriptEmitter.emit`).
-One daemon thread wakes every `flush_interval_s`, or at once when the backlog
-passes `WAKE_THRESHOLD` or someone waits for a flush, and does everything else:
-formatting, validation, JSON encoding, file I/O and OTel calls. It works in
-batches of up to `WAKE_THRESHOLD` records and hands each batch to the sinks in
-their order, the JSONL mirror first, so a slow OTel exporter delays the mirror
-by at most one batch.
+One daemon thread wakes every `flush_interval_s`, or when the backlog passes
+`WAKE_THRESHOLD` or a run stops, and does everything else: formatting,
+validation, JSON encoding, file I/O and OTel calls. It works in batches of up to
+`WAKE_THRESHOLD` records and hands each batch to the sinks in their order, the
+JSONL mirror first, so a slow OTel exporter delays the mirror by at most one batch.
+
+The writer needs the GIL, so whatever it does while the agent is busy delays the
+agent. When it wakes while records are still arriving, it first waits for a pause
+(`PAUSE_S` without a new record), for at most `MAX_DEFER_S`, and less when the
+backlog passes half its bound or someone waits for a flush: a burst of entries is
+written right after the burst, in the time the agent then spends waiting for its model.
 
 Memory bound: the backlog is bounded in bytes (`max_backlog_bytes`, default
 64 MiB) through an entry count the agent thread checks with one `len()`: the
@@ -56,6 +61,8 @@ WAKE_THRESHOLD: Final = 256
 MAX_BATCH_BYTES: Final = 2 * 1024 * 1024  # of entry JSON prepared before the sinks take it
 DEFAULT_MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
+PAUSE_S: Final = 0.005
+MAX_DEFER_S: Final = 0.5
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
 _MIN_BACKLOG_ENTRIES: Final = 8
 # Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
@@ -112,6 +119,7 @@ class TranscriptPipeline:
         self.backlog_limit = self._limit_for(_INITIAL_ENTRY_BYTES)
         self._samples_due = 0
         self._wake = threading.Event()
+        self._flush_wanted = threading.Event()  # someone waits: write now, even mid-burst
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -143,7 +151,20 @@ class TranscriptPipeline:
             item[1].note_drop()
             return
         self.backlog.append(item)
-        self.wake()
+        # Only a run's end is worth waking the writer for; the rest waits for its tick,
+        # so a busy agent is not interrupted by the writer once per span.
+        if item[0] is TranscriptEvent.STOP:
+            self.wake()
+        elif self._thread is None:
+            self.ensure_running()
+
+    def submit_next(self, item: QueuedItem) -> None:
+        """`submit()`, but from an `after_pending()` action on the writer: `item` is written
+        next, in that action's place, ahead of what was queued while it waited."""
+        if threading.current_thread() is self._thread:
+            self.backlog.appendleft(item)
+        else:
+            self.submit(item)
 
     def wake(self) -> None:
         """Ask the writer to drain now rather than at its next tick."""
@@ -195,6 +216,7 @@ class TranscriptPipeline:
             return not self.backlog
         request = _FlushRequest(deep, timeout)
         self.backlog.append(request)
+        self._flush_wanted.set()
         self.wake()
         return request.done.wait(timeout)
 
@@ -209,7 +231,8 @@ class TranscriptPipeline:
             self._run_action(action)
             return
         self.backlog.append(_DeferredAction(action))
-        self.wake()
+        if self._thread is None:
+            self.ensure_running()
 
     def _run_action(self, action: Callable[[], None]) -> None:
         try:
@@ -251,6 +274,7 @@ class TranscriptPipeline:
             self._closed = True
             thread = self._thread
         self.backlog_limit = 0  # anything emitted from now on is dropped and counted
+        self._flush_wanted.set()
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -283,6 +307,8 @@ class TranscriptPipeline:
         while True:
             self._wake.wait(self.flush_interval_s)
             self._wake.clear()
+            self._wait_for_pause()
+            self._flush_wanted.clear()
             try:
                 self._drain()
             except Exception as exc:  # the writer must survive anything
@@ -290,6 +316,18 @@ class TranscriptPipeline:
                 _logger.warning("transcript-otel: writer error: %r", exc)
             if self._closed and not self.backlog:
                 return
+
+    def _wait_for_pause(self) -> None:
+        """Wait, bounded, until no record arrived for `PAUSE_S` (see the module's docstring)."""
+        deadline = time.monotonic() + MAX_DEFER_S
+        seen = len(self.backlog)
+        while seen and seen < self.backlog_limit // 2 and time.monotonic() < deadline:
+            if self._flush_wanted.wait(PAUSE_S):
+                return
+            now = len(self.backlog)
+            if now == seen:
+                return
+            seen = now
 
     def _drain(self) -> None:
         backlog = self.backlog
@@ -483,6 +521,7 @@ class TranscriptPipeline:
         """The child inherits the parent's backlog and files but not its thread."""
         self.backlog.clear()
         self._wake = threading.Event()
+        self._flush_wanted = threading.Event()
         self._lock = threading.Lock()
         self._thread = None
         for sink in self.sinks:
