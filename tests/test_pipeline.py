@@ -28,6 +28,7 @@ from transcript_otel import (
 from transcript_otel._records import PreparedRecord
 from transcript_otel.defaults import pipeline_from_environment
 from transcript_otel.model import TranscriptEvent
+from transcript_otel.pipeline import MAX_DEFER_S
 from transcript_otel.run import RunInfo
 from transcript_otel.sinks import JsonlMirror, Sink
 
@@ -494,3 +495,72 @@ def test_after_pending_runs_at_once_after_shutdown_and_a_failure_is_counted(
     before = jsonl_pipeline.internal_errors
     jsonl_pipeline.after_pending(broken)  # never raises into the caller
     assert jsonl_pipeline.internal_errors == before + 1
+
+
+# -- when the writer writes: after the agent's bursts, bounded ----------------------------
+
+
+class TimedSink(RecordingSink):
+    """Notes when each batch reached it."""
+
+    def __init__(self) -> None:
+        super().__init__("timed")
+        self.batch_times: list[float] = []
+
+    def flush(self) -> None:
+        super().flush()
+        self.batch_times.append(time.monotonic())
+
+
+def _emit_every_millisecond(emitter: TranscriptEmitter, stop: threading.Event) -> threading.Thread:
+    def agent() -> None:
+        number = 0
+        while not stop.is_set():
+            emitter.emit("assistant_message", detail={"n": number})
+            number += 1
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=agent)
+    thread.start()
+    return thread
+
+
+def test_an_agent_that_never_pauses_still_gets_its_records_written(make_pipeline: MakePipeline) -> None:
+    sink = TimedSink()
+    pipeline = make_pipeline([sink])
+    emitter = TranscriptEmitter(prompt_name="busy", adapter="test", pipeline=pipeline)
+    stop = threading.Event()
+    started = time.monotonic()
+    agent = _emit_every_millisecond(emitter, stop)
+    try:
+        deadline = started + 10 * MAX_DEFER_S
+        while not sink.batch_times and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # The writer waited for a pause that never came, for at most MAX_DEFER_S after its tick.
+        assert sink.batch_times, "nothing was written while the agent kept emitting"
+        assert agent.is_alive()
+    finally:
+        stop.set()
+        agent.join()
+    assert pipeline.flush(5.0)
+    numbers = [record.detail["n"] for record in sink.records]
+    assert numbers == list(range(len(numbers)))
+
+
+def test_a_flush_does_not_wait_for_the_agent_to_pause(make_pipeline: MakePipeline) -> None:
+    sink = TimedSink()
+    pipeline = make_pipeline([sink])
+    emitter = TranscriptEmitter(prompt_name="busy", adapter="test", pipeline=pipeline)
+    stop = threading.Event()
+    agent = _emit_every_millisecond(emitter, stop)
+    try:
+        time.sleep(0.1)  # the writer has ticked and is waiting for a pause
+        emitter.emit("user_message", detail={"marker": True})
+        asked = time.monotonic()
+        assert pipeline.flush(5.0) is True
+        waited = time.monotonic() - asked
+    finally:
+        stop.set()
+        agent.join()
+    assert any(record.context.get("entry_type") == "user_message" for record in sink.records)
+    assert waited < MAX_DEFER_S / 2, f"flush waited {waited:.3f} s for the burst to end"
