@@ -21,7 +21,8 @@ each notification): one minute's worth at 100 entries/s. They are emitted as fas
 as the writer takes them (`produce` waits while the pipeline's backlog is over half
 its bound), so the pipeline itself drops nothing and the export queue is what is
 tested. Once the export queue is full, what an outage holds no longer grows, so
-ten minutes at 100/s is the same steady state as one.
+ten minutes at 100/s is the same steady state as one. One more run (`PACED`) is the
+outage as issue 8 states it: 50 KB entries at 100 a second for the whole minute.
 
 Two export queues, same run, same endpoint:
 
@@ -50,21 +51,25 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any, Final
 
 from opentelemetry import trace
 
 import transcript_otel
 from bench_throughput import produce
-from entries import SIZES, make_entry
+from entries import SIZES, Entry, make_entry
 from harness import RssSampler, free_port, peak_rss_bytes, read_mirror, run_child
 from otel_setup import CountingProcessor, ExporterMessages, SdkLogs, export_queue_of, sdk_logs
 
 ENTRIES: Final = 6_000  # one minute at 100 entries/s
-# (backend, export queue) per entry size. The baseline runs against the refusing port
-# only: its queue fills to 2048 records whichever way the backend is down, and each
-# run of the nested entries takes about 40 s.
-RUNS: Final = (("refused", "configure"), ("refused", "sdk_batch"), ("silent", "configure"))
+# (backend, export queue, pace) per entry size. The baseline runs against the refusing
+# port only: its queue fills to 2048 records whichever way the backend is down, and each
+# run of the nested entries takes about 40 s. `FAST`: as fast as the writer takes them.
+FAST: Final = "fast"
+RUNS: Final = (("refused", "configure", FAST), ("refused", "sdk_batch", FAST), ("silent", "configure", FAST))
+# Issue 8's outage as stated, once: 100 entries/s of 50 KB, for the whole minute (60 s).
+PACED: Final = (("50kb", "refused", "configure", "100"),)
 MIB: Final = 1 << 20
 
 
@@ -83,7 +88,18 @@ def _baseline_logger_provider() -> SdkLogs:
     return logs
 
 
-def run_outage(key: str, backend: str, queue: str) -> dict[str, Any]:
+def produce_paced(emitter: transcript_otel.TranscriptEmitter, entries: Iterable[Entry], per_s: float) -> int:
+    """Emit `entries` at `per_s` a second on a fixed schedule, as an agent would; 0 waits."""
+    started = time.monotonic()
+    for number, entry in enumerate(entries):
+        delay = started + number / per_s - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        emitter.emit(entry.entry_type, detail=entry.detail, raw=entry.raw)
+    return 0
+
+
+def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
     """Child process: one outage run; its figures."""
     directory = tempfile.mkdtemp(prefix="bench-outage-")
     with ExporterMessages() as exporter_messages:  # counted, not printed
@@ -108,11 +124,16 @@ def run_outage(key: str, backend: str, queue: str) -> dict[str, Any]:
             with tracer.start_as_current_span(f"invoke_agent bench-outage-{key}"):
                 # In two halves: the same peak after each shows a steady state, not a slow leak.
                 half = ENTRIES // 2
-                waits = produce(pipeline, emitter, (make_entry(key, variant) for variant in range(half)))
+
+                def emit(variants: range) -> int:
+                    entries = (make_entry(key, variant) for variant in variants)
+                    if pace == FAST:
+                        return produce(pipeline, emitter, entries)
+                    return produce_paced(emitter, entries, float(pace))
+
+                waits = emit(range(half))
                 growth_first_half = rss.growth
-                waits += produce(
-                    pipeline, emitter, (make_entry(key, variant) for variant in range(half, ENTRIES))
-                )
+                waits += emit(range(half, ENTRIES))
                 emitter.stop(wait=False)
             emitting_s = time.monotonic() - started
             shutdown_started = time.monotonic()
@@ -123,6 +144,7 @@ def run_outage(key: str, backend: str, queue: str) -> dict[str, Any]:
         mirror = read_mirror(emitter.jsonl_path)
         shutil.rmtree(directory)  # up to 650 MB of mirror per run
         result: dict[str, Any] = {
+            "pace": pace,
             "entries": ENTRIES,
             "emitting_s": emitting_s,
             "producer_waits": waits,
@@ -176,16 +198,18 @@ def main() -> dict[str, Any]:
     with SilentReceiver() as silent:
         # A free port nobody listens on: connections are refused.
         endpoints = {"refused": f"http://127.0.0.1:{free_port()}", "silent": silent.endpoint}
-        for key, label in SIZES:
-            for backend, queue in RUNS:
-                outcome = run_child(__file__, key, backend, queue, env=_child_environment(endpoints[backend]))
-                results.append({"key": key, "label": label, "backend": backend, "queue": queue, **outcome})
+        runs = [(key, *run) for key, _ in SIZES for run in RUNS] + list(PACED)
+        for key, backend, queue, pace in runs:
+            environment = _child_environment(endpoints[backend])
+            outcome = run_child(__file__, key, backend, queue, pace, env=environment)
+            run = {"key": key, "label": dict(SIZES)[key], "backend": backend, "queue": queue, "pace": pace}
+            results.append({**run, **outcome})
         received = f"{silent.connections} connections, {silent.bytes_read / MIB:.0f} MiB read, no answer"
     return {"outage": results, "info": {"silent_receiver": received}}
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_outage(*sys.argv[1:4])))
+    print(json.dumps(run_outage(*sys.argv[1:5])))
     sys.stdout.flush()
     # The baseline's SDK queue would keep retrying its backlog at exit; the figures are out.
     os._exit(0)

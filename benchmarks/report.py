@@ -139,7 +139,10 @@ def render_outage(results: list[dict[str, Any]]) -> str:
         "|" + "---|" * 13,
     ]
     for result in results:
-        head = f"| {result['label']} | {_BACKENDS[result['backend']]} | {_QUEUES[result['queue']]} "
+        label = result["label"]
+        if result.get("pace", "fast") != "fast":
+            label += f", {result['pace']}/s"
+        head = f"| {label} | {_BACKENDS[result['backend']]} | {_QUEUES[result['queue']]} "
         if "error" in result:
             lines.append(head + f"| error: {result['error'][-300:]} |||||||||")
             continue

@@ -7,10 +7,12 @@ when its time is up.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,13 +21,16 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk._logs")
 
-from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry._logs import LogRecord
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
-from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel import TranscriptEmitter, TranscriptPipeline, export_queue
 from transcript_otel._export_drops import take_drop
 from transcript_otel.export_queue import RECORD_OVERHEAD_BYTES, BoundedLogRecordProcessor, record_bytes
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
+
+from receivers import free_port
 
 pytestmark = pytest.mark.otlp
 
@@ -292,3 +297,58 @@ def test_a_child_forked_after_shutdown_stays_shut_down(exporter: HeldExporter) -
         "dropped": 1,
         "reason": "the OTLP export queue is shut down",
     }
+
+
+class KeepsWeakReferences(LogRecordProcessor):
+    """A second processor: a weak reference to every record the provider emits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.references: list[weakref.ref[Any]] = []
+
+    def on_emit(self, log_record: Any) -> None:
+        self.references.append(weakref.ref(log_record))
+
+    def emit(self, log_record: Any) -> None:  # the SDK's name before 1.39
+        self.on_emit(log_record)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_records_of_failed_exports_are_freed_though_the_exporter_keeps_them_in_a_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The real OTLP/HTTP exporter against a port nobody listens on: each batch fails, and
+    # the exporter keeps the error, whose traceback holds the batch (a reference cycle).
+    import requests
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+    monkeypatch.setattr(export_queue, "_COLLECT_AFTER_FAILED_BYTES", 1)
+    monkeypatch.setattr(export_queue, "_MIN_COLLECT_INTERVAL_S", 0.0)
+    exporter = OTLPLogExporter(endpoint=f"http://127.0.0.1:{free_port()}/v1/logs", timeout=0.2)
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=4)
+    provider = provider_with(processor)
+    kept = KeepsWeakReferences()
+    provider.add_log_record_processor(kept)
+    logger = provider.get_logger("test")
+    gc.disable()  # only the export queue's own collection may free them
+    try:
+        for number in range(8):
+            logger.emit(LogRecord(body=f"entry {number}: {TEXT}", attributes={"n": number}))
+        processor.force_flush(10_000)
+        deadline = time.monotonic() + 10
+        while processor.failed < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processor.failed == 8
+        assert len(kept.references) == 8
+        assert [reference() for reference in kept.references] == [None] * 8
+        # Nor the errors, whose tracebacks hold each batch's encoded request.
+        errors = [o for o in gc.get_objects() if isinstance(o, requests.exceptions.ConnectionError)]
+        assert errors == []
+    finally:
+        gc.enable()
+        processor.shutdown(1_000)
