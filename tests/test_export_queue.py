@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
 import threading
 import time
 import weakref
@@ -27,7 +28,12 @@ from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, export_queue
 from transcript_otel._export_drops import take_drop
-from transcript_otel.export_queue import RECORD_OVERHEAD_BYTES, BoundedLogRecordProcessor, record_bytes
+from transcript_otel.export_queue import (
+    BACKPRESSURE_WAIT_S,
+    RECORD_OVERHEAD_BYTES,
+    BoundedLogRecordProcessor,
+    record_bytes,
+)
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
 
 from receivers import free_port
@@ -181,8 +187,9 @@ def test_the_size_estimate_counts_body_and_nested_attributes() -> None:
     class Wrapped:
         log_record = Record()
 
-    expected = RECORD_OVERHEAD_BYTES + 100 + len("transcript.detail") + 1000 + len("nested")
-    expected += len("list") + (8 + 10) + (8 + 8)
+    body, detail, item = "b" * 100, "d" * 1000, "x" * 10
+    expected = RECORD_OVERHEAD_BYTES + sys.getsizeof(body) + len("transcript.detail") + sys.getsizeof(detail)
+    expected += len("nested") + len("list") + (8 + sys.getsizeof(item)) + (8 + 8)
     assert record_bytes(Wrapped()) == expected
 
 
@@ -264,16 +271,21 @@ def test_shutdown_keeps_one_deadline_and_exports_nothing_after_the_exporters_shu
     assert 20 < lost < 40  # most of them, and counted once
 
 
-def test_non_ascii_text_is_counted_in_utf8_bytes() -> None:
+def test_text_is_counted_by_the_memory_it_holds() -> None:
+    # One emoji makes Python keep every character of a string in 4 bytes.
     class Record:
-        def __init__(self) -> None:
-            self.body = "é" * 100 + "漢" * 100 + "🚀" * 100
+        def __init__(self, body: str) -> None:
+            self.body = body
             self.attributes: dict[str, Any] = {}
 
     class Wrapped:
-        log_record = Record()
+        def __init__(self, body: str) -> None:
+            self.log_record = Record(body)
 
-    assert record_bytes(Wrapped()) == RECORD_OVERHEAD_BYTES + 100 * 2 + 100 * 3 + 100 * 4
+    ascii_only = record_bytes(Wrapped("a" * 10_000)) - RECORD_OVERHEAD_BYTES
+    with_an_emoji = record_bytes(Wrapped("a" * 9_999 + "🚀")) - RECORD_OVERHEAD_BYTES
+    assert 10_000 <= ascii_only < 10_100
+    assert 40_000 <= with_an_emoji < 40_100
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
@@ -352,3 +364,55 @@ def test_records_of_failed_exports_are_freed_though_the_exporter_keeps_them_in_a
     finally:
         gc.enable()
         processor.shutdown(1_000)
+
+
+class PacedExporter:
+    """A live backend slower than the records come: takes every batch, after `delay_s`."""
+
+    def __init__(self, delay_s: float, result: LogRecordExportResult = LogRecordExportResult.SUCCESS) -> None:
+        self.delay_s = delay_s
+        self.result = result
+        self.bodies: list[Any] = []
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        time.sleep(self.delay_s)
+        if self.result is LogRecordExportResult.SUCCESS:
+            self.bodies += [record.log_record.body for record in batch]
+        return self.result
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_a_backend_that_keeps_up_slowly_sets_the_pace_and_nothing_is_dropped() -> None:
+    exporter = PacedExporter(0.02)
+    # Room for about three records: the writer must wait for each batch to leave.
+    processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=3 * 11_000, max_export_batch_size=2)
+    logger = provider_with(processor).get_logger("test")
+    bodies = [f"{number}: {TEXT}" for number in range(30)]
+    take_drop()  # a mark an earlier test left on this thread
+    for body in bodies:
+        logger.emit(LogRecord(body=body))
+        assert take_drop() is None
+    assert processor.force_flush(10_000)
+    assert processor.dropped == 0
+    assert exporter.bodies == bodies
+    processor.shutdown(1_000)
+
+
+def test_a_failing_backend_gets_no_backpressure_its_records_are_dropped_and_counted() -> None:
+    exporter = PacedExporter(0.01, LogRecordExportResult.FAILURE)
+    processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=3 * 11_000, max_export_batch_size=2)
+    logger = provider_with(processor).get_logger("test")
+    logger.emit(LogRecord(body=f"first: {TEXT}"))
+    assert processor.force_flush(10_000)  # the export failed: no more waiting for room
+    assert processor.failed == 1
+    started = time.monotonic()
+    take_drop()  # a mark an earlier test left on this thread
+    reasons = []
+    for number in range(20):
+        logger.emit(LogRecord(body=f"{number}: {TEXT}"))
+        reasons.append(take_drop())
+    assert time.monotonic() - started < BACKPRESSURE_WAIT_S
+    assert processor.dropped == reasons.count("the OTLP export queue is full (backend slow or down)") > 0
+    processor.shutdown(1_000)

@@ -6,11 +6,14 @@ does not fit is dropped with no count. Its `force_flush` exports everything queu
 ignoring the timeout. `BoundedLogRecordProcessor` keeps the same batching on one
 daemon thread, but:
 
-* the queue holds at most `max_queue_bytes` of estimated payload (strings and bytes
-  of the body and attributes, plus a fixed cost per record);
-* a record that does not fit is dropped and counted in `dropped`, and the thread
-  that emitted it is told (`_export_drops`): the OTel log sink turns that into a
-  `transcript.error` record, so no loss is silent;
+* the records queued or being exported hold at most `max_queue_bytes` of memory
+  (their strings and bytes as Python holds them, plus a fixed cost per record);
+* while the backend takes batches, only slower than records come, a record that
+  does not fit waits for room (up to `BACKPRESSURE_WAIT_S`, on the pipeline's
+  writer thread, never the agent's): the backend sets the pace;
+* when the backend fails or stalls, a record that does not fit is dropped and
+  counted in `dropped`, and the thread that emitted it is told (`_export_drops`):
+  the OTel log sink turns that into a `transcript.error` record, so no loss is silent;
 * `force_flush` returns within its timeout;
 * after `fork()` the child starts empty, with its own export thread;
 * what failed exports leave behind is freed (see `_collect_failed_exports`).
@@ -24,6 +27,7 @@ import functools
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -41,6 +45,9 @@ _logger = logging.getLogger(__name__)
 DEFAULT_MAX_QUEUE_BYTES: Final = 8 * 1024 * 1024
 DEFAULT_BATCH_SIZE: Final = 64
 DEFAULT_SCHEDULE_DELAY_S: Final = 1.0
+# How long a record waits for room while the backend keeps up; a wait that runs out
+# means it stalled, and records are dropped until an export succeeds again.
+BACKPRESSURE_WAIT_S: Final = 1.0
 EXPORT: Final = "otlp_export"  # where, for the drop metric: lost between the queue and the backend
 # The SDK's LoggerProvider shuts its processors down with no timeout: ours is bounded.
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5_000
@@ -59,12 +66,13 @@ _MIN_COLLECT_INTERVAL_S: Final = 5.0
 
 
 def payload_bytes(value: Any, depth: int = 0) -> int:
-    """About how many bytes `value` holds: its strings and bytes, with a little per item."""
-    if isinstance(value, str):
-        # UTF-8 bytes, not characters: CJK text is 3 bytes a character on the wire, emoji 4.
-        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, (bytes, bytearray)):
-        return len(value)
+    """About how much memory `value` holds: its strings and bytes, with a little per item.
+
+    A string costs what Python keeps (`sys.getsizeof`): one emoji makes every character
+    of a string 4 bytes, and an outage queue of such text holds 4x its UTF-8 size.
+    """
+    if isinstance(value, (str, bytes, bytearray)):
+        return sys.getsizeof(value)
     if depth >= _MAX_DEPTH:
         return 8
     if isinstance(value, Mapping):
@@ -112,9 +120,11 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
         self._queued_bytes = 0
         self._in_flight = 0
         self._flush_waiters = 0
+        self._room_waiters = 0
         self._stopping = stopped
         self._abandoned = 0
         self._failed_bytes = 0  # of failed batches since the last collection
+        self._backend_keeps_up = True  # the last export succeeded, and no wait for room ran out
         self._collected_at = time.monotonic()
         self._discarding = stopped  # past the shutdown deadline: drop the rest, export nothing
         self._condition = threading.Condition()
@@ -129,12 +139,17 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
     def on_emit(self, log_record: Any) -> None:
         size = record_bytes(log_record)
         with self._condition:
-            full = (
-                self._max_queue_bytes is not None
-                and self._queue
-                and self._queued_bytes + size > self._max_queue_bytes
-            )
-            if self._stopping or full:
+            if self._backend_keeps_up and not self._stopping and not self._fits(size):
+                self._room_waiters += 1  # the worker sends what is queued, however short the batch
+                self._condition.notify_all()
+                try:
+                    if not self._condition.wait_for(
+                        lambda: self._stopping or self._fits(size), BACKPRESSURE_WAIT_S
+                    ):
+                        self._backend_keeps_up = False
+                finally:
+                    self._room_waiters -= 1
+            if self._stopping or not self._fits(size):
                 self.dropped += 1
                 mark_dropped(STOPPED if self._stopping else QUEUE_FULL)
                 return
@@ -143,15 +158,26 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
             if len(self._queue) >= self._batch_size:
                 self._condition.notify_all()
 
+    def _fits(self, size: int) -> bool:
+        """Whether a record of `size` fits (the first one always does, whatever its size)."""
+        if self._max_queue_bytes is None or not (self._queue or self._in_flight):
+            return True
+        return self._queued_bytes + size <= self._max_queue_bytes
+
     def _work(self) -> None:
         while True:
             with self._condition:
-                if not self._stopping and len(self._queue) < self._batch_size and not self._flush_waiters:
+                if (
+                    not self._stopping
+                    and len(self._queue) < self._batch_size
+                    and not self._flush_waiters
+                    and not self._room_waiters
+                ):
                     self._condition.wait(self._schedule_delay_s)
                 if self._discarding:
                     self._abandoned += len(self._queue)
+                    self._queued_bytes -= sum(size for _, size in self._queue)
                     self._queue.clear()
-                    self._queued_bytes = 0
                 if not self._queue:
                     if self._stopping:
                         return
@@ -160,16 +186,19 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
                 batch_bytes = sum(size for _, size in batch)
                 records = [record for record, _ in batch]
                 del batch  # `records` alone holds them: a failed export clears it
-                self._queued_bytes -= batch_bytes
                 self._in_flight += 1
             try:
-                self._export(records, batch_bytes)
+                exported = self._export(records, batch_bytes)
             finally:
                 with self._condition:
+                    # Counted until here: a batch being exported is held in memory too.
+                    self._queued_bytes -= batch_bytes
                     self._in_flight -= 1
+                    self._backend_keeps_up = exported
                     self._condition.notify_all()
 
-    def _export(self, records: list[Any], batch_bytes: int) -> None:
+    def _export(self, records: list[Any], batch_bytes: int) -> bool:
+        """Export `records`; whether the exporter took them."""
         try:
             result = self._exporter.export(records)
             failure = None if getattr(result, "name", "") == "SUCCESS" else f"result {result!r}"
@@ -182,6 +211,7 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
             self.last_failure = failure
             records.clear()  # the exporter's frames hold this list: they no longer hold the records
             self._collect_failed_exports(batch_bytes)
+        return failure is None
 
     def _collect_failed_exports(self, batch_bytes: int) -> None:
         """Free the reference cycles failed exports left (see `_COLLECT_AFTER_FAILED_BYTES`)."""
