@@ -61,7 +61,7 @@ _MAX_DEPTH: Final = 32
 # for minutes. In a backend outage that is 64 records (6 MB of 50 KB entries) every few
 # seconds: hundreds of MB within a minute. After failed exports holding this much, at
 # most this often, the export thread runs a full collection (about 10 ms at 45,000 objects).
-_COLLECT_AFTER_FAILED_BYTES: Final = 16 * 1024 * 1024
+_COLLECT_AFTER_FAILED_BYTES: Final = 8 * 1024 * 1024
 _MIN_COLLECT_INTERVAL_S: Final = 5.0
 
 
