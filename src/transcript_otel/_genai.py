@@ -43,43 +43,49 @@ def _mapping(value: Any, key: str) -> Mapping[str, Any] | None:
     return None
 
 
-def _first_text(container: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+def _first_text(
+    container: Mapping[str, Any], keys: tuple[str, ...], id_is_call_id: bool = False
+) -> str | None:
+    """The first non-empty string under `keys`; with `id_is_call_id`, a missing `call_id` is `id`."""
     for key in keys:
         value = container.get(key)
+        if value is None and id_is_call_id and key == "call_id" and key not in container:
+            value = container.get("id")
         if isinstance(value, str) and value:
             return safe_text(value)[0]  # OTLP cannot encode lone surrogates
     return None
 
 
-def _tool_candidates(detail: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Where a tool id or name may sit, most specific first."""
-    candidates: list[Mapping[str, Any]] = []
+def _tool_candidates(detail: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], bool]]:
+    """Where a tool id or name may sit, most specific first; True where `id` is the call id
+    (a Codex item, a content block). Not copied: this runs on the agent's thread."""
+    candidates: list[tuple[Mapping[str, Any], bool]] = []
     notification = _mapping(detail, "notification")
     if notification is not None:
         item = _mapping(notification, "item")
         if item is not None:
-            candidates.append({"call_id": item.get("id"), **item})
-        candidates.append(notification)
+            candidates.append((item, True))
+        candidates.append((notification, False))
     sdk_entry = _mapping(detail, "sdk_entry")
     for container in (sdk_entry, _mapping(sdk_entry, "message"), detail):
         if container is None:
             continue
         if container.get("type") in ("tool_use", "tool_result"):  # a block split out of a message
-            candidates.append({"call_id": container.get("id"), **container})
+            candidates.append((container, True))
         content = container.get("content")
         if isinstance(content, list):
             for block in content:
                 if isinstance(block, Mapping) and block.get("type") in ("tool_use", "tool_result"):
-                    candidates.append({"call_id": block.get("id"), **block})
-        candidates.append(container)
+                    candidates.append((block, True))
+        candidates.append((container, False))
     return candidates
 
 
 def _tool_attributes(detail: Mapping[str, Any]) -> dict[str, str]:
     found: dict[str, str] = {}
-    for candidate in _tool_candidates(detail):
+    for candidate, id_is_call_id in _tool_candidates(detail):
         if attr.GEN_AI_TOOL_CALL_ID not in found:
-            call_id = _first_text(candidate, _CALL_ID_KEYS)
+            call_id = _first_text(candidate, _CALL_ID_KEYS, id_is_call_id)
             if call_id:
                 found[attr.GEN_AI_TOOL_CALL_ID] = call_id
         if attr.GEN_AI_TOOL_NAME not in found:

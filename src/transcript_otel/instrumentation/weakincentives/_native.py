@@ -41,6 +41,18 @@ def _standalone_mirror(native: Any) -> TranscriptEmitter:
         return mirror
 
 
+def _mirror(state: WinkInstrumentation, native: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    entry_type = argument(args, kwargs, "entry_type", 0)
+    source = kwargs.get("source", MAIN_SOURCE)
+    detail = kwargs.get("detail")
+    raw = kwargs.get("raw") if getattr(native, "_emit_raw", True) else None
+    run = state.run()
+    if run is not None:
+        run.record(entry_type, source=source, detail=detail, raw=raw)
+    elif is_instrumentation_enabled():
+        _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)
+
+
 def _emit(state: WinkInstrumentation) -> Wrapper:
     """`TranscriptEmitter.emit(entry_type, *, source, detail, raw)`."""
 
@@ -48,19 +60,7 @@ def _emit(state: WinkInstrumentation) -> Wrapper:
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if state.active:
-
-            def mirror() -> None:
-                entry_type = argument(args, kwargs, "entry_type", 0)
-                source = kwargs.get("source", MAIN_SOURCE)
-                detail = kwargs.get("detail")
-                raw = kwargs.get("raw") if getattr(instance, "_emit_raw", True) else None
-                run = state.run()
-                if run is not None:
-                    run.record(entry_type, source=source, detail=detail, raw=raw)
-                elif is_instrumentation_enabled():
-                    _standalone_mirror(instance).emit(entry_type, source=source, detail=detail, raw=raw)
-
-            guarded("mirror of a native entry", mirror)
+            guarded("mirror of a native entry", _mirror, state, instance, args, kwargs)
         return wrapped(*args, **kwargs)
 
     return wrapper
