@@ -28,7 +28,7 @@ pytest.importorskip("opentelemetry.sdk")
 from transcript_otel import read_records
 from transcript_otel.invariants import check_invariants
 
-from receivers import TapCollector, run_to_completion, subprocess_env
+from receivers import TapCollector, free_port, run_to_completion, subprocess_env
 
 TESTS = Path(__file__).resolve().parent
 AGENT = TESTS / "agents" / "line_agent.py"
@@ -299,6 +299,39 @@ def test_binary_garbage_and_a_10_mb_line_pass_through_and_are_recorded(tmp_path:
     assert sum(map(len, pieces)) == 10 * 2**20  # recorded whole, in pieces of at most 1 MiB
     assert max(map(len, pieces)) <= 2**20
     assert any("\\x" in text for text in texts)  # undecodable bytes kept, escaped
+
+
+def test_a_failing_mirror_is_reported_after_the_commands_own_stderr(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the mirror directory should be")
+    command = [*WRAPPER, "--", *agent("plain", "--stderr", "warning: careful\n")]
+    env = subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(blocker / "runs"))
+    result = subprocess.run(command, capture_output=True, env=env, timeout=60, check=False)
+    assert result.returncode == 0
+    assert result.stdout == (FIXTURES / FIXTURE_FILES["plain"]).read_bytes()
+    # The command's stderr first, untouched; then, once it is over, what capture could not do.
+    own, _, ours = result.stderr.decode().partition("warning: careful\n")
+    assert own == ""
+    assert ours.startswith("transcript-otel: sink 'jsonl': ")
+    assert "NotADirectoryError" in ours
+
+
+def test_records_a_dead_backend_never_took_are_counted_after_the_command(tmp_path: Path) -> None:
+    command = [*WRAPPER, "--", *agent("plain", "--stderr", "warning: careful\n")]
+    env = wrapper_env(
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",  # nobody listens
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_TIMEOUT="500",  # fails well within the 5 s shutdown
+    )
+    result = subprocess.run(command, capture_output=True, env=env, timeout=60, check=False)
+    assert result.returncode == 0
+    stderr = result.stderr.decode()
+    assert stderr.startswith("warning: careful\ntranscript-otel: ")
+    # No exporter retries in the middle; one line names what the backend never took.
+    (lost,) = [line for line in stderr.splitlines() if "did not reach the OTLP backend" in line]
+    assert "the JSONL mirror has them" in lost
+    assert len(entries(mirror(tmp_path))) == EXPECTED_TYPES["plain"]["assistant_message"]
 
 
 def test_a_command_that_cannot_run_is_reported_with_the_shells_status(tmp_path: Path) -> None:

@@ -123,6 +123,7 @@ class TranscriptPipeline:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._released = False
         self._mirror_only = False
         self._warned_sinks: set[str] = set()
         self._on_shutdown: list[Callable[[], None]] = []
@@ -285,6 +286,10 @@ class TranscriptPipeline:
             )
 
     def _release_actions(self, deadline: float) -> list[_ShutdownAction]:
+        """What releases the sinks and providers: once (a second shutdown has nothing to do)."""
+        if self._released:
+            return []
+        self._released = True
         remaining = max(0.0, deadline - time.monotonic())
         actions = [
             _ShutdownAction(f"sink {sink.name}", functools.partial(sink.shutdown, remaining), sink.essential)

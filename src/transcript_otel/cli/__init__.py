@@ -100,14 +100,18 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from transcript_otel.setup import configure
 
     prompt_name = args.prompt_name or os.path.basename(command[0])
-    # The exporters' complaints (a backend down) and ours (a full export queue, records a dead
-    # backend never took) must not land in the command's stderr: the transcript keeps its own
-    # account (transcript.error records, the JSONL mirror).
-    # Warnings about our settings (a bad variable) still show: they are about the invocation.
-    for name in ("opentelemetry", "transcript_otel.pipeline", "transcript_otel.export_queue"):
-        quiet = logging.getLogger(name)
-        quiet.addHandler(logging.NullHandler())
-        quiet.propagate = False
+    # Nothing of ours may land in the middle of the command's stderr. The exporters'
+    # complaints (a backend down, retried) are dropped: the transcript keeps its own
+    # account (transcript.error records, the JSONL mirror). Ours (a failing mirror, a full
+    # export queue, records a dead backend never took) are printed once the command is over.
+    # Warnings about our settings (a bad variable) show at once: they are about the invocation.
+    quiet = logging.getLogger("opentelemetry")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    held = _HeldWarnings()
+    for name in ("transcript_otel.pipeline", "transcript_otel.export_queue"):
+        logging.getLogger(name).addHandler(held)
+        logging.getLogger(name).propagate = False
     try:
         # OTEL_SERVICE_NAME, when set, names the service; else the command does.
         configure(service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name, instrument=False)
@@ -116,9 +120,27 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
     # The command is over: Ctrl-C now must not turn the bounded flush into a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if status < 0:  # killed by a signal: die of the same signal, once the transcript is out
-        shutdown_all()
+    shutdown_all()  # bounded; the transcript is out, and what it could not capture is known
+    held.print_to(sys.stderr)
+    if status < 0:  # killed by a signal: die of the same signal
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     return status if status >= 0 else 128 - status
+
+
+class _HeldWarnings(logging.Handler):
+    """Keeps transcript-otel's warnings while the command runs, to print after its output."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.messages.append(record.getMessage())
+
+    def print_to(self, stream: Any) -> None:
+        for message in self.messages:
+            print(message, file=stream)
+        self.messages.clear()
