@@ -328,9 +328,10 @@ def test_records_a_dead_backend_never_took_are_counted_after_the_command(tmp_pat
     assert result.returncode == 0
     stderr = result.stderr.decode()
     assert stderr.startswith("warning: careful\ntranscript-otel: ")
-    # No exporter retries in the middle; one line names what the backend never took.
-    (lost,) = [line for line in stderr.splitlines() if "did not reach the OTLP backend" in line]
-    assert "the JSONL mirror has them" in lost
+    # No exporter retries in the middle; one line per signal names what the backend never took.
+    lost = [line for line in stderr.splitlines() if "did not reach the OTLP backend" in line]
+    assert sorted(line.split()[2] for line in lost) == ["log", "spans"]  # "N log records", "N spans"
+    assert all("the JSONL mirror has them" in line for line in lost)
     assert len(entries(mirror(tmp_path))) == EXPECTED_TYPES["plain"]["assistant_message"]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import sys
 import threading
@@ -27,12 +28,14 @@ from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, export_queue
-from transcript_otel._export_drops import take_drop
+from transcript_otel._export_drops import let_this_thread_wait, take_drop
 from transcript_otel.export_queue import (
     BACKPRESSURE_WAIT_S,
     RECORD_OVERHEAD_BYTES,
     BoundedLogRecordProcessor,
+    BoundedSpanProcessor,
     record_bytes,
+    span_bytes,
 )
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
 
@@ -384,20 +387,54 @@ class PacedExporter:
         pass
 
 
+def on_a_writer_thread(action: Callable[[], Any]) -> Any:
+    """`action()` on a thread that may wait for room, like the pipeline's writer; its result."""
+    results: list[Any] = []
+
+    def writer() -> None:
+        let_this_thread_wait()
+        results.append(action())
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    thread.join(30)
+    return results[0]
+
+
 def test_a_backend_that_keeps_up_slowly_sets_the_pace_and_nothing_is_dropped() -> None:
     exporter = PacedExporter(0.02)
     # Room for about three records: the writer must wait for each batch to leave.
     processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=3 * 11_000, max_export_batch_size=2)
     logger = provider_with(processor).get_logger("test")
     bodies = [f"{number}: {TEXT}" for number in range(30)]
-    take_drop()  # a mark an earlier test left on this thread
-    for body in bodies:
-        logger.emit(LogRecord(body=body))
-        assert take_drop() is None
+
+    def emit_all() -> list[str | None]:
+        reasons = []
+        for body in bodies:
+            logger.emit(LogRecord(body=body))
+            reasons.append(take_drop())
+        return reasons
+
+    assert on_a_writer_thread(emit_all) == [None] * 30
     assert processor.force_flush(10_000)
     assert processor.dropped == 0
     assert exporter.bodies == bodies
     processor.shutdown(1_000)
+
+
+def test_an_agents_thread_never_waits_for_room_what_does_not_fit_is_dropped() -> None:
+    # The application's own logs through the same provider, on its own thread.
+    exporter = PacedExporter(0.5)
+    processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=3 * 11_000, max_export_batch_size=2)
+    logger = provider_with(processor).get_logger("test")
+    take_drop()  # a mark an earlier test left on this thread
+    started = time.monotonic()
+    for number in range(10):
+        logger.emit(LogRecord(body=f"{number}: {TEXT}"))
+    took = time.monotonic() - started
+    assert processor.dropped > 0
+    assert took < BACKPRESSURE_WAIT_S, f"the agent's thread waited {took:.2f} s"
+    processor.shutdown(2_000)
 
 
 def test_a_failing_backend_gets_no_backpressure_its_records_are_dropped_and_counted() -> None:
@@ -416,3 +453,44 @@ def test_a_failing_backend_gets_no_backpressure_its_records_are_dropped_and_coun
     assert time.monotonic() - started < BACKPRESSURE_WAIT_S
     assert processor.dropped == reasons.count("the OTLP export queue is full (backend slow or down)") > 0
     processor.shutdown(1_000)
+
+
+def test_spans_are_bounded_in_bytes_and_their_drops_are_counted_and_announced_once(
+    exporter: HeldExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    # Each span holds a 10 KB event: the bound keeps about four, with one batch held by the exporter.
+    processor = BoundedSpanProcessor(exporter, max_queue_bytes=4 * 11_000, max_export_batch_size=2)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    with caplog.at_level(logging.WARNING, logger="transcript_otel.export_queue"):
+        for number in range(40):
+            span = tracer.start_span(f"execute_tool {number}")
+            span.add_event("transcript.entry", {"transcript.detail": TEXT})
+            span.end()  # on this (an agent's) thread: never waits, drops what does not fit
+        assert 0 < processor.queued_bytes <= 4 * 11_000
+        assert processor.dropped > 0
+        exporter.released.set()
+        assert processor.force_flush(10_000)
+    names = [span.name for span in exporter.records()]
+    assert len(names) + processor.dropped == 40
+    assert names == sorted(names, key=lambda name: int(name.split()[1]))  # in the order they ended
+    announced = [r.getMessage() for r in caplog.records if "spans are being dropped" in r.getMessage()]
+    assert len(announced) == 1
+    assert "the OTLP export queue is full" in announced[0]
+    processor.shutdown(1_000)
+
+
+def test_a_span_is_sized_by_its_name_attributes_and_events() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer = TracerProvider(shutdown_on_exit=False).get_tracer("test")
+    bare = tracer.start_span("s")
+    bare.end()
+    with_events = tracer.start_span("s", attributes={"gen_ai.tool.name": "codex:command"})
+    for _ in range(3):
+        with_events.add_event("transcript.entry", {"transcript.detail": TEXT})
+    with_events.end()
+    assert span_bytes(with_events) - span_bytes(bare) >= 3 * len(TEXT)

@@ -1,4 +1,5 @@
-"""How a record dropped by the export queue is noticed by the sink that emitted it.
+"""How a record dropped by the export queue is noticed by the sink that emitted it, and
+which thread may wait for room in it.
 
 The SDK's log pipeline returns nothing from `emit()`. The export queue
 (`export_queue.BoundedLogRecordProcessor`, SDK side) marks the emitting thread
@@ -22,6 +23,7 @@ STOPPED = "the OTLP export queue is shut down"
 
 class _DropMark(threading.local):
     reason: str | None = None
+    may_wait: bool = False
 
 
 _mark = _DropMark()
@@ -35,3 +37,16 @@ def take_drop() -> str | None:
     """Why a record emitted on this thread was dropped since the last call, if one was (then clear)."""
     reason, _mark.reason = _mark.reason, None
     return reason
+
+
+def let_this_thread_wait() -> None:
+    """This thread may wait for room in an export queue: the pipeline's writer says so.
+
+    Any other thread (the agent's, emitting its own logs or ending its own spans
+    through the same providers) is never made to wait: what does not fit is dropped.
+    """
+    _mark.may_wait = True
+
+
+def may_wait() -> bool:
+    return _mark.may_wait

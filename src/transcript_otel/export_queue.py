@@ -1,19 +1,23 @@
-"""The OTLP side's backlog: log records waiting for export, bounded in bytes.
+"""The OTLP side's backlogs: log records and spans waiting for export, bounded in bytes.
 
 The SDK's `BatchLogRecordProcessor` queues up to 2048 records whatever their size:
 while a backend is down, 50 KB transcript entries pile up to about 0.5 GB, and what
-does not fit is dropped with no count. Its `force_flush` exports everything queued,
-ignoring the timeout. `BoundedLogRecordProcessor` keeps the same batching on one
-daemon thread, but:
+does not fit is dropped with no count. Its `BatchSpanProcessor` does the same with
+2048 spans, each holding the span events of its entries. Their `force_flush` exports
+everything queued, ignoring the timeout. `BoundedLogRecordProcessor` and
+`BoundedSpanProcessor` keep the same batching on one daemon thread each, but:
 
 * the records queued or being exported hold at most `max_queue_bytes` of memory
   (their strings and bytes as Python holds them, plus a fixed cost per record);
 * while the backend takes batches, only slower than records come, a record that
-  does not fit waits for room (up to `BACKPRESSURE_WAIT_S`, on the pipeline's
-  writer thread, never the agent's): the backend sets the pace;
+  does not fit waits for room (up to `BACKPRESSURE_WAIT_S`), on the pipeline's
+  writer thread only (`_export_drops.may_wait`), never an agent's: the backend sets
+  the pace;
 * when the backend fails or stalls, a record that does not fit is dropped and
-  counted in `dropped`, and the thread that emitted it is told (`_export_drops`):
-  the OTel log sink turns that into a `transcript.error` record, so no loss is silent;
+  counted in `dropped`. A log record's emitting thread is told (`_export_drops`):
+  the OTel log sink turns that into a `transcript.error` record. A dropped span is
+  counted in the drop metric and named in one warning (its entries are in the log
+  records and the JSONL mirror). No loss is silent;
 * `force_flush` returns within its timeout;
 * after `fork()` the child starts empty, with its own export thread;
 * what failed exports leave behind is freed (see `_collect_failed_exports`).
@@ -35,9 +39,11 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final
 
+from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LogRecordProcessor
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from transcript_otel._export_drops import QUEUE_FULL, STOPPED, mark_dropped
+from transcript_otel._export_drops import QUEUE_FULL, STOPPED, mark_dropped, may_wait
 from transcript_otel._metrics import count_dropped
 
 _logger = logging.getLogger(__name__)
@@ -48,7 +54,9 @@ DEFAULT_SCHEDULE_DELAY_S: Final = 1.0
 # How long a record waits for room while the backend keeps up; a wait that runs out
 # means it stalled, and records are dropped until an export succeeds again.
 BACKPRESSURE_WAIT_S: Final = 1.0
-EXPORT: Final = "otlp_export"  # where, for the drop metric: lost between the queue and the backend
+# Where, for the drop metric: lost between the queue and the backend.
+EXPORT: Final = "otlp_export"
+SPAN_EXPORT: Final = "otlp_span_export"
 # The SDK's LoggerProvider shuts its processors down with no timeout: ours is bounded.
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5_000
 # What a record costs besides its strings: the SDK objects, ids, timestamps, the dicts.
@@ -89,8 +97,24 @@ def record_bytes(log_record: Any) -> int:
     return RECORD_OVERHEAD_BYTES + payload_bytes(getattr(inner, "body", None)) + payload_bytes(attributes)
 
 
-class BoundedLogRecordProcessor(LogRecordProcessor):
-    """Batches log records to `exporter` on one thread; the queue is bounded in bytes."""
+def span_bytes(span: Any) -> int:
+    """The estimated size of one finished SDK span: its name, attributes and events."""
+    size = RECORD_OVERHEAD_BYTES + payload_bytes(getattr(span, "name", None))
+    size += payload_bytes(getattr(span, "attributes", None) or {})
+    for event in getattr(span, "events", None) or ():
+        size += 64 + payload_bytes(getattr(event, "attributes", None) or {})
+    return size
+
+
+class _BoundedExportQueue:
+    """Batches items to `exporter` on one thread; the queue is bounded in bytes.
+
+    What the processors below share; each names its items and says what a drop means.
+    """
+
+    _ITEMS = "records"
+    _THREAD_NAME = "transcript-otel-export"
+    _WHERE = EXPORT
 
     def __init__(
         self,
@@ -108,7 +132,8 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
         self._max_queue_bytes = max_queue_bytes
         self._batch_size = max(1, max_export_batch_size)
         self._schedule_delay_s = schedule_delay_s
-        self.dropped = 0  # records that did not fit in the queue
+        self.dropped = 0  # items that did not fit in the queue
+        self._warned_drop = False
         self.failed = 0  # records in batches the exporter did not take
         self.last_failure: str | None = None
         self._start()
@@ -128,7 +153,7 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
         self._collected_at = time.monotonic()
         self._discarding = stopped  # past the shutdown deadline: drop the rest, export nothing
         self._condition = threading.Condition()
-        self._worker = threading.Thread(target=self._work, name="transcript-otel-log-export", daemon=True)
+        self._worker = threading.Thread(target=self._work, name=self._THREAD_NAME, daemon=True)
         if not stopped:
             self._worker.start()
 
@@ -136,10 +161,9 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
     def queued_bytes(self) -> int:
         return self._queued_bytes
 
-    def on_emit(self, log_record: Any) -> None:
-        size = record_bytes(log_record)
+    def _put(self, item: Any, size: int) -> None:
         with self._condition:
-            if self._backend_keeps_up and not self._stopping and not self._fits(size):
+            if self._backend_keeps_up and not self._stopping and not self._fits(size) and may_wait():
                 self._room_waiters += 1  # the worker sends what is queued, however short the batch
                 self._condition.notify_all()
                 try:
@@ -151,12 +175,19 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
                     self._room_waiters -= 1
             if self._stopping or not self._fits(size):
                 self.dropped += 1
-                mark_dropped(STOPPED if self._stopping else QUEUE_FULL)
-                return
-            self._queue.append((log_record, size))
-            self._queued_bytes += size
-            if len(self._queue) >= self._batch_size:
-                self._condition.notify_all()
+                reason = STOPPED if self._stopping else QUEUE_FULL
+            else:
+                reason = None
+                self._queue.append((item, size))
+                self._queued_bytes += size
+                if len(self._queue) >= self._batch_size:
+                    self._condition.notify_all()
+        if reason is not None:
+            self._dropped_one(reason)
+
+    def _dropped_one(self, reason: str) -> None:
+        """Make the drop of one item known (outside the queue's lock)."""
+        raise NotImplementedError
 
     def _fits(self, size: int) -> bool:
         """Whether a record of `size` fits (the first one always does, whatever its size)."""
@@ -260,16 +291,57 @@ class BoundedLogRecordProcessor(LogRecordProcessor):
         with self._condition:
             lost = self._abandoned + len(self._queue) + self.failed
         if lost and self._report_losses:
-            count_dropped(lost, EXPORT)
+            count_dropped(lost, self._WHERE)
             _logger.warning(
-                "transcript-otel: %d log records did not reach the OTLP backend (%s); "
+                "transcript-otel: %d %s did not reach the OTLP backend (%s); "
                 "the JSONL mirror has them: `transcript-otel replay RUN` sends them",
                 lost,
+                self._ITEMS,
                 self.last_failure or "still queued at shutdown",
             )
 
 
-def _restart(reference: weakref.ref[BoundedLogRecordProcessor]) -> None:
+class BoundedLogRecordProcessor(_BoundedExportQueue, LogRecordProcessor):
+    """Batches log records to `exporter` on one thread; the queue is bounded in bytes."""
+
+    _ITEMS = "log records"
+    _THREAD_NAME = "transcript-otel-log-export"
+    _WHERE = EXPORT
+
+    def on_emit(self, log_record: Any) -> None:
+        self._put(log_record, record_bytes(log_record))
+
+    def _dropped_one(self, reason: str) -> None:
+        # The OTel log sink sees this mark after its emit, and reports the entry.
+        mark_dropped(reason)
+
+
+class BoundedSpanProcessor(_BoundedExportQueue, SpanProcessor):
+    """Batches finished spans to `exporter` on one thread; the queue is bounded in bytes."""
+
+    _ITEMS = "spans"
+    _THREAD_NAME = "transcript-otel-span-export"
+    _WHERE = SPAN_EXPORT
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._put(span, span_bytes(span))
+
+    def _dropped_one(self, reason: str) -> None:
+        count_dropped(1, SPAN_EXPORT)
+        # A span ended after the shutdown (a late thread at exit) is counted, not announced.
+        if reason == QUEUE_FULL and not self._warned_drop:
+            self._warned_drop = True
+            _logger.warning(
+                "transcript-otel: spans are being dropped: %s (counted in the metric "
+                "transcript_otel.records.dropped; their entries are in the log records and the JSONL mirror)",
+                reason,
+            )
+
+
+def _restart(reference: weakref.ref[_BoundedExportQueue]) -> None:
     processor = reference()
     if processor is not None:  # a child of a shut-down processor gets no export thread
         processor._start(stopped=processor._stopping)

@@ -22,6 +22,7 @@ DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
 # Exports give up after this long, so a dead backend cannot hold shutdown for 30 s.
 EXPORT_TIMEOUT_S: Final = 5.0
 LOG_EXPORT_BATCH_SIZE: Final = 64
+SPAN_EXPORT_BATCH_SIZE: Final = 64
 # Log records waiting for export, in estimated payload bytes (about 3x that in memory).
 EXPORT_QUEUE_BYTES: Final = 8 * 1024 * 1024
 SPAN_EVENT_LIMIT: Final = 1024
@@ -147,13 +148,16 @@ def tracer_provider(
     *,
     id_generator: Any = None,
     wrap: Callable[[Any], Any] | None = None,
+    max_queue_bytes: int | None = EXPORT_QUEUE_BYTES,
 ) -> Any:
     """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way);
     `id_generator`: where span and trace ids come from (`replay` gives the original ones);
-    `wrap`: a wrapper around the exporter (`replay` counts what the backend refused)."""
+    `wrap`: a wrapper around the exporter (`replay` counts what the backend refused);
+    `max_queue_bytes`: the export queue's bound, None for none."""
     _require_sdk()
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from transcript_otel.export_queue import BoundedSpanProcessor
 
     # A run's span events are its readable transcript in Jaeger: keep more than the
     # SDK's 128 unless OTEL_SPAN_EVENT_COUNT_LIMIT says otherwise.
@@ -164,8 +168,15 @@ def tracer_provider(
         resource=sdk_resource, shutdown_on_exit=False, span_limits=limits, id_generator=id_generator
     )
     if url is not None:
+        # Bounded in bytes like the log records: a span holds the span events of its entries.
         exporter = otlp_exporter("TRACES", url, protocol)
-        provider.add_span_processor(BatchSpanProcessor(exporter if wrap is None else wrap(exporter)))
+        processor = BoundedSpanProcessor(
+            exporter if wrap is None else wrap(exporter),
+            max_queue_bytes=max_queue_bytes,
+            max_export_batch_size=SPAN_EXPORT_BATCH_SIZE,
+            report_losses=wrap is None,
+        )
+        provider.add_span_processor(processor)
     return provider
 
 

@@ -39,6 +39,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
+from transcript_otel._export_drops import let_this_thread_wait
 from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
     PreparedRecord,
@@ -304,6 +305,7 @@ class TranscriptPipeline:
     # -- writer thread -----------------------------------------------------------------
 
     def _writer_loop(self) -> None:
+        let_this_thread_wait()  # for room in the OTLP export queues: this is not the agent's thread
         # Our own OTel calls must not be traced by other instrumentations.
         with suppress_instrumentation():
             self._drain_until_closed()

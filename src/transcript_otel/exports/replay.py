@@ -430,10 +430,10 @@ def replay(
         counted.append(_Counted(exporter))
         return counted[-1]
 
+    # No bound on the export queues: the replay waits for them every _FLUSH_EVERY records.
     tracers = sdk_tracer_provider(
-        sdk_resource, traces_url, traces_protocol, id_generator=_FixedIds(), wrap=count
+        sdk_resource, traces_url, traces_protocol, id_generator=_FixedIds(), wrap=count, max_queue_bytes=None
     )
-    # No bound on the export queue: the replay waits for it every _FLUSH_EVERY records.
     loggers = logger_provider(sdk_resource, logs_url, logs_protocol, wrap=count, max_queue_bytes=None)
 
     def flush() -> None:
