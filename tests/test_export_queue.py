@@ -494,3 +494,26 @@ def test_a_span_is_sized_by_its_name_attributes_and_events() -> None:
         with_events.add_event("transcript.entry", {"transcript.detail": TEXT})
     with_events.end()
     assert span_bytes(with_events) - span_bytes(bare) >= 3 * len(TEXT)
+
+
+def test_a_span_recorded_but_not_sampled_is_not_exported(exporter: HeldExporter) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+
+    class RecordOnly(Sampler):
+        def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+            return SamplingResult(Decision.RECORD_ONLY)
+
+        def get_description(self) -> str:
+            return "RecordOnly"
+
+    exporter.released.set()
+    processor = BoundedSpanProcessor(exporter)
+    provider = TracerProvider(sampler=RecordOnly(), shutdown_on_exit=False)
+    provider.add_span_processor(processor)
+    span = provider.get_tracer("test").start_span("recorded only")
+    assert span.is_recording()
+    span.end()
+    assert processor.force_flush(5_000)
+    assert exporter.records() == []
+    processor.shutdown(1_000)

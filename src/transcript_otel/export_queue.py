@@ -327,6 +327,9 @@ class BoundedSpanProcessor(_BoundedExportQueue, SpanProcessor):
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None or not context.trace_flags.sampled:
+            return  # recorded but not sampled (RECORD_ONLY): not for export, like the SDK's processor
         self._put(span, span_bytes(span))
 
     def _dropped_one(self, reason: str) -> None:
