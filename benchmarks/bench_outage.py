@@ -21,8 +21,10 @@ each notification): one minute's worth at 100 entries/s. They are emitted as fas
 as the writer takes them (`produce` waits while the pipeline's backlog is over half
 its bound), so the pipeline itself drops nothing and the export queue is what is
 tested. Once the export queue is full, what an outage holds no longer grows, so
-ten minutes at 100/s is the same steady state as one. One more run (`PACED`) is the
-outage as issue 8 states it: 50 KB entries at 100 a second for the whole minute.
+ten minutes at 100/s is the same steady state as one. Two more runs (`PACED`) are the
+outage as issue 8 states it: 50 KB entries at 100 a second for the whole minute, in
+the run's span, and in pairs (a tool call and its result) each in a tool span of its
+own, 50 tool calls a second, so that spans pile up in the span export queue as well.
 
 Two export queues, same run, same endpoint:
 
@@ -43,6 +45,7 @@ malloc holds: memory freed by Python may stay in the process (see README.md).
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -69,7 +72,8 @@ ENTRIES: Final = 6_000  # one minute at 100 entries/s
 FAST: Final = "fast"
 RUNS: Final = (("refused", "configure", FAST), ("refused", "sdk_batch", FAST), ("silent", "configure", FAST))
 # Issue 8's outage as stated, once: 100 entries/s of 50 KB, for the whole minute (60 s).
-PACED: Final = (("50kb", "refused", "configure", "100"),)
+TOOL_SPANS: Final = "-in-tool-spans"
+PACED: Final = (("50kb", "refused", "configure", "100"), ("50kb", "refused", "configure", "100" + TOOL_SPANS))
 MIB: Final = 1 << 20
 
 
@@ -88,14 +92,29 @@ def _baseline_logger_provider() -> SdkLogs:
     return logs
 
 
-def produce_paced(emitter: transcript_otel.TranscriptEmitter, entries: Iterable[Entry], per_s: float) -> int:
-    """Emit `entries` at `per_s` a second on a fixed schedule, as an agent would; 0 waits."""
+def produce_paced(
+    emitter: transcript_otel.TranscriptEmitter, entries: Iterable[Entry], per_s: float, *, tool_spans: bool
+) -> int:
+    """Emit `entries` at `per_s` a second on a fixed schedule, as an agent would; 0 waits.
+
+    `tool_spans`: each pair of entries in a span of its own, ended as instrumentors end
+    theirs (by the writer, once the pair is written).
+    """
+    tracer = trace.get_tracer("benchmarks.outage")
     started = time.monotonic()
+    span: trace.Span | None = None
+    context = None
     for number, entry in enumerate(entries):
         delay = started + number / per_s - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        emitter.emit(entry.entry_type, detail=entry.detail, raw=entry.raw)
+        if tool_spans and number % 2 == 0:
+            span = tracer.start_span("execute_tool codex:command")
+            context = trace.set_span_in_context(span)
+        emitter.emit(entry.entry_type, detail=entry.detail, raw=entry.raw, context=context)
+        if span is not None and number % 2 == 1:
+            emitter.after_written(functools.partial(span.end, end_time=time.time_ns()))
+            span = None
     return 0
 
 
@@ -129,7 +148,8 @@ def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
                     entries = (make_entry(key, variant) for variant in variants)
                     if pace == FAST:
                         return produce(pipeline, emitter, entries)
-                    return produce_paced(emitter, entries, float(pace))
+                    rate = float(pace.removesuffix(TOOL_SPANS))
+                    return produce_paced(emitter, entries, rate, tool_spans=pace.endswith(TOOL_SPANS))
 
                 waits = emit(range(half))
                 growth_first_half = rss.growth
