@@ -90,7 +90,7 @@ pytest: envs
 pytest-default: $(TEST_VENV_DEFAULT)/.installed
 	$(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink"
 
-## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~3 min)
+## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~6 min)
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/run.py
 
