@@ -202,7 +202,7 @@ class _BoundedExportQueue:
                     not self._stopping
                     and len(self._queue) < self._batch_size
                     and not self._flush_waiters
-                    and not self._room_waiters
+                    and not (self._room_waiters and self._queue)
                 ):
                     self._condition.wait(self._schedule_delay_s)
                 if self._discarding:
