@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -344,13 +345,15 @@ def test_records_of_failed_exports_are_freed_though_the_exporter_keeps_them_in_a
 
     monkeypatch.setattr(export_queue, "_COLLECT_AFTER_FAILED_BYTES", 1)
     monkeypatch.setattr(export_queue, "_MIN_COLLECT_INTERVAL_S", 0.0)
+    monkeypatch.setattr(export_queue, "_COLLECT_TIME_SHARE", 1e9)  # no spacing either
     exporter = OTLPLogExporter(endpoint=f"http://127.0.0.1:{free_port()}/v1/logs", timeout=0.2)
     processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=4)
     provider = provider_with(processor)
     kept = KeepsWeakReferences()
     provider.add_log_record_processor(kept)
     logger = provider.get_logger("test")
-    gc.disable()  # only the export queue's own collection may free them
+    thresholds = gc.get_threshold()
+    gc.set_threshold(10**9)  # no automatic collection: only the export queue's own may free them
     try:
         for number in range(8):
             logger.emit(LogRecord(body=f"entry {number}: {TEXT}", attributes={"n": number}))
@@ -359,13 +362,14 @@ def test_records_of_failed_exports_are_freed_though_the_exporter_keeps_them_in_a
         while processor.failed < 8 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert processor.failed == 8
+        assert processor.force_flush(5_000)  # the export thread is done with the last batch
         assert len(kept.references) == 8
         assert [reference() for reference in kept.references] == [None] * 8
         # Nor the errors, whose tracebacks hold each batch's encoded request.
         errors = [o for o in gc.get_objects() if isinstance(o, requests.exceptions.ConnectionError)]
         assert errors == []
     finally:
-        gc.enable()
+        gc.set_threshold(*thresholds)
         processor.shutdown(1_000)
 
 
@@ -392,7 +396,7 @@ def on_a_writer_thread(action: Callable[[], Any]) -> Any:
     results: list[Any] = []
 
     def writer() -> None:
-        let_this_thread_wait()
+        let_this_thread_wait(time.monotonic() + 60)
         results.append(action())
 
     thread = threading.Thread(target=writer)
@@ -517,3 +521,27 @@ def test_a_span_recorded_but_not_sampled_is_not_exported(exporter: HeldExporter)
     assert processor.force_flush(5_000)
     assert exporter.records() == []
     processor.shutdown(1_000)
+
+
+def test_a_slow_backend_holds_up_neither_a_flush_nor_the_mirror(tmp_path: Path) -> None:
+    # Every batch of two takes 0.5 s: waiting for room for all 40 entries would take 10 s.
+    exporter = PacedExporter(0.5)
+    processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=2 * 11_000, max_export_batch_size=2)
+    pipeline = TranscriptPipeline(
+        [JsonlMirror(tmp_path), OTelLogSink(provider_with(processor))], shutdown_timeout_s=10
+    )
+    try:
+        emitter = TranscriptEmitter(prompt_name="slow", adapter="test", pipeline=pipeline)
+        for _ in range(40):
+            emitter.emit("tool_result", detail={"output": TEXT})
+        started = time.monotonic()
+        assert pipeline.flush(8.0)  # the writer waits for room at most once, then drops and reports
+        assert time.monotonic() - started < 5.0
+        assert emitter.jsonl_path is not None
+        lines = Path(emitter.jsonl_path).read_text().splitlines()
+        events = Counter(json.loads(line)["event"] for line in lines)
+        assert events["transcript.entry"] == 40
+        assert processor.dropped > 0
+        assert events["transcript.error"] == processor.dropped  # each drop reported
+    finally:
+        pipeline.shutdown(2)

@@ -1,5 +1,6 @@
-"""How a record dropped by the export queue is noticed by the sink that emitted it, and
-which thread may wait for room in it.
+"""What the pipeline and the OTLP export queues tell each other across the API/SDK line:
+how a dropped record is noticed by the sink that emitted it, how long the emitting
+thread may wait for room, and by when a shutdown must be over.
 
 The SDK's log pipeline returns nothing from `emit()`. The export queue
 (`export_queue.BoundedLogRecordProcessor`, SDK side) marks the emitting thread
@@ -11,6 +12,8 @@ reports as a `transcript.error` record.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextvars import ContextVar
 
 
 class ExportQueueFull(RuntimeError):
@@ -23,7 +26,7 @@ STOPPED = "the OTLP export queue is shut down"
 
 class _DropMark(threading.local):
     reason: str | None = None
-    may_wait: bool = False
+    wait_until: float = 0.0  # time.monotonic() deadline for waiting for room; 0: never wait
 
 
 _mark = _DropMark()
@@ -39,14 +42,30 @@ def take_drop() -> str | None:
     return reason
 
 
-def let_this_thread_wait() -> None:
-    """This thread may wait for room in an export queue: the pipeline's writer says so.
+def let_this_thread_wait(until: float) -> None:
+    """This thread may wait for room in an export queue until `until` (`time.monotonic()`).
 
-    Any other thread (the agent's, emitting its own logs or ending its own spans
-    through the same providers) is never made to wait: what does not fit is dropped.
+    The pipeline's writer sets it before each batch, while waiting costs the JSONL
+    mirror nothing (its backlog is short, no flush is waiting); 0 ends it. Any other
+    thread (the agent's, emitting its own logs or ending its own spans through the
+    same providers) is never made to wait: what does not fit is dropped.
     """
-    _mark.may_wait = True
+    _mark.wait_until = until
 
 
-def may_wait() -> bool:
-    return _mark.may_wait
+def wait_allowed_until() -> float:
+    return _mark.wait_until
+
+
+_SHUTDOWN_DEADLINE: ContextVar[float | None] = ContextVar("transcript_otel_shutdown_deadline", default=None)
+
+
+def run_before(deadline: float, action: Callable[[], None]) -> None:
+    """Run `action` knowing the shutdown must be over by `deadline` (`time.monotonic()`): a
+    provider's shutdown gives our export queues no timeout, so they read it from here."""
+    _SHUTDOWN_DEADLINE.set(deadline)
+    action()
+
+
+def shutdown_deadline() -> float | None:
+    return _SHUTDOWN_DEADLINE.get()

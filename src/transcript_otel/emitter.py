@@ -241,14 +241,15 @@ class TranscriptEmitter:
         make them pile up)."""
         return self._enabled and not self._stopped and len(self._backlog) < self._pipeline.backlog_limit
 
-    def span_ended(self, fields: dict[str, Any], context: Context) -> None:
-        """Keep a `transcript.span` record of a span of this run (`context` is the span's own).
+    def span_ended(self, fields: dict[str, Any], context: Context, end_time_ns: int) -> None:
+        """Keep a `transcript.span` record of a span of this run (`context` is the span's own),
+        timestamped when the span ended.
 
         Called from an `after_written()` action, it takes that action's place in the
         transcript, ahead of what was emitted since. Check `keeps_span_records()` first.
         """
         try:
-            self._pipeline.submit_next(self._item(TranscriptEvent.SPAN, fields, context))
+            self._pipeline.submit_next(self._item(TranscriptEvent.SPAN, fields, context, end_time_ns))
         except Exception as exc:
             self._report_exception("could not record a span", exc)
 
@@ -276,7 +277,11 @@ class TranscriptEmitter:
         self._pipeline.submit(self._item(event, extra, context))
 
     def _item(
-        self, event: TranscriptEvent, extra: dict[str, Any] | None, context: Context | None
+        self,
+        event: TranscriptEvent,
+        extra: dict[str, Any] | None,
+        context: Context | None,
+        timestamp_ns: int | None = None,
     ) -> QueuedItem:
         return (
             event,
@@ -284,7 +289,7 @@ class TranscriptEmitter:
             None,
             None,
             0,
-            time.time_ns(),
+            time.time_ns() if timestamp_ns is None else timestamp_ns,
             extra,
             None,
             get_current() if context is None else context,

@@ -43,7 +43,13 @@ from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from transcript_otel._export_drops import QUEUE_FULL, STOPPED, mark_dropped, may_wait
+from transcript_otel._export_drops import (
+    QUEUE_FULL,
+    STOPPED,
+    mark_dropped,
+    shutdown_deadline,
+    wait_allowed_until,
+)
 from transcript_otel._metrics import count_dropped
 
 _logger = logging.getLogger(__name__)
@@ -71,6 +77,8 @@ _MAX_DEPTH: Final = 32
 # most this often, the export thread runs a full collection (about 10 ms at 45,000 objects).
 _COLLECT_AFTER_FAILED_BYTES: Final = 8 * 1024 * 1024
 _MIN_COLLECT_INTERVAL_S: Final = 5.0
+_COLLECT_TIME_SHARE: Final = 0.01  # of the wall time, at most
+_REPORT_MARGIN_S: Final = 0.2
 
 
 def payload_bytes(value: Any, depth: int = 0) -> int:
@@ -132,15 +140,17 @@ class _BoundedExportQueue:
         self._max_queue_bytes = max_queue_bytes
         self._batch_size = max(1, max_export_batch_size)
         self._schedule_delay_s = schedule_delay_s
-        self.dropped = 0  # items that did not fit in the queue
-        self._warned_drop = False
-        self.failed = 0  # records in batches the exporter did not take
-        self.last_failure: str | None = None
         self._start()
         # A forked child gets an empty queue and a thread of its own (threads do not survive fork).
         os.register_at_fork(after_in_child=functools.partial(_restart, weakref.ref(self)))
 
     def _start(self, *, stopped: bool = False) -> None:
+        """A new queue and export thread (at creation, and in a forked child, which reports
+        only its own drops and failures)."""
+        self.dropped = 0  # items that did not fit in the queue
+        self.failed = 0  # items in batches the exporter did not take
+        self.last_failure: str | None = None
+        self._warned_drop = False
         self._queue: deque[tuple[Any, int]] = deque()
         self._queued_bytes = 0
         self._in_flight = 0
@@ -149,6 +159,7 @@ class _BoundedExportQueue:
         self._stopping = stopped
         self._abandoned = 0
         self._failed_bytes = 0  # of failed batches since the last collection
+        self._collect_interval_s = _MIN_COLLECT_INTERVAL_S
         self._backend_keeps_up = True  # the last export succeeded, and no wait for room ran out
         self._collected_at = time.monotonic()
         self._discarding = stopped  # past the shutdown deadline: drop the rest, export nothing
@@ -163,14 +174,14 @@ class _BoundedExportQueue:
 
     def _put(self, item: Any, size: int) -> None:
         with self._condition:
-            if self._backend_keeps_up and not self._stopping and not self._fits(size) and may_wait():
+            wait_s = min(BACKPRESSURE_WAIT_S, wait_allowed_until() - time.monotonic())
+            if self._backend_keeps_up and not self._stopping and not self._fits(size) and wait_s > 0:
                 self._room_waiters += 1  # the worker sends what is queued, however short the batch
                 self._condition.notify_all()
                 try:
-                    if not self._condition.wait_for(
-                        lambda: self._stopping or self._fits(size), BACKPRESSURE_WAIT_S
-                    ):
-                        self._backend_keeps_up = False
+                    found_room = self._condition.wait_for(lambda: self._stopping or self._fits(size), wait_s)
+                    if not found_room and wait_s >= BACKPRESSURE_WAIT_S:
+                        self._backend_keeps_up = False  # a whole wait without one batch leaving: stalled
                 finally:
                     self._room_waiters -= 1
             if self._stopping or not self._fits(size):
@@ -218,6 +229,7 @@ class _BoundedExportQueue:
                 records = [record for record, _ in batch]
                 del batch  # `records` alone holds them: a failed export clears it
                 self._in_flight += 1
+            exported = False
             try:
                 exported = self._export(records, batch_bytes)
             finally:
@@ -245,16 +257,24 @@ class _BoundedExportQueue:
         return failure is None
 
     def _collect_failed_exports(self, batch_bytes: int) -> None:
-        """Free the reference cycles failed exports left (see `_COLLECT_AFTER_FAILED_BYTES`)."""
+        """Free the reference cycles failed exports left (see `_COLLECT_AFTER_FAILED_BYTES`).
+
+        Not when the application switched the cyclic GC off; and a collection holds the
+        GIL for as long as the whole heap takes, so they are spaced to cost at most
+        `_COLLECT_TIME_SHARE` of the time (and at least `_MIN_COLLECT_INTERVAL_S` apart).
+        """
         self._failed_bytes += batch_bytes
         now = time.monotonic()
         if (
             self._failed_bytes >= _COLLECT_AFTER_FAILED_BYTES
-            and now - self._collected_at >= _MIN_COLLECT_INTERVAL_S
+            and now - self._collected_at >= self._collect_interval_s
+            and gc.isenabled()
         ):
             self._failed_bytes = 0
-            self._collected_at = now
             gc.collect()
+            self._collected_at = time.monotonic()
+            took = self._collected_at - now
+            self._collect_interval_s = max(_MIN_COLLECT_INTERVAL_S, took / _COLLECT_TIME_SHARE)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export what is queued; give up after `timeout_millis`. True if everything went."""
@@ -280,7 +300,12 @@ class _BoundedExportQueue:
             if self._stopping:
                 return
         deadline = time.monotonic() + max(0, timeout_millis) / 1000
-        self.force_flush(timeout_millis)
+        outer = shutdown_deadline()
+        if outer is not None:
+            # The SDK's provider shutdown passes no timeout: keep to the pipeline's, with
+            # room left to count and report the losses before it is over.
+            deadline = min(deadline, outer - _REPORT_MARGIN_S)
+        self.force_flush(int(max(0.0, deadline - time.monotonic()) * 1000))
         with self._condition:
             self._stopping = self._discarding = True
             self._condition.notify_all()

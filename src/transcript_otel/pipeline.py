@@ -39,7 +39,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
-from transcript_otel._export_drops import let_this_thread_wait
+from transcript_otel._export_drops import let_this_thread_wait, run_before
 from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
     PreparedRecord,
@@ -64,6 +64,9 @@ DEFAULT_MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
 PAUSE_S: Final = 0.005
 MAX_DEFER_S: Final = 0.5
+# How long the writer may wait, per batch, for room in the OTLP export queues (while
+# a live backend sets the pace); only while that costs the JSONL mirror nothing.
+MAX_EXPORT_WAIT_S: Final = 1.0
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
 _MIN_BACKLOG_ENTRIES: Final = 8
 # Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
@@ -121,6 +124,7 @@ class TranscriptPipeline:
         self._samples_due = 0
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()  # someone waits: write now, even mid-burst
+        self._flushes_pending = 0  # flush requests queued and not yet reached by the writer
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -217,6 +221,8 @@ class TranscriptPipeline:
         if threading.current_thread() is self._thread or self._closed:
             return not self.backlog
         request = _FlushRequest(deep, timeout)
+        with self._lock:
+            self._flushes_pending += 1
         self.backlog.append(request)
         self._flush_wanted.set()
         self.wake()
@@ -305,7 +311,6 @@ class TranscriptPipeline:
     # -- writer thread -----------------------------------------------------------------
 
     def _writer_loop(self) -> None:
-        let_this_thread_wait()  # for room in the OTLP export queues: this is not the agent's thread
         # Our own OTel calls must not be traced by other instrumentations.
         with suppress_instrumentation():
             self._drain_until_closed()
@@ -355,16 +360,29 @@ class TranscriptPipeline:
                 self._prepare(item, batch)
                 detail_json = batch[-1].detail_json if batch else None
                 batch_bytes += len(detail_json) if detail_json is not None else 0
+            let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
             if batch:
                 self._write_batch(batch)
             if isinstance(request, _DeferredAction):
                 self._run_action(request.action)
             elif request is not None:
+                with self._lock:
+                    self._flushes_pending -= 1
                 if request.deep and not self._mirror_only:
                     self._force_flush_sinks(request.timeout_s)
                 request.done.set()
             elif not batch:
                 return
+
+    def _may_wait_for_export(self) -> bool:
+        """Whether the writer may wait for a live backend to take what it sends (backpressure):
+        only while that costs the JSONL mirror nothing, that is, with no flush waiting, the
+        backlog under half its bound, and not in the mirror-only end of a shutdown."""
+        return (
+            not self._mirror_only
+            and not self._flushes_pending
+            and len(self.backlog) < self.backlog_limit // 2
+        )
 
     def _prepare(self, item: QueuedItem, batch: list[PreparedRecord]) -> None:
         """Append the records `item` yields: a pending drop report, the record, its repairs."""
@@ -529,6 +547,7 @@ class TranscriptPipeline:
         self.backlog.clear()
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()
+        self._flushes_pending = 0
         self._lock = threading.Lock()
         self._thread = None
         for sink in self.sinks:
@@ -545,7 +564,7 @@ def _run_all_before(actions: list[_ShutdownAction], deadline: float) -> None:
     """Run `actions` concurrently on daemon threads; stop waiting at `deadline`."""
     workers = []
     for action in actions:
-        target = _logged(action.name, action.run)
+        target = _logged(action.name, functools.partial(run_before, deadline, action.run))
         worker = threading.Thread(target=target, name="transcript-otel-shutdown", daemon=True)
         worker.start()
         workers.append((action, worker))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import logging
 import os
@@ -112,16 +113,21 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for name in ("transcript_otel.pipeline", "transcript_otel.export_queue"):
         logging.getLogger(name).addHandler(held)
         logging.getLogger(name).propagate = False
+    # Registered before capture starts, so it runs after the exit's own bounded flush
+    # (atexit is last-in, first-out) and prints what that flush had to say.
+    atexit.register(held.print_to, sys.stderr)
     try:
         # OTEL_SERVICE_NAME, when set, names the service; else the command does.
         configure(service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name, instrument=False)
     except Exception as exc:  # capture is optional; the command runs regardless
         print(f"transcript-otel run: capture is off: {exc}", file=sys.stderr)
-    status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
-    # The command is over: Ctrl-C now must not turn the bounded flush into a traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    shutdown_all()  # bounded; the transcript is out, and what it could not capture is known
-    held.print_to(sys.stderr)
+    try:
+        status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
+        # The command is over: Ctrl-C now must not turn the bounded flush into a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        shutdown_all()  # bounded; the transcript is out, and what it could not capture is known
+    finally:
+        held.print_to(sys.stderr)
     if status < 0:  # killed by a signal: die of the same signal
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(-status, signal.SIG_DFL)
@@ -130,17 +136,30 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 class _HeldWarnings(logging.Handler):
-    """Keeps transcript-otel's warnings while the command runs, to print after its output."""
+    """Keeps transcript-otel's warnings while the command runs, to print after its output
+    (the first `_MAX_HELD`; the others are counted)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.messages: list[str] = []
+        self.more = 0
 
     def emit(self, record: logging.LogRecord) -> None:
+        if len(self.messages) >= _MAX_HELD:
+            self.more += 1
+            return
         with contextlib.suppress(Exception):
             self.messages.append(record.getMessage())
 
     def print_to(self, stream: Any) -> None:
-        for message in self.messages:
-            print(message, file=stream)
+        with contextlib.suppress(Exception):  # a closed stderr at exit
+            for message in self.messages:
+                print(message, file=stream)
+            if self.more:
+                print(f"transcript-otel: {self.more} more warnings not shown", file=stream)
+            stream.flush()
         self.messages.clear()
+        self.more = 0
+
+
+_MAX_HELD = 20

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, NamedTuple, Self, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -118,6 +118,15 @@ class _SpanSlot:
             attributes={key: value for key, value in attributes.items() if value is not None},
         )
         return cls(span, trace.set_span_in_context(span, parent))
+
+
+class _FinalState(NamedTuple):
+    """What a span ends with, read on the agent's thread as it ends."""
+
+    usage: dict[str, int]
+    cost_usd: float
+    error_type: str | None
+    keeps_record: bool
 
 
 @dataclass(slots=True)
@@ -524,25 +533,28 @@ class AgentRun:
         self._complete_when_written(slot, time.time_ns(), ends=True)
 
     def _complete_when_written(self, slot: _SpanSlot, end_time: int, *, ends: bool) -> None:
-        # Whether the span gets its record is decided now: the run may stop before the writer runs.
-        keeps_record = self.emitter.keeps_span_records()
-        self.emitter.after_written(functools.partial(self._complete, slot, end_time, keeps_record, ends))
+        # Decided and read now, as the span ends: the run may stop, and a late entry from
+        # another thread may still count usage on the root, before the writer runs.
+        final = _FinalState(
+            dict(slot.usage), slot.cost_usd, slot.error_type, self.emitter.keeps_span_records()
+        )
+        self.emitter.after_written(functools.partial(self._complete, slot, end_time, final, ends))
 
-    def _complete(self, slot: _SpanSlot, end_time: int, keeps_record: bool, ends: bool) -> None:
+    def _complete(self, slot: _SpanSlot, end_time: int, final: _FinalState, ends: bool) -> None:
         """On the writer: the span's last attributes and status, its `transcript.span` record
         (queued where the span ended), then its end. Off the agent's thread: it costs ~10 µs."""
         span = slot.span
         try:
-            if slot.usage:
-                span.set_attributes(dict(slot.usage))
-            if slot.cost_usd:
-                span.set_attribute(USAGE_COST_USD, slot.cost_usd)
-            if slot.error_type is not None:
-                span.set_attribute(ERROR_TYPE, slot.error_type)
-                span.set_status(Status(StatusCode.ERROR, slot.error_type))
-            fields = span_fields(span, end_time, slot.error_type) if keeps_record else None
+            if final.usage:
+                span.set_attributes(final.usage)
+            if final.cost_usd:
+                span.set_attribute(USAGE_COST_USD, final.cost_usd)
+            if final.error_type is not None:
+                span.set_attribute(ERROR_TYPE, final.error_type)
+                span.set_status(Status(StatusCode.ERROR, final.error_type))
+            fields = span_fields(span, end_time, final.error_type) if final.keeps_record else None
             if fields is not None:
-                self.emitter.span_ended(fields, slot.context)
+                self.emitter.span_ended(fields, slot.context, end_time)
         except Exception as exc:
             self._report("could not complete a span", exc)
         finally:
