@@ -124,7 +124,9 @@ class TranscriptPipeline:
         self._samples_due = 0
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()  # someone waits: write now, even mid-burst
-        self._flushes_pending = 0  # flush requests queued and not yet reached by the writer
+        # Flushes of the mirror alone queued and not yet reached by the writer (a deep flush
+        # asks for the exports too: it may wait for the backend, within its timeout).
+        self._flushes_pending = 0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -221,8 +223,9 @@ class TranscriptPipeline:
         if threading.current_thread() is self._thread or self._closed:
             return not self.backlog
         request = _FlushRequest(deep, timeout)
-        with self._lock:
-            self._flushes_pending += 1
+        if not deep:
+            with self._lock:
+                self._flushes_pending += 1
         self.backlog.append(request)
         self._flush_wanted.set()
         self.wake()
@@ -366,8 +369,9 @@ class TranscriptPipeline:
             if isinstance(request, _DeferredAction):
                 self._run_action(request.action)
             elif request is not None:
-                with self._lock:
-                    self._flushes_pending -= 1
+                if not request.deep:
+                    with self._lock:
+                        self._flushes_pending -= 1
                 if request.deep and not self._mirror_only:
                     self._force_flush_sinks(request.timeout_s)
                 request.done.set()
@@ -376,12 +380,14 @@ class TranscriptPipeline:
 
     def _may_wait_for_export(self) -> bool:
         """Whether the writer may wait for a live backend to take what it sends (backpressure):
-        only while that costs the JSONL mirror nothing, that is, with no flush waiting, the
-        backlog under half its bound, and not in the mirror-only end of a shutdown."""
+        only while that costs the JSONL mirror nothing, that is, with no flush of the mirror
+        waiting (a deep flush asks for the exports too), the
+        backlog under three quarters of its bound (the last quarter is the mirror's room to
+        catch up), and not in the mirror-only end of a shutdown."""
         return (
             not self._mirror_only
             and not self._flushes_pending
-            and len(self.backlog) < self.backlog_limit // 2
+            and len(self.backlog) < self.backlog_limit * 3 // 4
         )
 
     def _prepare(self, item: QueuedItem, batch: list[PreparedRecord]) -> None:
