@@ -545,3 +545,25 @@ def test_a_slow_backend_holds_up_neither_a_flush_nor_the_mirror(tmp_path: Path) 
         assert events["transcript.error"] == processor.dropped  # each drop reported
     finally:
         pipeline.shutdown(2)
+
+
+def test_a_stalled_backend_costs_the_writer_one_wait_then_records_are_dropped(exporter: HeldExporter) -> None:
+    # The exporter never returns (held): no batch leaves, so waiting for room is pointless.
+    processor = BoundedLogRecordProcessor(exporter, max_queue_bytes=3 * 11_000, max_export_batch_size=2)
+    logger = provider_with(processor).get_logger("test")
+
+    def emit_all() -> tuple[float, list[str | None]]:
+        started = time.monotonic()
+        reasons = []
+        for number in range(20):
+            # As the pipeline's writer does before each of its batches.
+            let_this_thread_wait(time.monotonic() + BACKPRESSURE_WAIT_S)
+            logger.emit(LogRecord(body=f"{number}: {TEXT}"))
+            reasons.append(take_drop())
+        return time.monotonic() - started, reasons
+
+    took, reasons = on_a_writer_thread(emit_all)
+    assert took < 3 * BACKPRESSURE_WAIT_S, f"the writer waited {took:.1f} s"
+    assert reasons.count("the OTLP export queue is full (backend slow or down)") == processor.dropped > 10
+    exporter.released.set()
+    processor.shutdown(2_000)

@@ -161,6 +161,7 @@ class _BoundedExportQueue:
         self._failed_bytes = 0  # of failed batches since the last collection
         self._collect_interval_s = _MIN_COLLECT_INTERVAL_S
         self._backend_keeps_up = True  # the last export succeeded, and no wait for room ran out
+        self._export_done_at = time.monotonic()  # when the last export ended (or the queue started)
         self._collected_at = time.monotonic()
         self._discarding = stopped  # past the shutdown deadline: drop the rest, export nothing
         self._condition = threading.Condition()
@@ -180,8 +181,8 @@ class _BoundedExportQueue:
                 self._condition.notify_all()
                 try:
                     found_room = self._condition.wait_for(lambda: self._stopping or self._fits(size), wait_s)
-                    if not found_room and wait_s >= BACKPRESSURE_WAIT_S:
-                        self._backend_keeps_up = False  # a whole wait without one batch leaving: stalled
+                    if not found_room and time.monotonic() - self._export_done_at >= BACKPRESSURE_WAIT_S:
+                        self._backend_keeps_up = False  # no export has ended for that long: stalled
                 finally:
                     self._room_waiters -= 1
             if self._stopping or not self._fits(size):
@@ -238,6 +239,7 @@ class _BoundedExportQueue:
                     self._queued_bytes -= batch_bytes
                     self._in_flight -= 1
                     self._backend_keeps_up = exported
+                    self._export_done_at = time.monotonic()
                     self._condition.notify_all()
 
     def _export(self, records: list[Any], batch_bytes: int) -> bool:
