@@ -118,6 +118,15 @@ def produce_paced(
     return 0
 
 
+def _label(key: str, pace: str) -> str:
+    """The entry's name, and how it was paced unless as fast as the writer takes it."""
+    label = dict(SIZES)[key]
+    if pace == FAST:
+        return label
+    in_spans = ", in tool spans of 2" if pace.endswith(TOOL_SPANS) else ""
+    return f"{label}, {pace.removesuffix(TOOL_SPANS)}/s{in_spans}"
+
+
 def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
     """Child process: one outage run; its figures."""
     directory = tempfile.mkdtemp(prefix="bench-outage-")
@@ -222,7 +231,7 @@ def main() -> dict[str, Any]:
         for key, backend, queue, pace in runs:
             environment = _child_environment(endpoints[backend])
             outcome = run_child(__file__, key, backend, queue, pace, env=environment)
-            run = {"key": key, "label": dict(SIZES)[key], "backend": backend, "queue": queue, "pace": pace}
+            run = {"key": key, "label": _label(key, pace), "backend": backend, "queue": queue, "pace": pace}
             results.append({**run, **outcome})
         received = f"{silent.connections} connections, {silent.bytes_read / MIB:.0f} MiB read, no answer"
     return {"outage": results, "info": {"silent_receiver": received}}

@@ -139,12 +139,7 @@ def render_outage(results: list[dict[str, Any]]) -> str:
         "|" + "---|" * 13,
     ]
     for result in results:
-        label = result["label"]
-        pace = result.get("pace", "fast")
-        if pace != "fast":
-            rate, _, in_spans = pace.partition("-")
-            label += f", {rate}/s" + (", in tool spans of 2" if in_spans else "")
-        head = f"| {label} | {_BACKENDS[result['backend']]} | {_QUEUES[result['queue']]} "
+        head = f"| {result['label']} | {_BACKENDS[result['backend']]} | {_QUEUES[result['queue']]} "
         if "error" in result:
             lines.append(head + f"| error: {result['error'][-300:]} |||||||||")
             continue

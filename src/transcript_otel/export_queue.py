@@ -120,9 +120,9 @@ class _BoundedExportQueue:
     What the processors below share; each names its items and says what a drop means.
     """
 
-    _ITEMS = "records"
-    _THREAD_NAME = "transcript-otel-export"
-    _WHERE = EXPORT
+    _ITEMS: str  # what the warnings call the items
+    _THREAD_NAME: str
+    _WHERE: str  # where, for the drop metric
 
     def __init__(
         self,
@@ -160,7 +160,8 @@ class _BoundedExportQueue:
         self._abandoned = 0
         self._failed_bytes = 0  # of failed batches since the last collection
         self._collect_interval_s = _MIN_COLLECT_INTERVAL_S
-        self._backend_keeps_up = True  # the last export succeeded, and no wait for room ran out
+        # The last export succeeded, and no record waited in vain while none ended for 1 s.
+        self._backend_keeps_up = True
         self._export_done_at = time.monotonic()  # when the last export ended (or the queue started)
         self._collected_at = time.monotonic()
         self._discarding = stopped  # past the shutdown deadline: drop the rest, export nothing

@@ -23,7 +23,7 @@ DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
 EXPORT_TIMEOUT_S: Final = 5.0
 LOG_EXPORT_BATCH_SIZE: Final = 64
 SPAN_EXPORT_BATCH_SIZE: Final = 64
-# Log records waiting for export, in estimated payload bytes (about 3x that in memory).
+# Log records (and, separately, spans) waiting for export: the memory each queue may hold.
 EXPORT_QUEUE_BYTES: Final = 8 * 1024 * 1024
 SPAN_EVENT_LIMIT: Final = 1024
 
