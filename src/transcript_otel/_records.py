@@ -6,6 +6,7 @@ encoding all happen here, never on the agent's thread.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -21,9 +22,22 @@ from transcript_otel.run import RunInfo
 
 LOGGER_NAME: Final = "transcript_otel"
 
+
+class EntryPlacement(ABC):
+    """Decides an entry's OTel context on the writer, in queue order, instead of on the agent's
+    thread: an instrumented run places each entry in its span there, opening and ending spans
+    as the entry implies (starting an SDK span costs the agent 10-20 µs)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> Context | None:
+        """The context of this entry; never raises."""
+
+
 # What the agent thread appends to the backlog. A plain tuple: cheapest to build.
 #   (event, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, context)
-QueuedItem = tuple[TranscriptEvent, RunInfo, Any, Any, int, int, Any, Any, Context | None]
+QueuedItem = tuple[TranscriptEvent, RunInfo, Any, Any, int, int, Any, Any, Context | EntryPlacement | None]
 
 
 @dataclass(slots=True)
@@ -88,6 +102,8 @@ def prepare_entry(
     `detail` and `raw`, before anything is encoded.
     """
     _, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, otel_context = item
+    if isinstance(otel_context, EntryPlacement):
+        otel_context = otel_context.place(entry_type, source, detail, timestamp_ns)
     problems: list[str] = []
     entry_type_text, problem = safe_text(entry_type)
     if problem:
@@ -162,6 +178,8 @@ def _detail_dict(detail: Any, problems: list[str]) -> dict[Any, Any]:
 def prepare_lifecycle(item: QueuedItem) -> PreparedRecord:
     """Build a `transcript.start`, `.stop` or `.error` record (`detail` holds its fields)."""
     event, run, _, _, _, timestamp_ns, extra, _, otel_context = item
+    if isinstance(otel_context, EntryPlacement):  # only entries are placed; nothing else should be
+        otel_context = None
     context = _run_fields(run)
     context["run_id"] = run.run_id
     if event is TranscriptEvent.STOP:

@@ -22,7 +22,7 @@ from typing import Any, Self
 from opentelemetry.context import Context, get_current
 
 from transcript_otel import environment_variables as env
-from transcript_otel._records import QueuedItem
+from transcript_otel._records import EntryPlacement, QueuedItem
 from transcript_otel._serialize import safe_text
 from transcript_otel.defaults import get_pipeline
 from transcript_otel.model import MAIN_SOURCE, RawJson, TranscriptEvent, TranscriptSummary
@@ -124,13 +124,14 @@ class TranscriptEmitter:
         source: str = MAIN_SOURCE,
         detail: dict[str, Any] | None = None,
         raw: str | RawJson | None = None,
-        context: Context | None = None,
+        context: Context | EntryPlacement | None = None,
         timestamp_ns: int | None = None,
     ) -> None:
         """Emit one transcript entry. Thread-safe; never raises; never waits for I/O.
 
         `context` is the OTel context the entry belongs to (its span); by default the
-        current one. `raw` may be a `RawJson`, encoded later on the writer thread.
+        current one; an `EntryPlacement` decides it later, on the writer, in queue order.
+        `raw` may be a `RawJson`, encoded later on the writer thread.
         `timestamp_ns` is when the entry happened, if that was earlier than now (an
         entry recorded late must not be later than what followed it in the same source).
         The only lock is held for a few hundred nanoseconds, so that entries of one
@@ -236,10 +237,11 @@ class TranscriptEmitter:
             self._report_exception("could not set the session id", exc)
 
     def keeps_span_records(self) -> bool:
-        """Whether a span ending now gets a `transcript.span` record: not once the run
-        stopped, and within the backlog's bound, like entries (a stuck sink must not
-        make them pile up)."""
-        return self._enabled and not self._stopped and len(self._backlog) < self._pipeline.backlog_limit
+        """Whether a span ending now may get a `transcript.span` record: within the backlog's
+        bound, like entries (a stuck sink must not make them pile up). Spans end on the
+        writer in queue order, after `stop()` was called: the caller knows whether its
+        run's `transcript.stop` came before the span's end."""
+        return self._enabled and len(self._backlog) < self._pipeline.backlog_limit
 
     def span_ended(self, fields: dict[str, Any], context: Context, end_time_ns: int) -> None:
         """Keep a `transcript.span` record of a span of this run (`context` is the span's own),

@@ -134,6 +134,10 @@ class TranscriptPipeline:
         self._mirror_only = False
         self._warned_sinks: set[str] = set()
         self._on_shutdown: list[Callable[[], None]] = []
+        # Writer side: actions due once the batch being prepared is written, and the
+        # records they submit to be written next (`after_pending`, `submit_next`).
+        self._after_batch: list[Callable[[], None]] = []
+        self._next_records: list[QueuedItem] = []
         self.internal_errors = 0
         self.sink_failures: Counter[str] = Counter()
         _PIPELINES.add(self)
@@ -168,9 +172,10 @@ class TranscriptPipeline:
 
     def submit_next(self, item: QueuedItem) -> None:
         """`submit()`, but from an `after_pending()` action on the writer: `item` is written
-        next, in that action's place, ahead of what was queued while it waited."""
+        next, in that action's place, ahead of what was queued while it waited (records
+        submitted by several such actions keep their order)."""
         if threading.current_thread() is self._thread:
-            self.backlog.appendleft(item)
+            self._next_records.append(item)
         else:
             self.submit(item)
 
@@ -236,10 +241,15 @@ class TranscriptPipeline:
 
         Instrumentors end their spans this way: the span events of the records
         emitted inside a span are added before it ends, and the agent never waits.
-        Runs at once (on the caller's thread) when the pipeline is closed.
+        On the writer itself (an entry's placement, another action) it runs once the
+        records being prepared are written. Runs at once (on the caller's thread) when
+        the pipeline is closed.
         """
         if self._closed:
             self._run_action(action)
+            return
+        if threading.current_thread() is self._thread:
+            self._after_batch.append(action)
             return
         self.backlog.append(_DeferredAction(action))
         if self._thread is None:
@@ -366,8 +376,10 @@ class TranscriptPipeline:
             let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
             if batch:
                 self._write_batch(batch)
+                self._settle()
             if isinstance(request, _DeferredAction):
                 self._run_action(request.action)
+                self._settle()
             elif request is not None:
                 if not request.deep:
                     with self._lock:
@@ -377,6 +389,16 @@ class TranscriptPipeline:
                 request.done.set()
             elif not batch:
                 return
+
+    def _settle(self) -> None:
+        """Run the actions due after what was just written; queue the records they made first."""
+        while self._after_batch:
+            actions, self._after_batch = self._after_batch, []
+            for action in actions:
+                self._run_action(action)
+        if self._next_records:
+            self.backlog.extendleft(reversed(self._next_records))
+            self._next_records.clear()
 
     def _may_wait_for_export(self) -> bool:
         """Whether the writer may wait for a live backend to take what it sends (backpressure):
@@ -554,6 +576,8 @@ class TranscriptPipeline:
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()
         self._flushes_pending = 0
+        self._after_batch = []
+        self._next_records = []
         self._lock = threading.Lock()
         self._thread = None
         for sink in self.sinks:

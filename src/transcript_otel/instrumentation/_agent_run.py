@@ -14,10 +14,15 @@ that span's context, so its log record and span event land there:
 * `invoke_agent {subagent type}`: a subagent's entries (source `subagent:<id>`),
   nested under the `Task`/`Agent` tool call that launched it.
 
-Spans end through `TranscriptEmitter.after_written()`: the writer thread sets a
-span's last attributes and status, keeps its `transcript.span` record and ends it
-once the span events of everything emitted inside it are added, with the end time
-taken when the agent finished it. The agent never waits for that.
+Only the root span is made on the agent's thread (its context is current during
+the run, for whatever the agent traces itself). Everything else happens on the
+pipeline's writer thread, in queue order, so the agent pays for one `deque.append`
+per entry (starting an SDK span alone costs it 10-20 µs): the run is the
+`EntryPlacement` of its entries, and turns, session ids and the run's end are
+deferred actions (`TranscriptEmitter.after_written()`). Spans keep the agent's
+times: a span starts at the timestamp of the entry (or call) that opened it and
+ends at that of the entry (or call) that ended it, once the span events of
+everything emitted inside it are added.
 Nothing here raises into the agent: failures become `transcript.error` records.
 """
 
@@ -29,7 +34,7 @@ import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -47,6 +52,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from transcript_otel import attributes as attr
 from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
+from transcript_otel._records import EntryPlacement
 from transcript_otel._span_records import span_fields
 from transcript_otel.content import text_digest
 from transcript_otel.emitter import TranscriptEmitter
@@ -109,19 +115,26 @@ class _SpanSlot:
 
     @classmethod
     def open(
-        cls, tracer: trace.Tracer, name: str, parent: Context, kind: SpanKind, **attributes: Any
+        cls,
+        tracer: trace.Tracer,
+        name: str,
+        parent: Context,
+        kind: SpanKind,
+        attributes: Mapping[str, Any],
+        start_ns: int | None = None,
     ) -> Self:
         span = tracer.start_span(
             name,
             context=parent,
             kind=kind,
             attributes={key: value for key, value in attributes.items() if value is not None},
+            start_time=start_ns,
         )
         return cls(span, trace.set_span_in_context(span, parent))
 
 
 class _FinalState(NamedTuple):
-    """What a span ends with, read on the agent's thread as it ends."""
+    """What a span ends with, read in queue order as it ends (later entries may change the slot)."""
 
     usage: dict[str, int]
     cost_usd: float
@@ -137,7 +150,7 @@ class _ToolSlot(_SpanSlot):
     subagent_source: str | None = None
 
 
-class AgentRun:
+class AgentRun(EntryPlacement):
     """The transcript and spans of one `evaluate()`; thread-safe, never raising."""
 
     def __init__(
@@ -175,6 +188,8 @@ class AgentRun:
         self._ended_launchers: deque[_ToolSlot] = deque(maxlen=_MAX_ENDED_LAUNCHERS)
         self._usage_by_message: dict[str, dict[str, int]] = {}
         self._finished = False
+        # Writer side: the run's end was processed; spans ending later keep no record.
+        self._spans_closed = False
         self._mapper: object | None = None
         self.emitter = TranscriptEmitter(prompt_name=prompt_name, adapter=adapter, session_id=session_id)
         self._root = _SpanSlot.open(
@@ -182,7 +197,7 @@ class AgentRun:
             f"invoke_agent {prompt_name}",
             otel_context.get_current(),
             SpanKind.INTERNAL,
-            **{
+            {
                 GEN_AI_OPERATION_NAME: "invoke_agent",
                 GEN_AI_AGENT_NAME: prompt_name,
                 attr.GEN_AI_CONVERSATION_ID: session_id,
@@ -221,29 +236,36 @@ class AgentRun:
         raw: str | RawJson | None = None,
         timestamp_ns: int | None = None,
     ) -> None:
-        """Emit one entry in the span it belongs to, opening or ending spans as it implies.
+        """Emit one entry; the writer places it in its span (`place()`).
 
         `timestamp_ns`: when it happened, for an entry recorded after the fact.
         """
-        slot: _SpanSlot | None = None
+        emitter = self.emitter
+        if emitter.enabled:
+            emitter.emit(
+                entry_type, source=source, detail=detail, raw=raw, context=self, timestamp_ns=timestamp_ns
+            )
+        else:  # nothing is recorded, but the spans are made all the same, in the same order
+            at = time.time_ns() if timestamp_ns is None else timestamp_ns
+            self._on_writer(
+                "could not place an entry in its span", self.place, entry_type, source, detail, at
+            )
+
+    def place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> Context:
+        """On the writer, in queue order: the span an entry belongs to, opening or ending
+        spans as it implies (at the entry's time). Never raises."""
         try:
             with self._lock:
-                slot = self._place(entry_type, source, detail)
+                slot = self._place(entry_type, source, detail, timestamp_ns)
         except Exception as exc:
             self._report("could not place an entry in its span", exc)
-        self.emitter.emit(
-            entry_type,
-            source=source,
-            detail=detail,
-            raw=raw,
-            context=None if slot is None else slot.context,
-            timestamp_ns=timestamp_ns,
-        )
+            return self._root.context
         if entry_type == _ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
             try:
-                self._end_tool(slot, failed=tool_failed(detail))
+                self._end_tool(slot, failed=tool_failed(detail), end_ns=timestamp_ns)
             except Exception as exc:
                 self._report("could not end a tool span", exc)
+        return slot.context
 
     def record_mapped(self, entries: Iterable[MappedEntry | None]) -> None:
         """`record()` each entry a mapping produced (None: the event was not transcript content)."""
@@ -270,17 +292,17 @@ class AgentRun:
             self._mapper = kind()
         return self._mapper
 
-    def _place(self, entry_type: str, source: str, detail: dict[str, Any] | None) -> _SpanSlot:
+    def _place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> _SpanSlot:
         if (
             self._turns_start_with_user_message
             and self._turn is None
             and source == MAIN_SOURCE
             and entry_type == EntryType.USER_MESSAGE.value
         ):
-            self._open_turn()
-        base = self._subagent_slot(source, detail) or self._turn or self._root
+            self._open_turn(timestamp_ns)
+        base = self._subagent_slot(source, detail, timestamp_ns) or self._turn or self._root
         if entry_type == _ENTRY_TOOL_USE:
-            return self._open_tool(source, detail, base)
+            return self._open_tool(source, detail, base, timestamp_ns)
         if entry_type == _ENTRY_TOOL_RESULT:
             call_id, _ = tool_identity(detail)
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
@@ -300,12 +322,16 @@ class AgentRun:
                 if session_id == self._session_id:
                     return
                 self._session_id = session_id
-                for slot in (self._root, self._turn):
-                    if slot is not None:
-                        slot.span.set_attribute(attr.GEN_AI_CONVERSATION_ID, session_id)
+            self._on_writer("could not set the session id", self._set_span_session_id, session_id)
             self.emitter.set_session_id(session_id)
         except Exception as exc:
             self._report("could not set the session id", exc)
+
+    def _set_span_session_id(self, session_id: str) -> None:
+        with self._lock:
+            for slot in (self._root, self._turn):
+                if slot is not None:
+                    slot.span.set_attribute(attr.GEN_AI_CONVERSATION_ID, session_id)
 
     @property
     def session_id(self) -> str | None:
@@ -322,14 +348,14 @@ class AgentRun:
 
     def begin_turn(self) -> None:
         """Open a turn span unless one is open (the prompt may already have opened it)."""
-        try:
-            with self._lock:
-                if self._turn is None:
-                    self._open_turn()
-        except Exception as exc:
-            self._report("could not start a turn span", exc)
+        self._on_writer("could not start a turn span", self._begin_turn, time.time_ns())
 
-    def _open_turn(self) -> None:
+    def _begin_turn(self, start_ns: int) -> None:
+        with self._lock:
+            if self._turn is None:
+                self._open_turn(start_ns)
+
+    def _open_turn(self, start_ns: int) -> None:
         self._turn_count += 1
         operation = "chat"
         self._turn = _SpanSlot.open(
@@ -337,32 +363,43 @@ class AgentRun:
             f"{operation} {self._model}" if self._model else operation,
             self._root.context,
             SpanKind.CLIENT,
-            **{
+            {
                 GEN_AI_OPERATION_NAME: operation,
                 GEN_AI_PROVIDER_NAME: self._provider,
                 GEN_AI_REQUEST_MODEL: self._model,
                 attr.GEN_AI_CONVERSATION_ID: self._session_id,
                 TURN_NUMBER: self._turn_count,
             },
+            start_ns,
         )
 
     def end_turn(self, error: BaseException | None = None) -> None:
         """End the open turn (and the tool and subagent spans still open in it)."""
+        self._on_writer("could not end a turn span", self._end_turn, error, time.time_ns())
+
+    def _end_turn(self, error: BaseException | None, end_ns: int) -> None:
+        with self._lock:
+            turn, self._turn = self._turn, None
+            if turn is None:
+                return
+            self._close_open_spans(end_ns)
+        if error is not None and turn.error_type is None:
+            turn.error_type = _exception_type(error)
+        self._end(turn, end_ns)
+
+    def _on_writer(self, what: str, action: Callable[..., object], *arguments: Any) -> None:
+        """Run `action(*arguments)` on the writer, in queue order; a failure is reported."""
+        self.emitter.after_written(functools.partial(self._reporting, what, action, *arguments))
+
+    def _reporting(self, what: str, action: Callable[..., object], *arguments: Any) -> None:
         try:
-            with self._lock:
-                turn, self._turn = self._turn, None
-                if turn is None:
-                    return
-                self._close_open_spans()
-            if error is not None and turn.error_type is None:
-                turn.error_type = _exception_type(error)
-            self._end(turn)
+            action(*arguments)
         except Exception as exc:
-            self._report("could not end a turn span", exc)
+            self._report(what, exc)
 
     # -- tools and subagents ----------------------------------------------------------
 
-    def _open_tool(self, source: str, detail: dict[str, Any] | None, parent: _SpanSlot) -> _SpanSlot:
+    def _open_tool(self, source: str, detail: Any, parent: _SpanSlot, start_ns: int) -> _SpanSlot:
         call_id, name = tool_identity(detail)
         if call_id is None:
             return parent  # a call without an id cannot be matched with its result
@@ -373,12 +410,13 @@ class AgentRun:
             f"execute_tool {name}",
             parent.context,
             SpanKind.INTERNAL,
-            **{
+            {
                 GEN_AI_OPERATION_NAME: "execute_tool",
                 attr.GEN_AI_TOOL_NAME: name,
                 attr.GEN_AI_TOOL_CALL_ID: call_id,
                 GEN_AI_TOOL_TYPE: "function" if _is_bridged_tool(detail) else "extension",
             },
+            start_ns,
         )
         tool.name = name
         if name in _SUBAGENT_TOOLS and self._subagents_named_by_call_id:
@@ -392,18 +430,18 @@ class AgentRun:
         self._tools[(source, call_id)] = tool
         return tool
 
-    def _end_tool(self, tool: _ToolSlot, *, failed: bool) -> None:
+    def _end_tool(self, tool: _ToolSlot, *, failed: bool, end_ns: int) -> None:
         with self._lock:
             subagent = self._subagents.pop(tool.subagent_source, None) if tool.subagent_source else None
             if tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
                 self._ended_launchers.append(tool)
         if subagent is not None:
-            self._end(subagent)
+            self._end(subagent, end_ns)
         if failed:
             tool.error_type = "tool_error"
-        self._end(tool)
+        self._end(tool, end_ns)
 
-    def _subagent_slot(self, source: str, detail: dict[str, Any] | None) -> _SpanSlot | None:
+    def _subagent_slot(self, source: str, detail: Any, start_ns: int) -> _SpanSlot | None:
         if not source.startswith(SUBAGENT_SOURCE_PREFIX):
             return None
         slot = self._subagents.get(source)
@@ -421,13 +459,14 @@ class AgentRun:
             f"invoke_agent {subagent_type or 'subagent'}",
             parent.context,
             SpanKind.INTERNAL,
-            **{
+            {
                 GEN_AI_OPERATION_NAME: "invoke_agent",
                 GEN_AI_AGENT_NAME: subagent_type or agent_id,
                 GEN_AI_AGENT_ID: agent_id,
                 GEN_AI_PROVIDER_NAME: self._provider,
                 attr.GEN_AI_CONVERSATION_ID: self._session_id,
             },
+            start_ns,
         )
         if launcher is not None:
             launcher.subagent_source = source
@@ -476,17 +515,11 @@ class AgentRun:
             return
         self._finished = True
         try:
-            self.end_turn(error)
-            with self._lock:
-                self._close_open_spans()
+            end_time = time.time_ns()
+            self._on_writer("could not end the run's spans", self._close_run_spans, error, end_time)
             root = self._root
-            if error is not None:
-                root.error_type = _exception_type(error)
-                self._record_exception(root.span, error)
             # The root's `transcript.span` record comes before `transcript.stop`, the run's last,
             # and the root span ends after it: `transcript.stop` is one of its events.
-            end_time = time.time_ns()
-            self._complete_when_written(root, end_time, ends=False)
             token = otel_context.attach(root.context)
             try:
                 self.emitter.stop(wait=False)
@@ -495,6 +528,21 @@ class AgentRun:
             self.emitter.after_written(functools.partial(root.span.end, end_time=end_time))
         except Exception as exc:
             self._report("could not end the run's spans", exc)
+
+    def _close_run_spans(self, error: BaseException | None, end_ns: int) -> None:
+        """On the writer, where `finish()` was called: every span but the root's ends, the root gets
+        its last attributes and `transcript.span` record, and what ends later keeps none."""
+        try:
+            self._end_turn(error, end_ns)
+            with self._lock:
+                self._close_open_spans(end_ns)
+            root = self._root
+            if error is not None:
+                root.error_type = _exception_type(error)
+                self._record_exception(root.span, error)
+            self._complete_when_written(root, end_ns, ends=False)
+        finally:
+            self._spans_closed = True
 
     def _record_exception(self, span: Span, error: BaseException) -> None:
         """The span's `exception` event, redacted like every entry: messages and stack traces
@@ -518,26 +566,25 @@ class AgentRun:
             },
         )
 
-    def _close_open_spans(self) -> None:
+    def _close_open_spans(self, end_ns: int) -> None:
         """End tool and subagent spans still open (their result never came); caller holds the lock."""
         tools, self._tools = list(self._tools.values()), {}
         subagents, self._subagents = list(self._subagents.values()), {}
         for slot in subagents:
-            self._end(slot)
+            self._end(slot, end_ns)
         for tool in tools:
             tool.span.set_attribute(TOOL_RESULT_MISSING, True)
-            self._end(tool)
+            self._end(tool, end_ns)
 
-    def _end(self, slot: _SpanSlot) -> None:
-        """End the span now, as the agent sees it; the writer completes it (see the module's docstring)."""
-        self._complete_when_written(slot, time.time_ns(), ends=True)
+    def _end(self, slot: _SpanSlot, end_ns: int) -> None:
+        """End the span at `end_ns`, once what was emitted inside it is written."""
+        self._complete_when_written(slot, end_ns, ends=True)
 
     def _complete_when_written(self, slot: _SpanSlot, end_time: int, *, ends: bool) -> None:
-        # Decided and read now, as the span ends: the run may stop, and a late entry from
-        # another thread may still count usage on the root, before the writer runs.
-        final = _FinalState(
-            dict(slot.usage), slot.cost_usd, slot.error_type, self.emitter.keeps_span_records()
-        )
+        # Decided and read now, in queue order as the span ends: later entries may still
+        # count usage on the root before the span's events are written.
+        keeps_record = not self._spans_closed and self.emitter.keeps_span_records()
+        final = _FinalState(dict(slot.usage), slot.cost_usd, slot.error_type, keeps_record)
         self.emitter.after_written(functools.partial(self._complete, slot, end_time, final, ends))
 
     def _complete(self, slot: _SpanSlot, end_time: int, final: _FinalState, ends: bool) -> None:

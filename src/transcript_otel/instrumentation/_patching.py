@@ -1,6 +1,10 @@
 """Optional, reversible patches applied when their module is imported.
 
-A `Patch` names a module and a dotted attribute inside it. `PatchSet.activate()`
+A `Patch` names a module and a dotted attribute inside it, wrapped with wrapt. A
+`Replacement` is for the few functions called for every line or entry of a turn:
+a wrapt wrapper costs the agent about 0.7 µs a call (1.3 µs with cold caches, 2.6 ms
+over the 2,000 lines of a Codex turn), a plain function calling the original about
+30 ns. `PatchSet.activate()`
 applies every patch whose module is already imported and registers a wrapt
 post-import hook for the others, so a module imported after `instrument()` is
 patched too. Every patch is optional: a module or attribute that this version of
@@ -11,13 +15,15 @@ cannot be unregistered, so they check whether their set is still active.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 import wrapt
 
@@ -36,6 +42,23 @@ class Patch:
     wrapper: Wrapper
 
 
+Factory = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """Replace `module.attribute` (a plain function or method) with `make(original)`, a plain
+    function that calls `original` itself (for methods, with `self` first)."""
+
+    module: str
+    attribute: str
+    make: Factory
+
+
+# Marks a replacement with the `Replacement` that made it (what wrapt's `_self_wrapper` is to a Patch).
+_MADE_BY: Final = "_transcript_otel_replacement"
+
+
 @dataclass(slots=True)
 class _Applied:
     parent: Any
@@ -47,7 +70,7 @@ class _Applied:
 class PatchSet:
     """The patches of one instrumentor, applied and removed together."""
 
-    def __init__(self, name: str, patches: Iterable[Patch]) -> None:
+    def __init__(self, name: str, patches: Iterable[Patch | Replacement]) -> None:
         self.name = name
         self.patches = tuple(patches)
         self._active = False
@@ -92,7 +115,7 @@ class PatchSet:
             if patch.module == module.__name__ and (patch.module, patch.attribute) not in self._applied:
                 self._apply(module, patch)
 
-    def _apply(self, module: ModuleType, patch: Patch) -> None:
+    def _apply(self, module: ModuleType, patch: Patch | Replacement) -> None:
         key = (patch.module, patch.attribute)
         try:
             parent, name, original = wrapt.resolve_path(module, patch.attribute)
@@ -101,15 +124,44 @@ class PatchSet:
                 self._reported_missing.add(key)
                 _logger.debug("%s: %s.%s not found; not patched", self.name, patch.module, patch.attribute)
             return
-        if isinstance(original, wrapt.FunctionWrapper) and original._self_wrapper is patch.wrapper:
+        if _is_made_by(original, patch):
             # A name imported from a module this set patched already: it is our wrapper, which
             # must not wrap itself, and which `deactivate()` replaces by the original here too.
-            self._applied[key] = _Applied(parent, name, original.__wrapped__, original)
+            ours: Any = original  # a FunctionWrapper or a function made by `functools.wraps`
+            self._applied[key] = _Applied(parent, name, ours.__wrapped__, original)
             return
         try:
-            wrapped = wrapt.FunctionWrapper(original, patch.wrapper)
+            wrapped = _patched(original, patch)
             setattr(parent, name, wrapped)
         except Exception as exc:  # a patch must never break the host's import
             _logger.warning("%s: could not patch %s.%s: %r", self.name, patch.module, patch.attribute, exc)
             return
         self._applied[key] = _Applied(parent, name, original, wrapped)
+
+
+def _patched(original: Any, patch: Patch | Replacement) -> Any:
+    if isinstance(patch, Patch):
+        return wrapt.FunctionWrapper(original, patch.wrapper)
+    replacement = functools.wraps(original)(patch.make(original))  # sets `__wrapped__`
+    setattr(replacement, _MADE_BY, patch)
+    return replacement
+
+
+def _is_made_by(installed: Any, patch: Patch | Replacement) -> bool:
+    if isinstance(patch, Patch):
+        return isinstance(installed, wrapt.FunctionWrapper) and installed._self_wrapper is patch.wrapper
+    return getattr(installed, _MADE_BY, None) is patch
+
+
+def takes(function: Callable[..., Any], parameters: str) -> bool:
+    """Whether `function`'s parameters, annotations left out, read exactly `parameters`, as
+    `"(self, line)"`: a replacement may then take and pass them as they are, rather than
+    through `*args, **kwargs` (which costs about 0.2 µs a call)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return False
+    plain = [
+        parameter.replace(annotation=inspect.Parameter.empty) for parameter in signature.parameters.values()
+    ]
+    return str(inspect.Signature(plain)) == parameters

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._calls import argument, guarded
-from transcript_otel.instrumentation._patching import Patch, Wrapper
+from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
@@ -97,28 +97,44 @@ def _tool_result(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         run.record_mapped([run.mapper(CodexMapper).tool_result(pending[1], result)])
 
 
-def _try_parse(state: WinkInstrumentation) -> Wrapper:
-    """The client's `_try_parse(line)`: a line it drops is kept as an `unknown` entry."""
+def _try_parse(state: WinkInstrumentation) -> Factory:
+    """The client's `_try_parse(line)`: a line it drops is kept as an `unknown` entry. Called
+    for every line the app-server writes, so a plain function (see `Replacement`), with the
+    known signature where it has it."""
 
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        parsed = wrapped(*args, **kwargs)
-        if parsed is None:
-            run = state.run()
-            if run is not None:
-                guarded("unparsable line", _unparsable, run, argument(args, kwargs, "line", 0))
-        return parsed
+    def dropped(line: Any) -> None:
+        run = state.run()
+        if run is not None:
+            guarded("unparsable line", _unparsable, run, line)
 
-    return wrapper
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        if takes(original, "(self, line)"):
+
+            def try_parse(self: Any, line: str) -> Any:
+                parsed = original(self, line)
+                if parsed is None:
+                    dropped(line)
+                return parsed
+
+            return try_parse
+
+        def try_parse_any(self: Any, *args: Any, **kwargs: Any) -> Any:
+            parsed = original(self, *args, **kwargs)
+            if parsed is None:
+                dropped(argument(args, kwargs, "line", 0))
+            return parsed
+
+        return try_parse_any
+
+    return make
 
 
-def patches(state: WinkInstrumentation) -> list[Patch]:
+def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
     ends_turn = turn_wrapper(state, opens=False, closes=True)
     opens_turn = turn_wrapper(state, opens=True, closes=False)
     return [
         Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}.evaluate", evaluate_wrapper(state, SPEC)),
-        Patch(CLIENT_MODULE, "CodexAppServerClient._try_parse", _try_parse(state)),
+        Replacement(CLIENT_MODULE, "CodexAppServerClient._try_parse", _try_parse(state)),
         # 0.25: methods of the adapter; we build the transcript.
         Patch(
             ADAPTER_MODULE, f"{ADAPTER_CLASS}._start_turn", observing(state, "user message", _user_message)

@@ -7,6 +7,7 @@ run (and its spans); an emitter used outside one gets a mirror run of its own.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable
@@ -16,11 +17,14 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.instrumentation._calls import argument, guarded
-from transcript_otel.instrumentation._patching import Patch, Wrapper
+from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 from transcript_otel.model import MAIN_SOURCE
 
 TRANSCRIPT_MODULE: Final = "weakincentives.runtime.transcript"
+
+_logger = logging.getLogger(__name__)
+_logger.addHandler(logging.NullHandler())
 
 _standalone: weakref.WeakKeyDictionary[Any, TranscriptEmitter] = weakref.WeakKeyDictionary()
 _standalone_lock = threading.Lock()
@@ -41,29 +45,57 @@ def _standalone_mirror(native: Any) -> TranscriptEmitter:
         return mirror
 
 
-def _mirror(state: WinkInstrumentation, native: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    entry_type = argument(args, kwargs, "entry_type", 0)
-    source = kwargs.get("source", MAIN_SOURCE)
-    detail = kwargs.get("detail")
-    raw = kwargs.get("raw") if getattr(native, "_emit_raw", True) else None
-    run = state.run()
-    if run is not None:
-        run.record(entry_type, source=source, detail=detail, raw=raw)
-    elif is_instrumentation_enabled():
-        _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)
+# `TranscriptEmitter.emit` of 0.26 and 0.27, annotations left out.
+_KNOWN_EMIT: Final = "(self, entry_type, *, source='main', detail=None, raw=None)"
 
 
-def _emit(state: WinkInstrumentation) -> Wrapper:
-    """`TranscriptEmitter.emit(entry_type, *, source, detail, raw)`."""
+def _mirror(
+    state: WinkInstrumentation, native: Any, entry_type: Any, source: Any, detail: Any, raw: Any
+) -> None:
+    """Mirror one native entry; never raises."""
+    try:
+        if not getattr(native, "_emit_raw", True):
+            raw = None
+        run = state.run()
+        if run is not None:
+            run.record(entry_type, source=source, detail=detail, raw=raw)
+        elif is_instrumentation_enabled():
+            _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)
+    except Exception:
+        _logger.debug("transcript-otel: mirror of a native entry failed", exc_info=True)
 
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        if state.active:
-            guarded("mirror of a native entry", _mirror, state, instance, args, kwargs)
-        return wrapped(*args, **kwargs)
 
-    return wrapper
+def _emit(state: WinkInstrumentation) -> Factory:
+    """`TranscriptEmitter.emit(entry_type, *, source, detail, raw)`: called for every entry, so a
+    plain function (see `Replacement`), with the known signature where it has it."""
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        if takes(original, _KNOWN_EMIT):
+
+            def emit(
+                self: Any,
+                entry_type: str,
+                *,
+                source: str = MAIN_SOURCE,
+                detail: dict[str, Any] | None = None,
+                raw: str | None = None,
+            ) -> Any:
+                if state.active:
+                    _mirror(state, self, entry_type, source, detail, raw)
+                return original(self, entry_type, source=source, detail=detail, raw=raw)
+
+            return emit
+
+        def emit_any(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if state.active:
+                entry_type = argument(args, kwargs, "entry_type", 0)
+                source = kwargs.get("source", MAIN_SOURCE)
+                _mirror(state, self, entry_type, source, kwargs.get("detail"), kwargs.get("raw"))
+            return original(self, *args, **kwargs)
+
+        return emit_any
+
+    return make
 
 
 def _stop(state: WinkInstrumentation) -> Wrapper:
@@ -81,8 +113,8 @@ def _stop(state: WinkInstrumentation) -> Wrapper:
     return wrapper
 
 
-def patches(state: WinkInstrumentation) -> list[Patch]:
+def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
     return [
-        Patch(TRANSCRIPT_MODULE, "TranscriptEmitter.emit", _emit(state)),
+        Replacement(TRANSCRIPT_MODULE, "TranscriptEmitter.emit", _emit(state)),
         Patch(TRANSCRIPT_MODULE, "TranscriptEmitter.stop", _stop(state)),
     ]
