@@ -8,6 +8,8 @@ Spans end on the writer thread, so every test flushes after `finish()`.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline
@@ -647,6 +649,66 @@ def test_full_codex_run_ends_every_span(start: Start) -> None:
     records = driver.records()
     assert len(records) == 3 * 8
     assert all("span_id" in context for context in records)
+
+
+# -- the agent's thread makes the root span only ----------------------------------------------
+
+
+class _StartedOn(SpanProcessor):
+    """A span processor noting the thread each span was started on."""
+
+    def __init__(self) -> None:
+        self.threads: dict[str, str] = {}
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.threads[span.name] = threading.current_thread().name
+
+
+def test_spans_are_made_on_the_writer_at_the_agents_times(start: Start, otel: OTelHarness) -> None:
+    """Only the root span starts on the agent's thread; the others start and end on the writer,
+    in queue order, at the times of the entries (and calls) that opened and ended them."""
+    started_on = _StartedOn()
+    otel.tracer_provider.add_span_processor(started_on)
+    driver = start(turns_start_with_user_message=True)
+    base = time.time_ns() - 60 * 10**9  # a minute ago: no span may take the writer's own time
+    prompt, call, result = driver.codex.user_message("run ls"), None, None
+    call = driver.codex.notification("item/started", command("call_1", command="ls"))
+    result = driver.codex.notification("item/completed", command("call_1", command="ls", exitCode=0))
+    for offset, entry in enumerate([prompt, call, result]):
+        assert entry is not None
+        driver.run.record(entry.entry_type, detail=entry.detail, raw=entry.raw, timestamp_ns=base + offset)
+    before_end = time.time_ns()
+    driver.run.end_turn()
+    spans = driver.finish()
+
+    turn, tool = only(spans, CHAT), only(spans, COMMAND)
+    assert (turn.start_time, tool.start_time, tool.end_time) == (base, base + 1, base + 2)
+    assert turn.end_time is not None
+    assert before_end <= turn.end_time <= time.time_ns()
+    assert started_on.threads[ROOT] == threading.current_thread().name
+    assert started_on.threads[CHAT] == started_on.threads[COMMAND] == "transcript-otel-writer"
+    assert entry_events(tool) == ["tool_use", "tool_result"]
+    # The turn's and the root's records come before the run's last, in the order they ended.
+    events = [r["event"] for r in run_records(driver.run.emitter)]
+    assert events[-4:] == ["transcript.span", "transcript.span", "transcript.span", "transcript.stop"]
+    records = run_records(driver.run.emitter)
+    spans_in_order = [r["context"]["name"] for r in records if r["event"] == "transcript.span"]
+    assert spans_in_order == [COMMAND, CHAT, ROOT]
+
+
+def test_with_emission_off_spans_are_made_all_the_same(
+    start: Start, monkeypatch: pytest.MonkeyPatch, runs_dir: Path
+) -> None:
+    monkeypatch.setenv("TRANSCRIPT_OTEL_EMISSION", "false")
+    driver = start(turns_start_with_user_message=True)
+    driver.feed(driver.codex.user_message("run ls"))
+    driver.notify("item/started", command("call_1", command="ls"))
+    driver.notify("item/completed", command("call_1", command="ls", exitCode=3))
+    spans = driver.finish()
+    assert parent_id(only(spans, COMMAND)) == span_id(only(spans, CHAT))
+    assert only(spans, COMMAND).status.status_code is StatusCode.ERROR
+    assert entry_events(only(spans, COMMAND)) == []
+    assert not runs_dir.exists()
 
 
 # -- hostile input ----------------------------------------------------------------------------

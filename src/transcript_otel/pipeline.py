@@ -376,6 +376,10 @@ class TranscriptPipeline:
             let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
             if batch:
                 self._write_batch(batch)
+                if request is not None and (self._after_batch or self._next_records):
+                    # What the batch's actions record is written before the request is served.
+                    backlog.appendleft(request)
+                    request = None
                 self._settle()
             if isinstance(request, _DeferredAction):
                 self._run_action(request.action)

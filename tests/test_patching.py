@@ -1,0 +1,153 @@
+"""`PatchSet` with `Replacement`s: plain functions for the hooks called on every line or entry.
+
+Driven against a module made for the test, imported after the set is active, as a
+harness module would be.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from transcript_otel.instrumentation._patching import Patch, PatchSet, Replacement, takes
+
+MODULE = "transcript_otel_test_harness"
+
+
+class _Client:
+    def parse(self, line: str) -> dict[str, Any] | None:
+        return {"line": line} if line.startswith("{") else None
+
+    def emit(self, entry_type: str, *, source: str = "main", detail: Any = None) -> str:
+        return f"{entry_type}@{source}"
+
+
+@pytest.fixture
+def harness() -> Iterator[types.ModuleType]:
+    module = types.ModuleType(MODULE)
+    client = type("Client", (), dict(vars(_Client)))  # a class of its own, patched freely
+    module.Client = client  # type: ignore[attr-defined]
+    yield module
+    sys.modules.pop(MODULE, None)
+
+
+def _recording(seen: list[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def parse(self: Any, line: str) -> Any:
+            parsed = original(self, line)
+            if parsed is None:
+                seen.append(line)
+            return parsed
+
+        return parse
+
+    return make
+
+
+def test_a_replacement_applies_on_import_and_deactivate_restores_the_original(
+    harness: types.ModuleType,
+) -> None:
+    seen: list[Any] = []
+    original = harness.Client.parse
+    patches = PatchSet("test", [Replacement(MODULE, "Client.parse", _recording(seen))])
+    patches.activate()
+    sys.modules[MODULE] = harness
+    patches._on_import(harness)  # what the post-import hook does when the module is imported
+
+    client = harness.Client()
+    assert client.parse('{"a": 1}') == {"line": '{"a": 1}'}
+    assert client.parse("not json") is None
+    assert seen == ["not json"]
+    assert harness.Client.__dict__["parse"].__wrapped__ is original
+    assert harness.Client.__dict__["parse"].__name__ == "parse"
+    assert patches.applied == [f"{MODULE}:Client.parse"]
+
+    patches.deactivate()
+    assert harness.Client.__dict__["parse"] is original
+    assert harness.Client().parse("again") is None
+    assert seen == ["not json"]
+    assert patches.applied == []
+
+
+def test_a_replacement_seen_again_is_not_replaced_twice(harness: types.ModuleType) -> None:
+    seen: list[Any] = []
+    original = harness.Client.parse
+    replacement = Replacement(MODULE, "Client.parse", _recording(seen))
+    patches = PatchSet("test", [replacement])
+    patches.activate()
+    patches._on_import(harness)
+    installed = harness.Client.__dict__["parse"]
+    patches._applied.clear()  # as when the module is met again (a name imported from it)
+    patches._apply(harness, replacement)
+    assert harness.Client.__dict__["parse"] is installed
+    harness.Client().parse("x")
+    assert seen == ["x"]
+    patches.deactivate()
+    assert harness.Client.__dict__["parse"] is original
+
+
+def test_patches_and_replacements_mix_in_one_set(harness: types.ModuleType) -> None:
+    calls: list[str] = []
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        calls.append("wrapt")
+        return wrapped(*args, **kwargs)
+
+    patches = PatchSet(
+        "test",
+        [Patch(MODULE, "Client.emit", wrapper), Replacement(MODULE, "Client.parse", _recording([]))],
+    )
+    patches.activate()
+    patches._on_import(harness)
+    assert harness.Client().emit("tool_use", source="main") == "tool_use@main"
+    assert calls == ["wrapt"]
+    assert patches.applied == [f"{MODULE}:Client.emit", f"{MODULE}:Client.parse"]
+    patches.deactivate()
+    assert harness.Client().emit("x") == "x@main"
+    assert calls == ["wrapt"]
+
+
+def test_a_missing_attribute_is_skipped(harness: types.ModuleType) -> None:
+    patches = PatchSet("test", [Replacement(MODULE, "Client.gone", _recording([]))])
+    patches.activate()
+    patches._on_import(harness)
+    assert patches.applied == []
+
+
+def test_takes_compares_parameters_without_annotations() -> None:
+    assert takes(_Client.parse, "(self, line)")
+    assert takes(_Client.emit, "(self, entry_type, *, source='main', detail=None)")
+    assert not takes(_Client.emit, "(self, entry_type, *, source='main', detail=None, raw=None)")
+    assert not takes(_Client.parse, "(self, line, strict)")
+    assert takes(len, "(obj, /)")
+    not_a_function: Any = 5
+    assert not takes(not_a_function, "(self)")
+
+
+def test_the_native_emit_hook_takes_any_signature_it_does_not_know() -> None:
+    """The known signature gets the fast form; another one still gets every argument through."""
+    from opentelemetry import trace
+
+    from transcript_otel.instrumentation.weakincentives import _native
+    from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
+
+    state = WinkInstrumentation(trace.get_tracer("tests"), active=False)
+    make = _native._emit(state)
+
+    def known(
+        self: Any, entry_type: str, *, source: str = "main", detail: Any = None, raw: Any = None
+    ) -> Any:
+        return (entry_type, source, detail, raw)
+
+    def newer(self: Any, entry_type: str, extra: int, *, source: str = "main", tag: str = "") -> Any:
+        return (entry_type, extra, source, tag)
+
+    fast, generic = make(known), make(newer)
+    assert fast.__name__ == "emit"
+    assert generic.__name__ == "emit_any"
+    assert fast(None, "tool_use", detail={"a": 1}) == ("tool_use", "main", {"a": 1}, None)
+    assert generic(None, "tool_use", 3, tag="t") == ("tool_use", 3, "main", "t")
