@@ -188,6 +188,8 @@ class AgentRun(EntryPlacement):
         self._ended_launchers: deque[_ToolSlot] = deque(maxlen=_MAX_ENDED_LAUNCHERS)
         self._usage_by_message: dict[str, dict[str, int]] = {}
         self._finished = False
+        # Agent side: `begin_turn()` was called since the last `end_turn()`.
+        self._turn_asked = False
         # Writer side: the run's end was processed; spans ending later keep no record.
         self._spans_closed = False
         self._mapper: object | None = None
@@ -348,7 +350,11 @@ class AgentRun(EntryPlacement):
 
     def begin_turn(self) -> None:
         """Open a turn span unless one is open (the prompt may already have opened it)."""
-        self._on_writer("could not start a turn span", self._begin_turn, time.time_ns())
+        # Harnesses call this before every entry of a turn: only the first since the last
+        # `end_turn()` is worth a deferred action (each one also cuts the writer's batch).
+        if not self._turn_asked:
+            self._turn_asked = True
+            self._on_writer("could not start a turn span", self._begin_turn, time.time_ns())
 
     def _begin_turn(self, start_ns: int) -> None:
         with self._lock:
@@ -375,6 +381,7 @@ class AgentRun(EntryPlacement):
 
     def end_turn(self, error: BaseException | None = None) -> None:
         """End the open turn (and the tool and subagent spans still open in it)."""
+        self._turn_asked = False
         self._on_writer("could not end a turn span", self._end_turn, error, time.time_ns())
 
     def _end_turn(self, error: BaseException | None, end_ns: int) -> None:

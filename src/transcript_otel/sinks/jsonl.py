@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -37,7 +36,10 @@ def _slug(text: str, limit: int) -> str:
 
 
 def run_file_name(run: RunInfo) -> str:
-    started = datetime.fromtimestamp(run.started_ns / 1e9, UTC).strftime("%Y%m%dT%H%M%SZ")
+    # Named on the agent's thread as its run starts: `gmtime` and a format string, where
+    # `datetime.strftime` costs 45 µs the first time in a process.
+    t = time.gmtime(run.started_ns // 1_000_000_000)
+    started = f"{t.tm_year:04d}{t.tm_mon:02d}{t.tm_mday:02d}T{t.tm_hour:02d}{t.tm_min:02d}{t.tm_sec:02d}Z"
     identity = _slug(run.session_id or run.run_id, 36)
     return f"{started}_{_slug(run.prompt_name, 60)}_{identity}.jsonl"
 
@@ -93,6 +95,7 @@ class JsonlMirror(Sink):
         self, directory: str | os.PathLike[str] | None = None, *, path: str | os.PathLike[str] | None = None
     ) -> None:
         self.directory = Path(directory) if directory is not None else default_directory()
+        self._directory_text = str(self.directory)
         self.path = Path(path) if path is not None else None
         self._files: dict[str, _OpenFile] = {}
         self._assigned: set[str] = set()
@@ -101,12 +104,14 @@ class JsonlMirror(Sink):
         if self.path is not None:
             run.jsonl_path = str(self.path)
             return
-        candidate = self.directory / run_file_name(run)
+        name = run_file_name(run)
+        candidate = os.path.join(self._directory_text, name)
         # Files are created on the first write, so names already handed out count too.
-        if str(candidate) in self._assigned or candidate.exists():
-            candidate = candidate.with_name(f"{candidate.stem}-{run.run_id[:12]}.jsonl")
-        self._assigned.add(str(candidate))
-        run.jsonl_path = str(candidate)
+        if candidate in self._assigned or os.path.exists(candidate):
+            stem = name.removesuffix(".jsonl")
+            candidate = os.path.join(self._directory_text, f"{stem}-{run.run_id[:12]}.jsonl")
+        self._assigned.add(candidate)
+        run.jsonl_path = candidate
 
     def write(self, record: PreparedRecord) -> None:
         target = record.run.jsonl_path
