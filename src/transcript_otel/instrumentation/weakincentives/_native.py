@@ -7,7 +7,6 @@ run (and its spans); an emitter used outside one gets a mirror run of its own.
 
 from __future__ import annotations
 
-import logging
 import threading
 import weakref
 from collections.abc import Callable
@@ -22,9 +21,6 @@ from transcript_otel.instrumentation.weakincentives._state import WinkInstrument
 from transcript_otel.model import MAIN_SOURCE
 
 TRANSCRIPT_MODULE: Final = "weakincentives.runtime.transcript"
-
-_logger = logging.getLogger(__name__)
-_logger.addHandler(logging.NullHandler())
 
 _standalone: weakref.WeakKeyDictionary[Any, TranscriptEmitter] = weakref.WeakKeyDictionary()
 _standalone_lock = threading.Lock()
@@ -52,17 +48,13 @@ _KNOWN_EMIT: Final = "(self, entry_type, *, source='main', detail=None, raw=None
 def _mirror(
     state: WinkInstrumentation, native: Any, entry_type: Any, source: Any, detail: Any, raw: Any
 ) -> None:
-    """Mirror one native entry; never raises."""
-    try:
-        if not getattr(native, "_emit_raw", True):
-            raw = None
-        run = state.run()
-        if run is not None:
-            run.record(entry_type, source=source, detail=detail, raw=raw)
-        elif is_instrumentation_enabled():
-            _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)
-    except Exception:
-        _logger.debug("transcript-otel: mirror of a native entry failed", exc_info=True)
+    if not getattr(native, "_emit_raw", True):
+        raw = None
+    run = state.run()
+    if run is not None:
+        run.record(entry_type, source=source, detail=detail, raw=raw)
+    elif is_instrumentation_enabled():
+        _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)
 
 
 def _emit(state: WinkInstrumentation) -> Factory:
@@ -81,7 +73,7 @@ def _emit(state: WinkInstrumentation) -> Factory:
                 raw: str | None = None,
             ) -> Any:
                 if state.active:
-                    _mirror(state, self, entry_type, source, detail, raw)
+                    guarded("mirror of a native entry", _mirror, state, self, entry_type, source, detail, raw)
                 return original(self, entry_type, source=source, detail=detail, raw=raw)
 
             return emit
@@ -90,7 +82,8 @@ def _emit(state: WinkInstrumentation) -> Factory:
             if state.active:
                 entry_type = argument(args, kwargs, "entry_type", 0)
                 source = kwargs.get("source", MAIN_SOURCE)
-                _mirror(state, self, entry_type, source, kwargs.get("detail"), kwargs.get("raw"))
+                detail, raw = kwargs.get("detail"), kwargs.get("raw")
+                guarded("mirror of a native entry", _mirror, state, self, entry_type, source, detail, raw)
             return original(self, *args, **kwargs)
 
         return emit_any
