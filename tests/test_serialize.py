@@ -17,6 +17,10 @@ from transcript_otel._serialize import dumps, iso_timestamp, loads, safe_text
 from helpers import Opaque, ReprRaises
 
 
+class DictSubclass(dict[str, Any]):
+    """orjson encodes it as a dict; marshal refuses it."""
+
+
 def nested(depth: int) -> list[Any]:
     root: list[Any] = []
     current = root
@@ -146,6 +150,13 @@ def test_converted_values_stay_readable() -> None:
         pytest.param({"a": None, "b": [1, "x", {"c": (2, [math.inf])}]}, id="deep-in-a-tuple"),
         pytest.param([None] * 1000 + [-math.inf], id="after-many-nulls"),
         pytest.param({"shared": [1.5], "again": [1.5], "last": [math.nan]}, id="after-a-shared-list"),
+        pytest.param(
+            [{"score": 0.5, "n": None} for _ in range(300)] + [{"score": math.nan}], id="in-the-301st-dict"
+        ),
+        pytest.param([[math.inf, None]] + [{"n": None} for _ in range(300)], id="before-300-dicts"),
+        pytest.param(
+            [DictSubclass({"n": None}) for _ in range(300)] + [[-math.inf]], id="among-dict-subclasses"
+        ),
     ],
 )
 def test_non_finite_floats_are_found_wherever_they_hide(value: Any) -> None:
@@ -156,6 +167,13 @@ def test_nulls_from_none_are_no_problem_even_in_cycles() -> None:
     cyclic: list[Any] = [None, 1.5]
     cyclic.append({"back": cyclic, "n": None})
     assert dumps([None, {"a": None, "f": 2.5}, (None,)]).problem is None
+    # Many containers, and the largest finite floats, whose bytes come closest to an infinity's.
+    assert dumps([{"big": 1.7976931348623157e308, "small": -5e-324, "n": None}] * 300).problem is None
+    # Bytes and integers whose marshal bytes look like an infinity's: the walk decides.
+    lookalikes = [{"n": None, "blob": b"\xf0\x7f\xff\xff", "k": 0x7FF0 << 48} for _ in range(300)]
+    assert dumps(lookalikes).problem == (
+        "values of type bytes were converted (sets to lists, bytes to text, anything else to its repr)"
+    )
     assert "NaN" not in (dumps(cyclic).problem or "")
 
 

@@ -8,6 +8,7 @@ fallbacks, and each fallback reports what it changed so the caller can record a
 from __future__ import annotations
 
 import json
+import marshal
 import math
 import re
 import reprlib
@@ -60,6 +61,24 @@ class _RecordingFallback:
 def _has_non_finite_float(value: object) -> bool:
     """Whether a NaN or an infinity hides in `value` (orjson writes them as null).
 
+    A value of a few hundred nodes is walked in Python; a larger one is first passed
+    to marshal, which rules out most of them in one C pass (70 µs instead of 180 µs
+    for 2,400 nodes in small dicts), and only a value it cannot rule out is walked in full.
+    """
+    found = _walk_for_non_finite(value, _WALK_BUDGET)
+    if found is not None:
+        return found
+    return _marshal_may_hold_non_finite(value) and bool(_walk_for_non_finite(value, None))
+
+
+# Nodes walked before marshal is asked: a string-heavy entry has a handful, and
+# marshal would copy its text (20 µs for 47 KB) to find what the walk finds in 2 µs.
+_WALK_BUDGET: Final = 256
+
+
+def _walk_for_non_finite(value: object, budget: int | None) -> bool | None:
+    """The walk; None when it would visit more than `budget` nodes to answer.
+
     Iterative, and each container is visited once, so cycles and deep nesting are safe.
     Leaves are checked where they are found rather than pushed: most nodes are leaves.
     """
@@ -72,6 +91,10 @@ def _has_non_finite_float(value: object) -> bool:
     isfinite = math.isfinite
     while containers:
         container = containers.pop()
+        if budget is not None:
+            budget -= len(container)
+            if budget < 0:
+                return None
         for item in container.values() if isinstance(container, dict) else container:
             kind = type(item)
             if kind is str or kind is int or item is None:
@@ -83,6 +106,25 @@ def _has_non_finite_float(value: object) -> bool:
                 seen.add(id(item))
                 containers.append(item)
     return False
+
+
+# marshal writes a float as its 8 IEEE 754 bytes, little-endian; a NaN or an infinity
+# ends with an exponent of all ones: a byte 0xF0-0xFF, then 0x7F or 0xFF. UTF-8 text
+# never holds that pair (0xF5-0xFF never occur, 0xF0-0xF4 lead continuation bytes),
+# so only a length, an integer or bytes can match by chance, and then the walk decides.
+_NON_FINITE_TAIL: Final = ahocorasick_rs.BytesAhoCorasick(
+    [bytes((low, high)) for low in range(0xF0, 0x100) for high in (0x7F, 0xFF)],
+    matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
+)
+
+
+def _marshal_may_hold_non_finite(value: Any) -> bool:
+    """False only when `value` certainly holds no NaN or infinity."""
+    try:
+        data = marshal.dumps(value)
+    except Exception:  # a type marshal does not know (subclasses included), or too deep
+        return True
+    return bool(_NON_FINITE_TAIL.find_matches_as_indexes(data))
 
 
 def _problems(fallback: _RecordingFallback, *notes: str) -> str | None:
