@@ -194,3 +194,65 @@ def test_span_event_values_are_cut_and_marked(make_pipeline: Any, otel: OTelHarn
     assert short_event.attributes is not None
     assert json.loads(str(short_event.attributes["transcript.detail"])) == {"text": "short"}
     assert "transcript.detail.truncated" not in short_event.attributes
+
+
+def test_a_large_value_does_not_crowd_out_the_keys_after_it() -> None:
+    original = {"output": "x" * 10_000, "exit_code": 0, "status": "completed", "command": "pytest -q"}
+    value = json.loads(truncate_text(json.dumps(original), 300)[0])
+    assert {key: value[key] for key in ("exit_code", "status", "command")} == {
+        "exit_code": 0,
+        "status": "completed",
+        "command": "pytest -q",
+    }
+    assert CUT_STRING.match(value["output"])
+
+
+def test_a_long_list_of_objects_shows_whole_objects_then_a_count() -> None:
+    results = [{"number": index, "title": f"issue {index}", "state": "open"} for index in range(345)]
+    cut, was_cut = truncate_text(json.dumps({"results": results, "error": None}), 1000)
+    assert was_cut
+    assert len(cut) <= 1000
+    value = json.loads(cut)
+    assert value["error"] is None
+    *shown, count = value["results"]
+    assert shown == results[: len(shown)]
+    assert len(shown) > 5
+    match = CUT_ITEMS.match(count)
+    assert match
+    assert len(shown) + int(match.group(1)) == 345
+
+
+def test_tuples_in_a_held_value_are_cut_like_lists() -> None:
+    held = {"items": tuple(range(1000)), "name": "n"}
+    text = json.dumps(held)
+    value = json.loads(truncate_json(text, 200, parsed=held))
+    assert value["name"] == "n"
+    *shown, count = value["items"]
+    assert shown == list(range(len(shown)))
+    match = CUT_ITEMS.match(count)
+    assert match
+    assert len(shown) + int(match.group(1)) == 1000
+
+
+def test_span_events_cut_the_redacted_detail(make_pipeline: Any, otel: OTelHarness) -> None:
+    """The cut detail is read from the held value only when its JSON is that value's
+    encoding: a secret redacted in the JSON stays redacted in the span event."""
+    secret = "sk-ant-api03-" + "A" * 40
+    pipeline: TranscriptPipeline = make_pipeline([SpanEventSink(max_value_length=400)])
+    with otel.tracer.start_as_current_span("turn"):
+        emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+        emitter.emit("tool_result", detail={"key": secret, "output": "o" * 5_000})
+        emitter.emit("tool_result", detail={"note": "none", "output": "p" * 5_000})
+        assert emitter.flush()
+    (span,) = otel.finished_spans()
+    redacted, plain = [event.attributes for event in span.events if event.name == "transcript.entry"]
+    assert redacted is not None
+    assert plain is not None
+    shown = json.loads(str(redacted["transcript.detail"]))
+    assert shown["key"].startswith("[REDACTED:anthropic_key:")
+    assert secret not in str(redacted["transcript.detail"])
+    assert CUT_STRING.match(shown["output"])
+    plain_shown = json.loads(str(plain["transcript.detail"]))
+    assert plain_shown["note"] == "none"
+    assert CUT_STRING.match(plain_shown["output"])
+    assert len(str(plain["transcript.detail"])) <= 400

@@ -48,7 +48,10 @@ def truncated_attributes(record: PreparedRecord, max_length: int) -> dict[str, S
     attributes = dict(record_attributes(record))
     for key, value in list(attributes.items()):
         if isinstance(value, str) and len(value) > max_length:
-            attributes[key] = truncate_json(value, max_length)
+            if key == attr.DETAIL and record.detail_is_json:
+                attributes[key] = truncate_json(value, max_length, parsed=record.detail)
+            else:
+                attributes[key] = truncate_json(value, max_length)
             attributes[key + attr.TRUNCATED_SUFFIX] = True
             attributes[key + attr.ORIGINAL_LENGTH_SUFFIX] = len(value)
     return attributes

@@ -47,6 +47,8 @@ class PreparedRecord:
 
     `context` is the specification's context object in key order; for entries its
     `detail` value is a pre-encoded `orjson.Fragment` so the JSON is built once.
+    `detail_is_json`: `detail` encodes to exactly `detail_json` (nothing converted or
+    redacted in the JSON), so a sink may read it instead of parsing the JSON again.
     """
 
     event: TranscriptEvent
@@ -56,6 +58,7 @@ class PreparedRecord:
     context: dict[str, Any]
     detail_json: bytes | None = None
     detail: Any = None
+    detail_is_json: bool = False
     otel_context: Context | None = None
     trace_id: int = 0
     span_id: int = 0
@@ -131,6 +134,7 @@ def prepare_entry(
     if run.session_id is not None:
         context["session_id"] = run.session_id
     detail_json: bytes | None = None
+    detail_is_json = False
     if policy is not None and raw is not None and not policy.keeps_raw(entry_type_text):
         raw = None
     if detail is not None:
@@ -143,6 +147,7 @@ def prepare_entry(
         if encoded.problem:
             problems.append(f"detail: {encoded.problem}")
         detail_json = encoded.data if redactor is None else redactor.encoded(encoded.data)
+        detail_is_json = encoded.problem is None and detail_json is encoded.data
         context["detail"] = orjson.Fragment(detail_json)
     if raw is not None:
         if isinstance(raw, RawJson):
@@ -163,6 +168,7 @@ def prepare_entry(
         context=context,
         detail_json=detail_json,
         detail=detail,
+        detail_is_json=detail_is_json,
         otel_context=otel_context,
         problems=problems,
     )
