@@ -70,7 +70,8 @@ _SOURCE_PATTERN: Final = re.compile(r"main|subagent:.+", re.DOTALL)
 
 def is_valid_source(source: str) -> bool:
     """Whether `source` is `main` or `subagent:<id>` (invariant 6)."""
-    return _SOURCE_PATTERN.fullmatch(source) is not None
+    # `main` first: nearly every entry's source, checked by the writer for each one.
+    return source == MAIN_SOURCE or _SOURCE_PATTERN.fullmatch(source) is not None
 
 
 def subagent_source(agent_id: str) -> str:
