@@ -256,3 +256,27 @@ def test_span_events_cut_the_redacted_detail(make_pipeline: Any, otel: OTelHarne
     assert plain_shown["note"] == "none"
     assert CUT_STRING.match(plain_shown["output"])
     assert len(str(plain["transcript.detail"])) <= 400
+
+
+HELD_VALUES = st.recursive(
+    st.lists(JSON_LEAVES | LONG_TEXT, max_size=12)
+    | st.dictionaries(st.text(max_size=8), JSON_LEAVES | LONG_TEXT, max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=4).map(tuple)
+        | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(HELD_VALUES, st.integers(min_value=40, max_value=2000))
+def test_a_held_value_is_cut_to_valid_json_within_the_limit(value: Any, limit: int) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    cut = truncate_json(text, limit, parsed=value)
+    assert len(cut) <= limit
+    if len(text) <= limit:
+        assert cut == text
+    else:
+        assert isinstance(json.loads(cut), (dict, list))
