@@ -122,6 +122,7 @@ def test_unrepresentable_keys_are_dropped_and_reported() -> None:
         pytest.param({"object": Opaque()}, id="custom-object"),
         pytest.param({"object": ReprRaises()}, id="repr-raises"),
         pytest.param({1: "int key"}, id="int-key"),
+        pytest.param({1: "int key", "big": 2**70}, id="int-key-and-a-long-integer"),
         pytest.param({"nan": math.nan}, id="nan"),
         pytest.param({"inf": math.inf}, id="infinity"),
     ],
@@ -274,3 +275,12 @@ def test_loads_accepts_str_and_bytes() -> None:
     assert loads(b'{"a": [1, 2]}') == {"a": [1, 2]}
     with pytest.raises(ValueError, match=r"."):
         loads(b"{not json")
+
+
+def test_keys_json_dumps_converts_silently_are_reported() -> None:
+    """Past orjson (an integer beyond 64 bits), the stdlib turns non-string keys into
+    strings without a word: that is reported like every other change."""
+    encoded = dumps({1: "x", "big": 2**70})
+    assert json.loads(encoded.data) == {"1": "x", "big": 2**70}
+    assert encoded.problem == "non-string keys were converted to strings"
+    assert dumps({"a": [{"b": 2**70}]}).problem is None

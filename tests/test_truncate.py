@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import re
+import time
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel._otel_attributes import truncated_attributes
+from transcript_otel._records import prepare_entry
 from transcript_otel._truncate import truncate_json
+from transcript_otel.model import TranscriptEvent
+from transcript_otel.redaction import Redactor
+from transcript_otel.run import RunInfo
 from transcript_otel.sinks import SpanEventSink
 
 from conftest import OTelHarness
@@ -280,3 +289,87 @@ def test_a_held_value_is_cut_to_valid_json_within_the_limit(value: Any, limit: i
         assert cut == text
     else:
         assert isinstance(json.loads(cut), (dict, list))
+
+
+@dataclass
+class CommandResult:
+    output: str
+    exit_code: int
+
+
+class Text(str):
+    """A str subclass: orjson writes it as a string."""
+
+
+class Level(enum.Enum):
+    HIGH = "high"
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        pytest.param({"result": CommandResult("x" * 5000, 0), "status": "ok"}, id="dataclass"),
+        pytest.param({"text": Text("x" * 5000), "status": "ok"}, id="str-subclass"),
+        pytest.param({"level": Level.HIGH, "text": "x" * 5000, "status": "ok"}, id="enum"),
+    ],
+)
+def test_a_held_value_of_types_json_lacks_is_cut_as_orjson_writes_it(held: dict[str, Any]) -> None:
+    text = dumps_text(held)
+    cut = truncate_json(text, 300, parsed=held)
+    assert len(cut) <= 300
+    value = json.loads(cut)
+    assert value["status"] == "ok"
+    assert cut.count("…[+") == 1  # the long string, nothing else
+    assert "x" * 100 in cut
+
+
+def dumps_text(value: Any) -> str:
+    return orjson.dumps(value).decode("utf-8")
+
+
+def test_deep_nesting_still_gives_valid_json() -> None:
+    held: Any = "x" * 60_000
+    for _ in range(600):
+        held = {"a": held}
+    text = json.dumps(held)
+    for cut in (truncate_json(text, 5000, parsed=held), truncate_json(text, 5000)):
+        assert len(cut) <= 5000
+        json.loads(cut)
+
+
+def test_an_own_key_named_like_the_marker_is_kept() -> None:
+    original = {"…": "mine", **{f"key{index}": index for index in range(200)}}
+    value = json.loads(truncate_text(json.dumps(original), 120)[0])
+    assert value["…"] == "mine"
+    assert CUT_KEYS.match(value["……"])
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_the_smallest_limits_hold_for_json(limit: int) -> None:
+    assert len(truncate_json(json.dumps({"a": list(range(100))}), limit)) <= limit
+
+
+def test_nested_lists_are_measured_within_an_allowance() -> None:
+    """Each level of a nested list holds the whole rest: measuring every level's one item
+    would encode the value once per level. The cut still holds the limit."""
+    held: Any = [{"n": index, "title": f"issue {index}"} for index in range(20_000)]
+    for _ in range(100):
+        held = [held]
+    cut = truncate_json(json.dumps(held), 1000, parsed=held)
+    assert len(cut) <= 1000
+    json.loads(cut)
+
+
+def test_a_detail_changed_after_emit_is_cut_from_its_redacted_json() -> None:
+    """The agent must not change `detail` after `emit()`; if it does, a secret it put there
+    still does not reach a span event unredacted."""
+    detail: dict[str, Any] = {"output": "o" * 5000}
+    run = RunInfo(prompt_name="p", adapter="a", session_id=None, started_ns=time.time_ns())
+    item = (TranscriptEvent.ENTRY, run, "tool_result", "main", 1, time.time_ns(), detail, None, None)
+    record = prepare_entry(item, Redactor())
+    assert record.detail_is_json
+    secret = "sk-ant-api03-" + "A" * 40
+    detail["output"] = secret
+    shown = truncated_attributes(record, 400)["transcript.detail"]
+    assert secret not in str(shown)
+    assert CUT_STRING.match(json.loads(str(shown))["output"])

@@ -48,13 +48,26 @@ def truncated_attributes(record: PreparedRecord, max_length: int) -> dict[str, S
     attributes = dict(record_attributes(record))
     for key, value in list(attributes.items()):
         if isinstance(value, str) and len(value) > max_length:
-            if key == attr.DETAIL and record.detail_is_json:
-                attributes[key] = truncate_json(value, max_length, parsed=record.detail)
-            else:
-                attributes[key] = truncate_json(value, max_length)
+            attributes[key] = (
+                _cut_held_detail(record, value, max_length)
+                if key == attr.DETAIL and record.detail_is_json
+                else truncate_json(value, max_length)
+            )
             attributes[key + attr.TRUNCATED_SUFFIX] = True
             attributes[key + attr.ORIGINAL_LENGTH_SUFFIX] = len(value)
     return attributes
+
+
+def _cut_held_detail(record: PreparedRecord, detail_json: str, max_length: int) -> str:
+    """The record's detail cut from the value it holds (no parse of its JSON). Should the
+    built-in redaction find a secret in the cut, the agent changed the value after `emit()`
+    (it must not): then the cut is made from the redacted JSON instead."""
+    cut = truncate_json(detail_json, max_length, parsed=record.detail)
+    if record.redactor is not None:
+        encoded = cut.encode("utf-8")
+        if record.redactor.encoded(encoded) is not encoded:
+            return truncate_json(detail_json, max_length)
+    return cut
 
 
 def _scalar(value: Any) -> Scalar:

@@ -47,8 +47,10 @@ class PreparedRecord:
 
     `context` is the specification's context object in key order; for entries its
     `detail` value is a pre-encoded `orjson.Fragment` so the JSON is built once.
-    `detail_is_json`: `detail` encodes to exactly `detail_json` (nothing converted or
-    redacted in the JSON), so a sink may read it instead of parsing the JSON again.
+    `detail_is_json`: `detail` encoded to exactly `detail_json` (nothing converted or
+    redacted in the JSON), so a sink may read it instead of parsing the JSON again;
+    `redactor` is what the content went through, for what a sink makes of `detail`
+    (the agent may have changed it since, though it must not).
     """
 
     event: TranscriptEvent
@@ -59,6 +61,7 @@ class PreparedRecord:
     detail_json: bytes | None = None
     detail: Any = None
     detail_is_json: bool = False
+    redactor: Redactor | None = None
     otel_context: Context | None = None
     trace_id: int = 0
     span_id: int = 0
@@ -169,6 +172,7 @@ def prepare_entry(
         detail_json=detail_json,
         detail=detail,
         detail_is_json=detail_is_json,
+        redactor=redactor,
         otel_context=otel_context,
         problems=problems,
     )

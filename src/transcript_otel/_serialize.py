@@ -176,6 +176,8 @@ def dumps(value: object) -> Encoded:
     try:
         value, notes = _finite(value)
         text = json.dumps(value, default=fallback, ensure_ascii=True, allow_nan=False)
+        if _has_non_str_key(value):  # which json.dumps turns into strings without a word
+            notes = ("non-string keys were converted to strings", *notes)
         return Encoded(text.encode("ascii"), _problems(fallback, *notes))
     except TypeError:
         pass  # a key JSON cannot represent (a tuple, an object)
@@ -196,6 +198,24 @@ _NULL: Final = ahocorasick_rs.BytesAhoCorasick([b"null"], matchkind=ahocorasick_
 
 def _holds_null(data: bytes) -> bool:
     return bool(_NULL.find_matches_as_indexes(data))
+
+
+def _has_non_str_key(value: object) -> bool:
+    """Whether a dict in `value` has a key that is not a str (cycles are safe)."""
+    containers = [value]
+    seen: set[int] = set()
+    while containers:
+        container = containers.pop()
+        if id(container) in seen:
+            continue
+        seen.add(id(container))
+        if isinstance(container, dict):
+            if not all(isinstance(key, str) for key in container):
+                return True
+            containers.extend(item for item in container.values() if isinstance(item, (dict, list, tuple)))
+        elif isinstance(container, (list, tuple)):
+            containers.extend(item for item in container if isinstance(item, (dict, list, tuple)))
+    return False
 
 
 def _finite(value: object) -> tuple[object, tuple[str, ...]]:
