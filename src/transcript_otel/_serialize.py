@@ -7,6 +7,8 @@ fallbacks, and each fallback reports what it changed so the caller can record a
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import marshal
 import math
@@ -81,10 +83,15 @@ def _walk_for_non_finite(value: object, budget: int | None) -> bool | None:
 
     Iterative, and each container is visited once, so cycles and deep nesting are safe.
     Leaves are checked where they are found rather than pushed: most nodes are leaves.
+    Containers are read as orjson reads them, through the C storage of dicts, lists and
+    tuples (a subclass's own `values()` or `__iter__` is not called), and through the
+    members of what orjson writes as JSON too (dataclasses, enums) or what the encoder's
+    fallback turns into lists (sets).
     """
-    if type(value) is float:
+    if isinstance(value, float):
         return not math.isfinite(value)
-    if not isinstance(value, (dict, list, tuple)):
+    value = _members(value)
+    if value is None:
         return False
     containers = [value]
     seen = {id(value)}
@@ -95,17 +102,41 @@ def _walk_for_non_finite(value: object, budget: int | None) -> bool | None:
             budget -= len(container)
             if budget < 0:
                 return None
-        for item in container.values() if isinstance(container, dict) else container:
+        for item in dict.values(container) if isinstance(container, dict) else container:
             kind = type(item)
             if kind is str or kind is int or item is None:
                 continue  # the common cases first
             if kind is float:
                 if not isfinite(item):
                     return True
-            elif isinstance(item, (dict, list, tuple)) and id(item) not in seen:
-                seen.add(id(item))
-                containers.append(item)
+            elif id(item) not in seen:
+                inner = _members(item)
+                if inner is not None:
+                    seen.add(id(item))
+                    containers.append(inner)
     return False
+
+
+def _members(value: object) -> dict[Any, Any] | list[Any] | tuple[Any, ...] | None:
+    """What of `value` may hold a float, as a dict, a plain list or a plain tuple (the walk
+    reads a dict through `dict.values`); None for a leaf."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, list):
+        return value if type(value) is list else list(list.__iter__(value))
+    if isinstance(value, tuple):
+        return value if type(value) is tuple else tuple(tuple.__iter__(value))
+    if isinstance(value, (str, bytes, bytearray, int)):
+        return None
+    if isinstance(value, float):
+        return [value]
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    if isinstance(value, enum.Enum):
+        return [value.value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [getattr(value, field.name, None) for field in dataclasses.fields(value)]
+    return None
 
 
 # marshal writes a float as its 8 IEEE 754 bytes, little-endian; a NaN or an infinity
@@ -230,7 +261,7 @@ def _replace_non_finite(value: object) -> object:
         return None
     if isinstance(value, dict):
         return {key: _replace_non_finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set, frozenset)):  # sets would become lists anyway
         return [_replace_non_finite(item) for item in value]
     return value
 
