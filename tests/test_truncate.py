@@ -373,3 +373,14 @@ def test_a_detail_changed_after_emit_is_cut_from_its_redacted_json() -> None:
     shown = truncated_attributes(record, 400)["transcript.detail"]
     assert secret not in str(shown)
     assert CUT_STRING.match(json.loads(str(shown))["output"])
+
+
+def test_a_string_of_escapes_keeps_what_fits() -> None:
+    cut, was_cut = truncate_text(json.dumps(['"' * 400]), 300)
+    assert was_cut
+    assert len(cut) <= 300
+    (shown,) = json.loads(cut)
+    match = CUT_STRING.match(shown)
+    assert match
+    assert len(match.group(1)) > 100
+    assert match.group(1) == '"' * len(match.group(1))

@@ -161,7 +161,11 @@ class _Cut:
             if size <= room:
                 return text, size, False
         kept = text[: max(0, room - 2 - len(f"…[+{len(text)} chars]"))]
-        kept = kept[: max(0, 2 * len(kept) + 2 - _string_size(kept))]  # room for its escapes
+        budget = len(kept)
+        escaped = _string_size(kept) - 2
+        while escaped > budget:  # escapes take room too: keep the share that fits, strictly less
+            kept = kept[: len(kept) * budget // escaped]
+            escaped = _string_size(kept) - 2
         cut = f"{kept}…[+{len(text) - len(kept)} chars]"
         return cut, _string_size(cut), True
 
