@@ -13,6 +13,10 @@ is current during every `emit()`). The pipeline has its default byte bound.
   half its bound the producer sleeps 0.2 ms (untimed), so nothing is dropped.
 * paced: a sleep between entries (0.5 ms, and 2 ms), each `emit()` timed alone
   with `perf_counter_ns` (the timer pair, ~0.1 µs, is included); p50 and p99.
+* wake-up delay: how much later than asked the agent's thread returns from 1 ms of
+  (simulated) I/O, `time.sleep(0.001)`, while the writer drains a burst of entries, and
+  with the writer idle (calibration). Another thread holding the GIL delays that return
+  until it lets go, or for up to the interpreter's switch interval (5 ms).
 * capture off: `TranscriptEmitter(emission=False)`.
 """
 
@@ -37,6 +41,8 @@ HOT_BATCH = 200
 SUSTAINED = {"1kb": 4_000, "50kb": 400, "50kb_nested": 400}  # entries per run
 SUSTAINED_CHUNK = 16
 PACED = {0.5: 300, 2.0: 120}  # gap in ms -> entries per run
+WAKE_BURST = {"1kb": 3_000, "50kb": 300, "50kb_nested": 200}  # entries the writer drains per run
+WAKE_IO_S = 0.001
 FLUSH_TIMEOUT_S = 120.0
 
 
@@ -189,6 +195,64 @@ def paced_timer_only(gap_ms: float) -> tuple[Stat, Stat]:
     return Stat(p50s[1:]), Stat(p99s[1:])
 
 
+def wake_delays(setup: Setup, emitter: TranscriptEmitter, entry: Entry) -> tuple[Stat, Stat, Stat]:
+    """p50, p99 and max of the delay past 1 ms of I/O while the writer drains a burst."""
+    burst = min(WAKE_BURST[entry.key], setup.pipeline.backlog_limit // 2)
+    backlog = setup.pipeline.backlog
+    p50s: list[float] = []
+    p99s: list[float] = []
+    maxima: list[float] = []
+
+    def run() -> float:
+        setup.flush()
+        for _ in range(burst):
+            emitter.emit(entry.entry_type, detail=entry.detail, raw=entry.raw)
+        samples = _sleep_overshoots(lambda: bool(backlog))
+        setup.flush()
+        p50s.append(percentile(samples, 0.50))
+        p99s.append(percentile(samples, 0.99))
+        maxima.append(samples[-1])
+        return p50s[-1]
+
+    repeat(run, THREADED_RUNS)
+    notes = {"burst": burst}
+    return Stat(p50s[1:], notes), Stat(p99s[1:], notes), Stat(maxima[1:], notes)
+
+
+def wake_delays_idle() -> tuple[Stat, Stat]:
+    """The same sleeps with nothing else running: what the VM's timers add."""
+    p50s: list[float] = []
+    p99s: list[float] = []
+
+    def run() -> float:
+        remaining = [200]
+
+        def more() -> bool:
+            remaining[0] -= 1
+            return remaining[0] >= 0
+
+        samples = _sleep_overshoots(more)
+        p50s.append(percentile(samples, 0.50))
+        p99s.append(percentile(samples, 0.99))
+        return p50s[-1]
+
+    repeat(run, THREADED_RUNS)
+    return Stat(p50s[1:]), Stat(p99s[1:])
+
+
+def _sleep_overshoots(going: Any) -> list[int]:
+    """ns past `WAKE_IO_S` each `time.sleep(WAKE_IO_S)` took, while `going()`; sorted."""
+    samples: list[int] = []
+    sleep = time.sleep
+    asked = int(WAKE_IO_S * 1e9)
+    while going():
+        start = perf_ns()
+        sleep(WAKE_IO_S)
+        samples.append(perf_ns() - start - asked)
+    samples.sort()
+    return samples or [0]
+
+
 def capture_off(setup: Setup, entry: Entry) -> Stat:
     emitter = setup.emitter(emission=False)
     emit = emitter.emit
@@ -214,6 +278,13 @@ def main() -> list[Row]:
         )
         for gap in PACED
     }
+    wake = (
+        Row(SECTION, "wake-up delay after 1 ms of I/O, writer draining a burst: p50", "ns"),
+        Row(SECTION, "wake-up delay after 1 ms of I/O, writer draining a burst: p99", "ns"),
+        Row(SECTION, "wake-up delay after 1 ms of I/O, writer draining a burst: max", "ns"),
+        Row(SECTION, "  calibration: wake-up delay, writer idle: p50", "ns"),
+        Row(SECTION, "  calibration: wake-up delay, writer idle: p99", "ns"),
+    )
     off = Row(SECTION, "capture off (emission=False): ns/entry", "ns")
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as directory:
         setup = Setup(directory)
@@ -230,6 +301,10 @@ def main() -> list[Row]:
                             continue  # 50 KB entries every 0.5 ms outrun the writer (see README)
                         p50_row.cells[entry.key], p99_row.cells[entry.key] = paced(setup, emitter, entry, gap)
                         timer_p50.cells[entry.key], timer_p99.cells[entry.key] = paced_timer_only(gap)
+                    delays = wake_delays(setup, emitter, entry)
+                    for row, stat in zip(wake[:3], delays, strict=True):
+                        row.cells[entry.key] = stat
+                    wake[3].cells[entry.key], wake[4].cells[entry.key] = wake_delays_idle()
                 emitter.stop(FLUSH_TIMEOUT_S)
                 off.cells[entry.key] = capture_off(setup, entry)
         finally:
@@ -237,5 +312,5 @@ def main() -> list[Row]:
     rows = [hot, busy]
     for paced_group in paced_rows.values():
         rows += list(paced_group)
-    rows.append(off)
+    rows += [*wake, off]
     return rows
