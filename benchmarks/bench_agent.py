@@ -29,7 +29,16 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 
 from entries import Entry, all_entries
-from harness import THREADED_RUNS, TIMED_RUNS, Stat, loop_ns_per_call, percentile, perf_ns, repeat
+from harness import (
+    THREADED_RUNS,
+    TIMED_RUNS,
+    Stat,
+    loop_ns_per_call,
+    percentile,
+    perf_ns,
+    repeat,
+    sleep_overshoots,
+)
 from otel_setup import SdkLogs, sdk_logs, sdk_tracer
 from results import Row
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
@@ -42,7 +51,6 @@ SUSTAINED = {"1kb": 4_000, "50kb": 400, "50kb_nested": 400}  # entries per run
 SUSTAINED_CHUNK = 16
 PACED = {0.5: 300, 2.0: 120}  # gap in ms -> entries per run
 WAKE_BURST = {"1kb": 3_000, "50kb": 300, "50kb_nested": 200}  # entries the writer drains per run
-WAKE_IO_S = 0.001
 FLUSH_TIMEOUT_S = 120.0
 
 
@@ -207,7 +215,7 @@ def wake_delays(setup: Setup, emitter: TranscriptEmitter, entry: Entry) -> tuple
         setup.flush()
         for _ in range(burst):
             emitter.emit(entry.entry_type, detail=entry.detail, raw=entry.raw)
-        samples = _sleep_overshoots(lambda: bool(backlog))
+        samples = sleep_overshoots(lambda: bool(backlog))
         setup.flush()
         p50s.append(percentile(samples, 0.50))
         p99s.append(percentile(samples, 0.99))
@@ -231,26 +239,13 @@ def wake_delays_idle() -> tuple[Stat, Stat]:
             remaining[0] -= 1
             return remaining[0] >= 0
 
-        samples = _sleep_overshoots(more)
+        samples = sleep_overshoots(more)
         p50s.append(percentile(samples, 0.50))
         p99s.append(percentile(samples, 0.99))
         return p50s[-1]
 
     repeat(run, THREADED_RUNS)
     return Stat(p50s[1:]), Stat(p99s[1:])
-
-
-def _sleep_overshoots(going: Any) -> list[int]:
-    """ns past `WAKE_IO_S` each `time.sleep(WAKE_IO_S)` took, while `going()`; sorted."""
-    samples: list[int] = []
-    sleep = time.sleep
-    asked = int(WAKE_IO_S * 1e9)
-    while going():
-        start = perf_ns()
-        sleep(WAKE_IO_S)
-        samples.append(perf_ns() - start - asked)
-    samples.sort()
-    return samples or [0]
 
 
 def capture_off(setup: Setup, entry: Entry) -> Stat:

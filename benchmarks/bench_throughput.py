@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
@@ -33,7 +34,7 @@ from typing import Any
 from opentelemetry.trace import Tracer, use_span
 
 from entries import SIZES, Entry, make_entry
-from harness import THREADED_RUNS, Stat, perf_ns, repeat
+from harness import THREADED_RUNS, Stat, percentile, perf_ns, repeat, sleep_overshoots
 from otel_setup import CountingLogExporter, ExporterMessages, SdkLogs, export_queue_of, sdk_logs, sdk_tracer
 from results import Row
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, exporters
@@ -49,6 +50,8 @@ EXPORT_TIMEOUT_S = 5.0  # what configure() gives the OTLP exporters
 JSONL_N = {"1kb": 20_000, "50kb": 2_000, "50kb_nested": 1_000}
 ALL_SINKS_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
 OTLP_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
+# Entries of the burst whose writing and export the wake-up rows sleep through.
+WAKE_BURST = {"1kb": 2_000, "50kb": 200, "50kb_nested": 100}
 
 
 def produce(pipeline: TranscriptPipeline, emitter: TranscriptEmitter, entries: Iterable[Entry]) -> int:
@@ -228,14 +231,39 @@ def configure_providers(endpoint: str) -> OtlpProviders:
     return OtlpProviders(logger_provider, tracer_provider, counters)
 
 
-def _otlp_row(
+def wake_delays_while_exporting(pipeline: TranscriptPipeline, tracer: Tracer, entry: Entry) -> Stat:
+    """p99 of the delay past 1 ms of I/O while a burst is written and exported (a deep
+    flush on another thread): the writer and the exporters hold the GIL meanwhile."""
+    maxima: list[float] = []
+
+    def run() -> float:
+        emitter = TranscriptEmitter(prompt_name=f"bench:wake:{entry.key}", adapter="a", pipeline=pipeline)
+        with use_span(tracer.start_span(f"wake {entry.key}"), end_on_exit=True):
+            produce(pipeline, emitter, itertools.repeat(entry, WAKE_BURST[entry.key]))
+            flusher = threading.Thread(target=pipeline.flush, args=(FLUSH_TIMEOUT_S,), kwargs={"deep": True})
+            flusher.start()
+            samples = sleep_overshoots(flusher.is_alive)
+            flusher.join()
+        emitter.stop(FLUSH_TIMEOUT_S)
+        if emitter.jsonl_path is not None and os.path.exists(emitter.jsonl_path):
+            os.remove(emitter.jsonl_path)
+        maxima.append(samples[-1])
+        return percentile(samples, 0.99)
+
+    values = repeat(run, THREADED_RUNS)
+    return Stat(values, {"burst": WAKE_BURST[entry.key], "max_of_runs_ms": round(max(maxima[1:]) / 1e6, 2)})
+
+
+def _otlp_rows(
     endpoint: str,
     directory: Path,
     entries: list[Entry],
     name: str,
     providers_for: Callable[[str], OtlpProviders],
-) -> Row:
-    row = Row(SECTION_OTLP, name, "rate")
+) -> list[Row]:
+    row = Row(SECTION_OTLP, f"{name}: entries/s", "rate")
+    wake_name = f"  {name}: wake-up delay after 1 ms of I/O while a burst is exported, p99"
+    wake = Row(SECTION_OTLP, wake_name, "ns")
     for entry in entries:
         providers = providers_for(endpoint)
         sinks: list[Sink] = [JsonlMirror(directory), OTelLogSink(providers.logger_provider), SpanEventSink()]
@@ -248,10 +276,13 @@ def _otlp_row(
                 after_run=providers.tracer_provider.force_flush,
             )
             row.cells[entry.key] = runner.measure(entry, OTLP_N[entry.key], providers.counters)
+            wake.cells[entry.key] = wake_delays_while_exporting(
+                pipeline, providers.tracer_provider.get_tracer("benchmarks"), entry
+            )
         finally:
             pipeline.shutdown(30.0)
             providers.shutdown()
-    return row
+    return [row, wake]
 
 
 def main_otlp() -> dict[str, Any]:
@@ -264,24 +295,19 @@ def main_otlp() -> dict[str, Any]:
         Rotel() as rotel,
         ExporterMessages() as messages,
     ):
-        rows.append(
-            _otlp_row(
-                rotel.http_endpoint,
-                Path(directory),
-                entries,
-                "SDK defaults (batch 512, queue 2048): entries/s",
-                sdk_default_providers,
-            )
+        rows += _otlp_rows(
+            rotel.http_endpoint,
+            Path(directory),
+            entries,
+            "SDK defaults (batch 512, queue 2048)",
+            sdk_default_providers,
         )
-        rows.append(
-            _otlp_row(
-                rotel.http_endpoint,
-                Path(directory),
-                entries,
-                f"configure()'s export queue ({EXPORT_QUEUE_BYTES >> 20} MiB, "
-                f"batch {LOG_EXPORT_BATCH_SIZE}): entries/s",
-                configure_providers,
-            )
+        rows += _otlp_rows(
+            rotel.http_endpoint,
+            Path(directory),
+            entries,
+            f"configure()'s export queue ({EXPORT_QUEUE_BYTES >> 20} MiB, batch {LOG_EXPORT_BATCH_SIZE})",
+            configure_providers,
         )
     info = {"exporter_messages": dict(messages.counts)}
     return {"rows": [row.to_json() for row in rows], "info": info}

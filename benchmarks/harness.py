@@ -65,6 +65,26 @@ def repeat(run: Callable[[], float], runs: int = TIMED_RUNS, warmup: int = WARMU
     return results
 
 
+WAKE_IO_S = 0.001  # the (simulated) I/O the wake-up rows sleep through
+
+
+def sleep_overshoots(going: Callable[[], bool]) -> list[int]:
+    """ns past `WAKE_IO_S` that each `time.sleep(WAKE_IO_S)` took, while `going()`; sorted.
+
+    Another thread holding the GIL delays the return from the sleep until it lets go,
+    or for up to the interpreter's switch interval (5 ms).
+    """
+    samples: list[int] = []
+    sleep = time.sleep
+    asked = int(WAKE_IO_S * 1e9)
+    while going():
+        start = perf_ns()
+        sleep(WAKE_IO_S)
+        samples.append(perf_ns() - start - asked)
+    samples.sort()
+    return samples or [0]
+
+
 def percentile(sorted_values: list[int] | list[float], fraction: float) -> float:
     """Nearest-rank percentile of already sorted values."""
     if not sorted_values:

@@ -182,6 +182,30 @@ def test_batches_leave_in_order_and_at_most_the_batch_size(exporter: HeldExporte
     processor.shutdown()
 
 
+def test_batches_are_cut_at_their_byte_bound_and_leave_without_waiting(exporter: HeldExporter) -> None:
+    """Large records leave in batches of at most `max_export_batch_bytes` (a single record
+    larger than that goes alone), as soon as that much is queued: no schedule delay."""
+    exporter.released.set()
+    processor = BoundedLogRecordProcessor(
+        exporter, max_export_batch_size=64, max_export_batch_bytes=100_000, schedule_delay_s=30
+    )
+    logger = provider_with(processor).get_logger("test")
+    for index in range(20):
+        logger.emit(body=f"{index:02d}" + "y" * 30_000)
+    logger.emit(body="z" * 250_000)
+    deadline = time.monotonic() + 10
+    while len(exporter.records()) < 18 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(exporter.records()) >= 18  # gone long before the 30 s schedule delay
+    assert processor.force_flush(10_000)
+    sizes = [[record_bytes(record) for record in batch] for batch in exporter.batches]
+    assert all(sum(batch) <= 100_000 or len(batch) == 1 for batch in sizes)
+    assert len(exporter.batches[-1]) == 1  # the 250 KB record, alone
+    bodies = [str(record.log_record.body)[:2] for record in exporter.records()]
+    assert bodies == [f"{index:02d}" for index in range(20)] + ["zz"]
+    processor.shutdown()
+
+
 def test_the_size_estimate_counts_body_and_nested_attributes() -> None:
     class Record:
         def __init__(self) -> None:

@@ -56,6 +56,10 @@ _logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE_BYTES: Final = 8 * 1024 * 1024
 DEFAULT_BATCH_SIZE: Final = 64
+# A batch is also cut at this many bytes (as the queue counts them): the exporter encodes
+# it holding the GIL (the protobuf serialization in one C call), and the agent's thread,
+# back from I/O, waits for that.
+DEFAULT_BATCH_BYTES: Final = 1024 * 1024
 DEFAULT_SCHEDULE_DELAY_S: Final = 1.0
 # How long a record waits for room while the backend keeps up; a wait that runs out
 # means it stalled, and records are dropped until an export succeeds again.
@@ -130,6 +134,7 @@ class _BoundedExportQueue:
         *,
         max_queue_bytes: int | None = DEFAULT_MAX_QUEUE_BYTES,
         max_export_batch_size: int = DEFAULT_BATCH_SIZE,
+        max_export_batch_bytes: int = DEFAULT_BATCH_BYTES,
         schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
         report_losses: bool = True,
     ) -> None:
@@ -139,6 +144,7 @@ class _BoundedExportQueue:
         self._exporter = exporter
         self._max_queue_bytes = max_queue_bytes
         self._batch_size = max(1, max_export_batch_size)
+        self._batch_bytes = max_export_batch_bytes
         self._schedule_delay_s = schedule_delay_s
         self._start()
         # A forked child gets an empty queue and a thread of its own (threads do not survive fork).
@@ -154,6 +160,7 @@ class _BoundedExportQueue:
         self._queue: deque[tuple[Any, int]] = deque()
         self._queued_bytes = 0
         self._in_flight = 0
+        self._in_flight_bytes = 0
         self._flush_waiters = 0
         self._room_waiters = 0
         self._stopping = stopped
@@ -193,7 +200,7 @@ class _BoundedExportQueue:
                 reason = None
                 self._queue.append((item, size))
                 self._queued_bytes += size
-                if len(self._queue) >= self._batch_size:
+                if self._batch_ready():
                     self._condition.notify_all()
         if reason is not None:
             self._dropped_one(reason)
@@ -213,7 +220,7 @@ class _BoundedExportQueue:
             with self._condition:
                 if (
                     not self._stopping
-                    and len(self._queue) < self._batch_size
+                    and not self._batch_ready()
                     and not self._flush_waiters
                     and not (self._room_waiters and self._queue)
                 ):
@@ -226,11 +233,12 @@ class _BoundedExportQueue:
                     if self._stopping:
                         return
                     continue
-                batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
+                batch = self._next_batch()
                 batch_bytes = sum(size for _, size in batch)
                 records = [record for record, _ in batch]
                 del batch  # `records` alone holds them: a failed export clears it
                 self._in_flight += 1
+                self._in_flight_bytes += batch_bytes
             exported = False
             try:
                 exported = self._export(records, batch_bytes)
@@ -239,9 +247,25 @@ class _BoundedExportQueue:
                     # Counted until here: a batch being exported is held in memory too.
                     self._queued_bytes -= batch_bytes
                     self._in_flight -= 1
+                    self._in_flight_bytes -= batch_bytes
                     self._backend_keeps_up = exported
                     self._export_done_at = time.monotonic()
                     self._condition.notify_all()
+
+    def _batch_ready(self) -> bool:
+        """A full batch is queued (in items or in bytes): export it without waiting."""
+        waiting_bytes = self._queued_bytes - self._in_flight_bytes
+        return len(self._queue) >= self._batch_size or waiting_bytes >= self._batch_bytes
+
+    def _next_batch(self) -> list[tuple[Any, int]]:
+        """Up to `max_export_batch_size` items and `max_export_batch_bytes` (at least one item)."""
+        batch = [self._queue.popleft()]
+        batch_bytes = batch[0][1]
+        queue = self._queue
+        while queue and len(batch) < self._batch_size and batch_bytes + queue[0][1] <= self._batch_bytes:
+            batch_bytes += queue[0][1]
+            batch.append(queue.popleft())
+        return batch
 
     def _export(self, records: list[Any], batch_bytes: int) -> bool:
         """Export `records`; whether the exporter took them."""
