@@ -12,6 +12,8 @@ agent. When it wakes while records are still arriving, it first waits for a paus
 (`PAUSE_S` without a new record), for at most `MAX_DEFER_S`, and less when the
 backlog passes half its bound or someone waits for a flush: a burst of entries is
 written right after the burst, in the time the agent then spends waiting for its model.
+While it works it lets go of the GIL every `YIELD_EVERY_S`: the agent, back from I/O,
+would otherwise wait for the interpreter's switch interval (5 ms) to get it back.
 
 Memory bound: the backlog is bounded in bytes (`max_backlog_bytes`, default
 64 MiB) through an entry count the agent thread checks with one `len()`: the
