@@ -179,7 +179,7 @@ def _exact(data: bytes) -> bytes:
 def dumps(value: object) -> Encoded:
     """Encode `value` as JSON; never raises; reports every change it had to make.
 
-    1. orjson, converting unknown types with `_fallback` (reported);
+    1. orjson alone; then orjson converting unknown types with `_fallback` (reported);
     2. orjson with non-str keys turned into strings (reported);
     3. stdlib json, which handles lone surrogates and integers above 64 bits
        faithfully (keys it cannot represent are skipped, which is reported);
@@ -188,6 +188,13 @@ def dumps(value: object) -> Encoded:
     NaN and infinities, which JSON cannot hold, come out as null and are reported;
     the check only runs when the output holds a `null` at all.
     """
+    try:
+        data = _exact(orjson.dumps(value))  # the common case: nothing orjson does not know
+        if _holds_null(data) and _has_non_finite_float(value):
+            return Encoded(data, _NON_FINITE_NOTE[1][0])
+        return Encoded(data)
+    except TypeError:
+        pass
     fallback = _RecordingFallback()
     try:
         data = _exact(orjson.dumps(value, default=fallback))
