@@ -32,9 +32,9 @@ from entries import Entry, all_entries
 from harness import (
     THREADED_RUNS,
     TIMED_RUNS,
+    RunPercentiles,
     Stat,
     loop_ns_per_call,
-    percentile,
     perf_ns,
     repeat,
     sleep_overshoots,
@@ -51,6 +51,7 @@ SUSTAINED = {"1kb": 4_000, "50kb": 400, "50kb_nested": 400}  # entries per run
 SUSTAINED_CHUNK = 16
 PACED = {0.5: 300, 2.0: 120}  # gap in ms -> entries per run
 WAKE_BURST = {"1kb": 3_000, "50kb": 300, "50kb_nested": 200}  # entries the writer drains per run
+WAKE_IDLE_SLEEPS = 200
 FLUSH_TIMEOUT_S = 120.0
 
 
@@ -151,9 +152,7 @@ def paced(setup: Setup, emitter: TranscriptEmitter, entry: Entry, gap_ms: float)
     gap_s = gap_ms / 1000
     emit = emitter.emit
     entry_type, detail, raw = entry.entry_type, entry.detail, entry.raw
-    p50s: list[float] = []
-    p99s: list[float] = []
-    maxima: list[int] = []
+    runs = RunPercentiles()
     dropped_before = emitter.dropped_entries
 
     def run() -> float:
@@ -165,27 +164,23 @@ def paced(setup: Setup, emitter: TranscriptEmitter, entry: Entry, gap_ms: float)
             start = perf_ns()
             emit(entry_type, detail=detail, raw=raw)
             samples.append(perf_ns() - start)
-        samples.sort()
-        p50s.append(percentile(samples, 0.50))
-        p99s.append(percentile(samples, 0.99))
-        maxima.append(samples[-1])
-        return p50s[-1]
+        return runs.add(samples)
 
     repeat(run, THREADED_RUNS)
     setup.flush()
-    # Keep only the timed runs (repeat() discards the warm-up's return value).
-    p50s, p99s, maxima = p50s[1:], p99s[1:], maxima[1:]
+    timed = runs.timed()
     dropped = emitter.dropped_entries - dropped_before
     notes: dict[str, Any] = {"per_run": count, "dropped": dropped}
-    return Stat(p50s, dict(notes)), Stat(p99s, {**notes, "max_of_runs_us": max(maxima) / 1000})
+    return Stat(timed.p50, dict(notes)), Stat(
+        timed.p99, {**notes, "max_of_runs_us": max(timed.maximum) / 1000}
+    )
 
 
 def paced_timer_only(gap_ms: float) -> tuple[Stat, Stat]:
     """The same paced loop timing nothing: what this VM adds after a sleep."""
     count = PACED[gap_ms]
     gap_s = gap_ms / 1000
-    p50s: list[float] = []
-    p99s: list[float] = []
+    runs = RunPercentiles()
 
     def run() -> float:
         samples: list[int] = []
@@ -194,22 +189,18 @@ def paced_timer_only(gap_ms: float) -> tuple[Stat, Stat]:
             sleep(gap_s)
             start = perf_ns()
             samples.append(perf_ns() - start)
-        samples.sort()
-        p50s.append(percentile(samples, 0.50))
-        p99s.append(percentile(samples, 0.99))
-        return p50s[-1]
+        return runs.add(samples)
 
     repeat(run, THREADED_RUNS)
-    return Stat(p50s[1:]), Stat(p99s[1:])
+    timed = runs.timed()
+    return Stat(timed.p50), Stat(timed.p99)
 
 
 def wake_delays(setup: Setup, emitter: TranscriptEmitter, entry: Entry) -> tuple[Stat, Stat, Stat]:
     """p50, p99 and max of the delay past 1 ms of I/O while the writer drains a burst."""
     burst = min(WAKE_BURST[entry.key], setup.pipeline.backlog_limit // 2)
     backlog = setup.pipeline.backlog
-    p50s: list[float] = []
-    p99s: list[float] = []
-    maxima: list[float] = []
+    runs = RunPercentiles()
 
     def run() -> float:
         setup.flush()
@@ -217,35 +208,25 @@ def wake_delays(setup: Setup, emitter: TranscriptEmitter, entry: Entry) -> tuple
             emitter.emit(entry.entry_type, detail=entry.detail, raw=entry.raw)
         samples = sleep_overshoots(lambda: bool(backlog))
         setup.flush()
-        p50s.append(percentile(samples, 0.50))
-        p99s.append(percentile(samples, 0.99))
-        maxima.append(samples[-1])
-        return p50s[-1]
+        return runs.add(samples)
 
     repeat(run, THREADED_RUNS)
+    timed = runs.timed()
     notes = {"burst": burst}
-    return Stat(p50s[1:], notes), Stat(p99s[1:], notes), Stat(maxima[1:], notes)
+    return Stat(timed.p50, notes), Stat(timed.p99, notes), Stat(timed.maximum, notes)
 
 
 def wake_delays_idle() -> tuple[Stat, Stat]:
     """The same sleeps with nothing else running: what the VM's timers add."""
-    p50s: list[float] = []
-    p99s: list[float] = []
+    runs = RunPercentiles()
 
     def run() -> float:
-        remaining = [200]
-
-        def more() -> bool:
-            remaining[0] -= 1
-            return remaining[0] >= 0
-
-        samples = sleep_overshoots(more)
-        p50s.append(percentile(samples, 0.50))
-        p99s.append(percentile(samples, 0.99))
-        return p50s[-1]
+        sleeps = iter(range(WAKE_IDLE_SLEEPS))
+        return runs.add(sleep_overshoots(lambda: next(sleeps, None) is not None))
 
     repeat(run, THREADED_RUNS)
-    return Stat(p50s[1:]), Stat(p99s[1:])
+    timed = runs.timed()
+    return Stat(timed.p50), Stat(timed.p99)
 
 
 def capture_off(setup: Setup, entry: Entry) -> Stat:

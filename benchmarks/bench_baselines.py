@@ -33,7 +33,7 @@ from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.context import get_current
 
 from entries import Entry, all_entries
-from harness import THREADED_RUNS, TIMED_RUNS, Stat, loop_ns_per_call, percentile, perf_ns, repeat
+from harness import THREADED_RUNS, TIMED_RUNS, RunPercentiles, Stat, loop_ns_per_call, perf_ns, repeat
 from otel_setup import sdk_logs
 from results import Row
 
@@ -58,8 +58,7 @@ def hot_loop(emit: Emit, entry: Entry) -> Stat:
 
 
 def paced(emit: Emit, entry: Entry) -> tuple[Stat, Stat]:
-    p50s: list[float] = []
-    p99s: list[float] = []
+    runs = RunPercentiles()
 
     def run() -> float:
         samples: list[int] = []
@@ -68,13 +67,11 @@ def paced(emit: Emit, entry: Entry) -> tuple[Stat, Stat]:
             start = perf_ns()
             emit(entry)
             samples.append(perf_ns() - start)
-        samples.sort()
-        p50s.append(percentile(samples, 0.5))
-        p99s.append(percentile(samples, 0.99))
-        return p50s[-1]
+        return runs.add(samples)
 
     repeat(run, THREADED_RUNS)
-    return Stat(p50s[1:], {"per_run": PACED_COUNT}), Stat(p99s[1:], {"per_run": PACED_COUNT})
+    timed = runs.timed()
+    return Stat(timed.p50, {"per_run": PACED_COUNT}), Stat(timed.p99, {"per_run": PACED_COUNT})
 
 
 # -- weakincentives ---------------------------------------------------------------------------

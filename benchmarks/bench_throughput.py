@@ -34,7 +34,7 @@ from typing import Any
 from opentelemetry.trace import Tracer, use_span
 
 from entries import SIZES, Entry, make_entry
-from harness import THREADED_RUNS, Stat, percentile, perf_ns, repeat, sleep_overshoots
+from harness import THREADED_RUNS, RunPercentiles, Stat, perf_ns, repeat, sleep_overshoots
 from otel_setup import CountingLogExporter, ExporterMessages, SdkLogs, export_queue_of, sdk_logs, sdk_tracer
 from results import Row
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, exporters
@@ -109,8 +109,7 @@ class Runner:
                 emitter.stop(FLUSH_TIMEOUT_S)
                 if span is not None:
                     span.end()
-                if emitter.jsonl_path is not None and os.path.exists(emitter.jsonl_path):
-                    os.remove(emitter.jsonl_path)
+                _remove_mirror_file(emitter)
                 if self.after_run is not None:
                     self.after_run()
                 if counters is not None:
@@ -234,7 +233,7 @@ def configure_providers(endpoint: str) -> OtlpProviders:
 def wake_delays_while_exporting(pipeline: TranscriptPipeline, tracer: Tracer, entry: Entry) -> Stat:
     """p99 of the delay past 1 ms of I/O while a burst is written and exported (a deep
     flush on another thread): the writer and the exporters hold the GIL meanwhile."""
-    maxima: list[float] = []
+    runs = RunPercentiles()
 
     def run() -> float:
         emitter = TranscriptEmitter(prompt_name=f"bench:wake:{entry.key}", adapter="a", pipeline=pipeline)
@@ -245,13 +244,19 @@ def wake_delays_while_exporting(pipeline: TranscriptPipeline, tracer: Tracer, en
             samples = sleep_overshoots(flusher.is_alive)
             flusher.join()
         emitter.stop(FLUSH_TIMEOUT_S)
-        if emitter.jsonl_path is not None and os.path.exists(emitter.jsonl_path):
-            os.remove(emitter.jsonl_path)
-        maxima.append(samples[-1])
-        return percentile(samples, 0.99)
+        _remove_mirror_file(emitter)
+        return runs.add(samples)
 
-    values = repeat(run, THREADED_RUNS)
-    return Stat(values, {"burst": WAKE_BURST[entry.key], "max_of_runs_ms": round(max(maxima[1:]) / 1e6, 2)})
+    repeat(run, THREADED_RUNS)
+    timed = runs.timed()
+    notes = {"burst": WAKE_BURST[entry.key], "max_of_runs_ms": round(max(timed.maximum) / 1e6, 2)}
+    return Stat(timed.p99, notes)
+
+
+def _remove_mirror_file(emitter: TranscriptEmitter) -> None:
+    """Each run writes a new JSONL file: gone once measured, so runs do not fill the disk."""
+    if emitter.jsonl_path is not None and os.path.exists(emitter.jsonl_path):
+        os.remove(emitter.jsonl_path)
 
 
 def _otlp_rows(

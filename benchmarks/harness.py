@@ -69,7 +69,7 @@ WAKE_IO_S = 0.001  # the (simulated) I/O the wake-up rows sleep through
 
 
 def sleep_overshoots(going: Callable[[], bool]) -> list[int]:
-    """ns past `WAKE_IO_S` that each `time.sleep(WAKE_IO_S)` took, while `going()`; sorted.
+    """ns past `WAKE_IO_S` that each `time.sleep(WAKE_IO_S)` took, while `going()`.
 
     Another thread holding the GIL delays the return from the sleep until it lets go,
     or for up to the interpreter's switch interval (5 ms).
@@ -81,7 +81,6 @@ def sleep_overshoots(going: Callable[[], bool]) -> list[int]:
         start = perf_ns()
         sleep(WAKE_IO_S)
         samples.append(perf_ns() - start - asked)
-    samples.sort()
     return samples or [0]
 
 
@@ -91,6 +90,27 @@ def percentile(sorted_values: list[int] | list[float], fraction: float) -> float
         return math.nan
     rank = max(1, math.ceil(fraction * len(sorted_values)))
     return float(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+@dataclass
+class RunPercentiles:
+    """p50, p99 and max of each run's samples (ns). `repeat()` runs a warm-up first:
+    `timed()` leaves it out."""
+
+    p50: list[float] = field(default_factory=list)
+    p99: list[float] = field(default_factory=list)
+    maximum: list[float] = field(default_factory=list)
+
+    def add(self, samples: list[int]) -> float:
+        """Keep one run's figures (`samples` is sorted here); its p50, for `repeat()`."""
+        samples.sort()
+        self.p50.append(percentile(samples, 0.50))
+        self.p99.append(percentile(samples, 0.99))
+        self.maximum.append(float(samples[-1]))
+        return self.p50[-1]
+
+    def timed(self) -> RunPercentiles:
+        return RunPercentiles(self.p50[WARMUP_RUNS:], self.p99[WARMUP_RUNS:], self.maximum[WARMUP_RUNS:])
 
 
 def loop_ns_per_call(call: Callable[[], object], seconds: float = 0.1) -> int:
