@@ -4,10 +4,11 @@ A `Patch` names a module and a dotted attribute inside it, wrapped with wrapt. A
 `Replacement` is for the few functions called for every line or entry of a turn:
 a wrapt wrapper costs the agent about 0.7 µs a call (1.3 µs with cold caches, 2.6 ms
 over the 2,000 lines of a Codex turn), a plain function calling the original about
-30 ns. `PatchSet.activate()`
-applies every patch whose module is already imported and registers a wrapt
-post-import hook for the others, so a module imported after `instrument()` is
-patched too. Every patch is optional: a module or attribute that this version of
+30 ns.
+
+`PatchSet.activate()` applies every patch whose module is already imported and
+registers a wrapt post-import hook for the others, so a module imported after
+`instrument()` is patched too. Every patch is optional: a module or attribute that this version of
 the library lacks is logged once (at DEBUG) and skipped, never raised.
 `deactivate()` restores exactly the originals it replaced; post-import hooks
 cannot be unregistered, so they check whether their set is still active.
