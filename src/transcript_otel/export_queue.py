@@ -139,7 +139,10 @@ class _BoundedExportQueue:
         report_losses: bool = True,
     ) -> None:
         """`max_queue_bytes=None`: no bound (for a caller that flushes as it goes, like replay);
-        `report_losses=False`: the caller reports what the backend did not take (replay does)."""
+        a batch holds at most `max_export_batch_size` items and `max_export_batch_bytes` (as
+        the queue counts them; a larger single item goes alone), and leaves as soon as either
+        is queued; `report_losses=False`: the caller reports what the backend did not take
+        (replay does)."""
         self._report_losses = report_losses
         self._exporter = exporter
         self._max_queue_bytes = max_queue_bytes
