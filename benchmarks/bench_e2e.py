@@ -10,17 +10,23 @@ notifications (reasoning, command output and message deltas, item started and
 completed, commands with ~4 KB of output, token usage), about 900 KB of JSON-RPC.
 The prompt, adapter and launcher are the demo's (`examples/codex_agent.py`).
 
-Every run is a fresh process, so no instrumentation state can leak between runs:
+Each child is a fresh process, so no instrumentation state leaks between children:
 
 * `uninstrumented`: `evaluate()` alone (weakincentives' own transcript emitter
   still runs, logging off, as in any weakincentives 0.27 run);
 * `instrumented`: `transcript_otel.configure()` first, with the JSONL mirror on and
   OTLP/HTTP to a live loopback `rotel`: the real setup.
 
-One warm-up process of each, then the two alternate, `RUNS` of each. Each child
-times `evaluate()` alone (from the call to its return, which includes starting the
-fake app-server); the instrumented one then flushes, untimed, and counts the
-entries that reached the mirror.
+Each child runs `1 + LATER_RUNS` evaluations, each with a new session, fake app-server
+and workspace. The first one of a process pays for what a process does once (in the
+instrumented one: the memory that holds the queued entries until the writer takes
+them is new, and each of its pages is faulted in, 4 µs apiece on this VM). The later
+ones are what a long-running agent pays for each `evaluate()`: before each, the
+instrumented child lets the writer catch up (`flush()`, untimed), as it does while an
+agent waits for its model between turns. One warm-up child of each kind, then the two
+alternate, `RUNS` of each. Each evaluation is timed alone (from the call to its return,
+which includes starting the fake app-server); the instrumented child then counts the
+entries that reached each run's mirror.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ import fake_codex  # noqa: E402  (the bulk scenario's shape)
 import codex_agent  # noqa: E402  (the demo's prompt, fake app-server launcher and adapter)
 
 MODES: Final = ("uninstrumented", "instrumented")
+RUNS: Final = THREADED_RUNS
+LATER_RUNS: Final = 6  # evaluations after the first, in each child
 PROMPT_NAME: Final = "bench-e2e-bulk"
 # What weakincentives 0.27's CodexTranscriptBridge emits for the bulk turn (its deltas
 # give nothing): the prompt (user_message), turn/started (system_event), and per step
@@ -54,8 +62,26 @@ PROMPT_NAME: Final = "bench-e2e-bulk"
 EXPECTED_ENTRIES: Final = 2 + 5 * fake_codex.BULK_STEPS + 1
 
 
-def run_evaluate(mode: str) -> dict[str, Any]:
-    """Child process: one `evaluate()` of the bulk turn; its time and, instrumented, the capture."""
+def _evaluate_once(adapter: Any, prompt: Any, session: Any) -> dict[str, Any]:
+    gc.collect()
+    process_cpu, thread_cpu = time.process_time(), time.thread_time()
+    started = perf_ns()
+    response = adapter.evaluate(prompt, session=session)
+    elapsed_ns = perf_ns() - started
+    # Where the time went: this (the agent's) thread, and all of the process's threads
+    # (the writer and exporters included; the fake app-server is another process).
+    thread_cpu, process_cpu = time.thread_time() - thread_cpu, time.process_time() - process_cpu
+    return {
+        "evaluate_s": elapsed_ns / 1e9,
+        "agent_thread_cpu_s": thread_cpu,
+        "process_cpu_s": process_cpu,
+        "answer_chars": len(response.text or ""),
+    }
+
+
+def run_evaluations(mode: str) -> dict[str, Any]:
+    """Child process: `1 + LATER_RUNS` evaluations of the bulk turn; their times and, instrumented,
+    what each captured."""
     import transcript_otel
 
     configuration: transcript_otel.Configuration | None = None
@@ -66,68 +92,73 @@ def run_evaluate(mode: str) -> dict[str, Any]:
     from weakincentives.runtime import Session
 
     os.environ["FAKE_SCENARIO"] = "bulk"
-    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as workdir:
-        adapter = codex_agent.codex_adapter(Path(workdir))
-        prompt = codex_agent.build_prompt(PROMPT_NAME)
-        session = Session()
-        gc.collect()
-        process_cpu, thread_cpu = time.process_time(), time.thread_time()
-        started = perf_ns()
-        response = adapter.evaluate(prompt, session=session)
-        elapsed_ns = perf_ns() - started
-        # Where the time went: this (the agent's) thread, and all of the process's threads
-        # (the writer and exporters included; the fake app-server is another process).
-        thread_cpu, process_cpu = time.thread_time() - thread_cpu, time.process_time() - process_cpu
-    result: dict[str, Any] = {
-        "evaluate_s": elapsed_ns / 1e9,
-        "agent_thread_cpu_s": thread_cpu,
-        "process_cpu_s": process_cpu,
-        "answer_chars": len(response.text or ""),
-    }
+    runs: list[dict[str, Any]] = []
+    session_ids: list[str] = []
+    for _ in range(1 + LATER_RUNS):
+        if configuration is not None:
+            transcript_otel.flush(30.0)  # the writer catches up, as while an agent waits for its model
+        with tempfile.TemporaryDirectory(prefix="bench-e2e-") as workdir:
+            session = Session()
+            adapter = codex_agent.codex_adapter(Path(workdir))
+            runs.append(_evaluate_once(adapter, codex_agent.build_prompt(PROMPT_NAME), session))
+            session_ids.append(str(session.session_id))
+    result: dict[str, Any] = {"first": runs[0], "later": runs[1:]}
     if configuration is not None:
         from otel_setup import export_queue_of
 
         result["flushed"] = transcript_otel.flush(30.0)
-        mirrors = sorted(Path(jsonl_dir).glob(f"*_{PROMPT_NAME}_{session.session_id}.jsonl"))
-        if not mirrors:
-            raise RuntimeError(f"no JSONL mirror of the run in {jsonl_dir}")
-        mirror = read_mirror(mirrors[-1])
+        captures = []
+        for session_id in session_ids:
+            mirrors = sorted(Path(jsonl_dir).glob(f"*_{PROMPT_NAME}_{session_id}.jsonl"))
+            if not mirrors:
+                raise RuntimeError(f"no JSONL mirror of session {session_id} in {jsonl_dir}")
+            mirror = read_mirror(mirrors[-1])
+            captures.append(
+                {
+                    "mirror_entries": mirror.entries,
+                    "entry_types": dict(mirror.entry_types),
+                    "spans": mirror.events["transcript.span"],
+                    "errors": mirror.events["transcript.error"],
+                    "pipeline_dropped": mirror.pipeline_dropped,
+                }
+            )
         export_queue = export_queue_of(configuration.logger_provider)
         result.update(
-            mirror_entries=mirror.entries,
-            entry_types=dict(mirror.entry_types),
-            spans=mirror.events["transcript.span"],
-            errors=mirror.events["transcript.error"],
-            pipeline_dropped=mirror.pipeline_dropped,
-            export_dropped=export_queue.dropped,
-            export_failed=export_queue.failed,
+            captures=captures, export_dropped=export_queue.dropped, export_failed=export_queue.failed
         )
         configuration.shutdown()
         shutil.rmtree(jsonl_dir)
     return result
 
 
-def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    done = [run for run in runs if "error" not in run]
-    seconds = [run["evaluate_s"] for run in done]
+def _summary(runs: list[dict[str, Any]], errors: list[str]) -> dict[str, Any]:
+    seconds = [run["evaluate_s"] for run in runs]
 
     def median_of(key: str) -> float | None:
-        return statistics.median(run[key] for run in done) if done else None
+        return statistics.median(run[key] for run in runs) if runs else None
 
+    quartiles = statistics.quantiles(seconds, n=4) if len(seconds) >= 2 else [None, None, None]
     return {
         "seconds": seconds,
         "median_s": median_of("evaluate_s"),
         "best_s": min(seconds) if seconds else None,
+        "p25_s": quartiles[0],
+        "p75_s": quartiles[2],
         "agent_thread_cpu_s": median_of("agent_thread_cpu_s"),
         "process_cpu_s": median_of("process_cpu_s"),
-        "errors": [run["error"] for run in runs if "error" in run],
+        "errors": errors,
     }
+
+
+def _ratio(summaries: dict[str, dict[str, Any]]) -> float | None:
+    plain, instrumented = summaries["uninstrumented"]["median_s"], summaries["instrumented"]["median_s"]
+    return instrumented / plain if plain and instrumented else None
 
 
 def main() -> dict[str, Any]:
     from receiver import Rotel
 
-    timed: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    children: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     with Rotel() as rotel:
         environment = {
             key: value
@@ -136,21 +167,29 @@ def main() -> dict[str, Any]:
         }
         # Both modes get the same environment; only the instrumented one reads it.
         environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = rotel.http_endpoint
-        for index in range(WARMUP_RUNS + THREADED_RUNS):
+        for index in range(WARMUP_RUNS + RUNS):
             for mode in MODES:
                 outcome = run_child(__file__, mode, env=environment, timeout_s=180.0)
                 if index >= WARMUP_RUNS:
-                    timed[mode].append(outcome)
-    summaries = {mode: _summary(runs) for mode, runs in timed.items()}
-    plain, instrumented = summaries["uninstrumented"]["median_s"], summaries["instrumented"]["median_s"]
+                    children[mode].append(outcome)
+    phases: dict[str, dict[str, dict[str, Any]]] = {"first": {}, "later": {}}
+    for mode, outcomes in children.items():
+        done = [outcome for outcome in outcomes if "error" not in outcome]
+        errors = [outcome["error"] for outcome in outcomes if "error" in outcome]
+        phases["first"][mode] = _summary([outcome["first"] for outcome in done], errors)
+        phases["later"][mode] = _summary([run for outcome in done for run in outcome["later"]], errors)
+    captured = [outcome for outcome in children["instrumented"] if "error" not in outcome]
     return {
         "e2e": {
             "notifications": fake_codex.BULK_NOTIFICATIONS,
             "expected_entries": EXPECTED_ENTRIES,
-            "runs": THREADED_RUNS,
-            "modes": summaries,
-            "ratio": instrumented / plain if plain and instrumented else None,
-            "instrumented_runs": timed["instrumented"],
+            "runs": RUNS,
+            "later_runs": LATER_RUNS,
+            "phases": phases,
+            "ratios": {phase: _ratio(summaries) for phase, summaries in phases.items()},
+            "captures": [capture for outcome in captured for capture in outcome["captures"]],
+            "export_dropped": sum(outcome["export_dropped"] for outcome in captured),
+            "export_failed": sum(outcome["export_failed"] for outcome in captured),
         }
     }
 
@@ -158,4 +197,4 @@ def main() -> dict[str, Any]:
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(run_evaluate(sys.argv[1])))
+    print(json.dumps(run_evaluations(sys.argv[1])))

@@ -162,45 +162,55 @@ def render_outage(results: list[dict[str, Any]]) -> str:
 
 def render_e2e(result: dict[str, Any]) -> str:
     def seconds(value: float | None) -> str:
-        return "n/a" if value is None else f"{value * 1000:.0f} ms"
+        return "n/a" if value is None else f"{value * 1000:.1f} ms"
 
     labels = {
         "uninstrumented": "uninstrumented",
         "instrumented": "instrumented: configure(), JSONL mirror + OTLP/HTTP to rotel",
     }
+    phase_labels = {
+        "first": f"first evaluate() of each process ({result['runs']} processes of each kind)",
+        "later": (
+            f"later evaluate()s ({result['later_runs']} per process, {result['runs']} processes "
+            "of each kind): what a long-running agent pays per run"
+        ),
+    }
     lines = [
-        "| run | evaluate(): median [best] | agent thread CPU | process CPU, all threads | every timed run |",
-        "|---|---|---|---|---|",
+        "| run | evaluate(): median [best] | p25 to p75 | agent thread CPU | process CPU, all threads "
+        "| runs |",
+        "|---|---|---|---|---|---|",
     ]
-    for mode, summary in result["modes"].items():
-        runs = ", ".join(seconds(value) for value in summary["seconds"])
-        failed = summary["errors"]
-        errors = f" ({len(failed)} failed: {failed[0][-200:]})" if failed else ""
-        lines.append(
-            f"| {labels.get(mode, mode)} | {seconds(summary['median_s'])} [{seconds(summary['best_s'])}] "
-            f"| {seconds(summary['agent_thread_cpu_s'])} | {seconds(summary['process_cpu_s'])} "
-            f"| {runs}{errors} |"
-        )
-    ratio = result.get("ratio")
-    if ratio is not None:
-        change = f"{(ratio - 1) * 100:+.1f}%"
-        lines.append(f"| instrumented / uninstrumented (medians) | {ratio:.3f}x ({change}) | | | |")
-    captured = [run for run in result["instrumented_runs"] if "error" not in run]
+    for phase, summaries in result["phases"].items():
+        lines.append(f"| **{phase_labels[phase]}** | | | | | |")
+        for mode, summary in summaries.items():
+            failed = summary["errors"]
+            errors = f" ({len(failed)} processes failed: {failed[0][-200:]})" if failed else ""
+            lines.append(
+                f"| {labels.get(mode, mode)} | {seconds(summary['median_s'])} [{seconds(summary['best_s'])}] "
+                f"| {seconds(summary['p25_s'])} to {seconds(summary['p75_s'])} "
+                f"| {seconds(summary['agent_thread_cpu_s'])} | {seconds(summary['process_cpu_s'])} "
+                f"| {len(summary['seconds'])}{errors} |"
+            )
+        ratio = result["ratios"].get(phase)
+        if ratio is not None:
+            change = f"{(ratio - 1) * 100:+.1f}%"
+            lines.append(f"| instrumented / uninstrumented (medians) | {ratio:.3f}x ({change}) | | | | |")
+    captures = result["captures"]
     lines.append("")
-    if captured:
-        entries = sorted({run["mirror_entries"] for run in captured})
-        complete = sum(run["mirror_entries"] == result["expected_entries"] for run in captured)
-        first = captured[0]
+    if captures:
+        entries = sorted({capture["mirror_entries"] for capture in captures})
+        complete = sum(capture["mirror_entries"] == result["expected_entries"] for capture in captures)
+        first = captures[0]
         by_type = ", ".join(f"{name} {count}" for name, count in first["entry_types"].items())
         lines.append(
-            f"Captured by the instrumented runs: {'/'.join(str(n) for n in entries)} entries in the mirror, "
-            f"{result['expected_entries']} expected (what weakincentives' Codex bridge emits for the "
-            f"{result['notifications']:,} notifications); complete in {complete} of {len(captured)} runs. "
-            f"By type: {by_type}. {first['spans']} spans; transcript.error records "
-            f"{sum(run['errors'] for run in captured)}, pipeline drops "
-            f"{sum(run['pipeline_dropped'] for run in captured)}, export queue drops "
-            f"{sum(run['export_dropped'] for run in captured)}, records in failed exports "
-            f"{sum(run['export_failed'] for run in captured)} (totals over the timed runs)."
+            f"Captured by the instrumented runs: {'/'.join(str(n) for n in entries)} entries in each "
+            f"mirror, {result['expected_entries']} expected (what weakincentives' Codex bridge emits "
+            f"for the {result['notifications']:,} notifications); complete in {complete} of "
+            f"{len(captures)} runs. By type: {by_type}. {first['spans']} spans; transcript.error "
+            f"records {sum(capture['errors'] for capture in captures)}, pipeline drops "
+            f"{sum(capture['pipeline_dropped'] for capture in captures)}, export queue drops "
+            f"{result['export_dropped']}, records in failed exports {result['export_failed']} "
+            "(totals over the timed processes)."
         )
     return "\n".join(lines)
 
@@ -248,8 +258,9 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
     if e2e:
         out += [
             f"5. End to end: weakincentives 0.27 Codex evaluate() over a scripted "
-            f"{e2e['notifications']:,}-notification turn; a fresh process per run, the two kinds "
-            f"alternating, {e2e['runs']} timed runs of each after one warm-up",
+            f"{e2e['notifications']:,}-notification turn; fresh processes of each kind "
+            f"alternating, each running {1 + e2e['later_runs']} evaluations, after one warm-up "
+            "process of each",
             "",
             render_e2e(e2e),
             "",

@@ -7,6 +7,7 @@ run (and its spans); an emitter used outside one gets a mirror run of its own.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable
@@ -15,12 +16,16 @@ from typing import Any, Final
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.instrumentation._agent_run import current_run
 from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 from transcript_otel.model import MAIN_SOURCE
 
 TRANSCRIPT_MODULE: Final = "weakincentives.runtime.transcript"
+
+_logger = logging.getLogger(__name__)
+_logger.addHandler(logging.NullHandler())
 
 _standalone: weakref.WeakKeyDictionary[Any, TranscriptEmitter] = weakref.WeakKeyDictionary()
 _standalone_lock = threading.Lock()
@@ -45,16 +50,22 @@ def _standalone_mirror(native: Any) -> TranscriptEmitter:
 _KNOWN_EMIT: Final = "(self, entry_type, *, source='main', detail=None, raw=None)"
 
 
-def _mirror(
-    state: WinkInstrumentation, native: Any, entry_type: Any, source: Any, detail: Any, raw: Any
-) -> None:
-    if not getattr(native, "_emit_raw", True):
-        raw = None
-    run = state.run()
-    if run is not None:
-        run.record(entry_type, source=source, detail=detail, raw=raw)
-    elif is_instrumentation_enabled():
-        _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)
+def _mirror(native: Any, entry_type: Any, source: Any, detail: Any, raw: Any) -> None:
+    """Record a native entry in the current run, or in the emitter's own mirror run.
+
+    Called for every entry, so inline, with no wrapper between it and `emit()`. Inside a
+    run nothing more is checked: suppression decided whether the run started. Never raises.
+    """
+    try:
+        if not getattr(native, "_emit_raw", True):
+            raw = None
+        run = current_run()
+        if run is not None:
+            run.record(entry_type, source=source, detail=detail, raw=raw)
+        elif is_instrumentation_enabled():
+            _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)
+    except Exception:
+        _logger.debug("transcript-otel: mirror of a native entry failed", exc_info=True)
 
 
 def _emit(state: WinkInstrumentation) -> Factory:
@@ -73,7 +84,7 @@ def _emit(state: WinkInstrumentation) -> Factory:
                 raw: str | None = None,
             ) -> Any:
                 if state.active:
-                    guarded("mirror of a native entry", _mirror, state, self, entry_type, source, detail, raw)
+                    _mirror(self, entry_type, source, detail, raw)
                 return original(self, entry_type, source=source, detail=detail, raw=raw)
 
             return emit
@@ -83,7 +94,7 @@ def _emit(state: WinkInstrumentation) -> Factory:
                 entry_type = argument(args, kwargs, "entry_type", 0)
                 source = kwargs.get("source", MAIN_SOURCE)
                 detail, raw = kwargs.get("detail"), kwargs.get("raw")
-                guarded("mirror of a native entry", _mirror, state, self, entry_type, source, detail, raw)
+                _mirror(self, entry_type, source, detail, raw)
             return original(self, *args, **kwargs)
 
         return emit_any

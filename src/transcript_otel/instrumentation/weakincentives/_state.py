@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.instrumentation._agent_run import AgentRun, current_run
 from transcript_otel.instrumentation._calls import guarded
@@ -29,13 +28,12 @@ class WinkInstrumentation:
     active: bool = True
 
     def run(self) -> AgentRun | None:
-        """The current instrumented run, unless capture is off or suppressed."""
-        if not self.active:
-            return None
-        run = current_run()
-        if run is None or not is_instrumentation_enabled():
-            return None
-        return run
+        """The current instrumented run, unless capture is off.
+
+        Suppression (`suppress_instrumentation()`) is checked once, when `evaluate()` is
+        called: a run that started records everything its harness does.
+        """
+        return current_run() if self.active else None
 
 
 Observer = Callable[[AgentRun, tuple[Any, ...], dict[str, Any]], None]
