@@ -32,16 +32,19 @@ entries that reached each run's mirror.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Final
 
-from harness import THREADED_RUNS, WARMUP_RUNS, perf_ns, read_mirror, run_child
+from harness import THREADED_RUNS, WARMUP_RUNS, perf_ns, read_mirror
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
@@ -53,6 +56,7 @@ import codex_agent  # noqa: E402  (the demo's prompt, fake app-server launcher a
 MODES: Final = ("uninstrumented", "instrumented")
 RUNS: Final = THREADED_RUNS
 LATER_RUNS: Final = 6  # evaluations after the first, in each child
+CHILD_TIMEOUT_S: Final = 180.0
 PROMPT_NAME: Final = "bench-e2e-bulk"
 # What weakincentives 0.27's CodexTranscriptBridge emits for the bulk turn (its deltas
 # give nothing): the prompt (user_message), turn/started (system_event), and per step
@@ -79,9 +83,9 @@ def _evaluate_once(adapter: Any, prompt: Any, session: Any) -> dict[str, Any]:
     }
 
 
-def run_evaluations(mode: str) -> dict[str, Any]:
-    """Child process: `1 + LATER_RUNS` evaluations of the bulk turn; their times and, instrumented,
-    what each captured."""
+def serve(mode: str) -> None:
+    """Child process: an evaluation of the bulk turn for each `run` line on stdin, its figures
+    as a JSON line on stdout; at `finish`, instrumented, what each run captured."""
     import transcript_otel
 
     configuration: transcript_otel.Configuration | None = None
@@ -92,43 +96,107 @@ def run_evaluations(mode: str) -> dict[str, Any]:
     from weakincentives.runtime import Session
 
     os.environ["FAKE_SCENARIO"] = "bulk"
-    runs: list[dict[str, Any]] = []
     session_ids: list[str] = []
-    for _ in range(1 + LATER_RUNS):
-        if configuration is not None:
-            transcript_otel.flush(30.0)  # the writer catches up, as while an agent waits for its model
+    print(json.dumps({"ready": True}), flush=True)
+    for command in sys.stdin:
+        if command.strip() != "run":
+            break
         with tempfile.TemporaryDirectory(prefix="bench-e2e-") as workdir:
             session = Session()
             adapter = codex_agent.codex_adapter(Path(workdir))
-            runs.append(_evaluate_once(adapter, codex_agent.build_prompt(PROMPT_NAME), session))
+            figures = _evaluate_once(adapter, codex_agent.build_prompt(PROMPT_NAME), session)
             session_ids.append(str(session.session_id))
-    result: dict[str, Any] = {"first": runs[0], "later": runs[1:]}
+        if configuration is not None:
+            # Untimed: the writer catches up, as while an agent waits for its model, and not
+            # while the other process is timed.
+            figures["flushed"] = transcript_otel.flush(30.0)
+        print(json.dumps(figures), flush=True)
+    result: dict[str, Any] = {}
     if configuration is not None:
         from otel_setup import export_queue_of
 
         result["flushed"] = transcript_otel.flush(30.0)
-        captures = []
-        for session_id in session_ids:
-            mirrors = sorted(Path(jsonl_dir).glob(f"*_{PROMPT_NAME}_{session_id}.jsonl"))
-            if not mirrors:
-                raise RuntimeError(f"no JSONL mirror of session {session_id} in {jsonl_dir}")
-            mirror = read_mirror(mirrors[-1])
-            captures.append(
-                {
-                    "mirror_entries": mirror.entries,
-                    "entry_types": dict(mirror.entry_types),
-                    "spans": mirror.events["transcript.span"],
-                    "errors": mirror.events["transcript.error"],
-                    "pipeline_dropped": mirror.pipeline_dropped,
-                }
-            )
+        result["captures"] = [_capture(Path(jsonl_dir), session_id) for session_id in session_ids]
         export_queue = export_queue_of(configuration.logger_provider)
-        result.update(
-            captures=captures, export_dropped=export_queue.dropped, export_failed=export_queue.failed
-        )
+        result.update(export_dropped=export_queue.dropped, export_failed=export_queue.failed)
         configuration.shutdown()
         shutil.rmtree(jsonl_dir)
-    return result
+    print(json.dumps(result), flush=True)
+
+
+def _capture(jsonl_dir: Path, session_id: str) -> dict[str, Any]:
+    mirrors = sorted(jsonl_dir.glob(f"*_{PROMPT_NAME}_{session_id}.jsonl"))
+    if not mirrors:
+        raise RuntimeError(f"no JSONL mirror of session {session_id} in {jsonl_dir}")
+    mirror = read_mirror(mirrors[-1])
+    return {
+        "mirror_entries": mirror.entries,
+        "entry_types": dict(mirror.entry_types),
+        "spans": mirror.events["transcript.span"],
+        "errors": mirror.events["transcript.error"],
+        "pipeline_dropped": mirror.pipeline_dropped,
+    }
+
+
+class _Child:
+    """One `serve()` process, asked for one line at a time; killed if it takes too long."""
+
+    def __init__(self, mode: str, environment: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
+
+    def ask(self, command: str | None) -> dict[str, Any]:
+        """Send `command` (None: nothing), then read the child's next line."""
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        watchdog = threading.Timer(CHILD_TIMEOUT_S, self.process.kill)
+        watchdog.start()
+        try:
+            if command is not None:
+                self.process.stdin.write(command + "\n")
+                self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except OSError:  # the child is gone: its stderr says why
+            line = ""
+        finally:
+            watchdog.cancel()
+        if line:
+            answer: dict[str, Any] = json.loads(line)
+            return answer
+        self.process.kill()
+        _, stderr = self.process.communicate()
+        error = stderr.strip()[-2000:] or f"exit status {self.process.returncode}"
+        raise RuntimeError(error)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
+def _pair(environment: dict[str, str]) -> dict[str, Any]:
+    """One process of each kind, their evaluations alternating (which goes first alternates too)."""
+    children = {mode: _Child(mode, environment) for mode in MODES}
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    try:
+        for child in children.values():  # both set up before either is timed
+            child.ask(None)
+        for index in range(1 + LATER_RUNS):
+            for mode in MODES if index % 2 == 0 else reversed(MODES):
+                runs[mode].append(children[mode].ask("run"))
+        finished = children["instrumented"].ask("finish")
+    except RuntimeError as exc:
+        return {"error": str(exc)}
+    finally:
+        for child in children.values():
+            child.close()
+    return {"runs": runs, **finished}
 
 
 def _summary(runs: list[dict[str, Any]], errors: list[str]) -> dict[str, Any]:
@@ -155,10 +223,21 @@ def _ratio(summaries: dict[str, dict[str, Any]]) -> float | None:
     return instrumented / plain if plain and instrumented else None
 
 
+def _paired_ratio(pairs: list[dict[str, Any]], indexes: range) -> float | None:
+    """The median, over evaluations run back to back, of instrumented / uninstrumented."""
+    ratios = [
+        pair["runs"]["instrumented"][index]["evaluate_s"]
+        / pair["runs"]["uninstrumented"][index]["evaluate_s"]
+        for pair in pairs
+        for index in indexes
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
 def main() -> dict[str, Any]:
     from receiver import Rotel
 
-    children: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    outcomes: list[dict[str, Any]] = []
     with Rotel() as rotel:
         environment = {
             key: value
@@ -168,17 +247,18 @@ def main() -> dict[str, Any]:
         # Both modes get the same environment; only the instrumented one reads it.
         environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = rotel.http_endpoint
         for index in range(WARMUP_RUNS + RUNS):
-            for mode in MODES:
-                outcome = run_child(__file__, mode, env=environment, timeout_s=180.0)
-                if index >= WARMUP_RUNS:
-                    children[mode].append(outcome)
-    phases: dict[str, dict[str, dict[str, Any]]] = {"first": {}, "later": {}}
-    for mode, outcomes in children.items():
-        done = [outcome for outcome in outcomes if "error" not in outcome]
-        errors = [outcome["error"] for outcome in outcomes if "error" in outcome]
-        phases["first"][mode] = _summary([outcome["first"] for outcome in done], errors)
-        phases["later"][mode] = _summary([run for outcome in done for run in outcome["later"]], errors)
-    captured = [outcome for outcome in children["instrumented"] if "error" not in outcome]
+            outcome = _pair(environment)
+            if index >= WARMUP_RUNS:
+                outcomes.append(outcome)
+    pairs = [outcome for outcome in outcomes if "error" not in outcome]
+    errors = [outcome["error"] for outcome in outcomes if "error" in outcome]
+    phases: dict[str, dict[str, dict[str, Any]]] = {
+        "first": {mode: _summary([pair["runs"][mode][0] for pair in pairs], errors) for mode in MODES},
+        "later": {
+            mode: _summary([run for pair in pairs for run in pair["runs"][mode][1:]], errors)
+            for mode in MODES
+        },
+    }
     return {
         "e2e": {
             "notifications": fake_codex.BULK_NOTIFICATIONS,
@@ -187,14 +267,16 @@ def main() -> dict[str, Any]:
             "later_runs": LATER_RUNS,
             "phases": phases,
             "ratios": {phase: _ratio(summaries) for phase, summaries in phases.items()},
-            "captures": [capture for outcome in captured for capture in outcome["captures"]],
-            "export_dropped": sum(outcome["export_dropped"] for outcome in captured),
-            "export_failed": sum(outcome["export_failed"] for outcome in captured),
+            "paired_ratios": {
+                "first": _paired_ratio(pairs, range(1)),
+                "later": _paired_ratio(pairs, range(1, 1 + LATER_RUNS)),
+            },
+            "captures": [capture for pair in pairs for capture in pair["captures"]],
+            "export_dropped": sum(pair["export_dropped"] for pair in pairs),
+            "export_failed": sum(pair["export_failed"] for pair in pairs),
         }
     }
 
 
 if __name__ == "__main__":
-    import json
-
-    print(json.dumps(run_evaluations(sys.argv[1])))
+    serve(sys.argv[1])
