@@ -211,7 +211,8 @@ def render_e2e(result: dict[str, Any]) -> str:
             f"{len(captures)} runs. By type: {by_type}. {first['spans']} spans; transcript.error "
             f"records {sum(capture['errors'] for capture in captures)}, pipeline drops "
             f"{sum(capture['pipeline_dropped'] for capture in captures)}, export queue drops "
-            f"{result['export_dropped']}, records in failed exports {result['export_failed']} "
+            f"{result['export_dropped']}, records in failed exports {result['export_failed']}, "
+            f"flushes after an evaluation that timed out {result['flushes_timed_out']} "
             "(totals over the timed processes)."
         )
     return "\n".join(lines)

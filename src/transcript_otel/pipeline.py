@@ -67,7 +67,7 @@ DEFAULT_MAX_BACKLOG_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
 PAUSE_S: Final = 0.005
 MAX_DEFER_S: Final = 0.5
-_MIN_LOOK_S: Final = 0.001
+_MIN_LOOK_S: Final = 0.001  # the shortest wait between two looks for a pause
 # How long the writer may wait, per batch, for room in the OTLP export queues (while
 # a live backend sets the pace); only while that costs the JSONL mirror nothing.
 MAX_EXPORT_WAIT_S: Final = 1.0
