@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -20,7 +22,9 @@ from transcript_otel import (
     get_pipeline,
     set_pipeline,
 )
-from transcript_otel.model import REQUIRED_ENVELOPE_KEYS
+from transcript_otel._records import QueuedItem, prepare_entry
+from transcript_otel.model import REQUIRED_ENVELOPE_KEYS, DetailInRaw, TranscriptEvent
+from transcript_otel.run import RunInfo
 from transcript_otel.sinks import JsonlMirror
 
 from conftest import OTelHarness
@@ -160,6 +164,79 @@ def test_raw_kept_by_default(make_emitter: MakeEmitter, monkeypatch: pytest.Monk
     emitter.emit("user_message", raw="line")
     emitter.stop()
     assert entry_contexts(run_records(emitter))[0]["raw"] == "line"
+
+
+# -- a detail that raw holds (DetailInRaw) ---------------------------------------------
+
+
+NOTIFICATION_IN_RAW = DetailInRaw((("notification", "params"),))
+
+
+def test_a_detail_in_raw_is_taken_out_of_it_with_its_constants(make_emitter: MakeEmitter) -> None:
+    params = {"item": {"type": "agentMessage", "text": "café → ✓"}, "n": [1, 2.5, None, True]}
+    raw = json.dumps({"method": "item/completed", "params": params})
+    emitter = make_emitter()
+    emitter.emit("assistant_message", detail=NOTIFICATION_IN_RAW, raw=raw)
+    with_subtype = DetailInRaw(NOTIFICATION_IN_RAW.fields, (("subtype", "compaction"),))
+    emitter.emit("system_event", detail=with_subtype, raw=raw)
+    emitter.stop()
+    records = run_records(emitter)
+    first, second = entry_contexts(records)
+    assert first["detail"] == {"notification": params}
+    assert first["raw"] == raw
+    assert list(second["detail"]) == ["notification", "subtype"]
+    assert second["detail"] == {"notification": params, "subtype": "compaction"}
+    assert errors(records) == []
+
+
+def test_a_detail_in_raw_keeps_what_orjson_would_change() -> None:
+    """`json.loads`, the inverse of the `json.dumps` that made raw: NaN, a 30-digit integer and
+    a lone surrogate come back as they were."""
+    params = {"big": 123456789012345678901234567890, "nan": float("nan"), "lone": "\ud800x", "neg0": -0.0}
+    raw = json.dumps({"method": "m", "params": params})
+    item: QueuedItem = (
+        TranscriptEvent.ENTRY,
+        RunInfo("p", "a", None, 0),
+        "thinking",
+        "main",
+        1,
+        0,
+        NOTIFICATION_IN_RAW,
+        raw,
+        None,
+    )
+    record = prepare_entry(item)
+    taken = record.detail["notification"]
+    assert taken["big"] == params["big"]
+    assert type(taken["big"]) is int
+    assert math.isnan(taken["nan"])
+    assert taken["lone"] == "\ud800x"
+    assert math.copysign(1.0, taken["neg0"]) == -1.0
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ('{"method": "m"}', "KeyError: 'params'"),
+        ("not json", "JSONDecodeError"),
+        ("[1, 2]", "TypeError"),
+    ],
+)
+def test_a_detail_missing_from_raw_is_reported_and_raw_kept(
+    make_emitter: MakeEmitter, raw: str, reason: str
+) -> None:
+    emitter = make_emitter()
+    emitter.emit("system_event", detail=DetailInRaw(NOTIFICATION_IN_RAW.fields, (("subtype", "x"),)), raw=raw)
+    emitter.emit("thinking", detail={"after": True})
+    emitter.stop()
+    records = run_records(emitter)
+    first, second = entry_contexts(records)
+    assert first["detail"] == {"subtype": "x"}
+    assert first["raw"] == raw
+    assert second["detail"] == {"after": True}
+    (error,) = errors(records)
+    assert error["context"]["error"].startswith(f"detail: not found in raw: {reason}")
+    assert error["context"]["sequence_number"] == 1
 
 
 def test_emission_false_writes_nothing(make_emitter: MakeEmitter, runs_dir: Path) -> None:

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from transcript_otel import CANONICAL_ENTRY_TYPES
 from transcript_otel.mappings import MappedEntry
-from transcript_otel.mappings.codex import STREAMING_DELTAS, TOOL_ITEM_TYPES, CodexMapper
-from transcript_otel.model import RawJson
+from transcript_otel.mappings.codex import STREAMING_DELTAS, TOOL_ITEM_TYPES, CodexMapper, native_detail
+from transcript_otel.model import DetailInRaw, RawJson
 
 TOOL_TYPES = sorted(TOOL_ITEM_TYPES)
 
@@ -336,3 +336,37 @@ def test_deeply_nested_and_surrogate_params_do_not_raise() -> None:
     for method in ["item/started", "item/completed", "turn/completed", "item/x", "\ud800"]:
         entry = mapper.notification(method, {"item": deep(5000), "\udfff": "\ud800", 1: 2})
         assert entry is None or entry.entry_type in CANONICAL_ENTRY_TYPES
+
+
+# -- weakincentives' own Codex entries: a detail its raw holds -------------------------------
+
+
+def test_native_detail_of_a_notification_is_taken_from_raw() -> None:
+    params = item("agentMessage", text="done")
+    kept = native_detail({"notification": params})
+    assert isinstance(kept, DetailInRaw)
+    assert kept.fields == (("notification", "params"),)
+    assert kept.constants == ()
+
+
+def test_native_detail_keeps_a_constant_subtype() -> None:
+    kept = native_detail({"notification": {"turn": {}}, "subtype": "turn_started"})
+    assert isinstance(kept, DetailInRaw)
+    assert kept.fields == (("notification", "params"),)
+    assert kept.constants == (("subtype", "turn_started"),)
+
+
+@pytest.mark.parametrize(
+    "detail",
+    [
+        {"notification": {"id": "c"}, "result": {"content": []}},  # a bridged tool's result
+        {"notification": {}, "subtype": 3},
+        {"notification": {}, "subtype": "x", "other": 1},
+        {"text": "the prompt"},
+        {},
+        None,
+        ["notification"],
+    ],
+)
+def test_native_detail_leaves_every_other_detail_as_it_is(detail: Any) -> None:
+    assert native_detail(detail) is detail

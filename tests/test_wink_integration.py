@@ -20,6 +20,8 @@ from wink_harness import CODEX_VERSIONS, VERSIONS, WinkRun, attributes, run_driv
 pytestmark = pytest.mark.wink
 
 _RUNS: dict[str, WinkRun] = {}
+# Our `unknown` entry for a line the Codex client drops (weakincentives has none for it).
+CODEX_SKIPPED_LINE = "not a JSON object: the Codex client skipped this line"
 
 CODEX_RICH = [
     "user_message",
@@ -293,3 +295,36 @@ def test_native_entries_are_mirrored_not_duplicated(run: WinkRun) -> None:
             by_source.setdefault(entry["source"], []).append(entry["sequence_number"])
         for numbers in by_source.values():
             assert numbers == list(range(1, len(numbers) + 1))
+
+
+def test_native_entries_are_mirrored_as_weakincentives_emitted_them(run: WinkRun) -> None:
+    """0.26+: every entry weakincentives' own emitter logged is in the mirror, in its order, with
+    the same type, source, detail and raw (the Codex bridge's details are taken back out of
+    their raw on the writer: `DetailInRaw`). Lines the client could not parse are ours only."""
+    if run.version not in {"0.26.0", "0.27.0"}:
+        assert run.native == {}
+        return
+    assert run.native
+    key = ("entry_type", "source", "detail", "raw")
+    for prompt, native in run.native.items():
+        mirrored = [
+            {k: e.get(k) for k in key}
+            for e in run.entries(prompt)
+            if (e.get("detail") or {}).get("parse_error") != CODEX_SKIPPED_LINE
+        ]
+        assert mirrored == [{k: e.get(k) for k in key} for e in native], prompt
+
+
+def test_without_raw_native_details_are_kept_whole(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`TRANSCRIPT_OTEL_EMIT_RAW=false`: the writer never sees raw, so nothing is taken out of it."""
+    run = run_driver(
+        "0.27.0",
+        tmp_path_factory.mktemp("wink-no-raw"),
+        ("--configure", "--adapter", "codex", "--scenarios", "rich"),
+        extra_env={"TRANSCRIPT_OTEL_EMIT_RAW": "false"},
+    )
+    (native,) = run.native.values()
+    mirrored = [e for e in run.entries("codex-rich") if e["detail"].get("parse_error") != CODEX_SKIPPED_LINE]
+    assert [e["detail"] for e in mirrored] == [e["detail"] for e in native]
+    assert all("raw" not in e for e in mirrored)
+    assert any("raw" in e for e in native)

@@ -30,6 +30,7 @@ from receivers import TapCollector, run_to_completion, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "agents" / "wink_driver.py"
+NATIVE_TRANSCRIPT = "native-transcript.jsonl"
 VERSIONS = ("0.24.0", "0.25.0", "0.26.0", "0.27.0")
 CODEX_VERSIONS = VERSIONS[1:]  # the Codex adapter first shipped in 0.25
 # The OpenAI and LiteLLM adapters: both ends of their range (removed in 0.25).
@@ -105,6 +106,7 @@ class WinkRun:
     spans: list[Any]
     logs: list[dict[str, Any]]
     mirror: dict[str, list[dict[str, Any]]]  # prompt name → JSONL records of its run
+    native: dict[str, list[dict[str, Any]]]  # prompt name → weakincentives' own entries (0.26+)
     stderr: str
     spans_by_id: dict[str, Any] = field(init=False)
 
@@ -164,6 +166,15 @@ def _mirror(directory: Path) -> dict[str, list[dict[str, Any]]]:
     return dict(runs)
 
 
+def _native(path: Path) -> dict[str, list[dict[str, Any]]]:
+    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    if path.exists():
+        for line in path.read_text().splitlines():
+            entry = json.loads(line)
+            runs[entry["prompt_name"]].append(entry)
+    return dict(runs)
+
+
 async def _drive(
     command: Sequence[str], workdir: Path, arguments: Sequence[str], extra_env: dict[str, str]
 ) -> tuple[dict[str, dict[str, Any]], list[Any], list[Any], str]:
@@ -178,7 +189,15 @@ async def _drive(
             **extra_env,
         )
         returncode, _, stderr = await run_to_completion(
-            [*command, str(DRIVER), "--out", str(results_path), *arguments],
+            [
+                *command,
+                str(DRIVER),
+                "--out",
+                str(results_path),
+                "--native-transcript",
+                str(workdir / NATIVE_TRANSCRIPT),
+                *arguments,
+            ],
             RUN_TIMEOUT_S,
             env=environment,
             cwd=workdir,
@@ -219,6 +238,7 @@ def run_driver(
         spans=spans,
         logs=[record_from_otlp(log) for log in logs],
         mirror=_mirror(workdir / "runs"),
+        native=_native(workdir / NATIVE_TRANSCRIPT),
         stderr=stderr,
     )
 

@@ -6,6 +6,7 @@ encoding all happen here, never on the agent's thread.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -15,7 +16,14 @@ from opentelemetry.context import Context
 
 from transcript_otel._serialize import dumps, iso_timestamp, safe_text
 from transcript_otel.content import ContentPolicy
-from transcript_otel.model import CANONICAL_ENTRY_TYPES, EntryType, RawJson, TranscriptEvent, is_valid_source
+from transcript_otel.model import (
+    CANONICAL_ENTRY_TYPES,
+    DetailInRaw,
+    EntryType,
+    RawJson,
+    TranscriptEvent,
+    is_valid_source,
+)
 from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
 
@@ -109,9 +117,11 @@ def prepare_entry(
     `detail` and `raw`, before anything is encoded.
     """
     _, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, otel_context = item
+    problems: list[str] = []
+    if type(detail) is DetailInRaw:
+        detail = _detail_from_raw(detail, raw, problems)
     if isinstance(otel_context, EntryPlacement):
         otel_context = otel_context.place(entry_type, source, detail, timestamp_ns)
-    problems: list[str] = []
     entry_type_text, problem = safe_text(entry_type)
     if problem:
         problems.append(f"entry_type: {problem}")
@@ -177,6 +187,22 @@ def prepare_entry(
         problems=problems,
     )
     return _with_trace(record)
+
+
+def _detail_from_raw(spec: DetailInRaw, raw: Any, problems: list[str]) -> dict[str, Any]:
+    """The detail `spec` names, taken out of `raw`; what is not there is named in `problems`
+    (the record still carries `raw`, which holds it)."""
+    detail: dict[str, Any] = {}
+    try:
+        # `json.loads`, not orjson: the exact inverse of the `json.dumps` that made `raw`
+        # (orjson reads NaN as an error and a 20-digit integer as a float).
+        holder = raw.value if isinstance(raw, RawJson) else json.loads(raw)
+        for key, raw_key in spec.fields:
+            detail[key] = holder[raw_key]
+    except Exception as exc:
+        problems.append(f"detail: not found in raw: {type(exc).__name__}: {str(exc)[:200]}")
+    detail.update(spec.constants)
+    return detail
 
 
 def _detail_dict(detail: Any, problems: list[str]) -> dict[Any, Any]:

@@ -25,7 +25,7 @@ from transcript_otel import environment_variables as env
 from transcript_otel._records import EntryPlacement, QueuedItem
 from transcript_otel._serialize import safe_text
 from transcript_otel.defaults import get_pipeline
-from transcript_otel.model import MAIN_SOURCE, RawJson, TranscriptEvent, TranscriptSummary
+from transcript_otel.model import MAIN_SOURCE, DetailInRaw, RawJson, TranscriptEvent, TranscriptSummary
 from transcript_otel.pipeline import WAKE_THRESHOLD, TranscriptPipeline
 from transcript_otel.run import RunInfo
 
@@ -97,6 +97,11 @@ class TranscriptEmitter:
         return self._enabled
 
     @property
+    def emits_raw(self) -> bool:
+        """Whether entries keep their `raw` (`emit_raw`)."""
+        return self._emit_raw
+
+    @property
     def pipeline(self) -> TranscriptPipeline:
         """Where this run's records go (its redactor and content policy apply to them)."""
         return self._pipeline
@@ -122,7 +127,7 @@ class TranscriptEmitter:
         entry_type: str,
         *,
         source: str = MAIN_SOURCE,
-        detail: dict[str, Any] | None = None,
+        detail: dict[str, Any] | DetailInRaw | None = None,
         raw: str | RawJson | None = None,
         context: Context | EntryPlacement | None = None,
         timestamp_ns: int | None = None,
@@ -131,7 +136,8 @@ class TranscriptEmitter:
 
         `context` is the OTel context the entry belongs to (its span); by default the
         current one; an `EntryPlacement` decides it later, on the writer, in queue order.
-        `raw` may be a `RawJson`, encoded later on the writer thread.
+        `raw` may be a `RawJson`, encoded later on the writer thread; `detail` a `DetailInRaw`,
+        taken out of `raw` there.
         `timestamp_ns` is when the entry happened, if that was earlier than now (an
         entry recorded late must not be later than what followed it in the same source).
         The only lock is held for a few hundred nanoseconds, so that entries of one

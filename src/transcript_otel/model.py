@@ -65,6 +65,20 @@ class RawJson:
     value: Any
 
 
+@dataclass(frozen=True, slots=True)
+class DetailInRaw:
+    """A `detail` that `raw` (the JSON of an object) holds, taken out of it by the background writer.
+
+    The detail is `{key: raw_object[raw_key] for key, raw_key in fields}`, then `constants`.
+    Where a harness's `raw` is the JSON of the very objects its `detail` holds, the agent's
+    thread then keeps one string per entry until the writer runs, not a tree of objects:
+    a tree takes more memory, fresh pages (page faults) and garbage collections.
+    """
+
+    fields: tuple[tuple[str, str], ...]
+    constants: tuple[tuple[str, str], ...] = ()
+
+
 _SOURCE_PATTERN: Final = re.compile(r"main|subagent:.+", re.DOTALL)
 
 

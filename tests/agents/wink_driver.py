@@ -33,6 +33,7 @@ import faulthandler
 import importlib
 import importlib.metadata
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -200,6 +201,27 @@ def run_one(adapter_name: str, scenario: str, work: Path, version: str) -> dict[
     return record
 
 
+class NativeTranscript(logging.Handler):
+    """weakincentives' own transcript entries (0.26+) as its emitter logs them: a JSON line each."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(logging.DEBUG)
+        self._out = path.open("a", encoding="utf-8")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) == "transcript.entry":
+            self._out.write(json.dumps(getattr(record, "context", None)) + "\n")
+            self._out.flush()
+
+
+def capture_native_transcript(path: Path) -> None:
+    """Keep what weakincentives' emitter logs at DEBUG, and only here (not propagated)."""
+    logger = logging.getLogger("weakincentives.runtime.transcript")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(NativeTranscript(path))
+
+
 def available(adapter_name: str) -> bool:
     return _module(MODULES[adapter_name]) is not None
 
@@ -210,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configure", action="store_true", help="call transcript_otel.configure() first")
     parser.add_argument("--adapter", choices=(*SCENARIOS, *GROUPS), default="agentic")
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
+    parser.add_argument("--native-transcript", type=Path, help="JSONL file for weakincentives' own entries")
     args = parser.parse_args(argv)
+
+    if args.native_transcript is not None:
+        capture_native_transcript(args.native_transcript)
 
     if args.configure:
         _require("transcript_otel").configure()

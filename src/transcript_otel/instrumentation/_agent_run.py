@@ -57,7 +57,7 @@ from transcript_otel._span_records import span_fields
 from transcript_otel.content import text_digest
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, RawJson
+from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, DetailInRaw, EntryType, RawJson
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
@@ -165,6 +165,7 @@ class AgentRun(EntryPlacement):
         turns_start_with_user_message: bool = False,
         count_message_usage: bool = True,
         subagents_named_by_call_id: bool = False,
+        native_detail: Callable[[Any], Any] | None = None,
     ) -> None:
         self.adapter = adapter
         self._tracer = tracer
@@ -194,6 +195,10 @@ class AgentRun(EntryPlacement):
         self._spans_closed = False
         self._mapper: object | None = None
         self.emitter = TranscriptEmitter(prompt_name=prompt_name, adapter=adapter, session_id=session_id)
+        # The harness's own entries (`record()` of what it emitted with a `raw` string) keep
+        # their detail as `native_detail(detail)` returns it: a `DetailInRaw` where `raw`
+        # holds it all. Only where the writer gets `raw`.
+        self.native_detail = native_detail if self.emitter.enabled and self.emitter.emits_raw else None
         self._root = _SpanSlot.open(
             tracer,
             f"invoke_agent {prompt_name}",
@@ -234,7 +239,7 @@ class AgentRun(EntryPlacement):
         entry_type: str,
         *,
         source: str = MAIN_SOURCE,
-        detail: dict[str, Any] | None = None,
+        detail: dict[str, Any] | DetailInRaw | None = None,
         raw: str | RawJson | None = None,
         timestamp_ns: int | None = None,
     ) -> None:

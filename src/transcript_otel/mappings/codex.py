@@ -24,11 +24,12 @@ the same entries whether weakincentives or we build them:
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 from transcript_otel._serialize import safe_text
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import EntryType, RawJson
+from transcript_otel.model import DetailInRaw, EntryType, RawJson
 
 TOOL_ITEM_TYPES: Final = frozenset({"commandExecution", "fileChange", "mcpToolCall", "webSearch"})
 STREAMING_DELTAS: Final = frozenset(
@@ -164,3 +165,33 @@ class CodexMapper:
 
 def _as_text(line: Any) -> str:
     return line if isinstance(line, str) else safe_text(line)[0]  # a repr that cannot raise
+
+
+# weakincentives 0.26+'s own bridge writes `raw = json.dumps({"method": method, "params":
+# params})` of the very `params` its detail holds: `{"notification": params}`, with a constant
+# `subtype` for two methods. `params` was parsed from the wire, so `json.loads(raw)` gives it
+# back exactly. (A bridged tool's result is left alone: it holds what the tool returned.)
+_NOTIFICATION_IN_RAW: Final = DetailInRaw((("notification", "params"),))
+
+
+def native_detail(detail: Any) -> Any:
+    """The `detail` of an entry weakincentives' Codex bridge emitted with a `raw`, as the writer
+    takes it out of that `raw` (`DetailInRaw`) where it can; any other detail as it is.
+
+    On the agent's thread, for every entry: a few dict lookups, nothing more.
+    """
+    if type(detail) is not dict or "notification" not in detail:
+        return detail
+    size = len(detail)
+    if size == 1:
+        return _NOTIFICATION_IN_RAW
+    if size == 2:
+        subtype = detail.get("subtype")
+        if type(subtype) is str:
+            return _notification_with_subtype(subtype)
+    return detail
+
+
+@functools.lru_cache(maxsize=16)
+def _notification_with_subtype(subtype: str) -> DetailInRaw:
+    return DetailInRaw(_NOTIFICATION_IN_RAW.fields, (("subtype", subtype),))

@@ -19,7 +19,7 @@ from transcript_otel.instrumentation._patching import Factory, Patch, Replacemen
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
-from transcript_otel.mappings.codex import CodexMapper
+from transcript_otel.mappings.codex import CodexMapper, native_detail
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.codex_app_server.adapter"
 PROTOCOL_MODULE: Final = "weakincentives.adapters.codex_app_server._protocol"
@@ -31,6 +31,7 @@ SPEC: Final = AdapterSpec(
     provider="openai",
     model=nested_model("_model_config", "model"),
     turns_start_with_user_message=True,
+    native_detail=native_detail,
 )
 
 # The bridged tool call whose response is being sent (0.25: `_handle_tool_call` → `send_response`).

@@ -61,6 +61,9 @@ def _mirror(native: Any, entry_type: Any, source: Any, detail: Any, raw: Any) ->
             raw = None
         run = current_run()
         if run is not None:
+            native_detail = run.native_detail
+            if native_detail is not None and type(raw) is str:
+                detail = native_detail(detail)
             run.record(entry_type, source=source, detail=detail, raw=raw)
         elif is_instrumentation_enabled():
             _standalone_mirror(native).emit(entry_type, source=source, detail=detail, raw=raw)

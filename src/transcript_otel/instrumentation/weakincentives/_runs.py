@@ -29,6 +29,8 @@ class AdapterSpec:
     turns_start_with_user_message: bool = False
     # Where the provider depends on the adapter's configuration (LiteLLM), read from it.
     provider_of: Callable[[Any], str | None] | None = None
+    # Where the adapter's own entries carry their detail in `raw` too (see `AgentRun`).
+    native_detail: Callable[[Any], Any] | None = None
 
 
 def adapter_name(adapter: Any, default: str) -> str:
@@ -66,6 +68,7 @@ def _start_run(
         provider=spec.provider if spec.provider_of is None else spec.provider_of(instance),
         model=model if isinstance(model, str) and model else None,
         turns_start_with_user_message=spec.turns_start_with_user_message,
+        native_detail=spec.native_detail,
     )
 
 
