@@ -18,16 +18,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transcript_otel._records import prepare_entry
 from transcript_otel._serialize import dumps
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.chat import ChatMapper, usage_entry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
-from transcript_otel.mappings.codex import CodexMapper
+from transcript_otel.mappings.codex import CodexMapper, native_detail
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter, PlainAdapter
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
-from transcript_otel.model import CANONICAL_ENTRY_TYPES
+from transcript_otel.model import CANONICAL_ENTRY_TYPES, DetailInRaw, TranscriptEvent
+from transcript_otel.run import RunInfo
 
 from helpers import Opaque, ReprRaises
 
@@ -88,6 +90,7 @@ def assert_canonical(entries: list[MappedEntry] | MappedEntry | None) -> None:
         dumps(entry.detail)  # what the writer will do with it: must not raise
 
 
+RUN = RunInfo("fuzz", "codex_app_server", None, 0)
 CODEX_METHODS = ["item/completed", "item/started", "turn/completed", "error"]
 FUZZ = settings(max_examples=100, deadline=None)
 
@@ -168,3 +171,27 @@ VALUE_MAPPINGS: dict[str, Callable[[Any], Any]] = {
 @pytest.mark.parametrize("mapping", list(VALUE_MAPPINGS), ids=str)
 def test_deep_and_cyclic_values(mapping: str, value: Any) -> None:
     assert_canonical(VALUE_MAPPINGS[mapping](value))
+
+
+@FUZZ
+@given(
+    detail=HOSTILE
+    | st.fixed_dictionaries({"notification": HOSTILE}, optional={"subtype": HOSTILE, "result": HOSTILE}),
+    raw=LINES
+    | HOSTILE
+    | st.fixed_dictionaries({"method": HOSTILE}, optional={"params": HOSTILE}).map(
+        lambda value: json.dumps(value, default=lambda _: "<unencodable>", skipkeys=True)
+    ),
+)
+def test_codex_native_details_and_what_the_writer_takes_out_of_raw(detail: Any, raw: Any) -> None:
+    """weakincentives' own Codex entries: any detail is kept as it is or left in `raw`, and
+    taking it out of any `raw` gives a detail (with a problem named when it is not there)."""
+    kept = native_detail(detail)
+    assert kept is detail or isinstance(kept, DetailInRaw)
+    record = prepare_entry((TranscriptEvent.ENTRY, RUN, "thinking", "main", 1, 0, kept, raw, None))
+    assert record.context["entry_type"] in CANONICAL_ENTRY_TYPES
+    if isinstance(kept, DetailInRaw):
+        assert isinstance(record.detail, dict)
+        assert "notification" in record.detail or any(
+            p.startswith("detail: not found in raw") for p in record.problems
+        )
