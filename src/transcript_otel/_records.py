@@ -190,13 +190,13 @@ def prepare_entry(
 
 
 def _detail_from_raw(spec: DetailInRaw, raw: Any, problems: list[str]) -> dict[str, Any]:
-    """The detail `spec` names, taken out of `raw`; what is not there is named in `problems`
-    (the record still carries `raw`, which holds it)."""
+    """The detail `spec` names, taken out of `raw` (a JSON string); what is not there is named
+    in `problems` (the record still carries `raw`, which holds it)."""
     detail: dict[str, Any] = {}
     try:
         # `json.loads`, not orjson: the exact inverse of the `json.dumps` that made `raw`
         # (orjson reads NaN as an error and a 20-digit integer as a float).
-        holder = raw.value if isinstance(raw, RawJson) else json.loads(raw)
+        holder = json.loads(raw)
         for key, raw_key in spec.fields:
             detail[key] = holder[raw_key]
     except Exception as exc:
