@@ -8,8 +8,8 @@ over the 2,000 lines of a Codex turn), a plain function calling the original abo
 
 `PatchSet.activate()` applies every patch whose module is already imported and
 registers a wrapt post-import hook for the others, so a module imported after
-`instrument()` is patched too. Every patch is optional: a module or attribute that this version of
-the library lacks is logged once (at DEBUG) and skipped, never raised.
+`instrument()` is patched too. Every patch is optional: a module or attribute that
+this version of the library lacks is logged once (at DEBUG) and skipped, never raised.
 `deactivate()` restores exactly the originals it replaced; post-import hooks
 cannot be unregistered, so they check whether their set is still active.
 """
