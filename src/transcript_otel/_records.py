@@ -18,6 +18,7 @@ from transcript_otel._serialize import dumps, iso_timestamp, safe_text
 from transcript_otel.content import ContentPolicy
 from transcript_otel.model import (
     CANONICAL_ENTRY_TYPES,
+    MAIN_SOURCE,
     DetailInRaw,
     EntryType,
     RawJson,
@@ -122,19 +123,15 @@ def prepare_entry(
         detail = _detail_from_raw(detail, raw, problems)
     if isinstance(otel_context, EntryPlacement):
         otel_context = otel_context.place(entry_type, source, detail, timestamp_ns)
-    entry_type_text, problem = safe_text(entry_type)
-    if problem:
-        problems.append(f"entry_type: {problem}")
-    if entry_type_text not in CANONICAL_ENTRY_TYPES:
-        problems.append(f"entry_type {entry_type_text!r} is not canonical; recorded as 'unknown'")
-        known = {} if detail is None else _detail_dict(detail, problems)
-        detail = {**known, "original_entry_type": entry_type_text}
-        entry_type_text = EntryType.UNKNOWN.value
-    source_text, problem = safe_text(source)
-    if problem:
-        problems.append(f"source: {problem}")
-    if not is_valid_source(source_text):
-        problems.append(f"source {source_text!r} is neither 'main' nor 'subagent:<id>'")
+    # The common case, a canonical str and `main`, costs two checks; the rest is repaired.
+    if type(entry_type) is str and entry_type in CANONICAL_ENTRY_TYPES:
+        entry_type_text = entry_type
+    else:
+        entry_type_text, detail = _checked_entry_type(entry_type, detail, problems)
+    if type(source) is str and source == MAIN_SOURCE:
+        source_text = source
+    else:
+        source_text = _checked_source(source, problems)
     timestamp = iso_timestamp(timestamp_ns)
     context: dict[str, Any] = {
         "prompt_name": run.prompt_name,
@@ -148,12 +145,14 @@ def prepare_entry(
         context["session_id"] = run.session_id
     detail_json: bytes | None = None
     detail_is_json = False
-    if policy is not None and raw is not None and not policy.keeps_raw(entry_type_text):
+    # The policy, when it keeps less than everything of this entry: no raw, a reduced detail.
+    reducing = policy if policy is not None and policy.mode_for(entry_type_text) != "full" else None
+    if reducing is not None:
         raw = None
     if detail is not None:
         detail = _detail_dict(detail, problems)
-        if policy is not None:
-            detail = policy.detail(entry_type_text, detail)
+        if reducing is not None:
+            detail = reducing.detail(entry_type_text, detail)
         if redactor is not None:
             detail = redactor.user_value(detail)
         encoded = dumps(detail)
@@ -187,6 +186,28 @@ def prepare_entry(
         problems=problems,
     )
     return _with_trace(record)
+
+
+def _checked_entry_type(entry_type: Any, detail: Any, problems: list[str]) -> tuple[str, Any]:
+    """`entry_type` as text and `detail`; a type that is not canonical becomes `unknown`,
+    its name kept in the detail as `original_entry_type`."""
+    entry_type_text, problem = safe_text(entry_type)
+    if problem:
+        problems.append(f"entry_type: {problem}")
+    if entry_type_text in CANONICAL_ENTRY_TYPES:
+        return entry_type_text, detail
+    problems.append(f"entry_type {entry_type_text!r} is not canonical; recorded as 'unknown'")
+    known = {} if detail is None else _detail_dict(detail, problems)
+    return EntryType.UNKNOWN.value, {**known, "original_entry_type": entry_type_text}
+
+
+def _checked_source(source: Any, problems: list[str]) -> str:
+    source_text, problem = safe_text(source)
+    if problem:
+        problems.append(f"source: {problem}")
+    if not is_valid_source(source_text):
+        problems.append(f"source {source_text!r} is neither 'main' nor 'subagent:<id>'")
+    return source_text
 
 
 def _detail_from_raw(spec: DetailInRaw, raw: Any, problems: list[str]) -> dict[str, Any]:

@@ -124,9 +124,6 @@ class ContentPolicy:
         reduced: dict[Any, Any] = _metadata(detail)
         return reduced
 
-    def keeps_raw(self, entry_type: str) -> bool:
-        return self.mode_for(entry_type) == "full"
-
 
 def policy_from(
     mode: str | None = None, exclude: Iterable[str] | None = None, environ: Mapping[str, str] = os.environ
