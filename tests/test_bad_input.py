@@ -203,17 +203,22 @@ def test_raw_of_a_wrong_type(make_emitter: MakeEmitter, raw: Any) -> None:
 
 
 @pytest.mark.parametrize("source", [["main"], {"a": 1}, HashRaises()])
-def test_unhashable_source_skips_the_entry(make_emitter: MakeEmitter, source: Any) -> None:
+def test_an_unhashable_source_is_kept_as_text_and_reported(make_emitter: MakeEmitter, source: Any) -> None:
+    """The writer numbers entries per source, so it never hashes what the agent passed: the
+    entry is kept under the source's repr, numbered in a source of its own, and reported."""
     emitter = make_emitter()
     emitter.emit("user_message", detail={"n": 1})
     emitter.emit("user_message", source=source, detail={"n": 2})
     emitter.emit("user_message", detail={"n": 3})
-    contexts, found = outcome(emitter)
-    assert [(c["sequence_number"], c["detail"]["n"]) for c in contexts] == [(1, 1), (2, 3)]
-    (error,) = found
+    emitter.stop()
+    records = run_records(emitter)
+    numbered = [(c["source"], c["sequence_number"], c["detail"]["n"]) for c in entry_contexts(records)]
+    assert numbered == [("main", 1, 1), (repr(source), 1, 2), ("main", 2, 3)]
+    (error,) = errors(records)
     assert error["level"] == "WARNING"
-    assert error["context"]["error"].startswith("emit failed: ")
-    assert emitter.stop().total_entries == 2
+    assert f"source: expected str, got {type(source).__name__}" in error["context"]["error"]
+    assert [violation.invariant for violation in check_invariants(records)] == [6]
+    assert emitter.stop().total_entries == 3
 
 
 def test_non_str_source_is_recorded_as_text_and_reported(make_emitter: MakeEmitter) -> None:

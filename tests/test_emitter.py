@@ -23,6 +23,7 @@ from transcript_otel import (
     set_pipeline,
 )
 from transcript_otel._records import QueuedItem, prepare_entry
+from transcript_otel.invariants import check_invariants
 from transcript_otel.model import REQUIRED_ENVELOPE_KEYS, DetailInRaw, TranscriptEvent
 from transcript_otel.run import RunInfo
 from transcript_otel.sinks import JsonlMirror
@@ -199,7 +200,6 @@ def test_a_detail_in_raw_keeps_what_orjson_would_change() -> None:
         RunInfo("p", "a", None, 0),
         "thinking",
         "main",
-        1,
         0,
         NOTIFICATION_IN_RAW,
         raw,
@@ -359,6 +359,29 @@ def test_separate_emitters_have_separate_sequences(make_emitter: MakeEmitter) ->
     second.stop()
     for emitter in (first, second):
         assert [c["sequence_number"] for c in entry_contexts(run_records(emitter))] == [1, 2, 3]
+
+
+def test_an_entry_stamped_before_the_last_of_its_source_takes_that_time(make_emitter: MakeEmitter) -> None:
+    """Timestamps never go back within a source (invariant 7): an entry stamped earlier than
+    the one queued before it in its source (recorded late, or its thread switched out between
+    stamping and queueing) takes that entry's time; other sources keep their own."""
+    emitter = make_emitter()
+    now = time.time_ns()
+    emitter.emit("user_message", timestamp_ns=now)
+    emitter.emit("assistant_message", timestamp_ns=now - 5_000_000)
+    emitter.emit("thinking", source="subagent:a", timestamp_ns=now - 9_000_000)
+    emitter.emit("tool_use", timestamp_ns=now + 1_000)
+    emitter.stop()
+    records = run_records(emitter)
+    stamps = [(c["entry_type"], c["sequence_number"], parse(c["timestamp"])) for c in entry_contexts(records)]
+    at = EPOCH + timedelta(microseconds=now // 1000)
+    assert stamps == [
+        ("user_message", 1, at),
+        ("assistant_message", 2, at),
+        ("thinking", 1, EPOCH + timedelta(microseconds=(now - 9_000_000) // 1000)),
+        ("tool_use", 3, EPOCH + timedelta(microseconds=(now + 1_000) // 1000)),
+    ]
+    assert check_invariants(records) == []
 
 
 def test_timestamps_are_utc_iso_and_captured_at_emit(make_emitter: MakeEmitter) -> None:

@@ -188,7 +188,7 @@ def test_codex_native_details_and_what_the_writer_takes_out_of_raw(detail: Any, 
     taking it out of any `raw` gives a detail (with a problem named when it is not there)."""
     kept = native_detail(detail)
     assert kept is detail or isinstance(kept, DetailInRaw)
-    record = prepare_entry((TranscriptEvent.ENTRY, RUN, "thinking", "main", 1, 0, kept, raw, None))
+    record = prepare_entry((TranscriptEvent.ENTRY, RUN, "thinking", "main", 0, kept, raw, None))
     assert record.context["entry_type"] in CANONICAL_ENTRY_TYPES
     if isinstance(kept, DetailInRaw):
         assert isinstance(record.detail, dict)

@@ -365,7 +365,7 @@ def test_a_detail_changed_after_emit_is_cut_from_its_redacted_json() -> None:
     still does not reach a span event unredacted."""
     detail: dict[str, Any] = {"output": "o" * 5000}
     run = RunInfo(prompt_name="p", adapter="a", session_id=None, started_ns=time.time_ns())
-    item = (TranscriptEvent.ENTRY, run, "tool_result", "main", 1, time.time_ns(), detail, None, None)
+    item = (TranscriptEvent.ENTRY, run, "tool_result", "main", time.time_ns(), detail, None, None)
     record = prepare_entry(item, Redactor())
     assert record.detail_is_json
     secret = "sk-ant-api03-" + "A" * 40

@@ -45,9 +45,10 @@ class EntryPlacement:
         raise NotImplementedError
 
 
-# What the agent thread appends to the backlog. A plain tuple: cheapest to build.
-#   (event, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, context)
-QueuedItem = tuple[TranscriptEvent, RunInfo, Any, Any, int, int, Any, Any, Context | EntryPlacement | None]
+# What the agent thread appends to the backlog. A plain tuple: cheapest to build. Entries
+# are numbered by the writer, in this queue's order (`RunInfo.count_entry`).
+#   (event, run, entry_type, source, timestamp_ns, detail, raw, context)
+QueuedItem = tuple[TranscriptEvent, RunInfo, Any, Any, int, Any, Any, Context | EntryPlacement | None]
 
 
 @dataclass(slots=True)
@@ -117,7 +118,7 @@ def prepare_entry(
     `policy` decides how much content is kept; then `redactor` replaces secrets in
     `detail` and `raw`, before anything is encoded.
     """
-    _, run, entry_type, source, sequence_number, timestamp_ns, detail, raw, otel_context = item
+    _, run, entry_type, source, timestamp_ns, detail, raw, otel_context = item
     problems: list[str] = []
     if type(detail) is DetailInRaw:
         detail = _detail_from_raw(detail, raw, problems)
@@ -132,6 +133,7 @@ def prepare_entry(
         source_text = source
     else:
         source_text = _checked_source(source, problems)
+    sequence_number, timestamp_ns = run.count_entry(entry_type_text, source_text, timestamp_ns)
     timestamp = iso_timestamp(timestamp_ns)
     context: dict[str, Any] = {
         "prompt_name": run.prompt_name,
@@ -171,7 +173,6 @@ def prepare_entry(
         if problem:
             problems.append(f"raw: {problem}")
         context["raw"] = raw_text if redactor is None else redactor.text(raw_text)
-    run.count_entry(entry_type_text, source_text, timestamp_ns)
     record = PreparedRecord(
         event=TranscriptEvent.ENTRY,
         run=run,
@@ -235,7 +236,7 @@ def _detail_dict(detail: Any, problems: list[str]) -> dict[Any, Any]:
 
 def prepare_lifecycle(item: QueuedItem) -> PreparedRecord:
     """Build a `transcript.start`, `.stop` or `.error` record (`detail` holds its fields)."""
-    event, run, _, _, _, timestamp_ns, extra, _, otel_context = item
+    event, run, _, _, timestamp_ns, extra, _, otel_context = item
     if isinstance(otel_context, EntryPlacement):  # only entries are placed; nothing else should be
         otel_context = None
     context = _run_fields(run)
@@ -271,7 +272,6 @@ def error_record(
         run,
         None,
         None,
-        0,
         timestamp_ns,
         {"error": error, **extra},
         None,

@@ -1,21 +1,19 @@
 """`TranscriptEmitter`: the one call instrumentors make per transcript entry.
 
-`emit()` runs on the agent's thread, so it does the least possible: a per-source
-sequence number, a timestamp, the current OTel context, and one `deque.append`
-of a tuple. Formatting, validation, encoding and I/O happen on the pipeline's
-writer thread (`transcript_otel.pipeline`). `emit()` never raises and never
+`emit()` runs on the agent's thread, so it does the least possible: a timestamp,
+the current OTel context, and one `deque.append` of a tuple, with no lock. Numbering,
+formatting, validation, encoding and I/O happen on the pipeline's writer thread
+(`transcript_otel.pipeline`), in queue order. `emit()` never raises and never
 blocks; `detail` is kept by reference, so it must not be mutated after `emit()`.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import os
-import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -35,7 +33,8 @@ _ENTRY = TranscriptEvent.ENTRY
 class TranscriptEmitter:
     """Emit the transcript of one run (one `evaluate()`): thread- and asyncio-safe.
 
-    Sequence numbers start at 1 and increase by one per `source` with no gaps.
+    Sequence numbers start at 1 and increase by one per `source` with no gaps, in the
+    order the entries were emitted (the writer numbers them).
     `emission=False` (or `TRANSCRIPT_OTEL_EMISSION=false`) turns the emitter into
     a no-op; `emit_raw=False` (or `TRANSCRIPT_OTEL_EMIT_RAW=false`) drops `raw`.
     """
@@ -43,10 +42,8 @@ class TranscriptEmitter:
     __slots__ = (
         "__weakref__",
         "_backlog",
-        "_counters",
         "_emit_raw",
         "_enabled",
-        "_order_lock",
         "_pipeline",
         "_run",
         "_started",
@@ -80,8 +77,6 @@ class TranscriptEmitter:
         )
         self._pipeline = pipeline if pipeline is not None else get_pipeline()
         self._backlog = self._pipeline.backlog
-        self._counters: dict[Any, Iterator[int]] = {}
-        self._order_lock = threading.Lock()
         self._started = False
         self._stopped = False
         if self._enabled:
@@ -138,10 +133,8 @@ class TranscriptEmitter:
         current one; an `EntryPlacement` decides it later, on the writer, in queue order.
         `raw` may be a `RawJson`, encoded later on the writer thread; `detail` a `DetailInRaw`,
         taken out of `raw` there.
-        `timestamp_ns` is when the entry happened, if that was earlier than now (an
-        entry recorded late must not be later than what followed it in the same source).
-        The only lock is held for a few hundred nanoseconds, so that entries of one
-        source from several threads keep sequence and time order.
+        `timestamp_ns` is when the entry happened, if that was earlier than now; it is
+        raised to the time of the source's previous entry if earlier (invariant 7).
         """
         if not self._enabled:
             return
@@ -150,34 +143,24 @@ class TranscriptEmitter:
             if len(backlog) >= self._pipeline.backlog_limit:
                 self._run.note_drop()
                 return
-            counter = self._counters.get(source)
-            if counter is None:
-                counter = self._new_counter(source)
-            otel_context = get_current() if context is None else context
-            # Number, timestamp and queue position are taken together, so that entries
-            # of one source from several threads stay in sequence and in time order.
-            with self._order_lock:
-                backlog.append(
-                    (
-                        _ENTRY,
-                        self._run,
-                        entry_type,
-                        source,
-                        next(counter),
-                        time.time_ns() if timestamp_ns is None else timestamp_ns,
-                        detail,
-                        raw if self._emit_raw else None,
-                        otel_context,
-                    )
+            # One append, atomic under the GIL: queue order is the order of the sequence
+            # numbers the writer gives, for entries of one source from any thread or task.
+            backlog.append(
+                (
+                    _ENTRY,
+                    self._run,
+                    entry_type,
+                    source,
+                    time.time_ns() if timestamp_ns is None else timestamp_ns,
+                    detail,
+                    raw if self._emit_raw else None,
+                    get_current() if context is None else context,
                 )
+            )
             if len(backlog) >= WAKE_THRESHOLD:
                 self._pipeline.wake_and_sample(detail, raw)
         except Exception as exc:  # non-blocking invariant: report, skip the entry
             self._report_exception("emit failed", exc)
-
-    def _new_counter(self, source: Any) -> Iterator[int]:
-        with self._order_lock:
-            return self._counters.setdefault(source, itertools.count(1))
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -296,7 +279,6 @@ class TranscriptEmitter:
             self._run,
             None,
             None,
-            0,
             time.time_ns() if timestamp_ns is None else timestamp_ns,
             extra,
             None,
@@ -304,12 +286,11 @@ class TranscriptEmitter:
         )
 
     def _after_fork_in_child(self) -> None:
-        """Continue as a new run in the child: own lock, own numbers, own file.
+        """Continue as a new run in the child: own numbers, own file.
 
         The parent keeps writing its run; sharing it would put two processes'
         sequence numbers into one transcript.
         """
-        self._order_lock = threading.Lock()
         old = self._run
         self._run = RunInfo(
             prompt_name=old.prompt_name,
@@ -317,7 +298,6 @@ class TranscriptEmitter:
             session_id=old.session_id,
             started_ns=time.time_ns(),
         )
-        self._counters = {}
         if self._enabled:
             self._pipeline.register_run(self._run)
             if self._started and not self._stopped:

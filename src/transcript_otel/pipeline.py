@@ -467,7 +467,7 @@ class TranscriptPipeline:
                 record = prepare_lifecycle(item)
         except Exception as exc:
             self.internal_errors += 1
-            batch.append(error_record(run, item[5], f"could not build record: {exc!r}"))
+            batch.append(error_record(run, item[4], f"could not build record: {exc!r}"))
             return
         if event is TranscriptEvent.ENTRY:
             self._observe_json_bytes(len(record.detail_json or b"") + len(record.context.get("raw") or ""))

@@ -16,7 +16,8 @@ class RunInfo:
     """One `evaluate()`-like run: the envelope's constant part and its counters.
 
     The agent thread touches only `dropped` (under `_drop_lock`); everything
-    else after construction is written by the background writer alone.
+    else after construction, sequence numbers included, is written by the background
+    writer alone.
     """
 
     prompt_name: str
@@ -31,6 +32,7 @@ class RunInfo:
     entries_by_source: Counter[str] = field(default_factory=Counter)
     first_ns: int | None = None
     last_ns: int | None = None
+    _last_ns_by_source: dict[str, int] = field(default_factory=dict, repr=False)
     _drop_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def note_drop(self) -> None:
@@ -43,12 +45,28 @@ class RunInfo:
             self.dropped_reported = self.dropped
         return count
 
-    def count_entry(self, entry_type: str, source: str, timestamp_ns: int) -> None:
+    def count_entry(self, entry_type: str, source: str, timestamp_ns: int) -> tuple[int, int]:
+        """Count an entry, in queue order; its sequence number in `source` and its timestamp,
+        raised to the source's previous one if it was earlier.
+
+        Entries are numbered here, on the writer, rather than on the agent's thread: there,
+        number, timestamp and queue position would have to be taken under one lock. A thread
+        switched out between taking its timestamp and queueing the entry can come after an
+        entry stamped later; its time is then that entry's (invariant 7), a few µs to at most
+        the interpreter's switch interval later than it was.
+        """
         self.entries_by_type[entry_type] += 1
-        self.entries_by_source[source] += 1
+        sequence = self.entries_by_source[source] + 1
+        self.entries_by_source[source] = sequence
+        previous = self._last_ns_by_source.get(source)
+        if previous is not None and timestamp_ns < previous:
+            timestamp_ns = previous
+        self._last_ns_by_source[source] = timestamp_ns
         if self.first_ns is None:
             self.first_ns = timestamp_ns
-        self.last_ns = timestamp_ns
+        if self.last_ns is None or timestamp_ns > self.last_ns:
+            self.last_ns = timestamp_ns
+        return sequence, timestamp_ns
 
     def summary(self) -> TranscriptSummary:
         return TranscriptSummary(
