@@ -52,8 +52,9 @@ class RunInfo:
         Entries are numbered here, on the writer, rather than on the agent's thread: there,
         number, timestamp and queue position would have to be taken under one lock. A thread
         switched out between taking its timestamp and queueing the entry can come after an
-        entry stamped later; its time is then that entry's (invariant 7), a few µs to at most
-        the interpreter's switch interval later than it was.
+        entry stamped later; its time is then that entry's (invariant 7): later than it was
+        by as long as the thread waited for the GIL (usually the switch interval, 5 ms, at
+        most), where a lock would have made the other thread wait as long.
         """
         self.entries_by_type[entry_type] += 1
         sequence = self.entries_by_source[source] + 1
