@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import tempfile
+import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -230,6 +232,91 @@ def test_non_str_source_is_recorded_as_text_and_reported(make_emitter: MakeEmitt
     assert context["source"] == "7"
     (error,) = errors(records)
     assert "source: expected str, got int" in error["context"]["error"]
+
+
+class EqRaises(str):
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no eq for you")
+
+    __hash__ = str.__hash__
+
+
+class StrHashRaises(str):
+    def __hash__(self) -> int:
+        raise RuntimeError("no hash for you")
+
+
+@pytest.mark.parametrize("source", [EqRaises("main"), StrHashRaises("main"), EqRaises("subagent:x")])
+def test_a_str_subclass_source_is_kept_as_its_text(make_emitter: MakeEmitter, source: str) -> None:
+    """The writer compares and counts plain text, never the agent's object."""
+    emitter = make_emitter()
+    emitter.emit("user_message", detail={"n": 1})
+    emitter.emit("user_message", source=source, detail={"n": 2})
+    emitter.emit("user_message", detail={"n": 3})
+    contexts, found = outcome(emitter)
+    text = str.__str__(source)
+    expected = (
+        [("main", 1, 1), ("main", 2, 2), ("main", 3, 3)]
+        if text == "main"
+        else [
+            ("main", 1, 1),
+            (text, 1, 2),
+            ("main", 2, 3),
+        ]
+    )
+    assert [(c["source"], c["sequence_number"], c["detail"]["n"]) for c in contexts] == expected
+    assert found == []
+    assert emitter.stop().total_entries == 3
+
+
+@pytest.mark.parametrize("timestamp_ns", ["x", 1.7e18, float("nan"), -1, 10**30, True])
+def test_a_bad_timestamp_is_replaced_by_the_writers_time_and_reported(
+    make_emitter: MakeEmitter, timestamp_ns: Any
+) -> None:
+    emitter = make_emitter()
+    emitter.start()
+    before = time.time_ns()
+    emitter.emit("user_message", detail={"n": 1})
+    emitter.emit("user_message", detail={"n": 2}, timestamp_ns=timestamp_ns)
+    emitter.emit("user_message", detail={"n": 3})
+    summary = emitter.stop()
+    contexts, found = outcome(emitter)
+    assert [(c["sequence_number"], c["detail"]["n"]) for c in contexts] == [(1, 1), (2, 2), (3, 3)]
+    moments = [datetime.fromisoformat(c["timestamp"]) for c in contexts]
+    assert moments == sorted(moments)
+    assert moments[1] >= datetime.fromtimestamp(before // 1000 / 1e6, UTC)
+    (error,) = found
+    assert error["context"]["error"].startswith(
+        f"timestamp_ns must be nanoseconds since the epoch, got {type(timestamp_ns).__name__} "
+    )
+    assert error["context"]["sequence_number"] == 2
+    assert summary.total_entries == 3
+    assert summary.first_timestamp == moments[0]
+    assert summary.last_timestamp == moments[-1]
+
+
+@pytest.mark.parametrize("context", [12345, "ctx"])
+def test_an_entry_that_cannot_be_built_takes_no_number(make_emitter: MakeEmitter, context: Any) -> None:
+    """An entry whose record fails is named by an error; the numbers of the others have no gap."""
+    emitter = make_emitter()
+    emitter.emit("user_message", detail={"n": 1})
+    emitter.emit("user_message", detail={"n": 2}, context=context)
+    emitter.emit("user_message", detail={"n": 3})
+    contexts, found = outcome(emitter)
+    assert [(c["sequence_number"], c["detail"]["n"]) for c in contexts] == [(1, 1), (2, 3)]
+    (error,) = found
+    assert error["context"]["error"].startswith("could not build record: ")
+    assert emitter.stop().total_entries == 2
+
+
+def test_a_raw_whose_repr_raises_keeps_its_entry(make_emitter: MakeEmitter) -> None:
+    emitter = make_emitter()
+    emitter.emit("user_message", detail={"n": 1}, raw=[ReprRaises()])  # type: ignore[arg-type]
+    contexts, found = outcome(emitter)
+    (context,) = contexts
+    assert context["raw"] == "<unrepresentable list>"
+    (error,) = found
+    assert "raw: expected str, got list" in error["context"]["error"]
 
 
 @pytest.mark.parametrize(("entry_type", "text"), [(None, "None"), (5, "5"), (b"tool_use", "tool_use")])

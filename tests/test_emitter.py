@@ -371,7 +371,7 @@ def test_an_entry_stamped_before_the_last_of_its_source_takes_that_time(make_emi
     emitter.emit("assistant_message", timestamp_ns=now - 5_000_000)
     emitter.emit("thinking", source="subagent:a", timestamp_ns=now - 9_000_000)
     emitter.emit("tool_use", timestamp_ns=now + 1_000)
-    emitter.stop()
+    summary = emitter.stop()
     records = run_records(emitter)
     stamps = [(c["entry_type"], c["sequence_number"], parse(c["timestamp"])) for c in entry_contexts(records)]
     at = EPOCH + timedelta(microseconds=now // 1000)
@@ -382,6 +382,9 @@ def test_an_entry_stamped_before_the_last_of_its_source_takes_that_time(make_emi
         ("tool_use", 3, EPOCH + timedelta(microseconds=(now + 1_000) // 1000)),
     ]
     assert check_invariants(records) == []
+    # The run spans from its earliest entry to its latest, whatever their queue order.
+    assert summary.first_timestamp == stamps[2][2]
+    assert summary.last_timestamp == stamps[3][2]
 
 
 def test_timestamps_are_utc_iso_and_captured_at_emit(make_emitter: MakeEmitter) -> None:

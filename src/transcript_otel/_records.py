@@ -7,6 +7,7 @@ encoding all happen here, never on the agent's thread.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -122,8 +123,7 @@ def prepare_entry(
     problems: list[str] = []
     if type(detail) is DetailInRaw:
         detail = _detail_from_raw(detail, raw, problems)
-    if isinstance(otel_context, EntryPlacement):
-        otel_context = otel_context.place(entry_type, source, detail, timestamp_ns)
+    placed_detail = detail
     # The common case, a canonical str and `main`, costs two checks; the rest is repaired.
     if type(entry_type) is str and entry_type in CANONICAL_ENTRY_TYPES:
         entry_type_text = entry_type
@@ -133,13 +133,18 @@ def prepare_entry(
         source_text = source
     else:
         source_text = _checked_source(source, problems)
-    sequence_number, timestamp_ns = run.count_entry(entry_type_text, source_text, timestamp_ns)
+    if usable_timestamp(timestamp_ns) is None:
+        problems.append(f"timestamp_ns must be nanoseconds since the epoch, got {_preview(timestamp_ns)}")
+        timestamp_ns = time.time_ns()
+    timestamp_ns = run.not_before_last(source_text, timestamp_ns)
+    if isinstance(otel_context, EntryPlacement):
+        otel_context = otel_context.place(entry_type, source, placed_detail, timestamp_ns)
     timestamp = iso_timestamp(timestamp_ns)
     context: dict[str, Any] = {
         "prompt_name": run.prompt_name,
         "adapter": run.adapter,
         "entry_type": entry_type_text,
-        "sequence_number": sequence_number,
+        "sequence_number": 0,  # taken last (below), once nothing can fail: numbers have no gaps
         "source": source_text,
         "timestamp": timestamp,
     }
@@ -173,20 +178,41 @@ def prepare_entry(
         if problem:
             problems.append(f"raw: {problem}")
         context["raw"] = raw_text if redactor is None else redactor.text(raw_text)
-    record = PreparedRecord(
-        event=TranscriptEvent.ENTRY,
-        run=run,
-        timestamp_ns=timestamp_ns,
-        timestamp=timestamp,
-        context=context,
-        detail_json=detail_json,
-        detail=detail,
-        detail_is_json=detail_is_json,
-        redactor=redactor,
-        otel_context=otel_context,
-        problems=problems,
+    record = _with_trace(
+        PreparedRecord(
+            event=TranscriptEvent.ENTRY,
+            run=run,
+            timestamp_ns=timestamp_ns,
+            timestamp=timestamp,
+            context=context,
+            detail_json=detail_json,
+            detail=detail,
+            detail_is_json=detail_is_json,
+            redactor=redactor,
+            otel_context=otel_context,
+            problems=problems,
+        )
     )
-    return _with_trace(record)
+    context["sequence_number"] = run.count_entry(entry_type_text, source_text, timestamp_ns)
+    return record
+
+
+# `datetime` ends with the year 9999.
+_LAST_TIMESTAMP_NS: Final = 253_402_300_799 * 1_000_000_000
+
+
+def usable_timestamp(value: Any) -> int | None:
+    """`value` if it is an int of nanoseconds since the epoch that a record can show."""
+    if type(value) is int and 0 <= value <= _LAST_TIMESTAMP_NS:
+        return value
+    return None
+
+
+def _preview(value: Any) -> str:
+    try:
+        return f"{type(value).__name__} {safe_text(repr(value))[0][:80]}"
+    except Exception:  # a repr that raises
+        return type(value).__name__
 
 
 def _checked_entry_type(entry_type: Any, detail: Any, problems: list[str]) -> tuple[str, Any]:

@@ -50,6 +50,7 @@ from transcript_otel._records import (
     error_record,
     prepare_entry,
     prepare_lifecycle,
+    usable_timestamp,
 )
 from transcript_otel.content import ContentPolicy
 from transcript_otel.model import TranscriptEvent
@@ -467,7 +468,9 @@ class TranscriptPipeline:
                 record = prepare_lifecycle(item)
         except Exception as exc:
             self.internal_errors += 1
-            batch.append(error_record(run, item[4], f"could not build record: {exc!r}"))
+            at = usable_timestamp(item[4])  # the one field that may be what failed
+            message = f"could not build record: {_text(exc)}"
+            batch.append(error_record(run, time.time_ns() if at is None else at, message))
             return
         if event is TranscriptEvent.ENTRY:
             self._observe_json_bytes(len(record.detail_json or b"") + len(record.context.get("raw") or ""))
@@ -694,3 +697,10 @@ os.register_at_fork(after_in_child=_reset_pipelines_after_fork)
 def _described(exc: Exception) -> str:
     """`OSError: [Errno 28] No space left on device: '/path'`: the type, and the file if any."""
     return f"{type(exc).__name__}: {exc}"
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return repr(exc)
+    except Exception:  # an exception whose repr raises
+        return type(exc).__name__

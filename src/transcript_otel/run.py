@@ -45,29 +45,31 @@ class RunInfo:
             self.dropped_reported = self.dropped
         return count
 
-    def count_entry(self, entry_type: str, source: str, timestamp_ns: int) -> tuple[int, int]:
-        """Count an entry, in queue order; its sequence number in `source` and its timestamp,
-        raised to the source's previous one if it was earlier.
+    def not_before_last(self, source: str, timestamp_ns: int) -> int:
+        """`timestamp_ns`, raised to the time of the source's last counted entry if earlier.
 
-        Entries are numbered here, on the writer, rather than on the agent's thread: there,
-        number, timestamp and queue position would have to be taken under one lock. A thread
-        switched out between taking its timestamp and queueing the entry can come after an
-        entry stamped later; its time is then that entry's (invariant 7): later than it was
-        by as long as the thread waited for the GIL (usually the switch interval, 5 ms, at
-        most), where a lock would have made the other thread wait as long.
+        Entries are numbered on the writer, in queue order, rather than on the agent's
+        thread, where number, timestamp and queue position would have to be taken under one
+        lock. A thread switched out between taking its timestamp and queueing the entry can
+        come after an entry stamped later; its time is then that entry's (invariant 7):
+        later than it was by as long as the thread waited for the GIL (usually the switch
+        interval, 5 ms, at most), where a lock would have made the other thread wait as long.
         """
+        previous = self._last_ns_by_source.get(source)
+        return previous if previous is not None and timestamp_ns < previous else timestamp_ns
+
+    def count_entry(self, entry_type: str, source: str, timestamp_ns: int) -> int:
+        """Count an entry, in queue order, stamped `timestamp_ns` (see `not_before_last`);
+        its sequence number in `source`."""
         self.entries_by_type[entry_type] += 1
         sequence = self.entries_by_source[source] + 1
         self.entries_by_source[source] = sequence
-        previous = self._last_ns_by_source.get(source)
-        if previous is not None and timestamp_ns < previous:
-            timestamp_ns = previous
         self._last_ns_by_source[source] = timestamp_ns
-        if self.first_ns is None:
+        if self.first_ns is None or timestamp_ns < self.first_ns:
             self.first_ns = timestamp_ns
         if self.last_ns is None or timestamp_ns > self.last_ns:
             self.last_ns = timestamp_ns
-        return sequence, timestamp_ns
+        return sequence
 
     def summary(self) -> TranscriptSummary:
         return TranscriptSummary(
