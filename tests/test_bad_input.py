@@ -379,18 +379,25 @@ def shared_pipeline() -> Iterator[TranscriptPipeline]:
 
 
 @settings(max_examples=40, deadline=None)
-@example(entry_type="tool_use", source="", detail=None, raw=None)  # an empty source (once went unreported)
+# An empty source (once went unreported).
+@example(entry_type="tool_use", source="", detail=None, raw=None, timestamp_ns=None)
 @given(
     entry_type=st.sampled_from(["tool_use", "user_message", "not-a-type"]) | JUNK,
     source=st.sampled_from(["main", "subagent:1"]) | JUNK,
     detail=JUNK,
     raw=JUNK,
+    timestamp_ns=st.none() | st.integers(min_value=0, max_value=4 * 10**18) | JUNK,
 )
 def test_emit_never_raises_and_every_call_is_accounted_for(
-    shared_pipeline: TranscriptPipeline, entry_type: Any, source: Any, detail: Any, raw: Any
+    shared_pipeline: TranscriptPipeline,
+    entry_type: Any,
+    source: Any,
+    detail: Any,
+    raw: Any,
+    timestamp_ns: Any,
 ) -> None:
     emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=shared_pipeline)
-    emitter.emit(entry_type, source=source, detail=detail, raw=raw)
+    emitter.emit(entry_type, source=source, detail=detail, raw=raw, timestamp_ns=timestamp_ns)
     emitter.emit("user_message", detail={"marker": True})
     emitter.stop()
     assert emitter.jsonl_path is not None
