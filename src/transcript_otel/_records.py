@@ -15,7 +15,7 @@ import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from transcript_otel._serialize import dumps, iso_timestamp, safe_text
+from transcript_otel._serialize import dumps, iso_timestamp, preview, safe_text
 from transcript_otel.content import ContentPolicy
 from transcript_otel.model import (
     CANONICAL_ENTRY_TYPES,
@@ -134,7 +134,8 @@ def prepare_entry(
     else:
         source_text = _checked_source(source, problems)
     if usable_timestamp(timestamp_ns) is None:
-        problems.append(f"timestamp_ns must be nanoseconds since the epoch, got {_preview(timestamp_ns)}")
+        got = f"{type(timestamp_ns).__name__} {safe_text(preview(timestamp_ns))[0]}"
+        problems.append(f"timestamp_ns must be nanoseconds since the epoch, got {got}")
         timestamp_ns = time.time_ns()
     timestamp_ns = run.not_before_last(source_text, timestamp_ns)
     if isinstance(otel_context, EntryPlacement):
@@ -206,13 +207,6 @@ def usable_timestamp(value: Any) -> int | None:
     if type(value) is int and 0 <= value <= _LAST_TIMESTAMP_NS:
         return value
     return None
-
-
-def _preview(value: Any) -> str:
-    try:
-        return f"{type(value).__name__} {safe_text(repr(value))[0][:80]}"
-    except Exception:  # a repr that raises
-        return type(value).__name__
 
 
 def _checked_entry_type(entry_type: Any, detail: Any, problems: list[str]) -> tuple[str, Any]:

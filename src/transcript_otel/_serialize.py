@@ -281,12 +281,16 @@ def _replace_non_finite(value: object) -> object:
 
 def _stub(value: object, exc: BaseException) -> Encoded:
     reason = f"not JSON-serializable: {type(exc).__name__}: {exc}"
-    try:
-        preview = _REPR.repr(value)
-    except Exception:
-        preview = f"<unrepresentable {type(value).__name__}>"
-    stub = {"serialization_error": reason, "repr": preview}
+    stub = {"serialization_error": reason, "repr": preview(value)}
     return Encoded(orjson.dumps(stub, default=_fallback), reason)
+
+
+def preview(value: object) -> str:
+    """`repr(value)`, cut to about 200 characters; never raises."""
+    try:
+        return _REPR.repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
 
 
 def safe_text(value: object) -> tuple[str, str | None]:

@@ -52,6 +52,7 @@ from transcript_otel._records import (
     prepare_lifecycle,
     usable_timestamp,
 )
+from transcript_otel._serialize import preview
 from transcript_otel.content import ContentPolicy
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.redaction import Redactor
@@ -469,7 +470,7 @@ class TranscriptPipeline:
         except Exception as exc:
             self.internal_errors += 1
             at = usable_timestamp(item[4])  # the one field that may be what failed
-            message = f"could not build record: {_text(exc)}"
+            message = f"could not build record: {preview(exc)}"
             batch.append(error_record(run, time.time_ns() if at is None else at, message))
             return
         if event is TranscriptEvent.ENTRY:
@@ -697,10 +698,3 @@ os.register_at_fork(after_in_child=_reset_pipelines_after_fork)
 def _described(exc: Exception) -> str:
     """`OSError: [Errno 28] No space left on device: '/path'`: the type, and the file if any."""
     return f"{type(exc).__name__}: {exc}"
-
-
-def _text(exc: BaseException) -> str:
-    try:
-        return repr(exc)
-    except Exception:  # an exception whose repr raises
-        return type(exc).__name__
