@@ -238,3 +238,67 @@ def test_unsampled_spans_get_no_event_and_are_not_counted_as_missed(
         unsampled.shutdown()
     assert sink.missed == 0
     assert len(log_entries(otel)) == 1
+
+
+def test_a_span_past_its_event_budget_gets_short_values_and_a_new_span_full_ones(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path, otel: OTelHarness
+) -> None:
+    budget = 64 * 1024
+    sink = SpanEventSink(max_value_length=4096, max_span_bytes=budget)
+    pipeline = build(make_pipeline, runs_dir, otel, sink)
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    details = [{"n": n, "output": f"line {n} → ✓\n" * 800} for n in range(30)]
+    with otel.tracer.start_as_current_span("long run"):
+        for detail in details:
+            emitter.emit("tool_result", detail=detail, raw=json.dumps({"params": detail}))
+        assert pipeline.flush()
+        with otel.tracer.start_as_current_span("tool"):
+            emitter.emit("tool_result", detail=details[0])
+            assert pipeline.flush()
+    emitter.stop()
+    spans = {span.name: span for span in otel.finished_spans()}
+    events = entry_events(spans["long run"])
+    lengths = [len(event.attributes["transcript.detail"]) for event in events]
+    full = [n for n, length in enumerate(lengths) if length > 256]
+    # Each full event holds two ~4096-character values (16 KB each as Python holds
+    # this text, an arrow and a check mark in it): the budget takes a few of them.
+    assert full == list(range(len(full)))
+    assert 1 <= len(full) < 8
+    assert sink.cut_for_budget == len(events) - len(full)
+    for event, detail in zip(events[len(full) :], details[len(full) :], strict=True):
+        attributes = event.attributes
+        for key in ("transcript.detail", "transcript.raw"):
+            assert len(attributes[key]) <= 256
+            assert attributes[f"{key}.truncated"] is True
+        cut = json.loads(attributes["transcript.detail"])  # still valid JSON, structure kept
+        assert cut["n"] == detail["n"]
+        assert attributes["transcript.detail.original_length"] == len(
+            json.dumps(detail, ensure_ascii=False, separators=(",", ":"))
+        )
+        assert attributes["transcript.entry_type"] == "tool_result"  # the envelope is whole
+    # A new span starts with the full length again.
+    (tool_event,) = entry_events(spans["tool"])
+    assert 256 < len(tool_event.attributes["transcript.detail"]) <= 4096
+    # The log records and the mirror are not cut for the budget.
+    records = log_entries(otel)
+    assert [json.loads(r.log_record.attributes["transcript.detail"]) for r in records] == [
+        *details,
+        details[0],
+    ]
+    assert [c["detail"] for c in entry_contexts(run_records(emitter))] == [*details, details[0]]
+
+
+def test_the_span_event_budget_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, make_pipeline: Callable[..., TranscriptPipeline]
+) -> None:
+    from transcript_otel.defaults import pipeline_from_environment
+
+    def span_sink(pipeline: TranscriptPipeline) -> SpanEventSink:
+        (sink,) = [s for s in pipeline.sinks if isinstance(s, SpanEventSink)]
+        pipeline.shutdown(1.0)
+        return sink
+
+    assert span_sink(pipeline_from_environment(jsonl=False)).max_span_bytes == 4 * 1024 * 1024
+    monkeypatch.setenv("TRANSCRIPT_OTEL_SPAN_EVENT_MAX_BYTES", "1048576")
+    assert span_sink(pipeline_from_environment(jsonl=False)).max_span_bytes == 1024 * 1024
+    assert span_sink(pipeline_from_environment(jsonl=False, span_event_max_bytes=5000)).max_span_bytes == 5000

@@ -19,7 +19,7 @@ from transcript_otel.redaction import Redactor
 from transcript_otel.sinks.base import Sink
 from transcript_otel.sinks.jsonl import JsonlMirror
 from transcript_otel.sinks.otel_logs import OTelLogSink
-from transcript_otel.sinks.span_events import DEFAULT_MAX_VALUE_LENGTH, SpanEventSink
+from transcript_otel.sinks.span_events import DEFAULT_MAX_SPAN_BYTES, DEFAULT_MAX_VALUE_LENGTH, SpanEventSink
 
 _T = TypeVar("_T")
 _logger = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ def pipeline_from_environment(
     log_records: bool | None = None,
     span_events: bool | None = None,
     span_event_max_length: int | None = None,
+    span_event_max_bytes: int | None = None,
     max_backlog_bytes: int | None = None,
     shutdown_timeout_s: float | None = None,
     redactor: Redactor | None = None,
@@ -64,7 +65,13 @@ def pipeline_from_environment(
         sinks.append(OTelLogSink(logger_provider, max_value_length=profile.log_value_length))
     if _choose(span_events, env.env_flag(env.TRANSCRIPT_OTEL_SPAN_EVENTS, True)):
         length = env.env_number(env.TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH, profile.span_event_value_length)
-        sinks.append(SpanEventSink(max_value_length=int(_choose(span_event_max_length, length))))
+        span_bytes = env.env_number(env.TRANSCRIPT_OTEL_SPAN_EVENT_MAX_BYTES, DEFAULT_MAX_SPAN_BYTES)
+        sinks.append(
+            SpanEventSink(
+                max_value_length=int(_choose(span_event_max_length, length)),
+                max_span_bytes=int(_choose(span_event_max_bytes, span_bytes)),
+            )
+        )
     backlog = env.env_number(env.TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES, DEFAULT_MAX_BACKLOG_BYTES)
     timeout = env.env_number(env.TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_S)
     return TranscriptPipeline(

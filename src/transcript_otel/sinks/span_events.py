@@ -3,22 +3,33 @@
 Jaeger stores no logs, so this copy has to be readable on its own: the envelope
 flattened into attributes, `detail` as a JSON string, long values cut so their
 JSON stays valid and the cut marked with the original length.
+
+A span holds its events until it ends, and a run's root span lives as long as the
+run: past `max_span_bytes` of events on one span (as Python holds them), its
+further events keep only the first `OVER_BUDGET_VALUE_LENGTH` characters of each
+value, so a long run of large entries holds a few MiB per span, not 1024 events of
+16 KB values.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Final
 
 from opentelemetry import trace
 
-from transcript_otel._otel_attributes import truncated_attributes
+from transcript_otel._memory import payload_bytes
+from transcript_otel._otel_attributes import Scalar, truncated_attributes
 from transcript_otel._records import PreparedRecord
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.sinks.base import Sink
 
 DEFAULT_MAX_VALUE_LENGTH: Final = 4096
+DEFAULT_MAX_SPAN_BYTES: Final = 4 * 1024 * 1024
+# Enough for a message's first lines or a tool call's name and arguments.
+OVER_BUDGET_VALUE_LENGTH: Final = 256
 # What the SDK logs (as a WARNING, on stderr when logging is not configured) when an
 # event is added to a span that has ended.
 _ENDED_SPAN_MESSAGE: Final = "Tried calling %s on an ended span."
@@ -56,13 +67,25 @@ class SpanEventSink(Sink):
     more; such records are counted in `missed` (the log record and the JSONL mirror
     still hold them). Call `TranscriptPipeline.flush()` before ending a span you own
     to make sure its events land.
+
+    Each span's events take up to `max_span_bytes` with values of `max_value_length`;
+    past that, values are cut to `OVER_BUDGET_VALUE_LENGTH` (see the module's docstring).
     """
 
     name = "span_events"
 
-    def __init__(self, *, max_value_length: int = DEFAULT_MAX_VALUE_LENGTH) -> None:
+    def __init__(
+        self,
+        *,
+        max_value_length: int = DEFAULT_MAX_VALUE_LENGTH,
+        max_span_bytes: int = DEFAULT_MAX_SPAN_BYTES,
+    ) -> None:
         self.max_value_length = max_value_length
+        self.max_span_bytes = max_span_bytes
         self.missed = 0
+        self.cut_for_budget = 0  # events whose values were cut short because their span was full
+        # Bytes of events added to each span still alive (the SDK's spans are weakly referenceable).
+        self._span_bytes: weakref.WeakKeyDictionary[trace.Span, int] = weakref.WeakKeyDictionary()
 
     def write(self, record: PreparedRecord) -> None:
         if record.event is TranscriptEvent.SPAN:
@@ -74,7 +97,7 @@ class SpanEventSink(Sink):
             if span.get_span_context().trace_flags.sampled:
                 self.missed += 1
             return
-        attributes = truncated_attributes(record, self.max_value_length)
+        attributes = self._attributes_within_budget(record, span)
         adding = _ENDED_WHILE_ADDING.adding
         adding.active, adding.raced = True, False
         try:
@@ -83,3 +106,16 @@ class SpanEventSink(Sink):
             adding.active = False
         if adding.raced:
             self.missed += 1  # the span ended after is_recording(): missed like the above
+
+    def _attributes_within_budget(self, record: PreparedRecord, span: trace.Span) -> dict[str, Scalar]:
+        try:
+            held = self._span_bytes.get(span, 0)
+        except TypeError:  # a span type that cannot be weakly referenced: no budget to keep
+            return truncated_attributes(record, self.max_value_length)
+        length = self.max_value_length
+        if held >= self.max_span_bytes and length > OVER_BUDGET_VALUE_LENGTH:
+            length = OVER_BUDGET_VALUE_LENGTH
+            self.cut_for_budget += 1
+        attributes = truncated_attributes(record, length)
+        self._span_bytes[span] = held + payload_bytes(attributes)
+        return attributes
