@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from transcript_otel import (
@@ -22,7 +23,7 @@ from transcript_otel import (
     get_pipeline,
     set_pipeline,
 )
-from transcript_otel._records import QueuedItem, prepare_entry
+from transcript_otel._records import PreparedRecord, QueuedItem, prepare_entry
 from transcript_otel.invariants import check_invariants
 from transcript_otel.model import REQUIRED_ENVELOPE_KEYS, DetailInRaw, TranscriptEvent
 from transcript_otel.run import RunInfo
@@ -212,6 +213,37 @@ def test_a_detail_in_raw_keeps_what_orjson_would_change() -> None:
     assert math.isnan(taken["nan"])
     assert taken["lone"] == "\ud800x"
     assert math.copysign(1.0, taken["neg0"]) == -1.0
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_a_detail_in_raw_reports_a_nan_written_as_null_and_only_then(as_bytes: bool) -> None:
+    """The writer skips the search for non-finite floats in a detail read from raw JSON that
+    held no NaN or Infinity literal; one that held any is still reported."""
+
+    def prepared(raw: str) -> PreparedRecord:
+        item: QueuedItem = (
+            TranscriptEvent.ENTRY,
+            RunInfo("p", "a", None, 0),
+            "tool_result",
+            "main",
+            0,
+            NOTIFICATION_IN_RAW,
+            raw.encode() if as_bytes else raw,
+            None,
+        )
+        return prepare_entry(item)
+
+    with_nulls = prepared(json.dumps({"method": "m", "params": {"exit": None, "items": [None, 1.5]}}))
+    assert orjson.loads(with_nulls.detail_json or b"") == {
+        "notification": {"exit": None, "items": [None, 1.5]}
+    }
+    assert with_nulls.problems == []
+    for literal in ("NaN", "Infinity", "-Infinity"):
+        with_constant = prepared(f'{{"method": "m", "params": {{"exit": null, "ratio": [{literal}]}}}}')
+        assert orjson.loads(with_constant.detail_json or b"") == {
+            "notification": {"exit": None, "ratio": [None]}
+        }
+        assert with_constant.problems == ["detail: NaN or infinite floats were written as null"]
 
 
 @pytest.mark.parametrize(

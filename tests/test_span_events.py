@@ -240,7 +240,7 @@ def test_unsampled_spans_get_no_event_and_are_not_counted_as_missed(
     assert len(log_entries(otel)) == 1
 
 
-def test_a_span_past_its_event_budget_gets_short_values_and_a_new_span_full_ones(
+def test_a_span_past_its_event_budget_gets_previews_and_a_new_span_full_values(
     make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path, otel: OTelHarness
 ) -> None:
     budget = 64 * 1024
@@ -267,11 +267,14 @@ def test_a_span_past_its_event_budget_gets_short_values_and_a_new_span_full_ones
     assert sink.cut_for_budget == len(events) - len(full)
     for event, detail in zip(events[len(full) :], details[len(full) :], strict=True):
         attributes = event.attributes
-        for key in ("transcript.detail", "transcript.raw"):
+        for key, starts in (("transcript.detail", '{"n":'), ("transcript.raw", '{"params": {"n":')):
             assert len(attributes[key]) <= 256
             assert attributes[f"{key}.truncated"] is True
-        cut = json.loads(attributes["transcript.detail"])  # still valid JSON, structure kept
-        assert cut["n"] == detail["n"]
+            preview = json.loads(attributes[key])["truncated_json_preview"]  # valid JSON
+            assert preview.startswith(
+                f"{starts} {detail['n']}" if key.endswith("raw") else f"{starts}{detail['n']}"
+            )
+            assert len(preview) >= 100
         assert attributes["transcript.detail.original_length"] == len(
             json.dumps(detail, ensure_ascii=False, separators=(",", ":"))
         )
@@ -302,3 +305,26 @@ def test_the_span_event_budget_is_read_from_the_environment(
     monkeypatch.setenv("TRANSCRIPT_OTEL_SPAN_EVENT_MAX_BYTES", "1048576")
     assert span_sink(pipeline_from_environment(jsonl=False)).max_span_bytes == 1024 * 1024
     assert span_sink(pipeline_from_environment(jsonl=False, span_event_max_bytes=5000)).max_span_bytes == 5000
+
+
+def test_past_the_budget_plain_text_is_cut_as_text(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path, otel: OTelHarness
+) -> None:
+    sink = SpanEventSink(max_span_bytes=1)  # the run's start record fills it
+    pipeline = build(make_pipeline, runs_dir, otel, sink)
+    log_line = "2026-11-25 INFO pytest: " + "collected 120 items " * 40
+    with otel.tracer.start_as_current_span("run"):
+        with TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline) as emitter:
+            emitter.emit("system_event", detail={"line": 1}, raw=log_line)
+        assert pipeline.flush()
+    (event,) = entry_events(otel.finished_spans()[0])
+    cut = event.attributes["transcript.raw"]  # 824 characters: whole under the 4096 limit
+    assert len(cut) <= 256
+    assert cut.startswith("2026-11-25 INFO pytest: collected 120 items")
+    assert cut.endswith(f"…[truncated, original length {len(log_line)}]")
+    assert event.attributes["transcript.raw.truncated"] is True
+    assert event.attributes["transcript.raw.original_length"] == len(log_line)
+    assert event.attributes["transcript.detail"] == '{"line":1}'  # short values stay whole
+    assert sink.cut_for_budget == 2  # the entry and the stop record
+    (context,) = entry_contexts(run_records(emitter))
+    assert context["raw"] == log_line

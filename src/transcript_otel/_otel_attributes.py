@@ -8,7 +8,7 @@ from transcript_otel import attributes as attr
 from transcript_otel._genai import genai_attributes
 from transcript_otel._records import PreparedRecord
 from transcript_otel._serialize import dumps
-from transcript_otel._truncate import truncate_json
+from transcript_otel._truncate import json_preview, truncate_json, truncate_plain
 from transcript_otel.model import TranscriptEvent
 
 Scalar = str | int | float | bool
@@ -38,21 +38,28 @@ def record_attributes(record: PreparedRecord) -> dict[str, Scalar]:
     return attributes
 
 
-def truncated_attributes(record: PreparedRecord, max_length: int) -> dict[str, Scalar]:
+def truncated_attributes(
+    record: PreparedRecord, max_length: int, *, preview: bool = False
+) -> dict[str, Scalar]:
     """`record_attributes` with strings longer than `max_length` cut and marked.
 
     JSON values (`transcript.detail`, a raw notification) keep their structure and
     stay valid JSON; other text is cut as text. Each cut adds `<key>.truncated` and
-    `<key>.original_length`.
+    `<key>.original_length`. `preview`: a cut that costs about 1 µs instead of tens:
+    JSON values become a `json_preview` of their start, other text is cut as text.
     """
     attributes = dict(record_attributes(record))
     for key, value in list(attributes.items()):
         if isinstance(value, str) and len(value) > max_length:
-            attributes[key] = (
-                _cut_held_detail(record, value, max_length)
-                if key == attr.DETAIL and record.detail_is_json
-                else truncate_json(value, max_length)
-            )
+            if preview:
+                is_json = key == attr.DETAIL or value.startswith(("{", "["))
+                attributes[key] = (
+                    json_preview(value, max_length) if is_json else truncate_plain(value, max_length)
+                )
+            elif key == attr.DETAIL and record.detail_is_json:
+                attributes[key] = _cut_held_detail(record, value, max_length)
+            else:
+                attributes[key] = truncate_json(value, max_length)
             attributes[key + attr.TRUNCATED_SUFFIX] = True
             attributes[key + attr.ORIGINAL_LENGTH_SUFFIX] = len(value)
     return attributes

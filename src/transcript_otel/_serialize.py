@@ -182,7 +182,7 @@ _COPY_FROM: Final = 2048
 _new_tuple: Final = tuple.__new__
 
 
-def dumps(value: object) -> Encoded:
+def dumps(value: object, *, finite: bool = False) -> Encoded:
     """Encode `value` as JSON; never raises; reports every change it had to make.
 
     1. orjson alone; then orjson converting unknown types with `_fallback` (reported);
@@ -192,11 +192,12 @@ def dumps(value: object) -> Encoded:
     4. a stub naming the failure (cycles, nesting deeper than the encoders allow).
 
     NaN and infinities, which JSON cannot hold, come out as null and are reported;
-    the check only runs when the output holds a `null` at all.
+    the check only runs when the output holds a `null` at all, and not when the caller
+    knows `value` holds only finite floats (`finite`).
     """
     try:
         data = _exact(orjson.dumps(value))  # the common case: nothing orjson does not know
-        if _holds_null(data) and _has_non_finite_float(value):
+        if not finite and _holds_null(data) and _has_non_finite_float(value):
             return Encoded(data, _NON_FINITE_NOTE[1][0])
         return _new_tuple(Encoded, (data, None))
     except TypeError:
@@ -204,7 +205,7 @@ def dumps(value: object) -> Encoded:
     fallback = _RecordingFallback()
     try:
         data = _exact(orjson.dumps(value, default=fallback))
-        non_finite = _holds_null(data) and _has_non_finite_float(value)
+        non_finite = not finite and _holds_null(data) and _has_non_finite_float(value)
         if not non_finite and not fallback.converted:
             return Encoded(data)  # the common case: faithful
         return Encoded(data, _problems(fallback, *_NON_FINITE_NOTE[non_finite]))
@@ -212,7 +213,7 @@ def dumps(value: object) -> Encoded:
         pass
     try:
         data = _exact(orjson.dumps(value, default=fallback, option=orjson.OPT_NON_STR_KEYS))
-        non_finite = _holds_null(data) and _has_non_finite_float(value)
+        non_finite = not finite and _holds_null(data) and _has_non_finite_float(value)
         notes = ("non-string keys were converted to strings", *_NON_FINITE_NOTE[non_finite])
         return Encoded(data, _problems(fallback, *notes))
     except TypeError:

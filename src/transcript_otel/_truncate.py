@@ -97,7 +97,12 @@ def _shrink_to_fit(parsed: dict[str, Any] | list[Any] | tuple[Any, ...], text: s
         room = min(room - 1, int(room * limit * 0.95 / len(candidate)))
         if room < _MIN_ROOM:
             break
-    # Too many nodes for even the smallest room: keep a readable, valid preview.
+    return json_preview(text, limit)  # too many nodes for even the smallest room
+
+
+def json_preview(text: str, limit: int) -> str:
+    """JSON `text` as `{"truncated_json_preview": <its start>}` in at most `limit` characters:
+    valid and readable, and cheap (`text` is not parsed), but without its structure."""
     size = limit // 2
     while size > 0:
         preview = orjson.dumps({"truncated_json_preview": text[:size]}).decode("utf-8")

@@ -11,6 +11,7 @@ from typing import Final
 NAMESPACE: Final = "transcript"  # every envelope key `k` becomes `transcript.k`
 
 DETAIL: Final = "transcript.detail"
+RAW: Final = "transcript.raw"
 RUN_ID: Final = "transcript.run_id"
 # Lifecycle records carry their other fields as `transcript.<field>`; nested
 # values (entries_by_type, ...) are JSON strings.

@@ -31,10 +31,12 @@ import functools
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, Final
 
 from opentelemetry.context import Context
@@ -48,7 +50,6 @@ from transcript_otel._export_drops import (
     shutdown_deadline,
     wait_allowed_until,
 )
-from transcript_otel._memory import payload_bytes
 from transcript_otel._metrics import count_dropped
 
 _logger = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ SPAN_EXPORT: Final = "otlp_span_export"
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5_000
 # What a record costs besides its strings: the SDK objects, ids, timestamps, the dicts.
 RECORD_OVERHEAD_BYTES: Final = 512
+_MAX_DEPTH: Final = 32
 # The SDK's OTLP/HTTP exporters keep the error of a failed request, whose traceback
 # holds their frames, and with them the batch and its encoded request: a reference
 # cycle, older than the cyclic GC's young generations by the time the export gives up
@@ -81,6 +83,23 @@ _COLLECT_AFTER_FAILED_BYTES: Final = 8 * 1024 * 1024
 _MIN_COLLECT_INTERVAL_S: Final = 5.0
 _COLLECT_TIME_SHARE: Final = 0.01  # of the wall time, at most
 _REPORT_MARGIN_S: Final = 0.2
+
+
+def payload_bytes(value: Any, depth: int = 0) -> int:
+    """About how much memory `value` holds: its strings and bytes, with a little per item.
+
+    A string costs what Python keeps (`sys.getsizeof`): one emoji makes every character
+    of a string 4 bytes, and an outage queue of such text holds 4x its UTF-8 size.
+    """
+    if isinstance(value, (str, bytes, bytearray)):
+        return sys.getsizeof(value)
+    if depth >= _MAX_DEPTH:
+        return 8
+    if isinstance(value, Mapping):
+        return sum(len(str(key)) + payload_bytes(item, depth + 1) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(8 + payload_bytes(item, depth + 1) for item in value)
+    return 8
 
 
 def record_bytes(log_record: Any) -> int:

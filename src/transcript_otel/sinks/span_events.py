@@ -5,22 +5,24 @@ flattened into attributes, `detail` as a JSON string, long values cut so their
 JSON stays valid and the cut marked with the original length.
 
 A span holds its events until it ends, and a run's root span lives as long as the
-run: past `max_span_bytes` of events on one span (as Python holds them), its
-further events keep only the first `OVER_BUDGET_VALUE_LENGTH` characters of each
-value, so a long run of large entries holds a few MiB per span, not 1024 events of
-16 KB values.
+run: past `max_span_bytes` of event values on one span (as Python holds them), its
+further events keep a preview of `OVER_BUDGET_VALUE_LENGTH` characters of each long
+value (JSON as `{"truncated_json_preview": ...}`: a structure-keeping cut of a 1 KB
+value to that size costs the writer 30 µs), so a long run of large entries holds a
+few MiB per span, not 1024 events of 16 KB values.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import weakref
 from typing import Final
 
 from opentelemetry import trace
 
-from transcript_otel._memory import payload_bytes
+from transcript_otel import attributes as attr
 from transcript_otel._otel_attributes import Scalar, truncated_attributes
 from transcript_otel._records import PreparedRecord
 from transcript_otel.model import TranscriptEvent
@@ -30,6 +32,9 @@ DEFAULT_MAX_VALUE_LENGTH: Final = 4096
 DEFAULT_MAX_SPAN_BYTES: Final = 4 * 1024 * 1024
 # Enough for a message's first lines or a tool call's name and arguments.
 OVER_BUDGET_VALUE_LENGTH: Final = 256
+# An event's memory besides its detail and raw: the SDK's event and attribute dict, the
+# envelope's short values (its keys are shared with every other record's).
+_EVENT_BYTES: Final = 1024
 # What the SDK logs (as a WARNING, on stderr when logging is not configured) when an
 # event is added to a span that has ended.
 _ENDED_SPAN_MESSAGE: Final = "Tried calling %s on an ended span."
@@ -69,7 +74,8 @@ class SpanEventSink(Sink):
     to make sure its events land.
 
     Each span's events take up to `max_span_bytes` with values of `max_value_length`;
-    past that, values are cut to `OVER_BUDGET_VALUE_LENGTH` (see the module's docstring).
+    past that, long values become previews of `OVER_BUDGET_VALUE_LENGTH` characters
+    (see the module's docstring).
     """
 
     name = "span_events"
@@ -112,10 +118,11 @@ class SpanEventSink(Sink):
             held = self._span_bytes.get(span, 0)
         except TypeError:  # a span type that cannot be weakly referenced: no budget to keep
             return truncated_attributes(record, self.max_value_length)
-        length = self.max_value_length
-        if held >= self.max_span_bytes and length > OVER_BUDGET_VALUE_LENGTH:
-            length = OVER_BUDGET_VALUE_LENGTH
+        if held < self.max_span_bytes or self.max_value_length <= OVER_BUDGET_VALUE_LENGTH:
+            attributes = truncated_attributes(record, self.max_value_length)
+        else:
+            attributes = truncated_attributes(record, OVER_BUDGET_VALUE_LENGTH, preview=True)
             self.cut_for_budget += 1
-        attributes = truncated_attributes(record, length)
-        self._span_bytes[span] = held + payload_bytes(attributes)
+        detail, raw = attributes.get(attr.DETAIL, ""), attributes.get(attr.RAW, "")
+        self._span_bytes[span] = held + _EVENT_BYTES + sys.getsizeof(detail) + sys.getsizeof(raw)
         return attributes
