@@ -191,22 +191,26 @@ def test_a_detail_in_raw_is_taken_out_of_it_with_its_constants(make_emitter: Mak
     assert errors(records) == []
 
 
-def test_a_detail_in_raw_keeps_what_orjson_would_change() -> None:
-    """`json.loads`, the inverse of the `json.dumps` that made raw: NaN, a 30-digit integer and
-    a lone surrogate come back as they were."""
-    params = {"big": 123456789012345678901234567890, "nan": float("nan"), "lone": "\ud800x", "neg0": -0.0}
-    raw = json.dumps({"method": "m", "params": params})
+def prepared_from_raw(raw: str | bytes) -> PreparedRecord:
+    """The record the writer builds for an entry whose detail is the notification in `raw`."""
     item: QueuedItem = (
         TranscriptEvent.ENTRY,
         RunInfo("p", "a", None, 0),
-        "thinking",
+        "tool_result",
         "main",
         0,
         NOTIFICATION_IN_RAW,
         raw,
         None,
     )
-    record = prepare_entry(item)
+    return prepare_entry(item)
+
+
+def test_a_detail_in_raw_keeps_what_orjson_would_change() -> None:
+    """`json.loads`, the inverse of the `json.dumps` that made raw: NaN, a 30-digit integer and
+    a lone surrogate come back as they were."""
+    params = {"big": 123456789012345678901234567890, "nan": float("nan"), "lone": "\ud800x", "neg0": -0.0}
+    record = prepared_from_raw(json.dumps({"method": "m", "params": params}))
     taken = record.detail["notification"]
     assert taken["big"] == params["big"]
     assert type(taken["big"]) is int
@@ -221,17 +225,7 @@ def test_a_detail_in_raw_reports_a_nan_written_as_null_and_only_then(as_bytes: b
     held no NaN or Infinity literal; one that held any is still reported."""
 
     def prepared(raw: str) -> PreparedRecord:
-        item: QueuedItem = (
-            TranscriptEvent.ENTRY,
-            RunInfo("p", "a", None, 0),
-            "tool_result",
-            "main",
-            0,
-            NOTIFICATION_IN_RAW,
-            raw.encode() if as_bytes else raw,
-            None,
-        )
-        return prepare_entry(item)
+        return prepared_from_raw(raw.encode() if as_bytes else raw)
 
     with_nulls = prepared(json.dumps({"method": "m", "params": {"exit": None, "items": [None, 1.5]}}))
     assert orjson.loads(with_nulls.detail_json or b"") == {
