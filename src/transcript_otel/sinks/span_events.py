@@ -89,7 +89,7 @@ class SpanEventSink(Sink):
         self.max_value_length = max_value_length
         self.max_span_bytes = max_span_bytes
         self.missed = 0
-        self.cut_for_budget = 0  # events whose values were cut short because their span was full
+        self.cut_for_budget = 0  # events added past their span's budget (long values as previews)
         # Bytes of events added to each span still alive (the SDK's spans are weakly referenceable).
         self._span_bytes: weakref.WeakKeyDictionary[trace.Span, int] = weakref.WeakKeyDictionary()
 
