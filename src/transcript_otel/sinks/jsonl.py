@@ -69,7 +69,6 @@ class _OpenFile:
         self.last_write = time.monotonic()
 
     def add(self, line: bytes) -> None:
-        self.last_write = time.monotonic()
         end = self.pending + len(line)
         self.buffer[self.pending : end] = line  # in place; grows the buffer only past its end
         self.pending = end
@@ -77,6 +76,9 @@ class _OpenFile:
             self.write_pending()
 
     def write_pending(self) -> None:
+        if not self.pending:
+            return
+        self.last_write = time.monotonic()  # once per batch, not per line
         try:
             _write_all(self.fd, self.buffer, self.pending)
         finally:
@@ -126,13 +128,12 @@ class JsonlMirror(Sink):
 
     def flush(self) -> None:
         failure: OSError | None = None
-        idle_since = time.monotonic() - IDLE_CLOSE_S
         for target, handle in list(self._files.items()):
             try:
                 handle.write_pending()
             except OSError as exc:
                 failure = failure or exc
-            if handle.last_write < idle_since and not handle.pending:
+            if not handle.pending and time.monotonic() - handle.last_write >= IDLE_CLOSE_S:
                 del self._files[target]
                 os.close(handle.fd)
         if failure is not None:
