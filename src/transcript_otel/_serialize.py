@@ -345,7 +345,8 @@ def iso_timestamp(timestamp_ns: int) -> str:
     if seconds != cached_second:
         prefix = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         _second_prefix = (seconds, prefix)
-    return f"{prefix}.{remainder // 1000:06d}+00:00"
+    # %-formatting: 0.1 µs faster than an f-string's `:06d`, for every record.
+    return "%s.%06d+00:00" % (prefix, remainder // 1000)  # noqa: UP031
 
 
 # Integers orjson would read as floats: beyond 64 bits, or below -2**63 (19+ digits).

@@ -77,7 +77,11 @@ DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
 # A thread that wants the GIL back (the agent, returning from I/O) gets it when the holder
 # blocks, or else only after the interpreter's switch interval (5 ms). Draining a burst,
 # the writer holds it for milliseconds at a time: it lets go every `YIELD_EVERY_S` of work.
-YIELD_EVERY_S: Final = 0.0005
+# Each time costs it about 80 µs here (a zero sleep waits for the kernel's timer slack, and a
+# shorter let-go is too short for the waiting thread to wake and take the GIL): every 0.5 ms,
+# that was 15% of its drain rate; every 1 ms, the agent back from 1 ms of I/O still has the
+# GIL within 1 ms at p99 (0.5-0.75 ms every 0.5 ms; benchmark section 1, 2026-11-25).
+YIELD_EVERY_S: Final = 0.001
 _MIN_BACKLOG_ENTRIES: Final = 8
 # Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
 # must not overshoot the bound.
@@ -426,7 +430,7 @@ class TranscriptPipeline:
     def _yield_gil(self) -> None:
         """Release the GIL for a moment: a thread waiting for it takes it now rather than after
         the switch interval (the agent's p99 wake-up delay while the writer drains a burst of
-        1 KB entries: 5.2 ms without, 0.6-0.9 ms with, in a scratch run)."""
+        1 KB entries: 5.2 ms without, 0.6-0.9 ms with yields every 0.5 ms, in a scratch run)."""
         time.sleep(0)
         self._yield_at = time.perf_counter() + YIELD_EVERY_S
 
