@@ -155,14 +155,17 @@ def prepare_entry(
     detail_json: bytes | None = None
     detail_is_json = False
     # The policy, when it keeps less than everything of this entry: no raw, a reduced detail.
-    reducing = policy if policy is not None and policy.mode_for(entry_type_text) != "full" else None
+    reducing = None
+    if policy is not None and not policy.keeps_everything and policy.mode_for(entry_type_text) != "full":
+        reducing = policy
     if reducing is not None:
         raw = None
     if detail is not None:
-        detail = _detail_dict(detail, problems)
+        if not isinstance(detail, dict):
+            detail = _detail_dict(detail, problems)
         if reducing is not None:
             detail = reducing.detail(entry_type_text, detail)
-        if redactor is not None:
+        if redactor is not None and redactor.has_user_rules:
             detail = redactor.user_value(detail)
         encoded = dumps(detail, finite=finite)
         if encoded.problem:

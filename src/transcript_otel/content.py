@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 _logger = logging.getLogger(__name__)
@@ -99,6 +99,8 @@ class ContentPolicy:
 
     mode: Mode = "full"
     excluded: frozenset[str] = frozenset()
+    # The default: every entry as it is. Read for every entry on the writer, so a field.
+    keeps_everything: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -108,6 +110,7 @@ class ContentPolicy:
             raise ValueError(
                 f"unknown content categories {sorted(unknown)}; known: {', '.join(CATEGORIES.values())}"
             )
+        object.__setattr__(self, "keeps_everything", self.mode == "full" and not self.excluded)
 
     def mode_for(self, entry_type: str) -> Mode:
         if self.mode == "full" and CATEGORIES.get(entry_type) in self.excluded:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -28,8 +27,10 @@ class RunInfo:
     jsonl_path: str | None = None
     dropped: int = 0
     dropped_reported: int = 0
-    entries_by_type: Counter[str] = field(default_factory=Counter)
-    entries_by_source: Counter[str] = field(default_factory=Counter)
+    # Plain dicts, not Counters: `counter[key] += 1` costs twice `d[key] = d.get(key, 0) + 1`
+    # (a dict subclass's item access is not specialized), and this runs for every entry.
+    entries_by_type: dict[str, int] = field(default_factory=dict)
+    entries_by_source: dict[str, int] = field(default_factory=dict)
     first_ns: int | None = None
     last_ns: int | None = None
     _last_ns_by_source: dict[str, int] = field(default_factory=dict, repr=False)
@@ -61,8 +62,9 @@ class RunInfo:
     def count_entry(self, entry_type: str, source: str, timestamp_ns: int) -> int:
         """Count an entry, in queue order, stamped `timestamp_ns` (see `not_before_last`);
         its sequence number in `source`."""
-        self.entries_by_type[entry_type] += 1
-        sequence = self.entries_by_source[source] + 1
+        by_type = self.entries_by_type
+        by_type[entry_type] = by_type.get(entry_type, 0) + 1
+        sequence = self.entries_by_source.get(source, 0) + 1
         self.entries_by_source[source] = sequence
         self._last_ns_by_source[source] = timestamp_ns
         if self.first_ns is None or timestamp_ns < self.first_ns:
