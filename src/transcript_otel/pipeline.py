@@ -78,10 +78,11 @@ DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
 # blocks, or else only after the interpreter's switch interval (5 ms). Draining a burst,
 # the writer holds it for milliseconds at a time: it lets go every `YIELD_EVERY_S` of work.
 # Each time costs it about 80 µs here (a zero sleep waits for the kernel's timer slack, and a
-# shorter let-go is too short for the waiting thread to wake and take the GIL): every 0.5 ms,
-# that was 15% of its drain rate; every 1 ms, the agent back from 1 ms of I/O still has the
-# GIL within 1 ms at p99 (0.5-0.75 ms every 0.5 ms; benchmark section 1, 2026-11-25).
-YIELD_EVERY_S: Final = 0.001
+# shorter let-go is too short for the waiting thread to wake and take the GIL): 15% of its
+# drain rate. Every 1 ms instead, 1 KB entries went into the mirror 5-10% faster, but the
+# agent back from 1 ms of I/O waited 1.3-2.5 ms at p99 instead of 1.1 ms (benchmark
+# sections 1 and 3a, alternating, 2026-11-25): the agent comes first.
+YIELD_EVERY_S: Final = 0.0005
 _MIN_BACKLOG_ENTRIES: Final = 8
 # Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
 # must not overshoot the bound.
