@@ -187,6 +187,7 @@ def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
             "mirror_entries": mirror.entries,
             "mirror_errors": mirror.events["transcript.error"],
             "export_drop_reports": mirror.sink_failures["otel_logs"],
+            "export_failed_reported": mirror.failed_export_reported,
             "pipeline_dropped": mirror.pipeline_dropped,
             "records_into_sdk": emitted.emitted,
         }

@@ -254,6 +254,8 @@ class MirrorCounts:
     events: Counter[str] = field(default_factory=Counter)  # records per event name
     entry_types: Counter[str] = field(default_factory=Counter)  # transcript.entry records per type
     sink_failures: Counter[str] = field(default_factory=Counter)  # transcript.error records per sink
+    # Records the OTLP backend did not take, as the transcript.error records about them count them.
+    failed_export_reported: int = 0
     pipeline_dropped: int = 0  # the run's transcript.stop: entries the backlog dropped
 
     @property
@@ -271,6 +273,8 @@ def read_mirror(path: str | os.PathLike[str]) -> MirrorCounts:
             counts.events[event] += 1
             if event == "transcript.entry":
                 counts.entry_types[str(context.get("entry_type"))] += 1
+            elif event == "transcript.error" and "failed_export_records" in context:
+                counts.failed_export_reported += int(context["failed_export_records"])
             elif event == "transcript.error" and context.get("sink"):
                 counts.sink_failures[context["sink"]] += 1
             elif event == "transcript.stop":

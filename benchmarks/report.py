@@ -134,7 +134,8 @@ def render_outage(results: list[dict[str, Any]]) -> str:
         "| entry | backend down as | export queue | RSS growth, peak (after half the entries) "
         "| growth / 64 MiB bound "
         "| growth / baseline's | dropped by the export queue | transcript.error about otel_logs "
-        "| entries in the mirror | in failed exports | neither exported nor reported | shutdown() "
+        "| entries in the mirror | in failed exports (reported in the mirror) "
+        "| neither exported nor reported | shutdown() "
         "| emitting took |",
         "|" + "---|" * 13,
     ]
@@ -154,7 +155,8 @@ def render_outage(results: list[dict[str, Any]]) -> str:
             + f"| {fmt_bytes(result['rss_growth_peak'])} ({fmt_bytes(result['rss_growth_peak_first_half'])}) "
             f"| {result['growth_over_bound']:.2f}x "
             f"| {versus} | {_count(result['export_dropped'])} | {result['export_drop_reports']:,} "
-            f"| {result['mirror_entries']:,} of {result['entries']:,} | {result['export_failed']:,} "
+            f"| {result['mirror_entries']:,} of {result['entries']:,} "
+            f"| {result['export_failed']:,} ({result.get('export_failed_reported', 0):,}) "
             f"| {result['lost_unreported']:,} | {result['shutdown_s']:.2f} s | {result['emitting_s']:.1f} s |"
         )
     return "\n".join(lines)

@@ -591,3 +591,61 @@ def test_a_stalled_backend_costs_the_writer_one_wait_then_records_are_dropped(ex
     assert reasons.count("the OTLP export queue is full (backend slow or down)") == processor.dropped > 10
     exporter.released.set()
     processor.shutdown(2_000)
+
+
+class FailingUntilReleasedExporter:
+    """A backend that refuses every batch until released; remembers what it refused."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.refused: list[dict[str, Any]] = []  # the attributes of each refused record
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        if self.released.is_set():
+            return LogRecordExportResult.SUCCESS
+        self.refused += [dict(record.log_record.attributes or {}) for record in batch]
+        return LogRecordExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_records_of_a_failed_export_are_reported_in_each_runs_mirror(tmp_path: Path) -> None:
+    exporter = FailingUntilReleasedExporter()
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=4)
+    runs = tmp_path / "runs"
+    sinks = [JsonlMirror(runs), OTelLogSink(provider_with(processor))]
+    pipeline = TranscriptPipeline(sinks, shutdown_timeout_s=5)
+    emitters = [
+        TranscriptEmitter(prompt_name=name, adapter="test", session_id=name, pipeline=pipeline)
+        for name in ("first", "second")
+    ]
+    try:
+        for number in range(6):
+            for emitter in emitters:
+                emitter.emit("user_message", detail={"n": number})
+        assert pipeline.flush(10, deep=True)  # every export fails; the reports are queued
+        assert pipeline.flush(10, deep=True)  # the reports are written, and refused in turn
+        refused_before_release = list(exporter.refused)
+        exporter.released.set()
+        for emitter in emitters:
+            emitter.stop()
+    finally:
+        pipeline.shutdown(5)
+    lost = Counter(
+        attributes["transcript.run_id"]
+        for attributes in refused_before_release
+        if "transcript.failed_export_records" not in attributes
+    )
+    assert sum(lost.values()) >= 12  # the entries at least, and the runs' start records
+    for emitter in emitters:
+        mirror = Path(emitter.jsonl_path or "")
+        records = [json.loads(line) for line in mirror.read_text().splitlines()]
+        assert sum(r["event"] == "transcript.entry" for r in records) == 6  # the mirror has them all
+        reports = [r["context"] for r in records if "failed_export_records" in r["context"]]
+        assert reports, "no report of the failed exports"
+        assert sum(r["failed_export_records"] for r in reports) == lost[emitter.run_id]
+        assert all(r["sink"] == "otel_logs" and "did not take" in r["error"] for r in reports)
+    # The reports themselves were refused too, and not reported in turn.
+    assert any("transcript.failed_export_records" in attributes for attributes in refused_before_release)
+    assert processor.failed == len(refused_before_release)

@@ -6,13 +6,15 @@ The SDK's log pipeline returns nothing from `emit()`. The export queue
 (`export_queue.BoundedLogRecordProcessor`, SDK side) marks the emitting thread
 when it drops a record; the OTel log sink (API side, no SDK import) checks the mark
 after each emit and turns a drop into a sink failure, which the pipeline counts and
-reports as a `transcript.error` record.
+reports as a `transcript.error` record. Records the backend did not take (a failed
+export, later, on the export thread) are handed to the pipelines by run id
+(`report_failed_export`), which report them the same way.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 
 
@@ -55,6 +57,23 @@ def let_this_thread_wait(until: float) -> None:
 
 def wait_allowed_until() -> float:
     return _mark.wait_until
+
+
+# Run id -> records of that run in a failed export batch, and why it failed.
+FailedExportHandler = Callable[[Mapping[str, int], str], None]
+_failed_export_handler: FailedExportHandler | None = None
+
+
+def set_failed_export_handler(handler: FailedExportHandler) -> None:
+    """Who hears of failed exports (the pipeline module, which finds each run's pipeline)."""
+    global _failed_export_handler
+    _failed_export_handler = handler
+
+
+def report_failed_export(lost: Mapping[str, int], reason: str) -> None:
+    """The backend did not take these records of these runs; called on an export thread."""
+    if _failed_export_handler is not None:
+        _failed_export_handler(lost, reason)
 
 
 _SHUTDOWN_DEADLINE: ContextVar[float | None] = ContextVar("transcript_otel_shutdown_deadline", default=None)

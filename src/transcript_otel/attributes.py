@@ -15,6 +15,8 @@ RAW: Final = "transcript.raw"
 RUN_ID: Final = "transcript.run_id"
 # Lifecycle records carry their other fields as `transcript.<field>`; nested
 # values (entries_by_type, ...) are JSON strings.
+# On a `transcript.error` about records the OTLP backend did not take: how many.
+FAILED_EXPORT_RECORDS: Final = "transcript.failed_export_records"
 
 # Marks on span events whose long values were cut (log records are never cut).
 TRUNCATED_SUFFIX: Final = ".truncated"

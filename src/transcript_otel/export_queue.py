@@ -18,6 +18,9 @@ everything queued, ignoring the timeout. `BoundedLogRecordProcessor` and
   the OTel log sink turns that into a `transcript.error` record. A dropped span is
   counted in the drop metric and named in one warning (its entries are in the log
   records and the JSONL mirror). No loss is silent;
+* the records of a batch the backend did not take are counted in `failed` and the
+  drop metric; log records are reported to their runs' pipelines, which write one
+  `transcript.error` per run and batch (`failed_export_records`: how many);
 * `force_flush` returns within its timeout;
 * after `fork()` the child starts empty, with its own export thread;
 * what failed exports leave behind is freed (see `_collect_failed_exports`).
@@ -47,10 +50,12 @@ from transcript_otel._export_drops import (
     QUEUE_FULL,
     STOPPED,
     mark_dropped,
+    report_failed_export,
     shutdown_deadline,
     wait_allowed_until,
 )
 from transcript_otel._metrics import count_dropped
+from transcript_otel.attributes import FAILED_EXPORT_RECORDS, RUN_ID
 
 _logger = logging.getLogger(__name__)
 
@@ -212,6 +217,9 @@ class _BoundedExportQueue:
         """Make the drop of one item known (outside the queue's lock)."""
         raise NotImplementedError
 
+    def _report_failed(self, items: list[Any], failure: str) -> None:
+        """Make known which items a failed export lost (counted already)."""
+
     def _fits(self, size: int) -> bool:
         """Whether a record of `size` fits (the first one always does, whatever its size)."""
         if self._max_queue_bytes is None or not (self._queue or self._in_flight):
@@ -278,10 +286,13 @@ class _BoundedExportQueue:
         except Exception as exc:  # an exporter bug must not end the export thread
             failure = f"{type(exc).__name__}: {exc}"
         if failure is not None:
-            # Counted only: the exporter logs its own failures (under `opentelemetry`, which
+            # Not logged: the exporter logs its own failures (under `opentelemetry`, which
             # `transcript-otel run` keeps out of the command's stderr).
             self.failed += len(records)
             self.last_failure = failure
+            if self._report_losses:
+                count_dropped(len(records), self._WHERE)
+                self._report_failed(records, failure)
             records.clear()  # the exporter's frames hold this list: they no longer hold the records
             self._collect_failed_exports(batch_bytes)
         return failure is None
@@ -344,9 +355,10 @@ class _BoundedExportQueue:
         self._worker.join(max(0.0, deadline - time.monotonic()))
         self._exporter.shutdown()
         with self._condition:
-            lost = self._abandoned + len(self._queue) + self.failed
+            unsent = self._abandoned + len(self._queue)
+            lost = unsent + self.failed
         if lost and self._report_losses:
-            count_dropped(lost, self._WHERE)
+            count_dropped(unsent, self._WHERE)  # failed exports were counted as they failed
             _logger.warning(
                 "transcript-otel: %d %s did not reach the OTLP backend (%s); "
                 "the JSONL mirror has them: `transcript-otel replay RUN` sends them",
@@ -369,6 +381,17 @@ class BoundedLogRecordProcessor(_BoundedExportQueue, LogRecordProcessor):
     def _dropped_one(self, reason: str) -> None:
         # The OTel log sink sees this mark after its emit, and reports the entry.
         mark_dropped(reason)
+
+    def _report_failed(self, items: list[Any], failure: str) -> None:
+        lost: dict[str, int] = {}
+        for item in items:
+            attributes = getattr(getattr(item, "log_record", item), "attributes", None) or {}
+            run_id = attributes.get(RUN_ID)
+            # A report of lost records is not reported when it is lost in turn: no end otherwise.
+            if isinstance(run_id, str) and FAILED_EXPORT_RECORDS not in attributes:
+                lost[run_id] = lost.get(run_id, 0) + 1
+        if lost:
+            report_failed_export(lost, failure)
 
 
 class BoundedSpanProcessor(_BoundedExportQueue, SpanProcessor):

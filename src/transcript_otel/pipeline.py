@@ -36,13 +36,13 @@ import threading
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
 import orjson
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
-from transcript_otel._export_drops import let_this_thread_wait, run_before
+from transcript_otel._export_drops import let_this_thread_wait, run_before, set_failed_export_handler
 from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
     PreparedRecord,
@@ -153,6 +153,8 @@ class TranscriptPipeline:
         # records they submit to be written next (`after_pending`, `submit_next`).
         self._after_batch: list[Callable[[], None]] = []
         self._next_records: list[QueuedItem] = []
+        # The runs written here, by id: for reports that name a run only by its id.
+        self._runs: weakref.WeakValueDictionary[str, RunInfo] = weakref.WeakValueDictionary()
         self._yield_at = 0.0
         self.internal_errors = 0
         self.sink_failures: Counter[str] = Counter()
@@ -162,6 +164,7 @@ class TranscriptPipeline:
 
     def register_run(self, run: RunInfo) -> None:
         """Let each sink prepare for `run` (the JSONL mirror picks its file name)."""
+        self._runs[run.run_id] = run
         for sink in self.sinks:
             try:
                 sink.register_run(run)
@@ -185,6 +188,23 @@ class TranscriptPipeline:
             self.wake()
         elif self._thread is None:
             self.ensure_running()
+
+    def report_failed_export(self, lost: Mapping[str, int], reason: str) -> None:
+        """The OTLP backend did not take `lost[run_id]` log records of these runs: one
+        `transcript.error` in each run's transcript (the mirror still has the records).
+        Called on an export thread; runs of other pipelines are skipped."""
+        if self._closed:
+            return  # the shutdown's warning names what is lost from now on
+        for run_id, count in lost.items():
+            run = self._runs.get(run_id)
+            if run is None:
+                continue
+            error = (
+                f"the OTLP backend did not take {count} log records of this run ({reason}); "
+                "the JSONL mirror has them: `transcript-otel replay` sends them"
+            )
+            extra = {"error": error, "sink": "otel_logs", "failed_export_records": count}
+            self.submit((TranscriptEvent.ERROR, run, None, None, time.time_ns(), extra, None, None))
 
     def submit_next(self, item: QueuedItem) -> None:
         """`submit()`, but from an `after_pending()` action on the writer: `item` is written
@@ -709,6 +729,14 @@ def _register_exit_handler() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_pipelines_after_fork)
+
+
+def _report_failed_export(lost: Mapping[str, int], reason: str) -> None:
+    for pipeline in list(_PIPELINES):
+        pipeline.report_failed_export(lost, reason)
+
+
+set_failed_export_handler(_report_failed_export)
 
 
 def _described(exc: Exception) -> str:

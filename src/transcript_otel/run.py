@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from transcript_otel.model import TranscriptSummary
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class RunInfo:
     """One `evaluate()`-like run: the envelope's constant part and its counters.
 
