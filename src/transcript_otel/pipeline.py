@@ -190,7 +190,7 @@ class TranscriptPipeline:
             self.ensure_running()
 
     def report_failed_export(self, lost: Mapping[str, int], reason: str) -> None:
-        """The OTLP backend did not take `lost[run_id]` log records of these runs: one
+        """The export of `lost[run_id]` log records of these runs failed: one
         `transcript.error` in each run's transcript (the mirror still has the records).
         Called on an export thread; runs of other pipelines are skipped."""
         if self._closed:
@@ -199,9 +199,10 @@ class TranscriptPipeline:
             run = self._runs.get(run_id)
             if run is None:
                 continue
+            # "may": an export that timed out may still have reached a slow backend.
             error = (
-                f"the OTLP backend did not take {count} log records of this run ({reason}); "
-                "the JSONL mirror has them: `transcript-otel replay` sends them"
+                f"the OTLP export of {count} log records of this run failed ({reason}); the backend "
+                "may not have them; the JSONL mirror does: `transcript-otel replay` sends them"
             )
             extra = {"error": error, "sink": "otel_logs", "failed_export_records": count}
             self.submit((TranscriptEvent.ERROR, run, None, None, time.time_ns(), extra, None, None))
