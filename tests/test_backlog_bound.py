@@ -72,3 +72,31 @@ def test_failures_are_counted_per_sink(
     errors = [r for r in run_records(emitter) if r["event"] == "transcript.error"]
     assert len(errors) == 5
     assert all("sink 'broken' failed: OSError: backend unreachable" in e["context"]["error"] for e in errors)
+
+
+def test_the_entry_size_estimate_goes_down_slowly_however_the_entries_are_batched(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: object
+) -> None:
+    """After large entries, a burst of small ones lowers the estimate a 64th of the way per
+    entry: the bound does not suddenly admit 30x as many entries because one batch was small."""
+
+    def limit_after(*bursts: tuple[int, int]) -> int:
+        pipeline = make_pipeline([JsonlMirror(str(runs_dir))])
+        emitter = TranscriptEmitter(prompt_name="estimate", adapter="a", pipeline=pipeline)
+        for count, size in bursts:
+            for index in range(count):
+                emitter.emit("tool_result", detail={"output": "x" * size, "index": index})
+            assert pipeline.flush()
+        return pipeline.backlog_limit
+
+    small_only = limit_after((128, 1_000))
+    large = limit_after((20, 50_000))
+    large_then_small = limit_after((20, 50_000), (128, 1_000))
+    assert large < large_then_small < small_only / 2
+
+    # 128 small entries move the estimate 1 - (63/64)**128 = 87% of the way down.
+    def estimate(limit: int) -> float:
+        return 64 * 1024 * 1024 / limit
+
+    moved = (estimate(large) - estimate(large_then_small)) / (estimate(large) - estimate(small_only))
+    assert 0.80 < moved < 0.93

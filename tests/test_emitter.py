@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+from opentelemetry import trace
 
 from transcript_otel import (
     ENVELOPE_KEYS,
@@ -26,6 +27,7 @@ from transcript_otel import (
 from transcript_otel._records import PreparedRecord, QueuedItem, prepare_entry
 from transcript_otel.invariants import check_invariants
 from transcript_otel.model import REQUIRED_ENVELOPE_KEYS, DetailInRaw, TranscriptEvent
+from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
 from transcript_otel.sinks import JsonlMirror
 
@@ -635,3 +637,28 @@ def test_default_pipeline_is_used_without_argument(tmp_path: Path, monkeypatch: 
         assert len(entry_contexts(run_records(emitter))) == 1
     finally:
         pipeline.shutdown(5.0)
+
+
+def test_a_prepared_entry_holds_each_part_where_the_sinks_read_it() -> None:
+    """The record is built positionally on the writer (for speed): every field in its place."""
+    span_context = trace.SpanContext(0xABC, 0xDEF, is_remote=False, trace_flags=trace.TraceFlags(1))
+    context = trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+    run = RunInfo("p", "a", "s", 0)
+    redactor = Redactor()
+    detail = {"text": "hi"}
+    item: QueuedItem = (TranscriptEvent.ENTRY, run, "user_message", "main", 1_000, detail, "raw", context)
+    record = prepare_entry(item, redactor)
+    assert record.event is TranscriptEvent.ENTRY
+    assert record.run is run
+    assert record.timestamp_ns == 1_000
+    assert record.timestamp == "1970-01-01T00:00:00.000001+00:00"
+    assert record.context["raw"] == "raw"
+    assert record.context["sequence_number"] == 1
+    assert record.detail_json == b'{"text":"hi"}'
+    assert record.detail == {"text": "hi"}
+    assert record.detail_is_json is True
+    assert record.redactor is redactor
+    assert record.otel_context is context
+    assert record.problems == []
+    assert (record.trace_id, record.span_id) == (0xABC, 0xDEF)
+    assert record.otel_attributes is None

@@ -28,7 +28,7 @@ from opentelemetry._logs import LogRecord
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
-from transcript_otel import TranscriptEmitter, TranscriptPipeline, export_queue
+from transcript_otel import TranscriptEmitter, TranscriptPipeline, _export_drops, export_queue
 from transcript_otel._export_drops import let_this_thread_wait, take_drop
 from transcript_otel.export_queue import (
     BACKPRESSURE_WAIT_S,
@@ -649,3 +649,21 @@ def test_records_of_a_failed_export_are_reported_in_each_runs_mirror(tmp_path: P
     # The reports themselves were refused too, and not reported in turn.
     assert any("transcript.failed_export_records" in attributes for attributes in refused_before_release)
     assert processor.failed == len(refused_before_release)
+
+
+def test_a_report_that_fails_does_not_end_the_export_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(lost: Any, reason: str) -> None:
+        raise RuntimeError("can't start new thread")  # as at interpreter shutdown
+
+    monkeypatch.setattr(_export_drops, "_failed_export_handler", broken)
+    exporter = FailingUntilReleasedExporter()
+    processor = BoundedLogRecordProcessor(exporter, max_export_batch_size=1)
+    logger = provider_with(processor).get_logger("test")
+    logger.emit(LogRecord(body="refused", attributes={"transcript.run_id": "r1"}))
+    assert processor.force_flush(5_000)
+    assert processor.failed == 1
+    exporter.released.set()
+    logger.emit(LogRecord(body="taken", attributes={"transcript.run_id": "r1"}))
+    assert processor.force_flush(5_000)  # the export thread is still there
+    assert processor.failed == 1
+    processor.shutdown(1_000)

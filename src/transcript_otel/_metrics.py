@@ -1,6 +1,6 @@
 """The one metric transcript-otel keeps: transcript records lost, by where they were lost.
 
-Recorded through the OTel metrics API on the writer thread (never the agent's), so it
+Recorded through the OTel metrics API on the writer and export threads (never the agent's), so it
 costs nothing without a MeterProvider, and reaches whatever provider the application,
 or `configure()` with `OTEL_METRICS_EXPORTER=otlp`, set up. The same losses are in the
 transcript as `transcript.error` records; the metric is for alerting across runs.

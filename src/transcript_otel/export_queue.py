@@ -20,7 +20,8 @@ everything queued, ignoring the timeout. `BoundedLogRecordProcessor` and
   records and the JSONL mirror). No loss is silent;
 * the records of a batch the backend did not take are counted in `failed` and the
   drop metric; log records are reported to their runs' pipelines, which write one
-  `transcript.error` per run and batch (`failed_export_records`: how many);
+  `transcript.error` per run and batch (`failed_export_records`: how many) while the
+  run is still held by its emitter and the pipeline runs;
 * `force_flush` returns within its timeout;
 * after `fork()` the child starts empty, with its own export thread;
 * what failed exports leave behind is freed (see `_collect_failed_exports`).
@@ -292,7 +293,10 @@ class _BoundedExportQueue:
             self.last_failure = failure
             if self._report_losses:
                 count_dropped(len(records), self._WHERE)
-                self._report_failed(records, failure)
+                try:
+                    self._report_failed(records, failure)
+                except Exception as exc:  # a failing report must not end the export thread
+                    _logger.debug("transcript-otel: could not report a failed export: %r", exc)
             records.clear()  # the exporter's frames hold this list: they no longer hold the records
             self._collect_failed_exports(batch_bytes)
         return failure is None

@@ -192,7 +192,9 @@ class TranscriptPipeline:
     def report_failed_export(self, lost: Mapping[str, int], reason: str) -> None:
         """The export of `lost[run_id]` log records of these runs failed: one
         `transcript.error` in each run's transcript (the mirror still has the records).
-        Called on an export thread; runs of other pipelines are skipped."""
+        Called on an export thread; runs of other pipelines are skipped. A batch that fails
+        after its run stopped is reported after `transcript.stop`, or, once nothing holds the
+        run any more, only in the drop metric and the shutdown's warning."""
         if self._closed:
             return  # the shutdown's warning names what is lost from now on
         for run_id, count in lost.items():
@@ -200,8 +202,9 @@ class TranscriptPipeline:
             if run is None:
                 continue
             # "may": an export that timed out may still have reached a slow backend.
+            records = "1 log record" if count == 1 else f"{count} log records"
             error = (
-                f"the OTLP export of {count} log records of this run failed ({reason}); the backend "
+                f"the OTLP export of {records} of this run failed ({reason}); the backend "
                 "may not have them; the JSONL mirror does: `transcript-otel replay` sends them"
             )
             extra = {"error": error, "sink": "otel_logs", "failed_export_records": count}
@@ -630,14 +633,14 @@ class TranscriptPipeline:
 
     def _observe_json_bytes(self, largest: float, mean: float, count: int = 1) -> None:
         """Fold the JSON sizes of `count` entries into the estimate: up at once to the largest,
-        down slowly towards their mean (a 64th of the way per entry). Once per batch: per
-        entry, it cost the writer 0.27 µs an entry."""
+        down slowly towards their mean (a 64th of the way per entry, compounded, as folding
+        them one by one would). Once per batch: per entry, it cost the writer 0.27 µs an entry."""
         size = (512 + largest) * _OBJECT_OVERHEAD
         if size >= self._entry_bytes:
             self._entry_bytes = size
         else:
             typical = (512 + mean) * _OBJECT_OVERHEAD
-            self._entry_bytes += (typical - self._entry_bytes) * min(1.0, count / 64)
+            self._entry_bytes += (typical - self._entry_bytes) * (1 - (63 / 64) ** count)
         if not self._closed:
             self.backlog_limit = self._limit_for(self._entry_bytes)
 
