@@ -101,7 +101,8 @@ def _run_fields(run: RunInfo) -> dict[str, Any]:
 
 
 def _with_trace(record: PreparedRecord) -> PreparedRecord:
-    if record.otel_context is not None:
+    # An empty Context (no span was current when the agent emitted) is falsy: nothing to look up.
+    if record.otel_context:
         span_context = trace.get_current_span(record.otel_context).get_span_context()
         if span_context.is_valid:
             record.trace_id = span_context.trace_id
@@ -161,11 +162,10 @@ def prepare_entry(
     if reducing is not None:
         raw = None
     if detail is not None:
-        if not isinstance(detail, dict):
-            detail = _detail_dict(detail, problems)
+        detail = _detail_dict(detail, problems)
         if reducing is not None:
             detail = reducing.detail(entry_type_text, detail)
-        if redactor is not None and redactor.has_user_rules:
+        if redactor is not None:
             detail = redactor.user_value(detail)
         encoded = dumps(detail, finite=finite)
         if encoded.problem:
@@ -197,8 +197,7 @@ def prepare_entry(
         otel_context,
         problems,
     )
-    if otel_context:  # an empty Context (no span was current) is falsy: nothing to correlate
-        _with_trace(record)
+    _with_trace(record)
     context["sequence_number"] = run.count_entry(entry_type_text, source_text, timestamp_ns)
     return record
 

@@ -196,10 +196,8 @@ def dumps(value: object, *, finite: bool = False) -> Encoded:
     knows `value` holds only finite floats (`finite`).
     """
     try:
-        data = orjson.dumps(value)  # the common case: nothing orjson does not know
-        if len(data) >= _COPY_FROM:  # `_exact`, inline on this path taken for every entry
-            data = bytes(memoryview(data))
-        if not finite and _NULL.find_matches_as_indexes(data) and _has_non_finite_float(value):
+        data = _exact(orjson.dumps(value))  # the common case: nothing orjson does not know
+        if not finite and _holds_null(data) and _has_non_finite_float(value):
             return Encoded(data, _NON_FINITE_NOTE[1][0])
         return _new_tuple(Encoded, (data, None))
     except TypeError:

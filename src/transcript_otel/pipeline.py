@@ -509,7 +509,7 @@ class TranscriptPipeline:
             batch.append(error_record(run, time.time_ns() if at is None else at, message))
             return 0
         entry_bytes = 0
-        if event is TranscriptEvent.ENTRY:
+        if event is TranscriptEvent.ENTRY:  # at least 1: an entry with neither detail nor raw counts too
             entry_bytes = 1 + len(record.detail_json or b"") + len(record.context.get("raw") or "")
         batch.append(record)
         if record.problems:

@@ -218,7 +218,7 @@ def _builtin(data: bytes) -> bytes:
 class Redactor:
     """The built-in patterns, plus the user's patterns and function."""
 
-    __slots__ = ("_custom", "_user", "has_user_rules")
+    __slots__ = ("_custom", "_user")
 
     def __init__(self, patterns: Iterable[tuple[str, str]] = (), custom: Replacer | None = None) -> None:
         user = list(patterns)
@@ -229,8 +229,10 @@ class Redactor:
             seen.add(kind)
         self._user = _compile(user) if user else None
         self._custom = custom
-        # An attribute, not a property: read for every entry on the writer.
-        self.has_user_rules = self._user is not None or custom is not None
+
+    @property
+    def has_user_rules(self) -> bool:
+        return self._user is not None or self._custom is not None
 
     def text(self, text: str) -> str:
         """Plain text with every rule applied: built-in, user patterns, user function."""
@@ -238,7 +240,7 @@ class Redactor:
         redacted = _builtin(data)
         if redacted is not data:
             text = redacted.decode("utf-8", "surrogatepass")
-        return self._user_rules(text) if self.has_user_rules else text
+        return self._user_rules(text)
 
     # Encoded JSON with the built-in patterns applied (it stays valid JSON); `_builtin`
     # itself rather than a method that calls it, which cost a call per entry.
