@@ -15,7 +15,7 @@ import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from transcript_otel._serialize import dumps, iso_timestamp, preview, safe_text
+from transcript_otel._serialize import dumps, faithful_json, iso_timestamp, preview, safe_text
 from transcript_otel.content import ContentPolicy
 from transcript_otel.model import (
     CANONICAL_ENTRY_TYPES,
@@ -167,11 +167,14 @@ def prepare_entry(
             detail = reducing.detail(entry_type_text, detail)
         if redactor is not None:
             detail = redactor.user_value(detail)
-        encoded = dumps(detail, finite=finite)
-        if encoded.problem:
-            problems.append(f"detail: {encoded.problem}")
-        detail_json = encoded.data if redactor is None else redactor.encoded(encoded.data)
-        detail_is_json = encoded.problem is None and detail_json is encoded.data
+        encoded = faithful_json(detail, finite=finite)
+        problem = None
+        if encoded is None:
+            encoded, problem = dumps(detail, finite=finite)
+            if problem:
+                problems.append(f"detail: {problem}")
+        detail_json = encoded if redactor is None else redactor.encoded(encoded)
+        detail_is_json = problem is None and detail_json is encoded
         context["detail"] = orjson.Fragment(detail_json)
     if raw is not None:
         if isinstance(raw, RawJson):

@@ -26,10 +26,7 @@ _REPR.maxother = 200
 
 
 class Encoded(NamedTuple):
-    """JSON bytes plus, when the encoding was not faithful, why.
-
-    A named tuple: built for every entry, at a third of a frozen dataclass's cost.
-    """
+    """JSON bytes plus, when the encoding was not faithful, why."""
 
     data: bytes
     problem: str | None = None
@@ -178,14 +175,26 @@ def _exact(data: bytes) -> bytes:
 
 
 _COPY_FROM: Final = 2048
-# `Encoded(data)` runs the named tuple's Python `__new__`; this is the same tuple at half the cost.
-_new_tuple: Final = tuple.__new__
+
+
+def faithful_json(value: object, *, finite: bool = False) -> bytes | None:
+    """The JSON of `value` when orjson alone encodes it faithfully (the common case);
+    None when `dumps` has to convert or report something. No `Encoded` is built: the
+    writer calls this for every entry, and the named tuple costs 0.15 µs of its ~8 µs."""
+    try:
+        data = _exact(orjson.dumps(value))
+    except TypeError:
+        return None
+    if not finite and _holds_null(data) and _has_non_finite_float(value):
+        return None
+    return data
 
 
 def dumps(value: object, *, finite: bool = False) -> Encoded:
     """Encode `value` as JSON; never raises; reports every change it had to make.
 
-    1. orjson alone; then orjson converting unknown types with `_fallback` (reported);
+    1. orjson alone (`faithful_json`); then orjson converting unknown types with
+       `_fallback` (reported);
     2. orjson with non-str keys turned into strings (reported);
     3. stdlib json, which handles lone surrogates and integers above 64 bits
        faithfully (keys it cannot represent are skipped, which is reported);
@@ -195,19 +204,15 @@ def dumps(value: object, *, finite: bool = False) -> Encoded:
     the check only runs when the output holds a `null` at all, and not when the caller
     knows `value` holds only finite floats (`finite`).
     """
-    try:
-        data = _exact(orjson.dumps(value))  # the common case: nothing orjson does not know
-        if not finite and _holds_null(data) and _has_non_finite_float(value):
-            return Encoded(data, _NON_FINITE_NOTE[1][0])
-        return _new_tuple(Encoded, (data, None))
-    except TypeError:
-        pass
+    data = faithful_json(value, finite=finite)
+    if data is not None:
+        return Encoded(data)
     fallback = _RecordingFallback()
     try:
         data = _exact(orjson.dumps(value, default=fallback))
         non_finite = not finite and _holds_null(data) and _has_non_finite_float(value)
         if not non_finite and not fallback.converted:
-            return Encoded(data)  # the common case: faithful
+            return Encoded(data)
         return Encoded(data, _problems(fallback, *_NON_FINITE_NOTE[non_finite]))
     except TypeError:
         pass
