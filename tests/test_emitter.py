@@ -313,6 +313,25 @@ def test_each_canonical_entry_type(make_emitter: MakeEmitter, entry_type: EntryT
     assert context["entry_type"] == entry_type.value
     assert context["detail"] == {"k": entry_type.value}
     assert context["sequence_number"] == 1
+    # The line is compact JSON, byte for byte what encoding the record in one piece gives.
+    assert emitter.jsonl_path is not None
+    lines = Path(emitter.jsonl_path).read_bytes().splitlines()
+    (line,) = [line for line in lines if b'"event":"transcript.entry"' in line]
+    assert line == orjson.dumps(entry)
+
+
+def test_an_entry_line_escapes_what_json_must(make_emitter: MakeEmitter) -> None:
+    emitter = make_emitter(session_id=SESSION, prompt_name='say "hi"\n→')
+    emitter.emit("assistant_message", detail={"text": 'quote " and \u001b → 🚀'}, raw='{"a": "\\"}')
+    emitter.stop()
+    assert emitter.jsonl_path is not None
+    lines = Path(emitter.jsonl_path).read_bytes().splitlines()
+    (line,) = [line for line in lines if b'"event":"transcript.entry"' in line]
+    entry = json.loads(line)
+    assert line == orjson.dumps(entry)
+    assert entry["context"]["prompt_name"] == 'say "hi"\n→'
+    assert entry["context"]["detail"] == {"text": 'quote " and \u001b → 🚀'}
+    assert entry["context"]["raw"] == '{"a": "\\"}'
 
 
 def test_entry_type_enum_member_is_accepted(make_emitter: MakeEmitter) -> None:

@@ -82,15 +82,23 @@ class PreparedRecord:
 
     @property
     def level(self) -> str:
-        return "WARNING" if self.event is TranscriptEvent.ERROR else "DEBUG"
+        return _level(self.event)
 
     @property
     def message(self) -> str:
-        if self.event is TranscriptEvent.ENTRY:
-            return f"transcript entry: {self.context['entry_type']}"
-        if self.event is TranscriptEvent.ERROR:
-            return f"transcript error: {self.context.get('error', '')}"
-        return str(self.event.value)
+        return _message(self.event, self.context)
+
+
+def _level(event: TranscriptEvent) -> str:
+    return "WARNING" if event is TranscriptEvent.ERROR else "DEBUG"
+
+
+def _message(event: TranscriptEvent, context: dict[str, Any]) -> str:
+    if event is TranscriptEvent.ENTRY:
+        return f"transcript entry: {context['entry_type']}"
+    if event is TranscriptEvent.ERROR:
+        return f"transcript error: {context.get('error', '')}"
+    return str(event.value)
 
 
 def _run_fields(run: RunInfo) -> dict[str, Any]:
@@ -333,22 +341,48 @@ def error_record(
     return prepare_lifecycle(item)
 
 
-def encode_line(record: PreparedRecord) -> bytes:
-    """The debug-bundle `logs/app.jsonl` line for `record`, newline included."""
-    line = {
-        "timestamp": record.timestamp,
-        "level": record.level,
+def _line(timestamp: str, event: TranscriptEvent, context: dict[str, Any]) -> dict[str, Any]:
+    """The debug-bundle `logs/app.jsonl` record: the context comes last."""
+    return {
+        "timestamp": timestamp,
+        "level": _level(event),
         "logger": LOGGER_NAME,
-        "event": record.event,  # a StrEnum: orjson writes its value, without the slow `.value`
-        "message": record.message,
-        "context": record.context,
+        "event": event,  # a StrEnum: orjson writes its value, without the slow `.value`
+        "message": _message(event, context),
+        "context": context,
     }
+
+
+def _entry_line_head(entry_type: str) -> bytes:
+    """What an entry's line holds between its timestamp and its context's value: the
+    same for every entry of a type, so it is encoded once, by the encoder of the lines."""
+    template = orjson.dumps(_line("", TranscriptEvent.ENTRY, {"entry_type": entry_type}))
+    return template[len(_LINE_START) + len(b'""') : template.rindex(b'"context":') + len(b'"context":')]
+
+
+_LINE_START: Final = b'{"timestamp":'
+_ENTRY_LINE_HEADS: Final = {entry_type: _entry_line_head(entry_type) for entry_type in CANONICAL_ENTRY_TYPES}
+
+
+def encode_line(record: PreparedRecord) -> bytes:
+    """The debug-bundle `logs/app.jsonl` line for `record`, newline included.
+
+    An entry's line is joined from its encoded parts (the head per entry type, above):
+    0.4 µs less per 1 KB entry than building and encoding the line's dict, for 2 µs of
+    copying per 50 KB one."""
+    context = record.context
+    if record.event is TranscriptEvent.ENTRY:
+        head = _ENTRY_LINE_HEADS.get(context["entry_type"])
+        if head is not None:
+            try:
+                parts = (_LINE_START, orjson.dumps(record.timestamp), head, orjson.dumps(context), b"}\n")
+                return b"".join(parts)
+            except TypeError:
+                pass  # the line's dict, below, falls back on the encoder that never fails
+    line = _line(record.timestamp, record.event, context)
     try:
         return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
     except TypeError:
         # Lifecycle extras may hold anything a caller passed; entries are pre-sanitized.
-        fallback = dict(line)
-        fallback["context"] = {
-            key: orjson.Fragment(dumps(value).data) for key, value in record.context.items()
-        }
-        return orjson.dumps(fallback, option=orjson.OPT_APPEND_NEWLINE)
+        line["context"] = {key: orjson.Fragment(dumps(value).data) for key, value in context.items()}
+        return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
