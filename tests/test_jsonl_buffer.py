@@ -69,3 +69,21 @@ def test_a_failed_write_leaves_the_buffer_usable(tmp_path: Path) -> None:
     os.close(handle.fd)
     assert failure.value is not None
     assert (tmp_path / "reopened.jsonl").read_bytes() == b"x" * (2 * _BUFFER_BYTES) + b"\nkept\n"
+
+
+def test_lines_that_fill_the_buffer_exactly_then_outgrow_it(tmp_path: Path) -> None:
+    # Lines are copied into the room the buffer has; one that ends exactly at its end fits,
+    # one past it grows the buffer; the bytes written are the lines, whatever was there before.
+    target = tmp_path / "exact.jsonl"
+    handle = _OpenFile(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    handle.add(b"a" * 99 + b"\n")
+    handle.write_pending()
+    handle.add(b"b" * 49 + b"\n")
+    handle.add(b"c" * 49 + b"\n")  # ends exactly where the first batch's line did
+    handle.add(b"d\n")  # one past the room: the buffer grows
+    handle.write_pending()
+    handle.add(b"e" * 9 + b"\n")
+    handle.write_pending()
+    os.close(handle.fd)
+    expected = b"a" * 99 + b"\n" + b"b" * 49 + b"\n" + b"c" * 49 + b"\n" + b"d\n" + b"e" * 9 + b"\n"
+    assert target.read_bytes() == expected

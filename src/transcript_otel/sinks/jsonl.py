@@ -60,20 +60,33 @@ class _OpenFile:
     of being freed and faulted in again at every write (3 us per 4 KiB page here).
     """
 
-    __slots__ = ("buffer", "fd", "last_write", "pending")
+    __slots__ = ("buffer", "fd", "last_write", "pending", "view")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buffer = bytearray()
+        # Lines are copied in through a view: a memoryview's slice assignment costs half
+        # a bytearray's (0.18 against 0.33 µs for a 1.4 KB line, 2.7 against 5.1 µs for
+        # 110 KB). An exported bytearray cannot grow: `_grow` lets go of the view first.
+        self.view = memoryview(self.buffer)
         self.pending = 0
         self.last_write = time.monotonic()
 
     def add(self, line: bytes) -> None:
         end = self.pending + len(line)
-        self.buffer[self.pending : end] = line  # in place; grows the buffer only past its end
+        if end <= len(self.buffer):
+            self.view[self.pending : end] = line  # in place, over bytes already written out
+        else:
+            self._grow(line)
         self.pending = end
         if end >= _BUFFER_BYTES:
             self.write_pending()
+
+    def _grow(self, line: bytes) -> None:
+        """`line` after the pending bytes, in a buffer grown to hold it."""
+        self.view.release()
+        self.buffer[self.pending :] = line
+        self.view = memoryview(self.buffer)
 
     def write_pending(self) -> None:
         if not self.pending:
@@ -83,8 +96,10 @@ class _OpenFile:
             _write_all(self.fd, self.buffer, self.pending)
         finally:
             self.pending = 0
-            if len(self.buffer) > 2 * _BUFFER_BYTES:
-                self.buffer = bytearray()  # a huge line's buffer is not kept
+            if len(self.buffer) > 2 * _BUFFER_BYTES:  # a huge line's buffer is not kept
+                self.view.release()
+                self.buffer = bytearray()
+                self.view = memoryview(self.buffer)
 
 
 class JsonlMirror(Sink):
