@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -15,7 +16,17 @@ import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from transcript_otel._serialize import dumps, faithful_json, iso_timestamp, preview, safe_text
+from transcript_otel._serialize import (
+    NON_FINITE_NOTE,
+    dumps,
+    faithful_json,
+    has_non_finite_float,
+    holds_null,
+    iso_timestamp,
+    parts_holding_null,
+    preview,
+    safe_text,
+)
 from transcript_otel.content import ContentPolicy
 from transcript_otel.model import (
     CANONICAL_ENTRY_TYPES,
@@ -26,7 +37,7 @@ from transcript_otel.model import (
     TranscriptEvent,
     is_valid_source,
 )
-from transcript_otel.redaction import Redactor
+from transcript_otel.redaction import Redactor, parts_holding_literals
 from transcript_otel.run import RunInfo
 
 LOGGER_NAME: Final = "transcript_otel"
@@ -120,13 +131,31 @@ def _with_trace(record: PreparedRecord) -> PreparedRecord:
     return record
 
 
+@dataclass(slots=True)
+class DeferredSearch:
+    """An entry record whose content `search_batch` has yet to search: for secrets, and for
+    a `null` in its detail that may have been a NaN or an infinity (`check_null`)."""
+
+    record: PreparedRecord
+    check_null: bool
+
+
+# Entries up to this size (detail JSON and raw) are searched with their batch; joining
+# larger ones would copy more than their own searches cost.
+BATCH_SEARCH_MAX_BYTES: Final = 16 * 1024
+
+
 def prepare_entry(
-    item: QueuedItem, redactor: Redactor | None = None, policy: ContentPolicy | None = None
+    item: QueuedItem,
+    redactor: Redactor | None = None,
+    policy: ContentPolicy | None = None,
+    deferred: list[DeferredSearch] | None = None,
 ) -> PreparedRecord:
     """Build the `transcript.entry` record; bad input is repaired and noted, never raised.
 
     `policy` decides how much content is kept; then `redactor` replaces secrets in
-    `detail` and `raw`, before anything is encoded.
+    `detail` and `raw`. With a `deferred` list, the searches of a small entry's content
+    are left to `search_batch`, which the caller must run before any sink sees the record.
     """
     _, run, entry_type, source, timestamp_ns, detail, raw, otel_context = item
     problems: list[str] = []
@@ -163,6 +192,7 @@ def prepare_entry(
         context["session_id"] = run.session_id
     detail_json: bytes | None = None
     detail_is_json = False
+    check_null = False  # a `null` in the detail's JSON may have been a NaN or an infinity
     # The policy, when it keeps less than everything of this entry: no raw, a reduced detail.
     reducing = None
     if policy is not None and not policy.keeps_everything and policy.mode_for(entry_type_text) != "full":
@@ -175,15 +205,15 @@ def prepare_entry(
             detail = reducing.detail(entry_type_text, detail)
         if redactor is not None:
             detail = redactor.user_value(detail)
-        encoded = faithful_json(detail, finite=finite)
-        problem = None
-        if encoded is None:
-            encoded, problem = dumps(detail, finite=finite)
+        detail_json = faithful_json(detail, finite=True)  # the NaN question is asked below
+        detail_is_json = detail_json is not None
+        check_null = detail_is_json and not finite
+        if detail_json is None:
+            detail_json, problem = dumps(detail, finite=finite)
+            detail_is_json = problem is None
             if problem:
                 problems.append(f"detail: {problem}")
-        detail_json = encoded if redactor is None else redactor.encoded(encoded)
-        detail_is_json = problem is None and detail_json is encoded
-        context["detail"] = orjson.Fragment(detail_json)
+    raw_text: str | None = None
     if raw is not None:
         if isinstance(raw, RawJson):
             encoded_raw = dumps(raw.value)
@@ -193,7 +223,10 @@ def prepare_entry(
         raw_text, problem = safe_text(raw)
         if problem:
             problems.append(f"raw: {problem}")
-        context["raw"] = raw_text if redactor is None else redactor.text(raw_text)
+    if detail_json is not None:
+        context["detail"] = orjson.Fragment(detail_json)
+    if raw_text is not None:
+        context["raw"] = raw_text
     # Positional: keyword arguments cost the writer 0.3 µs an entry (0.65 against 0.34 µs).
     record = PreparedRecord(
         TranscriptEvent.ENTRY,
@@ -208,9 +241,89 @@ def prepare_entry(
         otel_context,
         problems,
     )
+    searched_later = (
+        deferred is not None
+        and (redactor is None or not redactor.has_user_rules)  # theirs apply after the built-in rules
+        and len(detail_json or b"") + len(raw_text or "") <= BATCH_SEARCH_MAX_BYTES
+    )
+    if not searched_later:
+        _search_alone(record, check_null)
     _with_trace(record)
     context["sequence_number"] = run.count_entry(entry_type_text, source_text, timestamp_ns)
+    if deferred is not None and searched_later:
+        deferred.append(DeferredSearch(record, check_null))
     return record
+
+
+def _search_alone(record: PreparedRecord, check_null: bool) -> None:
+    """What `search_batch` does for an entry, for one entry on its own (each search its own call)."""
+    if check_null and record.detail_json is not None and holds_null(record.detail_json):
+        _guarded(record, _note_non_finite)
+    if record.redactor is not None:
+        _guarded(record, _redact_detail)
+        _guarded(record, _redact_raw)
+
+
+def search_batch(deferred: list[DeferredSearch]) -> None:
+    """The searches `prepare_entry` left to the batch, one for all its entries each: for a
+    `null` in the details (then whether it was a NaN or an infinity, noted as a problem),
+    and for the built-in redaction rules' literals (then the entry's part is redacted as
+    `prepare_entry` would have). Never raises: a record whose search failed loses its
+    content instead, with a problem that says so."""
+    nullable = [search for search in deferred if search.check_null]
+    holding_null = parts_holding_null([search.record.detail_json or b"" for search in nullable])
+    for search, holds in zip(nullable, holding_null, strict=True):
+        if holds:
+            _guarded(search.record, _note_non_finite)
+    redacted = [search.record for search in deferred if search.record.redactor is not None]
+    owners: list[tuple[PreparedRecord, bool]] = []  # each part's record, and whether it is the detail
+    parts: list[bytes] = []
+    for record in redacted:
+        if record.detail_json is not None:
+            owners.append((record, True))
+            parts.append(record.detail_json)
+        raw = record.context.get("raw")
+        if raw is not None:
+            owners.append((record, False))
+            parts.append(raw.encode("utf-8", "surrogatepass"))
+    for (record, is_detail), holds in zip(owners, parts_holding_literals(parts), strict=True):
+        if holds:
+            _guarded(record, _redact_detail if is_detail else _redact_raw)
+
+
+def _note_non_finite(record: PreparedRecord) -> None:
+    if has_non_finite_float(record.detail):
+        record.problems.append(f"detail: {NON_FINITE_NOTE}")
+        record.detail_is_json = False
+
+
+def _redact_detail(record: PreparedRecord) -> None:
+    if record.redactor is None or record.detail_json is None:
+        return
+    redacted = record.redactor.encoded(record.detail_json)
+    if redacted is not record.detail_json:
+        record.detail_json = redacted
+        record.context["detail"] = orjson.Fragment(redacted)
+        record.detail_is_json = False
+
+
+def _redact_raw(record: PreparedRecord) -> None:
+    raw = record.context.get("raw")
+    if record.redactor is not None and raw is not None:
+        record.context["raw"] = record.redactor.text(raw)
+
+
+def _guarded(record: PreparedRecord, search: Callable[[PreparedRecord], None]) -> None:
+    """`search(record)`; should it fail, the record keeps none of the content it was to search."""
+    try:
+        search(record)
+    except Exception as exc:
+        record.context.pop("detail", None)
+        record.context.pop("raw", None)
+        record.detail_json = None
+        record.detail = None
+        record.detail_is_json = False
+        record.problems.append(f"detail and raw were left out: searching them failed: {preview(exc)}")
 
 
 # `datetime` ends with the year 9999.

@@ -45,11 +45,13 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from transcript_otel._export_drops import let_this_thread_wait, run_before, set_failed_export_handler
 from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
+    DeferredSearch,
     PreparedRecord,
     QueuedItem,
     error_record,
     prepare_entry,
     prepare_lifecycle,
+    search_batch,
     usable_timestamp,
 )
 from transcript_otel._serialize import preview
@@ -92,6 +94,33 @@ _INITIAL_ENTRY_BYTES: Final = 64 * 1024
 _LIFECYCLE_HEADROOM: Final = 1024
 # A queued entry holds ~2.5x its JSON size as Python objects (UCS-4 text, dicts), measured.
 _OBJECT_OVERHEAD: Final = 2.5
+
+
+def _repairs_report(record: PreparedRecord) -> PreparedRecord:
+    """The `transcript.error` that follows an entry that had to be repaired, naming its problems."""
+    return error_record(
+        record.run,
+        record.timestamp_ns,
+        "; ".join(record.problems),
+        record.otel_context,
+        entry_type=record.context.get("entry_type"),
+        source=record.context.get("source"),
+        sequence_number=record.context.get("sequence_number"),
+    )
+
+
+def _searched(batch: list[PreparedRecord], deferred: list[DeferredSearch]) -> list[PreparedRecord]:
+    """`batch` once its `deferred` entries are searched, each with problems followed by their report."""
+    search_batch(deferred)
+    reported = {id(search.record) for search in deferred if search.record.problems}
+    if not reported:
+        return batch
+    searched: list[PreparedRecord] = []
+    for record in batch:
+        searched.append(record)
+        if id(record) in reported:
+            searched.append(_repairs_report(record))
+    return searched
 
 
 class _FlushRequest:
@@ -409,6 +438,7 @@ class TranscriptPipeline:
         backlog = self.backlog
         while True:
             batch: list[PreparedRecord] = []
+            deferred: list[DeferredSearch] = []  # entries whose content is searched with the batch
             batch_bytes = largest = entries = 0
             request: _FlushRequest | _DeferredAction | None = None
             # Prepared records hold their JSON until the sinks took them: a batch is
@@ -421,7 +451,7 @@ class TranscriptPipeline:
                 if isinstance(item, (_FlushRequest, _DeferredAction)):
                     request = item
                     break
-                entry_bytes = self._prepare(item, batch)
+                entry_bytes = self._prepare(item, batch, deferred)
                 if entry_bytes:
                     batch_bytes += entry_bytes
                     entries += 1
@@ -429,6 +459,8 @@ class TranscriptPipeline:
                         largest = entry_bytes
                 if time.perf_counter() >= self._yield_at:
                     self._yield_gil()
+            if deferred:
+                batch = _searched(batch, deferred)
             if entries:
                 self._observe_json_bytes(largest, batch_bytes / entries, entries)
             let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
@@ -481,8 +513,9 @@ class TranscriptPipeline:
             and len(self.backlog) < self.backlog_limit * 3 // 4
         )
 
-    def _prepare(self, item: QueuedItem, batch: list[PreparedRecord]) -> int:
-        """Append the records `item` yields: a pending drop report, the record, its repairs.
+    def _prepare(self, item: QueuedItem, batch: list[PreparedRecord], deferred: list[DeferredSearch]) -> int:
+        """Append the records `item` yields: a pending drop report, the record, its repairs
+        (for an entry whose search is `deferred`, once searched: see `_searched`).
         The entry's JSON size (detail and raw); 0 for anything else."""
         event, run = item[0], item[1]
         if run.dropped != run.dropped_reported:
@@ -497,9 +530,10 @@ class TranscriptPipeline:
                     dropped_entries=dropped,
                 )
             )
+        deferred_before = len(deferred)
         try:
             if event is TranscriptEvent.ENTRY:
-                record = prepare_entry(item, self.redactor, self.content_policy)
+                record = prepare_entry(item, self.redactor, self.content_policy, deferred)
             else:
                 record = prepare_lifecycle(item)
         except Exception as exc:
@@ -512,18 +546,8 @@ class TranscriptPipeline:
         if event is TranscriptEvent.ENTRY:  # at least 1: an entry with neither detail nor raw counts too
             entry_bytes = 1 + len(record.detail_json or b"") + len(record.context.get("raw") or "")
         batch.append(record)
-        if record.problems:
-            batch.append(
-                error_record(
-                    run,
-                    record.timestamp_ns,
-                    "; ".join(record.problems),
-                    record.otel_context,
-                    entry_type=record.context.get("entry_type"),
-                    source=record.context.get("source"),
-                    sequence_number=record.context.get("sequence_number"),
-                )
-            )
+        if record.problems and len(deferred) == deferred_before:  # searched already: reported now
+            batch.append(_repairs_report(record))
         return entry_bytes
 
     def _write_batch(self, batch: list[PreparedRecord]) -> None:
