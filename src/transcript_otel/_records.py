@@ -23,6 +23,7 @@ from transcript_otel._serialize import (
     has_non_finite_float,
     holds_null,
     iso_timestamp,
+    may_hold_non_finite,
     parts_holding_null,
     preview,
     safe_text,
@@ -143,6 +144,8 @@ class DeferredSearch:
 # Entries up to this size (detail JSON and raw) are searched with their batch; joining
 # larger ones would copy more than their own searches cost.
 BATCH_SEARCH_MAX_BYTES: Final = 16 * 1024
+# Details up to this size (JSON) that hold a null are checked for a NaN with one marshal pass.
+_MARSHAL_TOGETHER_MAX_BYTES: Final = 2048
 
 
 def prepare_entry(
@@ -272,9 +275,8 @@ def search_batch(deferred: list[DeferredSearch]) -> None:
     content instead, with a problem that says so."""
     nullable = [search for search in deferred if search.check_null]
     holding_null = parts_holding_null([search.record.detail_json or b"" for search in nullable])
-    for search, holds in zip(nullable, holding_null, strict=True):
-        if holds:
-            _guarded(search.record, _note_non_finite)
+    with_null = [search.record for search, holds in zip(nullable, holding_null, strict=True) if holds]
+    _note_non_finite_in(with_null)
     redacted = [search.record for search in deferred if search.record.redactor is not None]
     owners: list[tuple[PreparedRecord, bool]] = []  # each part's record, and whether it is the detail
     parts: list[bytes] = []
@@ -289,6 +291,21 @@ def search_batch(deferred: list[DeferredSearch]) -> None:
     for (record, is_detail), holds in zip(owners, parts_holding_literals(parts), strict=True):
         if holds:
             _guarded(record, _redact_detail if is_detail else _redact_raw)
+
+
+def _note_non_finite_in(records: list[PreparedRecord]) -> None:
+    """Note a NaN or an infinity in the detail of each of `records` (each holds a null).
+
+    Most details hold a null (`"exitCode":null`): one marshal pass rules out the small ones
+    at once (0.8 µs a 1 KB detail, against 1.8 µs walked); a larger one, maybe mostly text
+    that marshal would copy, is walked on its own (1 µs for 8 KB of text, marshal 5 µs).
+    """
+    small = [record for record in records if len(record.detail_json or b"") <= _MARSHAL_TOGETHER_MAX_BYTES]
+    if small and not may_hold_non_finite([record.detail for record in small]):
+        ruled_out = {id(record) for record in small}
+        records = [record for record in records if id(record) not in ruled_out]
+    for record in records:
+        _guarded(record, _note_non_finite)
 
 
 def _note_non_finite(record: PreparedRecord) -> None:
