@@ -109,18 +109,20 @@ def _repairs_report(record: PreparedRecord) -> PreparedRecord:
     )
 
 
-def _searched(batch: list[PreparedRecord], deferred: list[DeferredSearch]) -> list[PreparedRecord]:
-    """`batch` once its `deferred` entries are searched, each with problems followed by their report."""
-    search_batch(deferred)
-    reported = {id(search.record) for search in deferred if search.record.problems}
-    if not reported:
-        return batch
-    searched: list[PreparedRecord] = []
+def _with_repairs_reports(batch: list[PreparedRecord]) -> list[PreparedRecord]:
+    """`batch`, each entry that had to be repaired followed by the report of its problems
+    (made once the batch's searches, which may add one, are done)."""
     for record in batch:
-        searched.append(record)
-        if id(record) in reported:
-            searched.append(_repairs_report(record))
-    return searched
+        if record.problems:
+            break
+    else:
+        return batch  # the common case: nothing repaired
+    reported: list[PreparedRecord] = []
+    for record in batch:
+        reported.append(record)
+        if record.problems:
+            reported.append(_repairs_report(record))
+    return reported
 
 
 class _FlushRequest:
@@ -460,7 +462,8 @@ class TranscriptPipeline:
                 if time.perf_counter() >= self._yield_at:
                     self._yield_gil()
             if deferred:
-                batch = _searched(batch, deferred)
+                search_batch(deferred)
+            batch = _with_repairs_reports(batch)
             if entries:
                 self._observe_json_bytes(largest, batch_bytes / entries, entries)
             let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
@@ -514,8 +517,8 @@ class TranscriptPipeline:
         )
 
     def _prepare(self, item: QueuedItem, batch: list[PreparedRecord], deferred: list[DeferredSearch]) -> int:
-        """Append the records `item` yields: a pending drop report, the record, its repairs
-        (for an entry whose search is `deferred`, once searched: see `_searched`).
+        """Append the records `item` yields: a pending drop report, then the record (the
+        report of its repairs follows once the batch is searched: `_with_repairs_reports`).
         The entry's JSON size (detail and raw); 0 for anything else."""
         event, run = item[0], item[1]
         if run.dropped != run.dropped_reported:
@@ -530,7 +533,6 @@ class TranscriptPipeline:
                     dropped_entries=dropped,
                 )
             )
-        deferred_before = len(deferred)
         try:
             if event is TranscriptEvent.ENTRY:
                 record = prepare_entry(item, self.redactor, self.content_policy, deferred)
@@ -546,8 +548,6 @@ class TranscriptPipeline:
         if event is TranscriptEvent.ENTRY:  # at least 1: an entry with neither detail nor raw counts too
             entry_bytes = 1 + len(record.detail_json or b"") + len(record.context.get("raw") or "")
         batch.append(record)
-        if record.problems and len(deferred) == deferred_before:  # searched already: reported now
-            batch.append(_repairs_report(record))
         return entry_bytes
 
     def _write_batch(self, batch: list[PreparedRecord]) -> None:
