@@ -19,13 +19,14 @@ from opentelemetry.context import Context
 from transcript_otel._serialize import (
     NON_FINITE_NOTE,
     dumps,
-    faithful_json,
     has_non_finite_float,
     holds_null,
     iso_timestamp,
     may_hold_non_finite,
     parts_holding_null,
+    plain_json,
     preview,
+    repaired_json,
     safe_text,
 )
 from transcript_otel.content import ContentPolicy
@@ -208,11 +209,11 @@ def prepare_entry(
             detail = reducing.detail(entry_type_text, detail)
         if redactor is not None:
             detail = redactor.user_value(detail)
-        detail_json = faithful_json(detail, finite=True)  # the NaN question is asked below
+        detail_json = plain_json(detail)  # whether a NaN became a null is asked below
         detail_is_json = detail_json is not None
         check_null = detail_is_json and not finite
         if detail_json is None:
-            detail_json, problem = dumps(detail, finite=finite)
+            detail_json, problem = repaired_json(detail, finite=finite)
             detail_is_json = problem is None
             if problem:
                 problems.append(f"detail: {problem}")
