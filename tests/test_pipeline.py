@@ -47,18 +47,19 @@ class RecordingSink(Sink):
         *,
         fail_write: Callable[[PreparedRecord], bool] | None = None,
         fail_flush: bool = False,
-        fail_register: bool = False,
+        fail_path: bool = False,
     ) -> None:
         self.name = name
         self.records: list[PreparedRecord] = []
         self.fail_write = fail_write
         self.fail_flush = fail_flush
-        self.fail_register = fail_register
+        self.fail_path = fail_path
         self.flushes = 0
 
-    def register_run(self, run: RunInfo) -> None:
-        if self.fail_register:
-            raise RuntimeError("cannot register")
+    def local_path(self, run: RunInfo) -> str | None:
+        if self.fail_path:
+            raise RuntimeError("cannot name a file")
+        return None
 
     def write(self, record: PreparedRecord) -> None:
         if self.fail_write is not None and self.fail_write(record):
@@ -193,18 +194,54 @@ def test_sink_failing_in_flush(make_pipeline: MakePipeline, runs_dir: Path) -> N
     assert any("bad_flush" in e["context"]["error"] for e in errors(records)), errors(records)
 
 
-def test_sink_failing_to_register_a_run(
+def test_sink_failing_to_name_the_run_file(
     make_pipeline: MakePipeline, runs_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broken = RecordingSink("broken", fail_register=True)
-    pipeline = make_pipeline([JsonlMirror(runs_dir), broken])
+    broken = RecordingSink("broken", fail_path=True)
+    pipeline = make_pipeline([broken, JsonlMirror(runs_dir)])
     with (
         caplog.at_level(logging.WARNING, logger="transcript_otel"),
         TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline) as emitter,
     ):
         emitter.emit("user_message")
+        path = emitter.jsonl_path
+    # The sink after it still names the file, and the entries reach both sinks.
+    assert path is not None
+    assert Path(path).parent == runs_dir
     assert len(entry_contexts(run_records(emitter))) == 1
-    assert any("'broken'" in r.getMessage() for r in caplog.records)
+    assert [r for r in broken.records if r.event is TranscriptEvent.ENTRY]
+    assert any("'broken'" in r.getMessage() and "could not name" in r.getMessage() for r in caplog.records)
+
+
+def test_run_file_is_named_on_the_writer_not_on_the_agent_thread(
+    make_pipeline: MakePipeline, runs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Naming a run's file looks at the directory (is the name taken?): never on the agent's
+    thread, which must not wait for a filesystem, unless the application asks for the path."""
+    import transcript_otel.sinks.jsonl as jsonl_module
+
+    looked_from: list[str] = []
+    exists = os.path.exists
+
+    def recording_exists(path: str) -> bool:
+        if str(path).startswith(str(runs_dir)):
+            looked_from.append(threading.current_thread().name)
+        return exists(path)
+
+    monkeypatch.setattr(jsonl_module.os.path, "exists", recording_exists)
+    pipeline = make_pipeline([JsonlMirror(runs_dir)])
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.start()
+    emitter.emit("user_message", detail={"text": "hi"})
+    emitter.stop()
+    assert looked_from
+    assert threading.current_thread().name not in looked_from, looked_from
+    # The file the writer named is the one the emitter reports, and it holds the run.
+    path = emitter.jsonl_path
+    assert path is not None
+    assert Path(path).exists()
+    assert len(entry_contexts(run_records(emitter))) == 1
+    assert len(looked_from) == 1  # named once
 
 
 # -- the backlog bound -----------------------------------------------------------------

@@ -107,8 +107,10 @@ class TranscriptEmitter:
 
     @property
     def jsonl_path(self) -> str | None:
-        """Where the JSONL mirror writes this run (None without a mirror)."""
-        return self._run.jsonl_path
+        """Where the JSONL mirror writes this run (None without a mirror, or with capture off).
+
+        Named at the first ask (see `JsonlMirror.local_path`), which may look at the directory."""
+        return self._pipeline.local_path(self._run) if self._enabled else None
 
     @property
     def dropped_entries(self) -> int:

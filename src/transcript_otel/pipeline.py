@@ -194,14 +194,21 @@ class TranscriptPipeline:
     # -- agent-thread side -------------------------------------------------------------
 
     def register_run(self, run: RunInfo) -> None:
-        """Let each sink prepare for `run` (the JSONL mirror picks its file name)."""
+        """Know `run` by its id (reports name runs by id) and make sure the writer runs."""
         self._runs[run.run_id] = run
+        self.ensure_running()
+
+    def local_path(self, run: RunInfo) -> str | None:
+        """The local file `run` is written to (the JSONL mirror's), if a sink writes one."""
         for sink in self.sinks:
             try:
-                sink.register_run(run)
-            except Exception as exc:  # a sink must not break run creation
-                self._warn_once(sink.name, f"could not register run: {exc!r}")
-        self.ensure_running()
+                path = sink.local_path(run)
+            except Exception as exc:  # e.g. a directory that cannot be read: no path, a warning
+                self._warn_once(sink.name, f"could not name the run's file: {exc!r}")
+                continue
+            if path is not None:
+                return path
+        return None
 
     def submit(self, item: QueuedItem) -> None:
         """Queue a lifecycle record (start/stop/error). Never raises, never waits for I/O.

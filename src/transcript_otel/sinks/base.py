@@ -17,8 +17,10 @@ class Sink:
     # Essential sinks still get every record when shutdown runs short of time.
     essential: bool = False
 
-    def register_run(self, run: RunInfo) -> None:
-        """Called on the agent's thread when a run is created; must be cheap."""
+    def local_path(self, run: RunInfo) -> str | None:
+        """The local file this sink writes `run` to, if it writes one (asked for by
+        `TranscriptEmitter.jsonl_path`, from whichever thread reads it)."""
+        return None
 
     def write(self, record: PreparedRecord) -> None:
         """Write one record."""

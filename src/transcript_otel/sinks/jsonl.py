@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Final
@@ -36,8 +37,7 @@ def _slug(text: str, limit: int) -> str:
 
 
 def run_file_name(run: RunInfo) -> str:
-    # Named on the agent's thread as its run starts: `gmtime` and a format string, where
-    # `datetime.strftime` costs 45 µs the first time in a process.
+    # `gmtime` and a format string: `datetime.strftime` costs 45 µs the first time in a process.
     t = time.gmtime(run.started_ns // 1_000_000_000)
     started = f"{t.tm_year:04d}{t.tm_mon:02d}{t.tm_mday:02d}T{t.tm_hour:02d}{t.tm_min:02d}{t.tm_sec:02d}Z"
     identity = _slug(run.session_id or run.run_id, 36)
@@ -116,11 +116,24 @@ class JsonlMirror(Sink):
         self.path = Path(path) if path is not None else None
         self._files: dict[str, _OpenFile] = {}
         self._assigned: set[str] = set()
+        self._naming_lock = threading.Lock()
 
-    def register_run(self, run: RunInfo) -> None:
+    def local_path(self, run: RunInfo) -> str:
+        """The file `run` is written to, named the first time it is asked for: by the writer at
+        the run's first record, or by whoever reads `TranscriptEmitter.jsonl_path` first. Never
+        as the run is created: naming looks at the directory (is the name taken?), and the
+        agent's thread must not wait for a filesystem (a hung network mount, a slow disk)."""
+        path = run.jsonl_path
+        if path is None:
+            with self._naming_lock:
+                path = run.jsonl_path
+                if path is None:
+                    path = run.jsonl_path = self._new_path(run)
+        return path
+
+    def _new_path(self, run: RunInfo) -> str:
         if self.path is not None:
-            run.jsonl_path = str(self.path)
-            return
+            return str(self.path)
         name = run_file_name(run)
         candidate = os.path.join(self._directory_text, name)
         # Files are created on the first write, so names already handed out count too.
@@ -128,14 +141,12 @@ class JsonlMirror(Sink):
             stem = name.removesuffix(".jsonl")
             candidate = os.path.join(self._directory_text, f"{stem}-{run.run_id[:12]}.jsonl")
         self._assigned.add(candidate)
-        run.jsonl_path = candidate
+        return candidate
 
     def write(self, record: PreparedRecord) -> None:
         target = record.run.jsonl_path
         if target is None:
-            self.register_run(record.run)
-            target = record.run.jsonl_path
-            assert target is not None
+            target = self.local_path(record.run)
         handle = self._files.get(target)
         if handle is None:
             handle = self._files[target] = _OpenFile(_open_private(Path(target)))
@@ -178,6 +189,7 @@ class JsonlMirror(Sink):
             self._files.clear()
 
     def after_fork_in_child(self) -> None:
+        self._naming_lock = threading.Lock()  # another thread of the parent may have held it
         for handle in self._files.values():
             os.close(handle.fd)
         self._files.clear()
