@@ -12,7 +12,10 @@ is current during every `emit()`). The pipeline has its default byte bound.
   it. Chunks of 16 `emit()` calls are timed; whenever the backlog holds more than
   half its bound the producer sleeps 0.2 ms (untimed), so nothing is dropped.
 * paced: a sleep between entries (0.5 ms, and 2 ms), each `emit()` timed alone
-  with `perf_counter_ns` (the timer pair, ~0.1 µs, is included); p50 and p99.
+  with `perf_counter_ns` (the timer pair, ~0.1 µs, is included); p50 and p99. Two
+  calibrations after the same sleep: the timer pair alone, and `emit()` of an emitter
+  with capture off (a call that returns at once): what a thread just woken pays on
+  this VM for any call.
 * wake-up delay: how much later than asked the agent's thread returns from 1 ms of
   (simulated) I/O, `time.sleep(0.001)`, while the writer drains a burst of entries, and
   with the writer idle (calibration). Another thread holding the GIL delays that return
@@ -251,6 +254,8 @@ def main() -> list[Row]:
             Row(SECTION, f"paced {gap} ms: p99", "ns"),
             Row(SECTION, f"  calibration: paced {gap} ms, timer only: p50", "ns"),
             Row(SECTION, f"  calibration: paced {gap} ms, timer only: p99", "ns"),
+            Row(SECTION, f"  calibration: paced {gap} ms, capture off (emission=False): p50", "ns"),
+            Row(SECTION, f"  calibration: paced {gap} ms, capture off (emission=False): p99", "ns"),
         )
         for gap in PACED
     }
@@ -272,11 +277,14 @@ def main() -> list[Row]:
                     batches = 5 if entry.key == "1kb" else 1
                     hot.cells[entry.key] = hot_loop(setup, emitter, entry, batches)
                     busy.cells[entry.key] = sustained(setup, emitter, entry)
-                    for gap, (p50_row, p99_row, timer_p50, timer_p99) in paced_rows.items():
+                    for gap, (p50_row, p99_row, timer_p50, timer_p99, off_p50, off_p99) in paced_rows.items():
                         if gap < 2.0 and entry.key != "1kb":
                             continue  # 50 KB entries every 0.5 ms outrun the writer (see README)
                         p50_row.cells[entry.key], p99_row.cells[entry.key] = paced(setup, emitter, entry, gap)
                         timer_p50.cells[entry.key], timer_p99.cells[entry.key] = paced_timer_only(gap)
+                        # A call that does nothing, after the same sleep: what the VM's wake-up adds.
+                        quiet = setup.emitter(emission=False)
+                        off_p50.cells[entry.key], off_p99.cells[entry.key] = paced(setup, quiet, entry, gap)
                     delays = wake_delays(setup, emitter, entry)
                     for row, stat in zip(wake[:3], delays, strict=True):
                         row.cells[entry.key] = stat

@@ -218,8 +218,6 @@ def test_run_file_is_named_on_the_writer_not_on_the_agent_thread(
 ) -> None:
     """Naming a run's file looks at the directory (is the name taken?): never on the agent's
     thread, which must not wait for a filesystem, unless the application asks for the path."""
-    import transcript_otel.sinks.jsonl as jsonl_module
-
     looked_from: list[str] = []
     exists = os.path.exists
 
@@ -228,7 +226,7 @@ def test_run_file_is_named_on_the_writer_not_on_the_agent_thread(
             looked_from.append(threading.current_thread().name)
         return exists(path)
 
-    monkeypatch.setattr(jsonl_module.os.path, "exists", recording_exists)
+    monkeypatch.setattr(os.path, "exists", recording_exists)
     pipeline = make_pipeline([JsonlMirror(runs_dir)])
     emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
     emitter.start()
