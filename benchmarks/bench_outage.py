@@ -26,6 +26,10 @@ outage as issue 8 states it: 50 KB entries at 100 a second for the whole minute,
 the run's span, and in pairs (a tool call and its result) each in a tool span of its
 own, 50 tool calls a second, so that spans pile up in the span export queue as well.
 
+On demand only (section `outage10`, ten minutes): that outage as issue 8 states it,
+for its full ten minutes, the one-span variant (the heavier of the two), with the peak
+RSS growth taken after each minute, so that a slow climb would show.
+
 Two export queues, same run, same endpoint:
 
 * `configure`: what `configure()` builds, `BoundedLogRecordProcessor` (8 MiB of
@@ -74,6 +78,9 @@ RUNS: Final = (("refused", "configure", FAST), ("refused", "sdk_batch", FAST), (
 # Issue 8's outage as stated, once: 100 entries/s of 50 KB, for the whole minute (60 s).
 TOOL_SPANS: Final = "-in-tool-spans"
 PACED: Final = (("50kb", "refused", "configure", "100"), ("50kb", "refused", "configure", "100" + TOOL_SPANS))
+# Section `outage10`: the first of `PACED` for the whole ten minutes (60,000 entries).
+LONG: Final = PACED[0]
+LONG_MINUTES: Final = 10
 MIB: Final = 1 << 20
 
 
@@ -127,8 +134,11 @@ def _label(key: str, pace: str) -> str:
     return f"{label}, {pace.removesuffix(TOOL_SPANS)}/s{in_spans}"
 
 
-def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
-    """Child process: one outage run; its figures."""
+def run_outage(key: str, backend: str, queue: str, pace: str, minutes: str = "1") -> dict[str, Any]:
+    """Child process: one outage run of `minutes` minutes' worth of entries; its figures."""
+    entries_total = ENTRIES * int(minutes)
+    # The peak is taken after each part: halves of a one-minute run, minutes of a longer one.
+    parts = max(2, int(minutes))
     directory = tempfile.mkdtemp(prefix="bench-outage-")
     with ExporterMessages() as exporter_messages:  # counted, not printed
         baseline = _baseline_logger_provider() if queue == "sdk_batch" else None
@@ -150,8 +160,7 @@ def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
         with RssSampler() as rss:
             started = time.monotonic()
             with tracer.start_as_current_span(f"invoke_agent bench-outage-{key}"):
-                # In two halves: the same peak after each shows a steady state, not a slow leak.
-                half = ENTRIES // 2
+                # In parts: the same peak after each shows a steady state, not a slow leak.
 
                 def emit(variants: range) -> int:
                     entries = (make_entry(key, variant) for variant in variants)
@@ -160,9 +169,11 @@ def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
                     rate = float(pace.removesuffix(TOOL_SPANS))
                     return produce_paced(emitter, entries, rate, tool_spans=pace.endswith(TOOL_SPANS))
 
-                waits = emit(range(half))
-                growth_first_half = rss.growth
-                waits += emit(range(half, ENTRIES))
+                waits = 0
+                growth_by_part: list[int] = []
+                for part in range(parts):
+                    waits += emit(range(part * entries_total // parts, (part + 1) * entries_total // parts))
+                    growth_by_part.append(rss.growth)
                 emitter.stop(wait=False)
             emitting_s = time.monotonic() - started
             shutdown_started = time.monotonic()
@@ -171,16 +182,18 @@ def run_outage(key: str, backend: str, queue: str, pace: str) -> dict[str, Any]:
         if emitter.jsonl_path is None:
             raise RuntimeError("configure() set up no JSONL mirror")
         mirror = read_mirror(emitter.jsonl_path)
-        shutil.rmtree(directory)  # up to 650 MB of mirror per run
+        shutil.rmtree(directory)  # up to 650 MB of mirror per run (5.9 GB for `outage10`)
         result: dict[str, Any] = {
             "pace": pace,
-            "entries": ENTRIES,
+            "minutes": int(minutes),
+            "entries": entries_total,
             "emitting_s": emitting_s,
             "producer_waits": waits,
             "shutdown_s": shutdown_s,
             "rss_before": rss.start,
             "rss_growth_peak": rss.growth,
-            "rss_growth_peak_first_half": growth_first_half,
+            "rss_growth_peak_first_half": growth_by_part[parts // 2 - 1],
+            "rss_growth_peak_by_part": growth_by_part,
             "growth_over_bound": rss.growth / pipeline.max_backlog_bytes,
             "bound_bytes": pipeline.max_backlog_bytes,
             "process_peak_rss": peak_rss_bytes(),
@@ -238,8 +251,26 @@ def main() -> dict[str, Any]:
     return {"outage": results, "info": {"silent_receiver": received}}
 
 
+def main_long() -> dict[str, Any]:
+    """Section `outage10`: the outage as issue 8 states it, for its full ten minutes."""
+    key, backend, queue, pace = LONG
+    environment = _child_environment(f"http://127.0.0.1:{free_port()}")  # refused
+    outcome = run_child(
+        __file__,
+        key,
+        backend,
+        queue,
+        pace,
+        str(LONG_MINUTES),
+        env=environment,
+        timeout_s=LONG_MINUTES * 60 + 600,
+    )
+    run = {"key": key, "label": _label(key, pace), "backend": backend, "queue": queue, "pace": pace}
+    return {"outage_long": [{**run, **outcome}]}
+
+
 if __name__ == "__main__":
-    print(json.dumps(run_outage(*sys.argv[1:5])))
+    print(json.dumps(run_outage(*sys.argv[1:6])))
     sys.stdout.flush()
     # The baseline's SDK queue would keep retrying its backlog at exit; the figures are out.
     os._exit(0)

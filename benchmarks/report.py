@@ -162,6 +162,14 @@ def render_outage(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_growth_by_minute(result: dict[str, Any]) -> str:
+    """The peak RSS growth so far after each minute: flat once the queues are full."""
+    peaks = ", ".join(
+        f"{minute}: {fmt_bytes(growth)}" for minute, growth in enumerate(result["rss_growth_peak_by_part"], 1)
+    )
+    return f"Peak RSS growth so far, after each minute: {peaks}."
+
+
 def render_e2e(result: dict[str, Any]) -> str:
     def seconds(value: float | None) -> str:
         return "n/a" if value is None else f"{value * 1000:.1f} ms"
@@ -253,10 +261,21 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
     if outage:
         out += [
             "4b. Backend outage: configure() as a user would, 6,000 distinct entries per run "
-            "(one minute at 100 entries/s; ten minutes is the same steady state), OTLP/HTTP to a "
+            "(one minute at 100 entries/s; ten minutes: section 4c, on demand), OTLP/HTTP to a "
             "dead loopback backend",
             "",
             render_outage(outage),
+            "",
+        ]
+    outage_long = results.get("outage10", {}).get("outage_long")
+    if outage_long:
+        out += [
+            "4c. A ten-minute backend outage (on demand): 100 entries/s of 50 KB for ten minutes, "
+            "60,000 entries in the run's one span, configure() as in 4b, the OTLP port closed",
+            "",
+            render_outage(outage_long),
+            "",
+            *(render_growth_by_minute(result) for result in outage_long if "error" not in result),
             "",
         ]
     e2e = results.get("e2e", {}).get("e2e")
