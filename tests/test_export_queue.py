@@ -30,7 +30,6 @@ from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, _export_drops, export_queue
 from transcript_otel._export_drops import let_this_thread_wait, take_drop
-from transcript_otel._gil import LettingGoBatch
 from transcript_otel.export_queue import (
     BACKPRESSURE_WAIT_S,
     RECORD_OVERHEAD_BYTES,
@@ -102,31 +101,6 @@ def report_from_child(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         report: dict[str, Any] = json.loads(pipe.read())
     os.waitpid(pid, 0)
     return report
-
-
-def test_exporter_reads_batches_that_let_go_of_the_gil(tmp_path: Path) -> None:
-    """The exporter gets each batch as a `LettingGoBatch` (a list that lets the agent's thread
-    in while the exporter encodes it, see `_gil`), the records in the order they were emitted."""
-    batches: list[Sequence[Any]] = []
-
-    class Recording(HeldExporter):
-        def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-            batches.append(batch)
-            return super().export(batch)
-
-    recording = Recording()
-    recording.released.set()
-    processor = BoundedLogRecordProcessor(recording, max_export_batch_size=4)
-    pipeline = TranscriptPipeline([OTelLogSink(provider_with(processor))], shutdown_timeout_s=2)
-    try:
-        emit_entries(pipeline, 10)
-        assert processor.force_flush(10_000)
-    finally:
-        pipeline.shutdown(2)
-    assert batches
-    assert all(type(batch) is LettingGoBatch for batch in batches)
-    sequence = [r.log_record.attributes.get("transcript.sequence_number") for r in recording.records()]
-    assert [number for number in sequence if number is not None] == list(range(1, 11))
 
 
 def test_the_queue_holds_at_most_its_bound_and_counts_what_it_drops(

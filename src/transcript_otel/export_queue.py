@@ -55,7 +55,6 @@ from transcript_otel._export_drops import (
     shutdown_deadline,
     wait_allowed_until,
 )
-from transcript_otel._gil import LettingGoBatch
 from transcript_otel._metrics import count_dropped
 from transcript_otel.attributes import FAILED_EXPORT_RECORDS, RUN_ID
 
@@ -248,7 +247,7 @@ class _BoundedExportQueue:
                     continue
                 batch = self._next_batch()
                 batch_bytes = sum(size for _, size in batch)
-                records = LettingGoBatch(record for record, _ in batch)
+                records = [record for record, _ in batch]
                 del batch  # `records` alone holds them: a failed export clears it
                 self._in_flight += 1
                 self._in_flight_bytes += batch_bytes

@@ -13,7 +13,7 @@ agent. When it wakes while records are still arriving, it first waits for a paus
 for at most `MAX_DEFER_S`, and less when the backlog nears half its bound or someone
 waits for a flush: a burst of entries is written right after the burst, in the time
 the agent then spends waiting for its model.
-While it works it lets go of the GIL every `_gil.YIELD_EVERY_S`: the agent, back from I/O,
+While it works it lets go of the GIL every `YIELD_EVERY_S`: the agent, back from I/O,
 would otherwise wait for the interpreter's switch interval (5 ms) to get it back.
 
 Memory bound: the backlog is bounded in bytes (`max_backlog_bytes`, default
@@ -43,7 +43,6 @@ import orjson
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
 from transcript_otel._export_drops import let_this_thread_wait, run_before, set_failed_export_handler
-from transcript_otel._gil import let_go
 from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
     DeferredSearch,
@@ -77,6 +76,15 @@ _MIN_LOOK_S: Final = 0.001  # the shortest wait between two looks for a pause
 # a live backend sets the pace); only while that costs the JSONL mirror nothing.
 MAX_EXPORT_WAIT_S: Final = 1.0
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
+# A thread that wants the GIL back (the agent, returning from I/O) gets it when the holder
+# blocks, or else only after the interpreter's switch interval (5 ms). Draining a burst,
+# the writer holds it for milliseconds at a time: it lets go every `YIELD_EVERY_S` of work.
+# Each time costs it about 80 µs here (a zero sleep waits for the kernel's timer slack, and a
+# shorter let-go is too short for the waiting thread to wake and take the GIL): 15% of its
+# drain rate. Every 1 ms instead, 1 KB entries went into the mirror 5-10% faster, but the
+# agent back from 1 ms of I/O waited 1.3-2.5 ms at p99 instead of 1.1 ms (benchmark
+# sections 1 and 3a, alternating, 2026-11-25): the agent comes first.
+YIELD_EVERY_S: Final = 0.0005
 _MIN_BACKLOG_ENTRIES: Final = 8
 # Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
 # must not overshoot the bound.
@@ -487,9 +495,11 @@ class TranscriptPipeline:
                 return
 
     def _yield_gil(self) -> None:
-        """Let go of the GIL (`_gil`): the agent's p99 wake-up delay while the writer drains a
-        burst of 1 KB entries was 5.2 ms without, 0.6-0.9 ms with, in a scratch run."""
-        self._yield_at = let_go()
+        """Release the GIL for a moment: a thread waiting for it takes it now rather than after
+        the switch interval (the agent's p99 wake-up delay while the writer drains a burst of
+        1 KB entries: 5.2 ms without, 0.6-0.9 ms with yields every 0.5 ms, in a scratch run)."""
+        time.sleep(0)
+        self._yield_at = time.perf_counter() + YIELD_EVERY_S
 
     def _settle(self) -> None:
         """Run the actions due after what was just written; queue the records they made first."""
