@@ -303,8 +303,9 @@ def _note_non_finite_in(records: list[PreparedRecord]) -> None:
     """
     small = [record for record in records if len(record.detail_json or b"") <= _MARSHAL_TOGETHER_MAX_BYTES]
     if small and not may_hold_non_finite([record.detail for record in small]):
-        ruled_out = {id(record) for record in small}
-        records = [record for record in records if id(record) not in ruled_out]
+        records = [
+            record for record in records if len(record.detail_json or b"") > _MARSHAL_TOGETHER_MAX_BYTES
+        ]
     for record in records:
         _guarded(record, _note_non_finite)
 
