@@ -136,9 +136,10 @@ def _label(key: str, pace: str) -> str:
 
 def run_outage(key: str, backend: str, queue: str, pace: str, minutes: str = "1") -> dict[str, Any]:
     """Child process: one outage run of `minutes` minutes' worth of entries; its figures."""
-    entries_total = ENTRIES * int(minutes)
+    minute_count = int(minutes)
+    entries_total = ENTRIES * minute_count
     # The peak is taken after each part: halves of a one-minute run, minutes of a longer one.
-    parts = max(2, int(minutes))
+    parts = max(2, minute_count)
     directory = tempfile.mkdtemp(prefix="bench-outage-")
     with ExporterMessages() as exporter_messages:  # counted, not printed
         baseline = _baseline_logger_provider() if queue == "sdk_batch" else None
@@ -185,7 +186,7 @@ def run_outage(key: str, backend: str, queue: str, pace: str, minutes: str = "1"
         shutil.rmtree(directory)  # up to 650 MB of mirror per run (5.9 GB for `outage10`)
         result: dict[str, Any] = {
             "pace": pace,
-            "minutes": int(minutes),
+            "minutes": minute_count,
             "entries": entries_total,
             "emitting_s": emitting_s,
             "producer_waits": waits,
@@ -243,30 +244,33 @@ def main() -> dict[str, Any]:
         endpoints = {"refused": f"http://127.0.0.1:{free_port()}", "silent": silent.endpoint}
         runs = [(key, *run) for key, _ in SIZES for run in RUNS] + list(PACED)
         for key, backend, queue, pace in runs:
-            environment = _child_environment(endpoints[backend])
-            outcome = run_child(__file__, key, backend, queue, pace, env=environment)
-            run = {"key": key, "label": _label(key, pace), "backend": backend, "queue": queue, "pace": pace}
-            results.append({**run, **outcome})
+            results.append(_outage_row(key, backend, queue, pace, endpoints[backend]))
         received = f"{silent.connections} connections, {silent.bytes_read / MIB:.0f} MiB read, no answer"
     return {"outage": results, "info": {"silent_receiver": received}}
 
 
 def main_long() -> dict[str, Any]:
     """Section `outage10`: the outage as issue 8 states it, for its full ten minutes."""
-    key, backend, queue, pace = LONG
-    environment = _child_environment(f"http://127.0.0.1:{free_port()}")  # refused
+    refused = f"http://127.0.0.1:{free_port()}"
+    return {"outage_long": [_outage_row(*LONG, refused, minutes=LONG_MINUTES)]}
+
+
+def _outage_row(
+    key: str, backend: str, queue: str, pace: str, endpoint: str, *, minutes: int = 1
+) -> dict[str, Any]:
+    """One outage run in a child process against `endpoint`: what it was and its figures."""
     outcome = run_child(
         __file__,
         key,
         backend,
         queue,
         pace,
-        str(LONG_MINUTES),
-        env=environment,
-        timeout_s=LONG_MINUTES * 60 + 600,
+        str(minutes),
+        env=_child_environment(endpoint),
+        timeout_s=minutes * 60 + 600,
     )
     run = {"key": key, "label": _label(key, pace), "backend": backend, "queue": queue, "pace": pace}
-    return {"outage_long": [{**run, **outcome}]}
+    return {**run, **outcome}
 
 
 if __name__ == "__main__":
