@@ -138,7 +138,8 @@ def run_outage(key: str, backend: str, queue: str, pace: str, minutes: str = "1"
     """Child process: one outage run of `minutes` minutes' worth of entries; its figures."""
     minute_count = int(minutes)
     entries_total = ENTRIES * minute_count
-    # The peak is taken after each part: halves of a one-minute run, minutes of a longer one.
+    # The peak is taken after each part (halves of a one-minute run, minutes of a longer one):
+    # the same peak after each shows a steady state, not a slow leak.
     parts = max(2, minute_count)
     directory = tempfile.mkdtemp(prefix="bench-outage-")
     with ExporterMessages() as exporter_messages:  # counted, not printed
@@ -161,7 +162,6 @@ def run_outage(key: str, backend: str, queue: str, pace: str, minutes: str = "1"
         with RssSampler() as rss:
             started = time.monotonic()
             with tracer.start_as_current_span(f"invoke_agent bench-outage-{key}"):
-                # In parts: the same peak after each shows a steady state, not a slow leak.
 
                 def emit(variants: range) -> int:
                     entries = (make_entry(key, variant) for variant in variants)
