@@ -17,8 +17,13 @@ CHECKED := src tests examples benchmarks
 # The claude-agent-sdk instrumentor is tested at both ends of its range, one per test environment.
 CLAUDE_SDK_NEWEST := 0.2.187
 CLAUDE_SDK_OLDEST := 0.1.0
+# The real Claude Code CLI (a native binary from npm) that the tests and the demo run against
+# the scripted model of examples/model_servers/. Named exactly: a bare install picks an old one.
+CLAUDE_CODE_VERSION := 2.1.332
+AGENTS_DIR := .agents
+CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
 
-.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean
+.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean agents fixtures
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
@@ -45,6 +50,20 @@ $(BENCH_VENV)/.installed: pyproject.toml
 	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 rotel==0.0.1a15
 	touch $@
 
+$(CLAUDE_CODE_CLI): Makefile
+	mkdir -p $(AGENTS_DIR)/claude-code
+	npm install --prefix $(AGENTS_DIR)/claude-code --no-audit --no-fund --loglevel=error \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
+	$@ --version | grep -q '^$(CLAUDE_CODE_VERSION) '
+	touch $@
+
+## agents: install the real agent CLIs the tests and the demo run (pinned npm versions, under .agents/)
+agents: $(CLAUDE_CODE_CLI)
+
+## fixtures: record the real Claude Code CLI's streams again (tests/fixtures/claude_code/)
+fixtures: $(CLAUDE_CODE_CLI) $(TEST_VENV)/.installed
+	$(TEST_VENV)/bin/python tests/agents/record_claude_fixtures.py
+
 ## demo: set up a Python 3.13 environment and run two real agents, instrumented: a weakincentives
 ## Codex agent and a claude-agent-sdk agent with parallel subagents
 demo: $(DEMO_VENV)/.installed
@@ -56,7 +75,7 @@ demo: $(DEMO_VENV)/.installed
 # The default python3's suite needs neither weakincentives nor Phoenix: it runs while their
 # environments install (mostly downloads and unpacking), each target's output kept together.
 test: browser lint
-	$(MAKE) --no-print-directory -j3 --output-sync=target pytest-default wink-envs $(PHOENIX_VENV)/.installed
+	$(MAKE) --no-print-directory -j3 --output-sync=target pytest-default wink-envs $(PHOENIX_VENV)/.installed agents
 	$(MAKE) --no-print-directory pytest
 
 # Debian's chromium and chromedriver for the HTML export's browser tests: installed when
@@ -80,11 +99,11 @@ wink-envs: $(TEST_VENV)/.installed
 
 # The other environments, built at the same time (mostly downloads and unpacking).
 envs: $(TEST_VENV)/.installed
-	$(MAKE) --no-print-directory -j3 wink-envs $(PHOENIX_VENV)/.installed $(TEST_VENV_DEFAULT)/.installed
+	$(MAKE) --no-print-directory -j3 wink-envs $(PHOENIX_VENV)/.installed $(TEST_VENV_DEFAULT)/.installed agents
 
-# Phoenix is required here: without it the pipeline test fails instead of skipping.
+# Phoenix and the real CLIs are required here: without them their tests fail instead of skipping.
 pytest: envs
-	TRANSCRIPT_OTEL_REQUIRE_PHOENIX=1 $(TEST_VENV)/bin/python -m pytest
+	TRANSCRIPT_OTEL_REQUIRE_PHOENIX=1 TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV)/bin/python -m pytest
 
 # The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough.
 pytest-default: $(TEST_VENV_DEFAULT)/.installed
@@ -95,4 +114,4 @@ bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/run.py
 
 clean:
-	rm -rf $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) $(PHOENIX_VENV) .venvs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(AGENTS_DIR) $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) $(PHOENIX_VENV) .venvs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""A scripted Anthropic Messages API on loopback, for the real `claude` CLI (stdlib only).
+
+The real Claude Code CLI runs against it with `ANTHROPIC_BASE_URL=http://127.0.0.1:<port>`:
+the model is scripted, the agent is real. It serves `POST /v1/messages` (the CLI adds
+`?beta=true`), streaming SSE as the real API does (`message_start`, `ping`,
+`content_block_start/delta/stop` with `thinking_delta` + `signature_delta`, `text_delta`,
+`input_json_delta`, `message_delta` with usage and stop reason, `message_stop`), or one
+JSON message when the request has no `"stream": true` (the CLI's fallback after a broken
+stream). `POST /v1/messages/count_tokens` answers a count; `HEAD`/`GET /` answer 200.
+
+Which answer a request gets: a scenario (`claude_scenarios.SCENARIOS`) is a list of
+conversations, each keyed by a text its first user message contains (the prompt of the
+main agent, or the prompt a subagent was given). The answer is the conversation's step
+number N, where N is how many assistant messages the request already holds, so a
+subagent's requests and the main agent's interleave freely. A step may fail its first
+attempts (HTTP status, or an SSE `error` event in the middle of the stream) before it
+answers. A request no conversation matches (the CLI's own side requests: titles,
+summaries) gets a short text answer.
+
+Every answer served is appended to `--log` as one JSON line: the conversation, step,
+attempt, HTTP status, model, and the usage the answer reported, so tests can compare what
+a transcript recorded with what the model really served.
+
+    anthropic_api.py --scenario NAME [--port 0] [--log served.jsonl]
+
+prints `{"port": N}` on its first stdout line once it listens, and serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from claude_scenarios import SCENARIOS, Step  # noqa: E402
+
+JsonObj = dict[str, Any]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text_of(block.get("text") or block.get("content")) for block in content if isinstance(block, dict))
+    return ""
+
+
+def conversation_key(request: JsonObj, keys: list[str]) -> str | None:
+    """The scenario conversation whose key the request's first user message contains."""
+    messages = request.get("messages") or []
+    first_user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
+    text = _text_of(first_user.get("content")) if first_user else ""
+    # The longest key first: a subagent's prompt may contain the main prompt's key.
+    for key in sorted(keys, key=len, reverse=True):
+        if key in text:
+            return key
+    return None
+
+
+def _usage(step: Step, request: JsonObj) -> JsonObj:
+    """The usage the answer reports: the step's own, else input sized from the request."""
+    size = len(json.dumps(request.get("messages") or [])) // 40
+    usage = {
+        "input_tokens": step.input_tokens if step.input_tokens is not None else 50 + size,
+        "cache_creation_input_tokens": step.cache_creation_input_tokens,
+        "cache_read_input_tokens": step.cache_read_input_tokens,
+        "output_tokens": step.output_tokens,
+    }
+    return usage
+
+
+def _sse(event: str, data: JsonObj) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _stream(message_id: str, model: str, step: Step, usage: JsonObj, break_mid_stream: bool) -> Iterator[bytes]:
+    start_usage = {**usage, "output_tokens": 1}
+    yield _sse(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": start_usage,
+            },
+        },
+    )
+    yield _sse("ping", {"type": "ping"})
+    for index, block in enumerate(step.blocks):
+        kind = block["type"]
+        if kind == "thinking":
+            yield _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+            )
+            for piece in _pieces(block["thinking"]):
+                yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}})
+            yield _sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJl" + str(index)}},
+            )
+        elif kind == "text":
+            yield _sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            for piece in _pieces(block["text"]):
+                yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})
+        else:  # tool_use
+            yield _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}},
+            )
+            encoded = json.dumps(block["input"])
+            for piece in _pieces(encoded):
+                yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+        if break_mid_stream:
+            yield _sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+            return
+        yield _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+    yield _sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": step.stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+    )
+    yield _sse("message_stop", {"type": "message_stop"})
+
+
+def _pieces(text: str, size: int = 24) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _message(message_id: str, model: str, step: Step, usage: JsonObj) -> JsonObj:
+    content = []
+    for block in step.blocks:
+        if block["type"] == "thinking":
+            content.append({"type": "thinking", "thinking": block["thinking"], "signature": "c2lnbmF0dXJl"})
+        else:
+            content.append(block)
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": step.stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+class ScriptedModel:
+    """The scenario's state: attempts per step, message ids, the log of what was served."""
+
+    def __init__(self, scenario: str, log_path: Path | None) -> None:
+        self.conversations = SCENARIOS[scenario]
+        self._log_path = log_path
+        self._lock = threading.Lock()
+        self._attempts: dict[tuple[str, int], int] = {}
+        self._served = 0
+
+    def answer(self, request: JsonObj) -> tuple[str | None, int, Step, int, str]:
+        """(conversation key, step number, step, attempt, message id)."""
+        key = conversation_key(request, list(self.conversations))
+        assistant_turns = sum(1 for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
+        if key is None:
+            step = Step.say("OK.", output_tokens=3)
+        else:
+            steps = self.conversations[key]
+            step = steps[min(assistant_turns, len(steps) - 1)]
+        with self._lock:
+            attempt = self._attempts.get((str(key), assistant_turns), 0)
+            self._attempts[(str(key), assistant_turns)] = attempt + 1
+            self._served += 1
+            message_id = f"msg_scripted_{self._served:04d}"
+        return key, assistant_turns, step, attempt, message_id
+
+    def log(self, record: JsonObj) -> None:
+        if self._log_path is None:
+            return
+        with self._lock, self._log_path.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+
+
+def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: the log file says it all
+            return
+
+        def do_HEAD(self) -> None:
+            self._reply(200, b"", "text/plain")
+
+        def do_GET(self) -> None:
+            self._reply(200, b"{}", "application/json")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                request = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                self._error(400, "invalid_request_error", "body is not JSON")
+                return
+            path = self.path.split("?", 1)[0]
+            if path.endswith("/count_tokens"):
+                self._reply(200, json.dumps({"input_tokens": len(json.dumps(request)) // 40}).encode(), "application/json")
+                return
+            if not path.endswith("/v1/messages"):
+                self._error(404, "not_found_error", f"no route {path}")
+                return
+            self._messages(request)
+
+        def _messages(self, request: JsonObj) -> None:
+            key, number, step, attempt, message_id = model.answer(request)
+            requested_model = str(request.get("model") or "claude-sonnet-4-5")
+            streaming = request.get("stream") is True
+            record: JsonObj = {
+                "conversation": key,
+                "step": number,
+                "attempt": attempt,
+                "model": requested_model,
+                "stream": streaming,
+                "message_id": message_id,
+            }
+            failure = step.failures[attempt] if attempt < len(step.failures) else None
+            if isinstance(failure, int):
+                model.log({**record, "status": failure})
+                kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}
+                self._error(failure, kind.get(failure, "api_error"), f"scripted failure {failure}")
+                return
+            usage = _usage(step, request)
+            if failure == "mid_stream" and streaming:
+                model.log({**record, "status": 200, "broken": True})
+                self._send_stream(_stream(message_id, requested_model, step, usage, break_mid_stream=True))
+                return
+            model.log({**record, "status": 200, "usage": usage, "stop_reason": step.stop_reason})
+            if streaming:
+                self._send_stream(_stream(message_id, requested_model, step, usage, break_mid_stream=False))
+            else:
+                body = json.dumps(_message(message_id, requested_model, step, usage)).encode()
+                self._reply(200, body, "application/json")
+
+        def _send_stream(self, events: Iterator[bytes]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.send_header("request-id", "req_scripted")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(event)
+                self.wfile.flush()
+            self.close_connection = True
+
+        def _error(self, status: int, kind: str, message: str) -> None:
+            body = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+            self._reply(status, body, "application/json")
+
+        def _reply(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("request-id", "req_scripted")
+            if status >= 500 or status == 429:
+                self.send_header("x-should-retry", "true")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+    return Handler
+
+
+def serve(scenario: str, port: int, log_path: Path | None) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler_for(ScriptedModel(scenario, log_path)))
+    server.daemon_threads = True
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", type=Path)
+    arguments = parser.parse_args()
+    server = serve(arguments.scenario, arguments.port, arguments.log)
+    print(json.dumps({"port": server.server_address[1]}), flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""The scripted model's answers for the real `claude` CLI, one scenario per name.
+
+A scenario maps a conversation key (text the conversation's first user message holds: the
+main prompt, or the prompt a subagent was launched with) to its steps; step N answers a
+request that already holds N assistant messages. Prompts that use a scenario put its key
+in their text (`prompt_for`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+JsonObj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model answer: its content blocks, stop reason, usage, and the failed attempts before it.
+
+    `failures`: per attempt, an HTTP status to fail with, or "mid_stream" for an SSE `error`
+    event after the first content block (the attempt after the last one answers).
+    """
+
+    blocks: tuple[JsonObj, ...]
+    stop_reason: str = "end_turn"
+    output_tokens: int = 20
+    input_tokens: int | None = None
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    failures: tuple[int | str, ...] = field(default=())
+
+    @classmethod
+    def say(cls, text: str, **fields: Any) -> Step:
+        return cls(({"type": "text", "text": text},), **fields)
+
+    @classmethod
+    def call(cls, *calls: JsonObj, thinking: str | None = None, text: str | None = None, **fields: Any) -> Step:
+        blocks: list[JsonObj] = []
+        if thinking is not None:
+            blocks.append({"type": "thinking", "thinking": thinking})
+        if text is not None:
+            blocks.append({"type": "text", "text": text})
+        return cls((*blocks, *calls), stop_reason="tool_use", **fields)
+
+
+def bash(call_id: str, command: str) -> JsonObj:
+    return {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command, "description": "Run it"}}
+
+
+def agent(call_id: str, key: str, subagent_type: str, background: bool) -> JsonObj:
+    arguments: JsonObj = {
+        "description": f"{subagent_type} task",
+        "prompt": f"{key}: do the {subagent_type} part and report back.",
+        "subagent_type": "general-purpose",
+    }
+    if background:
+        arguments["run_in_background"] = True
+    return {"type": "tool_use", "id": call_id, "name": "Agent", "input": arguments}
+
+
+_SUBAGENT_COUNTER: Final = [
+    Step.call(bash("toolu_sub_count_1", "echo 3"), input_tokens=400, output_tokens=30, cache_read_input_tokens=100),
+    Step.say("There are 3 files.", input_tokens=450, output_tokens=12),
+]
+_SUBAGENT_READER: Final = [
+    Step.call(bash("toolu_sub_read_1", "echo readme"), input_tokens=300, output_tokens=25),
+    Step.say("The readme says hello.", input_tokens=350, output_tokens=10),
+]
+
+SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
+    # Thinking, text and a Bash call, then the final answer.
+    "tools": {
+        "TOOLS-SCENARIO": [
+            Step.call(
+                bash("toolu_main_1", "echo hello from bash"),
+                thinking="The user wants a shell command run. I will use Bash.",
+                text="Let me run that.",
+                input_tokens=1200,
+                output_tokens=60,
+                cache_creation_input_tokens=800,
+            ),
+            Step.say("The command printed: hello from bash.", input_tokens=1300, output_tokens=15, cache_read_input_tokens=800),
+        ]
+    },
+    # A subagent that runs in the foreground: its Agent call's result is its final answer.
+    "foreground_subagent": {
+        "FG-SUBAGENT-SCENARIO": [
+            Step.call(agent("toolu_agent_fg", "SUBAGENT-COUNTER", "counter", background=False), input_tokens=1000, output_tokens=40),
+            Step.say("The counter subagent found 3 files.", input_tokens=1100, output_tokens=12),
+        ],
+        "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
+    },
+    # A background subagent: "Async agent launched" at once, its notification turn later.
+    "background_subagent": {
+        "BG-SUBAGENT-SCENARIO": [
+            Step.call(agent("toolu_agent_bg", "SUBAGENT-COUNTER", "counter", background=True), input_tokens=1000, output_tokens=40),
+            Step.say("I started the counter in the background.", input_tokens=1100, output_tokens=12),
+            Step.say("The counter subagent reports 3 files.", input_tokens=1200, output_tokens=14),
+        ],
+        "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
+    },
+    # Two foreground subagents launched in one message.
+    "parallel_subagents": {
+        "PARALLEL-SUBAGENTS-SCENARIO": [
+            Step.call(
+                agent("toolu_agent_a", "SUBAGENT-COUNTER", "counter", background=False),
+                agent("toolu_agent_b", "SUBAGENT-READER", "reader", background=False),
+                input_tokens=1000,
+                output_tokens=80,
+            ),
+            Step.say("Both subagents are done: 3 files, and the readme says hello.", input_tokens=1500, output_tokens=20),
+        ],
+        "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
+        "SUBAGENT-READER": _SUBAGENT_READER,
+    },
+    # The first attempt fails with a 500, the CLI retries, the second answers.
+    "retry_500": {"RETRY-SCENARIO": [Step.say("Answered after a retry.", input_tokens=900, output_tokens=8, failures=(500,))]},
+    # Every attempt fails: 500 (retried until the CLI gives up), 529 (overloaded), 400 (not retried).
+    "fatal_500": {"FATAL-500-SCENARIO": [Step.say("never", failures=(500,) * 50)]},
+    "fatal_529": {"FATAL-529-SCENARIO": [Step.say("never", failures=(529,) * 50)]},
+    "bad_request": {"BAD-REQUEST-SCENARIO": [Step.say("never", failures=(400,) * 50)]},
+    # The stream breaks after the first block; the CLI falls back to a request without streaming.
+    "mid_stream_error": {
+        "MID-STREAM-SCENARIO": [Step.say("Answered after the stream broke.", input_tokens=700, output_tokens=9, failures=("mid_stream",))]
+    },
+    # Tools forever: with --max-turns 1 the CLI stops after the first tool round.
+    "max_turns": {
+        "MAX-TURNS-SCENARIO": [
+            Step.call(bash("toolu_turn_1", "echo one"), input_tokens=800, output_tokens=30),
+            Step.call(bash("toolu_turn_2", "echo two"), input_tokens=850, output_tokens=30),
+            Step.say("done", input_tokens=900, output_tokens=5),
+        ]
+    },
+    # A Bash call the CLI's permission mode denies.
+    "denied_tool": {
+        "DENIED-TOOL-SCENARIO": [
+            Step.call(bash("toolu_denied_1", "rm -rf /tmp/nothing-here"), input_tokens=800, output_tokens=30),
+            Step.say("I was not allowed to run that.", input_tokens=900, output_tokens=10),
+        ]
+    },
+    # Two prompts to one session: the second arrives while the first turn's subagent still runs.
+    "two_prompts": {
+        "TWO-PROMPTS-FIRST": [
+            Step.call(agent("toolu_agent_tp", "SUBAGENT-SLOW", "slow", background=True), input_tokens=1000, output_tokens=40),
+            Step.say("Started the slow subagent.", input_tokens=1100, output_tokens=10),
+            Step.say("Noted.", input_tokens=1200, output_tokens=5),
+            Step.say("The slow subagent is done.", input_tokens=1300, output_tokens=8),
+        ],
+        "SUBAGENT-SLOW": [
+            Step.call(bash("toolu_sub_slow_1", "sleep 3; echo slow"), input_tokens=300, output_tokens=20),
+            Step.say("Slow work finished.", input_tokens=320, output_tokens=6),
+        ],
+    },
+}
+
+
+def prompt_for(scenario: str) -> str:
+    """A prompt that selects the scenario's main conversation."""
+    main_key = next(iter(SCENARIOS[scenario]))
+    return f"{main_key}: please do the task."

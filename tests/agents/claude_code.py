@@ -1,0 +1,194 @@
+"""The real Claude Code CLI against the scripted model (`examples/model_servers/anthropic_api.py`).
+
+The CLI is the npm package pinned in the Makefile (`make agents` installs it under
+`.agents/`); `TRANSCRIPT_OTEL_CLAUDE_CLI` names another binary. Each run gets a throwaway
+`HOME` and working directory and the settings that keep the CLI offline.
+
+    python tests/agents/claude_code.py SCENARIO
+
+runs one scenario with `claude -p --output-format stream-json --verbose` and prints the
+stream, then what the model served (for recording fixtures by hand).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
+
+from anthropic_api import serve  # noqa: E402
+from claude_scenarios import prompt_for  # noqa: E402
+
+CLAUDE_CODE_VERSION = "2.1.332"
+CLI_VARIABLE = "TRANSCRIPT_OTEL_CLAUDE_CLI"
+INSTALLED_CLI = ROOT / ".agents" / "claude-code" / "node_modules" / ".bin" / "claude"
+
+
+def cli_path() -> Path | None:
+    """The real `claude` binary, if installed (`make agents`)."""
+    named = os.environ.get(CLI_VARIABLE)
+    path = Path(named) if named else INSTALLED_CLI
+    return path if path.exists() else None
+
+
+@dataclass
+class ModelServer:
+    """A scripted model serving one scenario; `served()` is what it answered, in order."""
+
+    scenario: str
+    url: str
+    log_path: Path
+
+    def served(self) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+    @property
+    def prompt(self) -> str:
+        return prompt_for(self.scenario)
+
+
+@contextlib.contextmanager
+def model_server(scenario: str, directory: Path) -> Iterator[ModelServer]:
+    log_path = directory / f"served-{scenario}.jsonl"
+    server = serve(scenario, 0, log_path)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield ModelServer(scenario, f"http://127.0.0.1:{server.server_address[1]}", log_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def offline_environment(model: ModelServer, home: Path) -> dict[str, str]:
+    """The environment that runs the real CLI against `model` with nothing else reachable."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ANTHROPIC_", "CLAUDE", "OTEL_", "TRANSCRIPT_OTEL_"))
+    }
+    environment.update(
+        HOME=str(home),
+        ANTHROPIC_BASE_URL=model.url,
+        ANTHROPIC_API_KEY="sk-ant-scripted-model",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+        IS_SANDBOX="1",  # as root the CLI refuses bypassPermissions without it
+    )
+    return environment
+
+
+def print_args(*extra: str) -> list[str]:
+    """`claude -p` printing stream-json, allowed every tool."""
+    return ["-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "bypassPermissions", *extra]
+
+
+@dataclass(frozen=True)
+class Case:
+    """How the CLI runs one scenario: its extra arguments and environment."""
+
+    arguments: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    api_key: bool = True
+
+
+# The scenarios the tests run and the fixtures record, with what each needs of the CLI.
+CASES: dict[str, Case] = {
+    "tools": Case(),
+    "foreground_subagent": Case(),
+    "background_subagent": Case(),
+    "parallel_subagents": Case(),
+    "retry_500": Case(),
+    "fatal_500": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),)),
+    "fatal_529": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),)),
+    "bad_request": Case(),
+    "mid_stream_error": Case(),
+    "max_turns": Case(arguments=("--max-turns", "1")),
+    "denied_tool": Case(arguments=("--permission-mode", "default")),
+    "no_api_key": Case(api_key=False),
+    "unknown_flag": Case(arguments=("--no-such-flag",)),
+}
+
+
+@dataclass
+class Recorded:
+    """One real run: what the CLI printed, its exit status, what the model served."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    served: list[dict[str, Any]]
+    prompt: str
+
+
+def case_environment(case: Case, model: ModelServer, home: Path) -> dict[str, str]:
+    environment = offline_environment(model, home)
+    environment.update(case.environment)
+    if not case.api_key:
+        del environment["ANTHROPIC_API_KEY"]
+    return environment
+
+
+def case_arguments(scenario: str, case: Case) -> list[str]:
+    # The last --permission-mode given wins.
+    return [*print_args(*case.arguments), prompt_for(_model_scenario(scenario))]
+
+
+def _model_scenario(scenario: str) -> str:
+    """The model's scenario of a CLI case (the cases that fail before the model use `tools`)."""
+    return scenario if scenario not in ("no_api_key", "unknown_flag") else "tools"
+
+
+def record(scenario: str, scratch: Path, command_prefix: tuple[str, ...] = ()) -> Recorded:
+    """Run the real CLI on one scenario (under `command_prefix`, e.g. `transcript-otel run --`)."""
+    import subprocess
+
+    cli = cli_path()
+    if cli is None:
+        raise RuntimeError(f"no Claude Code CLI: run `make agents` or set {CLI_VARIABLE}")
+    case = CASES[scenario]
+    home, work = scratch / "home", scratch / "work"
+    home.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    with model_server(_model_scenario(scenario), scratch) as model:
+        environment = case_environment(case, model, home)
+        environment.update({k: v for k, v in os.environ.items() if k.startswith(("OTEL_", "TRANSCRIPT_OTEL_"))})
+        completed = subprocess.run(
+            [*command_prefix, str(cli), *case_arguments(scenario, case)],
+            env=environment,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        return Recorded(completed.stdout, completed.stderr, completed.returncode, model.served(), model.prompt)
+
+
+def _main() -> None:
+    scenario = sys.argv[1]
+    with tempfile.TemporaryDirectory() as scratch:
+        recorded = record(scenario, Path(scratch))
+    sys.stdout.write(recorded.stdout)
+    sys.stderr.write(recorded.stderr)
+    print(f"# exit {recorded.exit_code}", file=sys.stderr)
+    for served in recorded.served:
+        print(f"# served {json.dumps(served)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,49 @@
+"""Record the real Claude Code CLI's stream-json for every scenario as test fixtures (`make fixtures`).
+
+For each case of `claude_code.CASES`: `tests/fixtures/claude_code/<scenario>.jsonl` is
+what `claude -p --output-format stream-json --verbose` printed, and
+`<scenario>.served.json` the CLI version, its exit status, the prompt and what the
+scripted model served. Machine paths (the scratch directory, and the CLI's per-project
+temp folder named after it) become `/scratch`, so fixtures do not change with the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from claude_code import CASES, CLAUDE_CODE_VERSION, ROOT, record  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
+
+
+def without_machine_paths(text: str, scratch: Path) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]", "-", str(scratch))
+    return text.replace(str(scratch), "/scratch").replace(slug, "-scratch")
+
+
+def main() -> None:
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    for scenario in sys.argv[1:] or CASES:
+        with tempfile.TemporaryDirectory() as scratch:
+            recorded = record(scenario, Path(scratch))
+            stdout = without_machine_paths(recorded.stdout, Path(scratch))
+        (FIXTURES / f"{scenario}.jsonl").write_text(stdout)
+        meta = {
+            "claude_code": CLAUDE_CODE_VERSION,
+            "exit_code": recorded.exit_code,
+            "stderr": recorded.stderr.strip()[:2000],
+            "prompt": recorded.prompt,
+            "served": recorded.served,
+        }
+        (FIXTURES / f"{scenario}.served.json").write_text(json.dumps(meta, indent=1) + "\n")
+        print(f"{scenario}: {len(stdout.splitlines())} lines, exit {recorded.exit_code}, {len(recorded.served)} served")
+
+
+if __name__ == "__main__":
+    main()
