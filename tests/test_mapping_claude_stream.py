@@ -174,11 +174,17 @@ def test_a_missing_or_odd_parent_means_main(parent: Any) -> None:
 # -- results ---------------------------------------------------------------------------------
 
 
-def test_a_successful_result_is_token_usage() -> None:
+def test_a_successful_result_is_token_usage_with_the_turns_cost() -> None:
     message = result(usage=USAGE, total_cost_usd=0.01)
     assert ClaudeStreamMapper().message(message) == [
-        MappedEntry("token_usage", {"sdk_entry": message}, RawJson(message))
+        MappedEntry("token_usage", {"sdk_entry": message, "turn_cost_usd": 0.01}, RawJson(message))
     ]
+
+
+def test_the_cost_of_each_turn_is_the_difference_of_the_running_totals() -> None:
+    mapper = ClaudeStreamMapper()
+    costs = [mapper.message(result(total_cost_usd=total))[0].detail["turn_cost_usd"] for total in (0.01, 0.03, 0.03)]
+    assert costs == pytest.approx([0.01, 0.02, 0.0])
 
 
 def test_a_cost_alone_is_token_usage() -> None:

@@ -36,7 +36,7 @@ from typing import Any, Final
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun
+from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun, starts_new_turn
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
     LineAdapter,
@@ -142,12 +142,16 @@ class LineRecorder:
         if isinstance(session_id, str) and session_id:
             self.run.set_session_id(session_id)
         turns = capabilities_of(self.adapter).turns
+        ends_turn = False
         for entry in entries:
+            if turns and starts_new_turn(entry):
+                self.run.turn_boundary()
             if entry.source == MAIN_SOURCE and entry.entry_type in TURN_CONTENT:
                 self.run.begin_turn()
             yield entry
-            if turns and entry.source == MAIN_SOURCE and entry.entry_type == EntryType.TOKEN_USAGE.value:
-                self.run.end_turn()
+            ends_turn |= entry.source == MAIN_SOURCE and entry.entry_type == EntryType.TOKEN_USAGE.value
+        if turns and ends_turn:  # after the whole report: an error that follows the usage fails the turn
+            self.run.end_turn()
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -82,6 +82,9 @@ _MAX_KNOWN_LAUNCHERS: Final = 1024
 _MAX_CAUSES: Final = 8
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
+# What the model says in a turn, and what reports a turn's end.
+_ANSWERS: Final = frozenset({EntryType.ASSISTANT_MESSAGE.value, EntryType.THINKING.value, _ENTRY_TOOL_USE})
+_TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
 # Entries of the main thread that belong in a turn: a harness without turn events opens
 # one for the first of them (and its usage report, or the run's end, closes it).
@@ -112,6 +115,8 @@ class _SpanSlot:
     usage: Counter[str] = field(default_factory=Counter)
     cost_usd: float = 0.0
     error_type: str | None = None
+    # A turn: the model has answered in it (so a new `init` starts the next turn).
+    answered: bool = False
 
     @classmethod
     def open(
@@ -145,6 +150,7 @@ class _FinalState(NamedTuple):
 @dataclass(slots=True)
 class _ToolSlot(_SpanSlot):
     name: str = ""
+    call_id: str = ""
     subagent_prompt: str | None = None
     subagent_type: str | None = None
     subagent_source: str | None = None
@@ -181,8 +187,18 @@ class AgentRun(EntryPlacement):
         self._launchers: dict[str, _ToolSlot] = {}
         self._lock = threading.RLock()
         self._turn: _SpanSlot | None = None
+        # Turns the harness began anew while their result was still to come (Claude Code prints
+        # a turn's `result` after the turns a background subagent's end starts): results end
+        # them first, oldest first.
+        self._turns_awaiting_result: deque[_SpanSlot] = deque()
         self._turn_count = 0
         self._tools: dict[tuple[str, str], _ToolSlot] = {}
+        # Calls whose result said they go on in the background (a background subagent): they
+        # end when the harness says the work ended, or with the run.
+        self._background_calls: dict[str, _ToolSlot] = {}
+        # The session's own running token totals (subagents included), where the harness tells
+        # them: the root span reports them rather than the sum of what the run recorded.
+        self._session_usage: dict[str, int] | None = None
         self._subagents: dict[str, _SpanSlot] = {}
         # Subagent launchers whose result came first: transcript files are read by polling,
         # so a subagent's file may be read after its `Task` call's result.
@@ -267,11 +283,20 @@ class AgentRun(EntryPlacement):
         except Exception as exc:
             self._report("could not place an entry in its span", exc)
             return self._root.context
-        if entry_type == _ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
-            try:
-                self._end_tool(slot, failed=tool_failed(detail), end_ns=timestamp_ns)
-            except Exception as exc:
-                self._report("could not end a tool span", exc)
+        try:
+            if entry_type == _ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
+                if _says(detail, "background_launch"):
+                    self._go_on_in_background(slot)
+                else:
+                    self._end_tool(slot, failed=tool_failed(detail), end_ns=timestamp_ns)
+            ended_call = detail.get("background_call_ended") if isinstance(detail, Mapping) else None
+            if isinstance(ended_call, str):
+                with self._lock:
+                    call = self._background_calls.pop(ended_call, None)
+                if call is not None:
+                    self._end_tool(call, failed=_says(detail, "is_error"), end_ns=timestamp_ns)
+        except Exception as exc:
+            self._report("could not end a tool span", exc)
         return slot.context
 
     def record_mapped(self, entries: Iterable[MappedEntry | None]) -> None:
@@ -307,7 +332,17 @@ class AgentRun(EntryPlacement):
             and entry_type == EntryType.USER_MESSAGE.value
         ):
             self._open_turn(timestamp_ns)
-        base = self._subagent_slot(source, detail, timestamp_ns) or self._turn or self._root
+        subagent = self._subagent_slot(source, detail, timestamp_ns)
+        if subagent is not None and isinstance(detail, Mapping):
+            usage = usage_attributes({"usage": detail.get("message_usage")})
+            if usage:  # a subagent's model call: its own span and the run's totals, not the turn's
+                self._add_usage(subagent, usage, turn=None)
+        turn = self._turn
+        if source == MAIN_SOURCE and turn is not None and entry_type in _ANSWERS:
+            turn.answered = True
+        if source == MAIN_SOURCE and entry_type in _TURN_REPORTS and self._turns_awaiting_result:
+            turn = self._turns_awaiting_result[0]  # the oldest turn still waits for its result
+        base = subagent or turn or self._root
         if entry_type == _ENTRY_TOOL_USE:
             return self._open_tool(source, detail, base, timestamp_ns)
         if entry_type == _ENTRY_TOOL_RESULT:
@@ -315,7 +350,10 @@ class AgentRun(EntryPlacement):
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
             return tool if tool is not None else base
         if entry_type == EntryType.TOKEN_USAGE.value:
-            self._add_usage(base, usage_attributes(detail), cost_usd(detail))
+            self._add_usage(base, usage_attributes(detail), turn, cost_usd(detail))
+            session_usage = detail.get("session_usage") if isinstance(detail, Mapping) else None
+            if session_usage is not None:
+                self._session_usage = usage_attributes({"usage": session_usage})
         elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
             self._add_message_usage(base, detail)
         elif entry_type == EntryType.ERROR.value:
@@ -366,6 +404,20 @@ class AgentRun(EntryPlacement):
             if self._turn is None:
                 self._open_turn(start_ns)
 
+    def turn_boundary(self) -> None:
+        """The harness began a new turn on its own (Claude Code's `init` after a background
+        subagent ended): a turn the model has answered in waits for its result, and the next
+        turn content opens a new one."""
+        self._turn_asked = False
+        self._on_writer("could not start a turn span", self._turn_boundary)
+
+    def _turn_boundary(self) -> None:
+        with self._lock:
+            turn = self._turn
+            if turn is not None and turn.answered:
+                self._turns_awaiting_result.append(turn)
+                self._turn = None
+
     def _open_turn(self, start_ns: int) -> None:
         self._turn_count += 1
         operation = "chat"
@@ -391,10 +443,14 @@ class AgentRun(EntryPlacement):
 
     def _end_turn(self, error: BaseException | None, end_ns: int) -> None:
         with self._lock:
-            turn, self._turn = self._turn, None
+            if self._turns_awaiting_result:
+                turn: _SpanSlot | None = self._turns_awaiting_result.popleft()
+            else:
+                turn, self._turn = self._turn, None
+                if turn is not None:
+                    self._close_open_tools(end_ns)
             if turn is None:
                 return
-            self._close_open_spans(end_ns)
         if error is not None and turn.error_type is None:
             turn.error_type = _exception_type(error)
         self._end(turn, end_ns)
@@ -431,6 +487,7 @@ class AgentRun(EntryPlacement):
             start_ns,
         )
         tool.name = name
+        tool.call_id = call_id
         if name in _SUBAGENT_TOOLS and self._subagents_named_by_call_id:
             if len(self._launchers) >= _MAX_KNOWN_LAUNCHERS:
                 del self._launchers[next(iter(self._launchers))]
@@ -441,6 +498,12 @@ class AgentRun(EntryPlacement):
             tool.subagent_type = subagent_type if isinstance(subagent_type, str) else None
         self._tools[(source, call_id)] = tool
         return tool
+
+    def _go_on_in_background(self, tool: _ToolSlot) -> None:
+        with self._lock:
+            if len(self._background_calls) >= _MAX_KNOWN_LAUNCHERS:
+                del self._background_calls[next(iter(self._background_calls))]
+            self._background_calls[tool.call_id] = tool
 
     def _end_tool(self, tool: _ToolSlot, *, failed: bool, end_ns: int) -> None:
         with self._lock:
@@ -505,8 +568,11 @@ class AgentRun(EntryPlacement):
 
     # -- usage ------------------------------------------------------------------------
 
-    def _add_usage(self, slot: _SpanSlot, usage: Mapping[str, int], cost_usd: float = 0.0) -> None:
-        for target in {id(s): s for s in (slot, self._turn, self._root) if s is not None}.values():
+    def _add_usage(
+        self, slot: _SpanSlot, usage: Mapping[str, int], turn: _SpanSlot | None, cost_usd: float = 0.0
+    ) -> None:
+        """Count usage on `slot`, on `turn` and on the root (each once)."""
+        for target in {id(s): s for s in (slot, turn, self._root) if s is not None}.values():
             target.usage.update(usage)
             target.cost_usd += cost_usd
 
@@ -517,7 +583,7 @@ class AgentRun(EntryPlacement):
             return
         message_id, usage = counted
         self._usage_by_message[message_id] = usage
-        self._add_usage(slot, usage)
+        self._add_usage(slot, usage, self._turn)
 
     # -- ending -----------------------------------------------------------------------
 
@@ -545,10 +611,13 @@ class AgentRun(EntryPlacement):
         """On the writer, where `finish()` was called: every span but the root's ends, the root gets
         its last attributes and `transcript.span` record, and what ends later keeps none."""
         try:
-            self._end_turn(error, end_ns)
+            while self._turns_awaiting_result or self._turn is not None:
+                self._end_turn(error, end_ns)
             with self._lock:
                 self._close_open_spans(end_ns)
             root = self._root
+            if self._session_usage:
+                root.usage = Counter(self._session_usage)
             if error is not None:
                 root.error_type = _exception_type(error)
                 self._record_exception(root.span, error)
@@ -578,15 +647,25 @@ class AgentRun(EntryPlacement):
             },
         )
 
+    def _close_open_tools(self, end_ns: int) -> None:
+        """At a turn's end: end the main thread's tool spans still open (their result never came).
+        Subagents and calls that go on in the background may outlive the turn; caller holds the lock."""
+        for key in [key for key in self._tools if key[0] == MAIN_SOURCE]:
+            self._end_missing(self._tools.pop(key), end_ns)
+
     def _close_open_spans(self, end_ns: int) -> None:
-        """End tool and subagent spans still open (their result never came); caller holds the lock."""
+        """At the run's end: end every tool and subagent span still open; caller holds the lock."""
         tools, self._tools = list(self._tools.values()), {}
         subagents, self._subagents = list(self._subagents.values()), {}
+        background, self._background_calls = list(self._background_calls.values()), {}
         for slot in subagents:
             self._end(slot, end_ns)
-        for tool in tools:
-            tool.span.set_attribute(TOOL_RESULT_MISSING, True)
-            self._end(tool, end_ns)
+        for tool in [*tools, *background]:
+            self._end_missing(tool, end_ns)
+
+    def _end_missing(self, tool: _ToolSlot, end_ns: int) -> None:
+        tool.span.set_attribute(TOOL_RESULT_MISSING, True)
+        self._end(tool, end_ns)
 
     def _end(self, slot: _SpanSlot, end_ns: int) -> None:
         """End the span at `end_ns`, once what was emitted inside it is written."""
@@ -664,6 +743,22 @@ def _tool_input(detail: Any) -> Any:
         if isinstance(notification, Mapping):
             return notification.get("arguments")
     return None
+
+
+def _says(detail: Any, flag: str) -> bool:
+    """Whether a mapping set `flag` in an entry's detail."""
+    return isinstance(detail, Mapping) and detail.get(flag) is True
+
+
+def starts_new_turn(entry: MappedEntry) -> bool:
+    """A main `system/init` (Claude Code prints one as each turn begins): a `turn_boundary()`."""
+    detail = entry.detail
+    return (
+        entry.source == MAIN_SOURCE
+        and entry.entry_type == EntryType.SYSTEM_EVENT.value
+        and isinstance(detail, Mapping)
+        and detail.get("subtype") == "init"
+    )
 
 
 def _is_bridged_tool(detail: Any) -> bool:

@@ -13,9 +13,23 @@ stream-json` prints. One message (a JSON object) becomes:
 * `user` → `user_message` for the content other than tool results (if any), then one
   `tool_result` per `tool_result` block, named after its `tool_use` when that was seen;
 * `result` → `token_usage` (its `usage` and `total_cost_usd`) when it reports either,
-  then `error` when it reports an error (`is_error`, or an `error_*` subtype);
+  then `error` when it reports an error (`is_error`, or an `error_*` subtype). The CLI
+  reports running totals, so a main result's `token_usage` also gets `turn_cost_usd`
+  (the cost since the previous result) and `session_usage` (the tokens of the whole
+  session so far, subagents included: the sum of `modelUsage` over models);
+* `assistant` from the CLI itself (`model: "<synthetic>"`, `is_api_error_message`: the
+  text of an API error, which the `result` after it reports) → `system_event`
+  `api_error_message`, not words of the model;
+* a subagent's `assistant` message: its first line gets `detail.message_usage` (the
+  usage the CLI printed for that model call, once per message id);
 * `system` → `system_event` with its `subtype` (`compact_boundary` is `compaction`);
-  `rate_limit_event` and `conversation_reset` → `system_event` with that subtype;
+  `rate_limit_event` and `conversation_reset` → `system_event` with that subtype.
+  Progress frames (`thinking_tokens`, `task_progress` of one task) come many to a
+  second: consecutive frames fold into one entry (the last frame, `detail.frames` their
+  count) made when the next other message arrives, or at `flush()`. A `task_notification`
+  gets `detail.background_call_ended` (the id of the `Agent` call whose subagent ended) and
+  the `tool_result` of a call launched in the background (`tool_use_result.status:
+  async_launched`) gets `detail.background_launch`: the call runs on after its result;
 * `stream_event` (partial-message deltas) → nothing: the complete message follows;
   control frames → nothing: they are the SDK's protocol, not the conversation;
 * any other type → `unknown`, kept whole; a message that is not a JSON object (or
@@ -27,6 +41,7 @@ made from a message carries the message as `raw` (encoded by the background writ
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
@@ -40,6 +55,17 @@ _NOT_CONVERSATION: Final = frozenset(
 )
 _SYSTEM_SUBTYPES: Final = {"compact_boundary": "compaction"}
 _EVENT_MESSAGES: Final = frozenset({"rate_limit_event", "conversation_reset"})
+# `system` subtypes that report progress many times a second: folded (see the module docstring).
+_PROGRESS_SUBTYPES: Final = frozenset({"thinking_tokens", "task_progress"})
+# Subagent message ids whose usage was counted; beyond this, the oldest are forgotten.
+_MAX_COUNTED_MESSAGES: Final = 10_000
+# `modelUsage` (camelCase, per model) to the usage keys of a result's `usage`.
+_MODEL_USAGE_KEYS: Final = (
+    ("inputTokens", "input_tokens"),
+    ("outputTokens", "output_tokens"),
+    ("cacheReadInputTokens", "cache_read_input_tokens"),
+    ("cacheCreationInputTokens", "cache_creation_input_tokens"),
+)
 
 
 def _block_type(block: Any) -> str | None:
@@ -62,45 +88,75 @@ def reports_error(result: dict[str, Any]) -> bool:
 
 
 class ClaudeStreamMapper:
-    """Maps the messages of one run; remembers the tool names seen, per source."""
+    """Maps the messages of one run; remembers what the CLI reports as running totals, the tool
+    names seen (per source), the subagent messages counted, and the progress frames folding."""
 
-    __slots__ = ("_tool_names",)
+    __slots__ = ("_cost_so_far", "_counted_messages", "_progress", "_progress_count", "_tool_names")
 
     def __init__(self) -> None:
         self._tool_names = ToolNames()
+        self._cost_so_far = 0.0
+        self._counted_messages: dict[str, None] = {}
+        self._progress: dict[str, Any] | None = None
+        self._progress_count = 0
 
     def message(self, message: Any) -> list[MappedEntry]:
         if not isinstance(message, dict):
             reason = f"a stream-json message must be a JSON object, got {type(message).__name__}"
-            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, RawJson(message))]
+            entry = MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, RawJson(message))
+            return [*self.flush(), entry]
         raw = RawJson(message)
         message_type = message.get("type")
         if not isinstance(message_type, str):
             reason = "the message has no string 'type'"
-            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason, "sdk_entry": message}, raw)]
-        source = source_of(message)
+            entry = MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason, "sdk_entry": message}, raw)
+            return [*self.flush(), entry]
         if message_type in _NOT_CONVERSATION:
             return []
+        if message_type == "system" and _is_progress(message):
+            return self._fold(message)
+        folded = self.flush()
+        source = source_of(message)
         if message_type == "assistant":
             entries = self._assistant(message, source)
         elif message_type == "user":
             entries = self._user(message, source)
         elif message_type == "result":
-            entries = _result(message)
+            entries = self._result(message, source)
         elif message_type == "system":
-            subtype = message.get("subtype")
-            subtype = _SYSTEM_SUBTYPES.get(subtype, subtype) if isinstance(subtype, str) else None
-            entries = [(EntryType.SYSTEM_EVENT, _with_subtype({"sdk_entry": message}, subtype))]
+            entries = [(EntryType.SYSTEM_EVENT, _system_detail(message))]
         elif message_type in _EVENT_MESSAGES:
             entries = [(EntryType.SYSTEM_EVENT, {"sdk_entry": message, "subtype": message_type})]
         else:
             entries = [(EntryType.UNKNOWN, {"sdk_entry": message})]
-        return [
+        return folded + [
             MappedEntry(entry_type.value, detail, raw if index == 0 else None, source)
             for index, (entry_type, detail) in enumerate(entries)
         ]
 
+    def flush(self) -> list[MappedEntry]:
+        """The progress frames being folded, as one entry (at the end of the stream, or before
+        the next other message)."""
+        frame, count = self._progress, self._progress_count
+        if frame is None:
+            return []
+        self._progress, self._progress_count = None, 0
+        detail = {**_system_detail(frame), "frames": count}
+        return [MappedEntry(EntryType.SYSTEM_EVENT.value, detail, RawJson(frame), source_of(frame))]
+
+    def _fold(self, frame: dict[str, Any]) -> list[MappedEntry]:
+        """Hold a progress frame to fold with the next ones; frames of another kind held
+        before it are written first."""
+        held = self._progress
+        same_kind = held is not None and _progress_kind(held) == _progress_kind(frame)
+        written = [] if same_kind else self.flush()
+        self._progress = frame
+        self._progress_count += 1
+        return written
+
     def _assistant(self, message: dict[str, Any], source: str) -> list[tuple[EntryType, dict[str, Any]]]:
+        if _is_synthetic(message):
+            return [(EntryType.SYSTEM_EVENT, {"sdk_entry": message, "subtype": "api_error_message"})]
         blocks = content_blocks(message)
         if blocks is None:
             return [(EntryType.ASSISTANT_MESSAGE, {"sdk_entry": message})]
@@ -117,7 +173,27 @@ class ClaudeStreamMapper:
         for block in tool_uses:
             self._tool_names.remember(source, block)
             entries.append((EntryType.TOOL_USE, {"sdk_entry": block}))
+        if source != MAIN_SOURCE and entries:
+            usage = self._new_message_usage(message)
+            if usage is not None:
+                entries[0][1]["message_usage"] = usage
         return entries
+
+    def _new_message_usage(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The usage of a model call the first time one of its lines is seen (the CLI prints a
+        line per content block, each with the call's usage), else None."""
+        body = message.get("message")
+        if not isinstance(body, dict):
+            return None
+        message_id, usage = body.get("id"), body.get("usage")
+        if not isinstance(message_id, str) or not isinstance(usage, dict):
+            return None
+        if message_id in self._counted_messages:
+            return None
+        if len(self._counted_messages) >= _MAX_COUNTED_MESSAGES:
+            del self._counted_messages[next(iter(self._counted_messages))]
+        self._counted_messages[message_id] = None
+        return usage
 
     def _user(self, message: dict[str, Any], source: str) -> list[tuple[EntryType, dict[str, Any]]]:
         blocks = content_blocks(message)
@@ -128,22 +204,86 @@ class ClaudeStreamMapper:
         entries: list[tuple[EntryType, dict[str, Any]]] = []
         if others or not blocks:
             entries.append((EntryType.USER_MESSAGE, {"sdk_entry": with_content(message, others)}))
-        entries.extend((EntryType.TOOL_RESULT, self._tool_names.result_detail(source, b)) for b in results)
+        launched = _launched_in_background(message)
+        for block in results:
+            detail = self._tool_names.result_detail(source, block)
+            if launched:
+                detail["background_launch"] = True
+            entries.append((EntryType.TOOL_RESULT, detail))
         return entries
+
+    def _result(self, message: dict[str, Any], source: str) -> list[tuple[EntryType, dict[str, Any]]]:
+        entries: list[tuple[EntryType, dict[str, Any]]] = []
+        total = message.get("total_cost_usd")
+        if message.get("usage") is not None or total is not None:
+            detail: dict[str, Any] = {"sdk_entry": message}
+            if source == MAIN_SOURCE:
+                if isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total):
+                    detail["turn_cost_usd"] = max(0.0, total - self._cost_so_far)
+                    self._cost_so_far = max(self._cost_so_far, float(total))
+                session_usage = _summed_model_usage(message.get("modelUsage"))
+                if session_usage:
+                    detail["session_usage"] = session_usage
+            entries.append((EntryType.TOKEN_USAGE, detail))
+        if reports_error(message):
+            entries.append((EntryType.ERROR, {"sdk_entry": message}))
+        if not entries:
+            entries.append((EntryType.SYSTEM_EVENT, {"sdk_entry": message, "subtype": "result"}))
+        return entries
+
+
+def _system_detail(message: dict[str, Any]) -> dict[str, Any]:
+    """A `system` message's detail: its subtype (`compact_boundary` is `compaction`), and for a
+    background task's end, the call whose subagent ended."""
+    subtype = message.get("subtype")
+    detail = _with_subtype(
+        {"sdk_entry": message}, _SYSTEM_SUBTYPES.get(subtype, subtype) if isinstance(subtype, str) else None
+    )
+    call_id = message.get("tool_use_id")
+    if subtype == "task_notification" and isinstance(call_id, str) and call_id:
+        detail["background_call_ended"] = call_id
+        if message.get("status") not in (None, "completed"):
+            detail["is_error"] = True
+    return detail
+
+
+def _is_progress(message: dict[str, Any]) -> bool:
+    subtype = message.get("subtype")
+    return isinstance(subtype, str) and subtype in _PROGRESS_SUBTYPES
+
+
+def _progress_kind(frame: dict[str, Any]) -> tuple[Any, Any]:
+    return frame.get("subtype"), frame.get("task_id")
+
+
+def _is_synthetic(message: dict[str, Any]) -> bool:
+    body = message.get("message")
+    return message.get("is_api_error_message") is True or (
+        isinstance(body, dict) and body.get("model") == "<synthetic>"
+    )
+
+
+def _launched_in_background(message: dict[str, Any]) -> bool:
+    result = message.get("tool_use_result")
+    return isinstance(result, dict) and result.get("status") == "async_launched"
+
+
+def _summed_model_usage(model_usage: Any) -> dict[str, int]:
+    """`modelUsage` (per model, the session's running totals) summed over the models."""
+    summed: dict[str, int] = {}
+    if not isinstance(model_usage, dict):
+        return summed
+    for usage in model_usage.values():
+        if not isinstance(usage, dict):
+            continue
+        for source_key, key in _MODEL_USAGE_KEYS:
+            value = usage.get(source_key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                summed[key] = summed.get(key, 0) + value
+    return summed
 
 
 def _with_subtype(detail: dict[str, Any], subtype: str | None) -> dict[str, Any]:
     if subtype is not None:
         detail["subtype"] = subtype
     return detail
-
-
-def _result(message: dict[str, Any]) -> list[tuple[EntryType, dict[str, Any]]]:
-    entries: list[tuple[EntryType, dict[str, Any]]] = []
-    if message.get("usage") is not None or message.get("total_cost_usd") is not None:
-        entries.append((EntryType.TOKEN_USAGE, {"sdk_entry": message}))
-    if reports_error(message):
-        entries.append((EntryType.ERROR, {"sdk_entry": message}))
-    if not entries:
-        entries.append((EntryType.SYSTEM_EVENT, {"sdk_entry": message, "subtype": "result"}))
-    return entries

@@ -33,7 +33,7 @@ from transcript_otel.mappings._entry import MappedEntry, assistant_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
-from transcript_otel.model import EntryType
+from transcript_otel.model import EntryType, RawJson
 
 ADAPTER_VARIABLE: Final = "TRANSCRIPT_OTEL_LINE_ADAPTER"
 _CODEX_EVENTS: Final = frozenset(
@@ -92,11 +92,16 @@ class ClaudeStreamJsonAdapter:
         if isinstance(message, dict) and isinstance(message.get("session_id"), str) and message["session_id"]:
             self.session_id = message["session_id"]
         entries = self._mapper.message(message)
-        # `raw` is the line as printed (the mapping would keep the parsed message).
-        return [entry._replace(raw=line if index == 0 else None) for index, entry in enumerate(entries)]
+        # `raw` is the line as printed where the mapping keeps this message (folded progress
+        # frames made before it keep theirs).
+        return [entry._replace(raw=line) if _keeps(entry, message) else entry for entry in entries]
 
     def flush(self) -> list[MappedEntry]:
-        return []
+        return self._mapper.flush()
+
+
+def _keeps(entry: MappedEntry, message: Any) -> bool:
+    return isinstance(entry.raw, RawJson) and entry.raw.value is message
 
 
 CAPABILITIES: Final = {

@@ -87,6 +87,8 @@ class RunDigest:
         self.dropped = 0
         self._usage: Counter[str] = Counter()
         self._message_usage: Counter[str] = Counter()
+        # The session's own running totals (Claude Code's `modelUsage`, subagents included).
+        self._session_usage: dict[str, int] = {}
         self._messages_counted: set[str] = set()
         self._waiting: dict[tuple[str, str], tuple[str, datetime]] = {}
 
@@ -153,6 +155,8 @@ class RunDigest:
         if entry.entry_type == "token_usage":
             self._usage.update(usage_attributes(detail))
             self.cost_usd += cost_usd(detail)
+            if "session_usage" in detail:
+                self._session_usage = usage_attributes({"usage": detail["session_usage"]})
         elif entry.entry_type == "assistant_message":
             counted = message_usage(detail)
             if counted is not None and counted[0] not in self._messages_counted:
@@ -164,8 +168,11 @@ class RunDigest:
                 self.errors.append(entry_text(entry.entry_type, detail))
         elif entry.entry_type == "tool_use":
             self._tool_use(entry.source, detail, entry.timestamp)
-        elif entry.entry_type == "tool_result":
+        elif entry.entry_type == "tool_result" and detail.get("background_launch") is not True:
             self._tool_result(entry.source, detail, entry.timestamp)
+        elif isinstance(detail.get("background_call_ended"), str):  # a call that ran in the background
+            ended = {"tool_use_id": detail["background_call_ended"], "is_error": detail.get("is_error")}
+            self._tool_result(entry.source, ended, entry.timestamp)
 
     def _tool_use(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
         call_id, name = tool_identity(detail)
@@ -196,8 +203,9 @@ class RunDigest:
 
     @property
     def tokens(self) -> dict[str, int]:
-        """Token totals: the runs's usage reports, else (Claude transcripts) its messages' usage."""
-        usage = self._usage or self._message_usage
+        """Token totals: the session's own totals where it reports them (subagents included), else
+        the sum of the run's usage reports, else (Claude transcripts) its messages' usage."""
+        usage = self._session_usage or self._usage or self._message_usage
         return {name: usage[key] for key, name in TOKEN_NAMES.items() if key in usage}
 
     @property

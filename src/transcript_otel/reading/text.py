@@ -150,8 +150,23 @@ def _error_text(detail: Mapping[str, Any]) -> str | None:
         return text_of(turn_error.get("message")) or compact_json(turn_error)
     entry = _mapping(detail, "sdk_entry")
     if entry.get("type") == "result":
-        return f"{entry.get('subtype', 'error')}: {text_of(entry.get('result')) or ''}".rstrip(": ")
+        return _result_error_text(entry)
     return None
+
+
+def _result_error_text(result: Mapping[str, Any]) -> str:
+    """A Claude `result` that reports an error: `error_max_turns: Reached maximum number of
+    turns (1)`, `api_error 500: API Error: 500 ...` (API errors come as subtype `success`)."""
+    subtype = result.get("subtype")
+    if isinstance(subtype, str) and subtype.startswith("error"):
+        label = subtype
+    else:
+        status = result.get("api_error_status")
+        label = "api_error" + (f" {status}" if status is not None else "")
+    errors = result.get("errors")
+    words = text_of(result.get("result")) or (text_of(errors) if isinstance(errors, list) else None)
+    words = words or text_of(result.get("terminal_reason"))
+    return f"{label}: {words}" if words else label
 
 
 def entry_text(entry_type: str, detail: Any) -> str:
@@ -202,7 +217,8 @@ def _system_words(detail: Mapping[str, Any]) -> str | None:
     tools, a run's metadata); None where only the raw notification would be left."""
     entry = _mapping(detail, "sdk_entry")
     item = _mapping(_mapping(detail, "notification"), "item")
-    for value in (detail.get("text"), entry.get("summary"), entry.get("content"), item.get("text")):
+    said = _mapping(entry, "message").get("content")  # the CLI's own words (an API error's text)
+    for value in (detail.get("text"), entry.get("summary"), entry.get("content"), item.get("text"), said):
         found = text_of(value)
         if found:
             return found

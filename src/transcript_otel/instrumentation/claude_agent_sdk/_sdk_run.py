@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
-from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun, message_of
+from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun, message_of, starts_new_turn
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper, source_of
-from transcript_otel.model import MAIN_SOURCE, EntryType
+from transcript_otel.model import MAIN_SOURCE
 
 # Prompts waiting for their turn; a CLI that never answers cannot grow this further.
 _MAX_WAITING_PROMPTS: Final = 1_000
@@ -63,8 +63,6 @@ class SdkRun:
         self._awaiting_result = False
         self._first_message_seen = False
         self._recorded_main = False
-        # `total_cost_usd` of a result is the CLI process's running total, not the turn's.
-        self._cost_so_far = 0.0
 
     @contextmanager
     def step(self) -> Iterator[None]:
@@ -115,8 +113,6 @@ class SdkRun:
             ends_turn = (
                 isinstance(data, dict) and data.get("type") == "result" and source_of(data) == MAIN_SOURCE
             )
-            if ends_turn:
-                self._note_turn_cost(data, entries)
             self._record(entries)
             if ends_turn:
                 self.run.end_turn()
@@ -141,6 +137,7 @@ class SdkRun:
 
     def finish(self, error: BaseException | None = None) -> None:
         try:
+            self._record(self._mapper.flush())
             self._release_prompts()
         except Exception as exc:
             self._report("could not record the prompts left", exc)
@@ -169,18 +166,10 @@ class SdkRun:
         for _, entries in waiting:
             self._record(entries)
 
-    def _note_turn_cost(self, result: dict[str, Any], entries: list[MappedEntry]) -> None:
-        total = result.get("total_cost_usd")
-        if not isinstance(total, int | float) or isinstance(total, bool):
-            return
-        turn_cost = max(0.0, float(total) - self._cost_so_far)
-        self._cost_so_far = max(self._cost_so_far, float(total))
-        for entry in entries:
-            if entry.entry_type == EntryType.TOKEN_USAGE.value:
-                entry.detail["turn_cost_usd"] = turn_cost
-
     def _record(self, entries: list[MappedEntry], timestamp_ns: int | None = None) -> None:
         for entry in entries:
+            if starts_new_turn(entry):
+                self.run.turn_boundary()
             if entry.source == MAIN_SOURCE:
                 self._recorded_main = True
                 if entry.entry_type in TURN_CONTENT:
