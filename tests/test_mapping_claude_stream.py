@@ -183,7 +183,10 @@ def test_a_successful_result_is_token_usage_with_the_turns_cost() -> None:
 
 def test_the_cost_of_each_turn_is_the_difference_of_the_running_totals() -> None:
     mapper = ClaudeStreamMapper()
-    costs = [mapper.message(result(total_cost_usd=total))[0].detail["turn_cost_usd"] for total in (0.01, 0.03, 0.03)]
+    costs = [
+        mapper.message(result(total_cost_usd=total))[0].detail["turn_cost_usd"]
+        for total in (0.01, 0.03, 0.03)
+    ]
     assert costs == pytest.approx([0.01, 0.02, 0.0])
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from claude_scenarios import SCENARIOS, Step  # noqa: E402
+from claude_scenarios import SCENARIOS, Step
 
 JsonObj = dict[str, Any]
 
@@ -49,7 +49,11 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_text_of(block.get("text") or block.get("content")) for block in content if isinstance(block, dict))
+        return "\n".join(
+            _text_of(block.get("text") or block.get("content"))
+            for block in content
+            if isinstance(block, dict)
+        )
     return ""
 
 
@@ -81,7 +85,9 @@ def _sse(event: str, data: JsonObj) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _stream(message_id: str, model: str, step: Step, usage: JsonObj, break_mid_stream: bool) -> Iterator[bytes]:
+def _stream(
+    message_id: str, model: str, step: Step, usage: JsonObj, break_mid_stream: bool
+) -> Iterator[bytes]:
     start_usage = {**usage, "output_tokens": 1}
     yield _sse(
         "message_start",
@@ -105,28 +111,75 @@ def _stream(message_id: str, model: str, step: Step, usage: JsonObj, break_mid_s
         if kind == "thinking":
             yield _sse(
                 "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                },
             )
             for piece in _pieces(block["thinking"]):
-                yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}})
+                yield _sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": piece},
+                    },
+                )
             yield _sse(
                 "content_block_delta",
-                {"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJl" + str(index)}},
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJl" + str(index)},
+                },
             )
         elif kind == "text":
-            yield _sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            yield _sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
             for piece in _pieces(block["text"]):
-                yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})
+                yield _sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": piece},
+                    },
+                )
         else:  # tool_use
             yield _sse(
                 "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}},
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": block["id"],
+                        "name": block["name"],
+                        "input": {},
+                    },
+                },
             )
             encoded = json.dumps(block["input"])
             for piece in _pieces(encoded):
-                yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+                yield _sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    },
+                )
         if break_mid_stream:
-            yield _sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+            yield _sse(
+                "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+            )
             return
         yield _sse("content_block_stop", {"type": "content_block_stop", "index": index})
     yield _sse(
@@ -176,7 +229,9 @@ class ScriptedModel:
     def answer(self, request: JsonObj) -> tuple[str | None, int, Step, int, str]:
         """(conversation key, step number, step, attempt, message id)."""
         key = conversation_key(request, list(self.conversations))
-        assistant_turns = sum(1 for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
+        assistant_turns = sum(
+            1 for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant"
+        )
         if key is None:
             step = Step.say("OK.", output_tokens=3)
         else:
@@ -200,7 +255,7 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet: the log file says it all
+        def log_message(self, message_format: str, *args: Any) -> None:  # quiet: the log file says it all
             return
 
         def do_HEAD(self) -> None:
@@ -218,7 +273,11 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 return
             path = self.path.split("?", 1)[0]
             if path.endswith("/count_tokens"):
-                self._reply(200, json.dumps({"input_tokens": len(json.dumps(request)) // 40}).encode(), "application/json")
+                self._reply(
+                    200,
+                    json.dumps({"input_tokens": len(json.dumps(request)) // 40}).encode(),
+                    "application/json",
+                )
                 return
             if not path.endswith("/v1/messages"):
                 self._error(404, "not_found_error", f"no route {path}")
@@ -240,7 +299,12 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             failure = step.failures[attempt] if attempt < len(step.failures) else None
             if isinstance(failure, int):
                 model.log({**record, "status": failure})
-                kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}
+                kind = {
+                    400: "invalid_request_error",
+                    401: "authentication_error",
+                    429: "rate_limit_error",
+                    529: "overloaded_error",
+                }
                 self._error(failure, kind.get(failure, "api_error"), f"scripted failure {failure}")
                 return
             usage = _usage(step, request)

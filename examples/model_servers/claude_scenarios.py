@@ -35,7 +35,9 @@ class Step:
         return cls(({"type": "text", "text": text},), **fields)
 
     @classmethod
-    def call(cls, *calls: JsonObj, thinking: str | None = None, text: str | None = None, **fields: Any) -> Step:
+    def call(
+        cls, *calls: JsonObj, thinking: str | None = None, text: str | None = None, **fields: Any
+    ) -> Step:
         blocks: list[JsonObj] = []
         if thinking is not None:
             blocks.append({"type": "thinking", "thinking": thinking})
@@ -45,7 +47,12 @@ class Step:
 
 
 def bash(call_id: str, command: str) -> JsonObj:
-    return {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command, "description": "Run it"}}
+    return {
+        "type": "tool_use",
+        "id": call_id,
+        "name": "Bash",
+        "input": {"command": command, "description": "Run it"},
+    }
 
 
 def agent(call_id: str, key: str, subagent_type: str, background: bool) -> JsonObj:
@@ -60,7 +67,9 @@ def agent(call_id: str, key: str, subagent_type: str, background: bool) -> JsonO
 
 
 _SUBAGENT_COUNTER: Final = [
-    Step.call(bash("toolu_sub_count_1", "echo 3"), input_tokens=400, output_tokens=30, cache_read_input_tokens=100),
+    Step.call(
+        bash("toolu_sub_count_1", "echo 3"), input_tokens=400, output_tokens=30, cache_read_input_tokens=100
+    ),
     Step.say("There are 3 files.", input_tokens=450, output_tokens=12),
 ]
 _SUBAGENT_READER: Final = [
@@ -80,13 +89,22 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
                 output_tokens=60,
                 cache_creation_input_tokens=800,
             ),
-            Step.say("The command printed: hello from bash.", input_tokens=1300, output_tokens=15, cache_read_input_tokens=800),
+            Step.say(
+                "The command printed: hello from bash.",
+                input_tokens=1300,
+                output_tokens=15,
+                cache_read_input_tokens=800,
+            ),
         ]
     },
     # A subagent that runs in the foreground: its Agent call's result is its final answer.
     "foreground_subagent": {
         "FG-SUBAGENT-SCENARIO": [
-            Step.call(agent("toolu_agent_fg", "SUBAGENT-COUNTER", "counter", background=False), input_tokens=1000, output_tokens=40),
+            Step.call(
+                agent("toolu_agent_fg", "SUBAGENT-COUNTER", "counter", background=False),
+                input_tokens=1000,
+                output_tokens=40,
+            ),
             Step.say("The counter subagent found 3 files.", input_tokens=1100, output_tokens=12),
         ],
         "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
@@ -94,7 +112,11 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
     # A background subagent: "Async agent launched" at once, its notification turn later.
     "background_subagent": {
         "BG-SUBAGENT-SCENARIO": [
-            Step.call(agent("toolu_agent_bg", "SUBAGENT-COUNTER", "counter", background=True), input_tokens=1000, output_tokens=40),
+            Step.call(
+                agent("toolu_agent_bg", "SUBAGENT-COUNTER", "counter", background=True),
+                input_tokens=1000,
+                output_tokens=40,
+            ),
             Step.say("I started the counter in the background.", input_tokens=1100, output_tokens=12),
             Step.say("The counter subagent reports 3 files.", input_tokens=1200, output_tokens=14),
         ],
@@ -109,20 +131,35 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
                 input_tokens=1000,
                 output_tokens=80,
             ),
-            Step.say("Both subagents are done: 3 files, and the readme says hello.", input_tokens=1500, output_tokens=20),
+            Step.say(
+                "Both subagents are done: 3 files, and the readme says hello.",
+                input_tokens=1500,
+                output_tokens=20,
+            ),
         ],
         "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
         "SUBAGENT-READER": _SUBAGENT_READER,
     },
     # The first attempt fails with a 500, the CLI retries, the second answers.
-    "retry_500": {"RETRY-SCENARIO": [Step.say("Answered after a retry.", input_tokens=900, output_tokens=8, failures=(500,))]},
+    "retry_500": {
+        "RETRY-SCENARIO": [
+            Step.say("Answered after a retry.", input_tokens=900, output_tokens=8, failures=(500,))
+        ]
+    },
     # Every attempt fails: 500 (retried until the CLI gives up), 529 (overloaded), 400 (not retried).
     "fatal_500": {"FATAL-500-SCENARIO": [Step.say("never", failures=(500,) * 50)]},
     "fatal_529": {"FATAL-529-SCENARIO": [Step.say("never", failures=(529,) * 50)]},
     "bad_request": {"BAD-REQUEST-SCENARIO": [Step.say("never", failures=(400,) * 50)]},
     # The stream breaks after the first block; the CLI falls back to a request without streaming.
     "mid_stream_error": {
-        "MID-STREAM-SCENARIO": [Step.say("Answered after the stream broke.", input_tokens=700, output_tokens=9, failures=("mid_stream",))]
+        "MID-STREAM-SCENARIO": [
+            Step.say(
+                "Answered after the stream broke.",
+                input_tokens=700,
+                output_tokens=9,
+                failures=("mid_stream",),
+            )
+        ]
     },
     # Tools forever: with --max-turns 1 the CLI stops after the first tool round.
     "max_turns": {
@@ -142,7 +179,11 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
     # Two prompts to one session: the second arrives while the first turn's subagent still runs.
     "two_prompts": {
         "TWO-PROMPTS-FIRST": [
-            Step.call(agent("toolu_agent_tp", "SUBAGENT-SLOW", "slow", background=True), input_tokens=1000, output_tokens=40),
+            Step.call(
+                agent("toolu_agent_tp", "SUBAGENT-SLOW", "slow", background=True),
+                input_tokens=1000,
+                output_tokens=40,
+            ),
             Step.say("Started the slow subagent.", input_tokens=1100, output_tokens=10),
             Step.say("Noted.", input_tokens=1200, output_tokens=5),
             Step.say("The slow subagent is done.", input_tokens=1300, output_tokens=8),

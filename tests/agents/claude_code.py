@@ -94,7 +94,15 @@ def offline_environment(model: ModelServer, home: Path) -> dict[str, str]:
 
 def print_args(*extra: str) -> list[str]:
     """`claude -p` printing stream-json, allowed every tool."""
-    return ["-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "bypassPermissions", *extra]
+    return [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "bypassPermissions",
+        *extra,
+    ]
 
 
 @dataclass(frozen=True)
@@ -153,8 +161,14 @@ def _model_scenario(scenario: str) -> str:
     return scenario if scenario not in ("no_api_key", "unknown_flag") else "tools"
 
 
-def record(scenario: str, scratch: Path, command_prefix: tuple[str, ...] = ()) -> Recorded:
-    """Run the real CLI on one scenario (under `command_prefix`, e.g. `transcript-otel run --`)."""
+def record(
+    scenario: str,
+    scratch: Path,
+    command_prefix: tuple[str, ...] = (),
+    environment: dict[str, str] | None = None,
+) -> Recorded:
+    """Run the real CLI on one scenario (under `command_prefix`, e.g. `transcript-otel run --`,
+    with `environment` added to the offline one)."""
     import subprocess
 
     cli = cli_path()
@@ -165,18 +179,18 @@ def record(scenario: str, scratch: Path, command_prefix: tuple[str, ...] = ()) -
     home.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     with model_server(_model_scenario(scenario), scratch) as model:
-        environment = case_environment(case, model, home)
-        environment.update({k: v for k, v in os.environ.items() if k.startswith(("OTEL_", "TRANSCRIPT_OTEL_"))})
         completed = subprocess.run(
             [*command_prefix, str(cli), *case_arguments(scenario, case)],
-            env=environment,
+            env={**case_environment(case, model, home), **(environment or {})},
             cwd=work,
             capture_output=True,
             text=True,
             timeout=240,
             check=False,
         )
-        return Recorded(completed.stdout, completed.stderr, completed.returncode, model.served(), model.prompt)
+        return Recorded(
+            completed.stdout, completed.stderr, completed.returncode, model.served(), model.prompt
+        )
 
 
 def _main() -> None:

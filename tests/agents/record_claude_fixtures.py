@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from claude_code import CASES, CLAUDE_CODE_VERSION, ROOT, record  # noqa: E402
+from claude_code import CASES, CLAUDE_CODE_VERSION, ROOT, record
 
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
 
@@ -42,7 +42,9 @@ def main() -> None:
             "served": recorded.served,
         }
         (FIXTURES / f"{scenario}.served.json").write_text(json.dumps(meta, indent=1) + "\n")
-        print(f"{scenario}: {len(stdout.splitlines())} lines, exit {recorded.exit_code}, {len(recorded.served)} served")
+        print(
+            f"{scenario}: {len(stdout.splitlines())} lines, exit {recorded.exit_code}, {len(recorded.served)} served"
+        )
 
 
 if __name__ == "__main__":

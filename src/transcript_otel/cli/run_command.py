@@ -146,10 +146,12 @@ class LineRecorder:
         for entry in entries:
             if turns and starts_new_turn(entry):
                 self.run.turn_boundary()
-            if entry.source == MAIN_SOURCE and entry.entry_type in TURN_CONTENT:
+            reports_turn = entry.source == MAIN_SOURCE and entry.entry_type == EntryType.TOKEN_USAGE.value
+            # A turn's report opens it too: a turn may fail before the model said anything.
+            if entry.source == MAIN_SOURCE and (entry.entry_type in TURN_CONTENT or (turns and reports_turn)):
                 self.run.begin_turn()
             yield entry
-            ends_turn |= entry.source == MAIN_SOURCE and entry.entry_type == EntryType.TOKEN_USAGE.value
+            ends_turn |= reports_turn
         if turns and ends_turn:  # after the whole report: an error that follows the usage fails the turn
             self.run.end_turn()
 
