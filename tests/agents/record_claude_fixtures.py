@@ -42,9 +42,8 @@ def main() -> None:
             "served": recorded.served,
         }
         (FIXTURES / f"{scenario}.served.json").write_text(json.dumps(meta, indent=1) + "\n")
-        print(
-            f"{scenario}: {len(stdout.splitlines())} lines, exit {recorded.exit_code}, {len(recorded.served)} served"
-        )
+        lines, served = len(stdout.splitlines()), len(recorded.served)
+        print(f"{scenario}: {lines} lines, exit {recorded.exit_code}, {served} served")
 
 
 if __name__ == "__main__":
