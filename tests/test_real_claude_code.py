@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,11 +121,9 @@ def span_usage(span: dict[str, Any]) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def wrapped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, WrappedRun]]:
+def wrapped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, WrappedRun]:
     """Each scenario once under `transcript-otel run`, run on first use."""
     require_cli()
-    runs: dict[str, WrappedRun] = {}
-
     class Runs(dict[str, WrappedRun]):
         def __missing__(self, scenario: str) -> WrappedRun:
             scratch = tmp_path_factory.mktemp(scenario)
@@ -138,7 +135,7 @@ def wrapped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Wrap
             self[scenario] = run
             return run
 
-    return Runs(runs)
+    return Runs()
 
 
 def expected_exit(scenario: str) -> int:
