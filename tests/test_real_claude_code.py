@@ -12,11 +12,14 @@ them (`TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1`).
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 import claude_code  # noqa: E402
-from claude_code import CASES, Recorded, record  # noqa: E402
+from claude_code import CASES, record  # noqa: E402
 
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "claude-code", "--")
 FIXTURES = TESTS / "fixtures" / "claude_code"
@@ -57,20 +60,30 @@ def require_cli() -> Path:
 
 
 @dataclass
-class WrappedRun:
-    """One scenario under `transcript-otel run`: what the CLI did and what the mirror holds."""
+class CapturedRun:
+    """One scenario's run: what the CLI did and what the mirror holds (spans included)."""
 
     scenario: str
-    recorded: Recorded
     records: list[dict[str, Any]]
+    served: list[dict[str, Any]]
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    prompt_name: str = "claude-code"
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.recorded.stdout.splitlines() if line.strip()]
+        """What the CLI printed (under `transcript-otel run`)."""
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
     @property
     def results(self) -> list[dict[str, Any]]:
-        return [m for m in self.messages if m.get("type") == "result" and m.get("parent_tool_use_id") is None]
+        """The CLI's `result` messages of the main thread, as the transcript kept them."""
+        return [
+            e["detail"]["sdk_entry"]
+            for e in self.entries
+            if e["entry_type"] == "token_usage" and e["source"] == "main" and "sdk_entry" in e["detail"]
+        ]
 
     @property
     def entries(self) -> list[dict[str, Any]]:
@@ -92,12 +105,15 @@ class WrappedRun:
 
     @property
     def root(self) -> dict[str, Any]:
-        (root,) = self.named("invoke_agent claude-code")
+        (root,) = self.named(f"invoke_agent {self.prompt_name}")
         return root
 
     def tool(self, call_id: str) -> dict[str, Any]:
         (found,) = [s for s in self.spans if s["attributes"].get("gen_ai.tool.call.id") == call_id]
         return found
+
+    def chat_spans(self) -> list[dict[str, Any]]:
+        return sorted(self.named("chat"), key=lambda span: span["attributes"]["transcript.turn"])
 
 
 def served_usage(served: list[dict[str, Any]], conversation: str | None = None) -> dict[str, int]:
@@ -121,17 +137,21 @@ def span_usage(span: dict[str, Any]) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def wrapped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, WrappedRun]:
+def wrapped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CapturedRun]:
     """Each scenario once under `transcript-otel run`, run on first use."""
     require_cli()
-    class Runs(dict[str, WrappedRun]):
-        def __missing__(self, scenario: str) -> WrappedRun:
+
+    class Runs(dict[str, CapturedRun]):
+        def __missing__(self, scenario: str) -> CapturedRun:
             scratch = tmp_path_factory.mktemp(scenario)
             mirror = scratch / "runs"
             environment = {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)}
             recorded = record(scenario, scratch, WRAPPER, environment)
             (path,) = mirror.glob("*.jsonl")
-            run = WrappedRun(scenario, recorded, list(read_records(path)))
+            records = list(read_records(path))
+            run = CapturedRun(
+                scenario, records, recorded.served, recorded.stdout, recorded.stderr, recorded.exit_code
+            )
             self[scenario] = run
             return run
 
@@ -150,13 +170,13 @@ def expected_exit(scenario: str) -> int:
 
 @pytest.mark.parametrize("scenario", list(CASES))
 def test_every_scenario_under_run_keeps_the_exit_status_and_a_valid_transcript(
-    wrapped: dict[str, WrappedRun], scenario: str
+    wrapped: dict[str, CapturedRun], scenario: str
 ) -> None:
     run = wrapped[scenario]
-    assert run.recorded.exit_code == expected_exit(scenario)
+    assert run.exit_code == expected_exit(scenario)
     assert check_invariants(run.records) == []
     if scenario == "unknown_flag":  # the CLI refuses before printing anything
-        assert "unknown option '--no-such-flag'" in run.recorded.stderr
+        assert "unknown option '--no-such-flag'" in run.stderr
         assert [e["entry_type"] for e in run.entries] == ["error"]
         return
     assert run.messages[0]["type"] == "system"
@@ -167,11 +187,11 @@ def test_every_scenario_under_run_keeps_the_exit_status_and_a_valid_transcript(
 
 @pytest.mark.parametrize("scenario", [s for s in CASES if s != "unknown_flag"])
 def test_tokens_and_cost_are_what_the_model_served_and_the_cli_charged(
-    wrapped: dict[str, WrappedRun], scenario: str
+    wrapped: dict[str, CapturedRun], scenario: str
 ) -> None:
     run = wrapped[scenario]
     digest = RunDigest.of(run.records)
-    served = served_usage(run.recorded.served)
+    served = served_usage(run.served)
     recorded = {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()}
     assert recorded == {key: served.get(key, 0) for key in USAGE_KEYS}
     # The CLI reports its running total: the run costs the last one, counted once.
@@ -183,10 +203,14 @@ def test_tokens_and_cost_are_what_the_model_served_and_the_cli_charged(
 
 @pytest.mark.parametrize("scenario", [s for s in CASES if s != "unknown_flag"])
 def test_each_turn_is_a_chat_span_with_its_results_usage(
-    wrapped: dict[str, WrappedRun], scenario: str
+    wrapped: dict[str, CapturedRun], scenario: str
 ) -> None:
     run = wrapped[scenario]
-    turns = sorted(run.named("chat"), key=lambda span: span["attributes"]["transcript.turn"])
+    assert_turns_match_results(run)
+
+
+def assert_turns_match_results(run: CapturedRun) -> None:
+    turns = run.chat_spans()
     assert len(turns) == len(run.results)
     for turn, result in zip(turns, run.results, strict=True):
         assert {k: v for k, v in span_usage(turn).items() if v} == {
@@ -200,7 +224,7 @@ def test_each_turn_is_a_chat_span_with_its_results_usage(
 # -- scenario by scenario ------------------------------------------------------------------------
 
 
-def test_tools_with_thinking(wrapped: dict[str, WrappedRun]) -> None:
+def test_tools_with_thinking(wrapped: dict[str, CapturedRun]) -> None:
     run = wrapped["tools"]
     types = [e["entry_type"] for e in run.entries]
     assert types.count("thinking") == 1
@@ -225,7 +249,7 @@ def test_tools_with_thinking(wrapped: dict[str, WrappedRun]) -> None:
     ],
 )
 def test_each_subagent_runs_under_the_call_that_launched_it_with_its_own_usage(
-    wrapped: dict[str, WrappedRun], scenario: str, calls: dict[str, str]
+    wrapped: dict[str, CapturedRun], scenario: str, calls: dict[str, str]
 ) -> None:
     run = wrapped[scenario]
     for call_id, conversation in calls.items():
@@ -242,7 +266,7 @@ def test_each_subagent_runs_under_the_call_that_launched_it_with_its_own_usage(
         assert all(e["span_id"] != run.root["span_id"] for e in subagent_entries)
         assert "transcript.tool.result_missing" not in launcher["attributes"]
         # Its model calls' input and cache tokens are exactly what the model served it.
-        served = served_usage(run.recorded.served, conversation)
+        served = served_usage(run.served, conversation)
         usage = span_usage(subagent)
         for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
             assert usage[key] == served[key], key
@@ -252,12 +276,12 @@ def test_each_subagent_runs_under_the_call_that_launched_it_with_its_own_usage(
 
 
 def test_a_background_subagents_notification_turn_is_a_turn_of_its_own(
-    wrapped: dict[str, WrappedRun],
+    wrapped: dict[str, CapturedRun],
 ) -> None:
     run = wrapped["background_subagent"]
     inits = [m for m in run.messages if m.get("subtype") == "init"]
     assert len(inits) == len(run.results) == 2  # the CLI's own turns
-    first, second = sorted(run.named("chat"), key=lambda span: span["attributes"]["transcript.turn"])
+    first, second = run.chat_spans()
     texts = {
         e["span_id"]: e["detail"]["sdk_entry"]["message"]["content"][0]["text"]
         for e in run.entries
@@ -278,7 +302,7 @@ def test_a_background_subagents_notification_turn_is_a_turn_of_its_own(
     ],
 )
 def test_errors_read_as_what_went_wrong_and_fail_the_turn(
-    wrapped: dict[str, WrappedRun], scenario: str, words: str
+    wrapped: dict[str, CapturedRun], scenario: str, words: str
 ) -> None:
     run = wrapped[scenario]
     digest = RunDigest.of(run.records)
@@ -294,19 +318,19 @@ def test_errors_read_as_what_went_wrong_and_fail_the_turn(
     assert all(e["detail"]["sdk_entry"]["message"].get("model") != "<synthetic>" for e in answers)
 
 
-def test_no_api_key_makes_no_request(wrapped: dict[str, WrappedRun]) -> None:
-    assert wrapped["no_api_key"].recorded.served == []
+def test_no_api_key_makes_no_request(wrapped: dict[str, CapturedRun]) -> None:
+    assert wrapped["no_api_key"].served == []
 
 
 @pytest.mark.parametrize("scenario", ["retry_500", "mid_stream_error"])
-def test_a_retried_request_is_one_answer(wrapped: dict[str, WrappedRun], scenario: str) -> None:
+def test_a_retried_request_is_one_answer(wrapped: dict[str, CapturedRun], scenario: str) -> None:
     run = wrapped[scenario]
-    assert len([a for a in run.recorded.served if "usage" in a]) == 1
+    assert len([a for a in run.served if "usage" in a]) == 1
     assert RunDigest.of(run.records).status == "completed"
     assert [e["entry_type"] for e in run.entries if e["source"] == "main"].count("assistant_message") == 1
 
 
-def test_a_denied_tool_fails_its_call(wrapped: dict[str, WrappedRun]) -> None:
+def test_a_denied_tool_fails_its_call(wrapped: dict[str, CapturedRun]) -> None:
     run = wrapped["denied_tool"]
     call = run.tool("toolu_denied_1")
     assert call["status"] == "ERROR"
@@ -328,3 +352,158 @@ def test_the_cli_is_the_pinned_version() -> None:
     cli = require_cli()
     version = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60, check=True)
     assert version.stdout.startswith(f"{claude_code.CLAUDE_CODE_VERSION} ")
+
+
+# -- claude-agent-sdk, instrumented, driving the real CLI ---------------------------------------
+
+SDK_PROMPT_NAME = "claude-sdk"
+
+
+@pytest.fixture
+def sdk_run(
+    otel: Any, default_pipeline: Any, runs_dir: Path, tmp_path: Path
+) -> Iterator[Callable[[str, Callable[[Any, str], Coroutine[Any, Any, None]]], CapturedRun]]:
+    """`sdk_run(scenario, drive)`: `drive(options, prompt)` with claude-agent-sdk instrumented."""
+    cli = require_cli()
+    sdk = pytest.importorskip("claude_agent_sdk")
+    from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
+
+    if "cli_path" not in {field.name for field in dataclasses.fields(sdk.ClaudeAgentOptions)}:
+        pytest.skip("this claude-agent-sdk has no cli_path: it would run its own CLI")
+    instrumentor = ClaudeAgentSdkInstrumentor()
+    instrumentor.instrument(tracer_provider=otel.tracer_provider, prompt_name=SDK_PROMPT_NAME)
+
+    def run(scenario: str, drive: Callable[[Any, str], Coroutine[Any, Any, None]]) -> CapturedRun:
+        home, work = tmp_path / "home", tmp_path / "work"
+        home.mkdir()
+        work.mkdir()
+        with claude_code.model_server(scenario, tmp_path) as model:
+            options = sdk.ClaudeAgentOptions(
+                cli_path=str(cli),
+                env=claude_code.offline_environment(model, home),
+                cwd=str(work),
+                permission_mode="bypassPermissions",
+            )
+            asyncio.run(drive(options, model.prompt))
+            served = model.served()
+        assert default_pipeline.flush(10.0)
+        assert default_pipeline.flush(10.0)  # spans end on the writer, after their entries
+        records = [record for path in sorted(runs_dir.glob("*.jsonl")) for record in read_records(path)]
+        assert check_invariants(records) == []
+        return CapturedRun(scenario, records, served, prompt_name=SDK_PROMPT_NAME)
+
+    yield run
+    instrumentor.uninstrument()
+
+
+async def query_to_the_end(options: Any, prompt: str) -> None:
+    from claude_agent_sdk import query
+
+    async for _ in query(prompt=prompt, options=options):
+        pass
+
+
+def assert_numbers_are_the_clis(run: CapturedRun) -> None:
+    digest = RunDigest.of(run.records)
+    served = served_usage(run.served)
+    assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == {
+        key: served.get(key, 0) for key in USAGE_KEYS
+    }
+    assert span_usage(run.root) == {key: served.get(key, 0) for key in USAGE_KEYS}
+    charged = max((r.get("total_cost_usd") or 0.0 for r in run.results), default=0.0)
+    assert digest.cost_usd == pytest.approx(charged)
+    assert_turns_match_results(run)
+
+
+@pytest.mark.parametrize("scenario", ["tools", "parallel_subagents", "background_subagent", "retry_500"])
+def test_query_with_the_real_cli(sdk_run: Any, scenario: str) -> None:
+    run = sdk_run(scenario, query_to_the_end)
+    assert_numbers_are_the_clis(run)
+    assert next(e["entry_type"] for e in run.entries if e["source"] == "main") == "user_message"
+    for subagent in run.named("invoke_agent general-purpose"):
+        launcher = run.parent(subagent)
+        assert launcher["name"] == "execute_tool Agent"
+        assert launcher["end_time_unix_nano"] >= subagent["end_time_unix_nano"]
+        assert span_usage(subagent)["input_tokens"] > 0
+
+
+def test_query_raising_an_error_result_records_it_readably(sdk_run: Any) -> None:
+    async def drive(options: Any, prompt: str) -> None:
+        with pytest.raises(Exception, match="API Error: 400"):
+            await query_to_the_end(options, prompt)
+
+    run = sdk_run("bad_request", drive)
+    digest = RunDigest.of(run.records)
+    assert digest.status == "failed"
+    assert digest.errors[0].startswith("api_error 400: API Error: 400 scripted failure 400")
+    (turn,) = run.chat_spans()
+    assert turn["status"] == "ERROR"
+    assert run.root["status"] == "ERROR"
+
+
+def test_a_client_prompted_again_while_its_subagent_runs(sdk_run: Any) -> None:
+    """The second prompt comes while the first turn's background subagent still works."""
+    from claude_agent_sdk import ClaudeSDKClient, ResultMessage
+
+    async def drive(options: Any, prompt: str) -> None:
+        async with ClaudeSDKClient(options=options) as client:
+            await client.query(prompt)
+            async for _ in client.receive_response():
+                pass
+            await client.query("TWO-PROMPTS second: anything new?")
+            results = 0
+            async for message in client.receive_messages():
+                results += isinstance(message, ResultMessage)
+                if results == 2:  # the answer to the second prompt, then the notification turn's
+                    break
+
+    run = sdk_run("two_prompts", drive)
+    assert_numbers_are_the_clis(run)
+    # One span for the subagent, under the call that launched it, its Bash call inside it.
+    (subagent,) = run.named("invoke_agent general-purpose")
+    assert run.parent(subagent)["attributes"]["gen_ai.tool.call.id"] == "toolu_agent_tp"
+    bash = run.tool("toolu_sub_slow_1")
+    assert bash["parent_span_id"] == subagent["span_id"]
+    assert "transcript.tool.result_missing" not in bash["attributes"]
+    (result,) = [
+        e for e in run.entries if e["entry_type"] == "tool_result" and e["span_id"] == bash["span_id"]
+    ]
+    assert result["source"] == "subagent:toolu_agent_tp"
+    assert len(run.results) == 3
+
+
+def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:
+    """A claude-agent-sdk program run under `opentelemetry-instrument`, the real CLI below it."""
+    cli = require_cli()
+    pytest.importorskip("claude_agent_sdk")
+    program = TESTS / "agents" / "claude_sdk_program.py"
+    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
+    home, mirror = tmp_path / "home", tmp_path / "runs"
+    home.mkdir()
+    with claude_code.model_server("parallel_subagents", tmp_path) as model:
+        environment = {
+            **claude_code.offline_environment(model, home),
+            "FAKE_CLAUDE_CLI": str(cli),
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
+            "OTEL_TRACES_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_METRICS_EXPORTER": "none",
+        }
+        completed = subprocess.run(
+            [str(instrument), sys.executable, str(program), "any", model.prompt],
+            env=environment,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        served = model.served()
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout.splitlines()[-1])[-1] == "ResultMessage"
+    (path,) = mirror.glob("*.jsonl")
+    records = list(read_records(path))
+    assert check_invariants(records) == []
+    run = CapturedRun("parallel_subagents", records, served, prompt_name="claude-agent-sdk")
+    assert_numbers_are_the_clis(run)
+    assert len(run.named("invoke_agent general-purpose")) == 2

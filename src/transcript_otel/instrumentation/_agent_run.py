@@ -82,8 +82,7 @@ _MAX_KNOWN_LAUNCHERS: Final = 1024
 _MAX_CAUSES: Final = 8
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
-# What the model says in a turn, and what reports a turn's end.
-_ANSWERS: Final = frozenset({EntryType.ASSISTANT_MESSAGE.value, EntryType.THINKING.value, _ENTRY_TOOL_USE})
+# What reports a turn's end.
 _TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
 # Entries of the main thread that belong in a turn: a harness without turn events opens
@@ -115,8 +114,8 @@ class _SpanSlot:
     usage: Counter[str] = field(default_factory=Counter)
     cost_usd: float = 0.0
     error_type: str | None = None
-    # A turn: the model has answered in it (so a new `init` starts the next turn).
-    answered: bool = False
+    # A turn: the harness announced it (Claude Code's `init`), so its next announcement is another turn.
+    announced: bool = False
 
     @classmethod
     def open(
@@ -338,8 +337,6 @@ class AgentRun(EntryPlacement):
             if usage:  # a subagent's model call: its own span and the run's totals, not the turn's
                 self._add_usage(subagent, usage, turn=None)
         turn = self._turn
-        if source == MAIN_SOURCE and turn is not None and entry_type in _ANSWERS:
-            turn.answered = True
         if source == MAIN_SOURCE and entry_type in _TURN_REPORTS and self._turns_awaiting_result:
             turn = self._turns_awaiting_result[0]  # the oldest turn still waits for its result
         base = subagent or turn or self._root
@@ -405,18 +402,23 @@ class AgentRun(EntryPlacement):
                 self._open_turn(start_ns)
 
     def turn_boundary(self) -> None:
-        """The harness began a new turn on its own (Claude Code's `init` after a background
-        subagent ended): a turn the model has answered in waits for its result, and the next
-        turn content opens a new one."""
-        self._turn_asked = False
-        self._on_writer("could not start a turn span", self._turn_boundary)
+        """The harness announced a turn (Claude Code prints `init` as each of its turns begins,
+        also the turns it starts itself when a background subagent ends). The open turn is
+        this one if nothing announced it yet (a prompt opened it); else it waits for its
+        result (results come in turn order, sometimes late) and a new turn opens."""
+        self._turn_asked = True
+        self._on_writer("could not start a turn span", self._turn_boundary, time.time_ns())
 
-    def _turn_boundary(self) -> None:
+    def _turn_boundary(self, start_ns: int) -> None:
         with self._lock:
             turn = self._turn
-            if turn is not None and turn.answered:
+            if turn is not None and turn.announced:
                 self._turns_awaiting_result.append(turn)
-                self._turn = None
+                turn = self._turn = None
+            if turn is None:
+                self._open_turn(start_ns)
+            if self._turn is not None:
+                self._turn.announced = True
 
     def _open_turn(self, start_ns: int) -> None:
         self._turn_count += 1
