@@ -65,8 +65,8 @@ fixtures: $(CLAUDE_CODE_CLI) $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/python tests/agents/record_claude_fixtures.py
 
 ## demo: set up a Python 3.13 environment and run two real agents, instrumented: a weakincentives
-## Codex agent and a claude-agent-sdk agent with parallel subagents
-demo: $(DEMO_VENV)/.installed
+## Codex agent and a claude-agent-sdk agent on the real Claude Code CLI with parallel subagents
+demo: $(DEMO_VENV)/.installed $(CLAUDE_CODE_CLI)
 	$(DEMO_VENV)/bin/python examples/codex_agent.py
 	@echo
 	$(DEMO_VENV)/bin/python examples/claude_sdk_agent.py

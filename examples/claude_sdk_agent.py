@@ -1,13 +1,16 @@
-"""A claude-agent-sdk agent, instrumented by one `configure()` call.
+"""A claude-agent-sdk agent, instrumented by one `configure()` call, on the real Claude Code CLI.
 
-It calls the real `claude_agent_sdk.query()` (Python 3.11+) with a scripted `claude`
-CLI (`examples/fake_agents/fake_claude_stream.py`) standing in for Claude Code: by
-default a turn in which two subagents run in parallel, each with its own tool call.
-transcript-otel captures the transcript: spans and log records go to the OTLP
-backend when OTEL_EXPORTER_OTLP_ENDPOINT is set, and every entry goes to the local
+It calls the real `claude_agent_sdk.query()` (Python 3.11+), which runs the real Claude
+Code CLI (the npm package `make agents` installs under `.agents/`, or `--cli PATH`).
+Only the model is scripted: a local Anthropic Messages API
+(`examples/model_servers/anthropic_api.py`) answers on loopback, so the run is offline.
+By default the model has the agent launch two subagents in parallel, each with its own
+Bash call. transcript-otel captures the transcript: spans and log records go to the
+OTLP backend when OTEL_EXPORTER_OTLP_ENDPOINT is set, and every entry goes to the local
 JSONL mirror, printed here in a human-readable form.
 
-    python examples/claude_sdk_agent.py [--scenario parallel|tool|thinking|plain|error] [--jsonl-dir DIR]
+    python examples/claude_sdk_agent.py [--scenario parallel_subagents|tools|background_subagent|...]
+                                        [--cli PATH] [--jsonl-dir DIR]
 
 Without the `configure()` line, `opentelemetry-instrument python agent.py` instruments
 it the same way.
@@ -17,34 +20,51 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import transcript_otel
-from codex_agent import print_run, write_launcher
+from codex_agent import print_run
 from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
 
-FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_agents" / "fake_claude_stream.py"
-SCENARIOS = ("parallel", "tool", "thinking", "plain", "error")
+EXAMPLES = Path(__file__).resolve().parent
+sys.path.insert(0, str(EXAMPLES / "model_servers"))
+
+from claude_offline import model_server, offline_environment  # noqa: E402
+from claude_scenarios import SCENARIOS  # noqa: E402
+
+INSTALLED_CLI = EXAMPLES.parent / ".agents" / "claude-code" / "node_modules" / ".bin" / "claude"
 PROMPT_NAME = "claude-sdk-demo"
 
 
-async def run_agent(cli: str, scenario: str) -> list[Any]:
+async def run_agent(cli: str, scenario: str, workdir: Path) -> list[Any]:
     from claude_agent_sdk import ClaudeAgentOptions, query
 
-    options = ClaudeAgentOptions(cli_path=cli, env={"FAKE_SCENARIO": scenario})
-    return [
-        message async for message in query(prompt="Count the files and read the README.", options=options)
-    ]
+    home, work = workdir / "home", workdir / "work"
+    home.mkdir()
+    work.mkdir()
+    with model_server(scenario, workdir) as model:
+        options = ClaudeAgentOptions(
+            cli_path=cli,
+            env=offline_environment(model, home),
+            cwd=str(work),
+            permission_mode="bypassPermissions",
+        )
+        return [message async for message in query(prompt=model.prompt, options=options)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", default="parallel", choices=SCENARIOS)
+    parser.add_argument("--scenario", default="parallel_subagents", choices=sorted(SCENARIOS))
+    parser.add_argument("--cli", default=os.environ.get("TRANSCRIPT_OTEL_CLAUDE_CLI", str(INSTALLED_CLI)))
     parser.add_argument("--jsonl-dir", help="where the JSONL mirror writes (default: the XDG state dir)")
     args = parser.parse_args()
+    if not Path(args.cli).exists():
+        print(f"no Claude Code CLI at {args.cli}: run `make agents` or pass --cli", file=sys.stderr)
+        return 2
 
     # Naming the runs is optional (the default name is `claude-agent-sdk`); configure()
     # leaves an instrumentor that is already instrumented as it is.
@@ -52,15 +72,14 @@ def main() -> int:
     configuration = transcript_otel.configure(service_name="claude-sdk-demo", jsonl_dir=args.jsonl_dir)
 
     with tempfile.TemporaryDirectory(prefix="claude-sdk-demo-") as workdir:
-        cli = write_launcher(Path(workdir), "claude", FAKE_CLAUDE)
         try:
-            messages = asyncio.run(run_agent(cli, args.scenario))
+            messages = asyncio.run(run_agent(args.cli, args.scenario, Path(workdir)))
             outcome = f"{len(messages)} messages, the last a {type(messages[-1]).__name__}"
         except Exception as exc:  # the demo shows a failed run's transcript too
             outcome = f"raised {type(exc).__name__}: {exc}"
     transcript_otel.flush()
 
-    print(f"claude-agent-sdk query(): {outcome}\n")
+    print(f"claude-agent-sdk query() on Claude Code {args.cli}: {outcome}\n")
     directory = Path(configuration.jsonl_directory or ".")
     runs = sorted(directory.glob(f"*_{PROMPT_NAME}_*.jsonl"), key=lambda path: path.stat().st_mtime)
     if not runs:

@@ -36,6 +36,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 import claude_code  # noqa: E402
+import claude_offline  # noqa: E402
 from claude_code import CASES, record  # noqa: E402
 
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "claude-code", "--")
@@ -377,10 +378,10 @@ def sdk_run(
         home, work = tmp_path / "home", tmp_path / "work"
         home.mkdir()
         work.mkdir()
-        with claude_code.model_server(scenario, tmp_path) as model:
+        with claude_offline.model_server(scenario, tmp_path) as model:
             options = sdk.ClaudeAgentOptions(
                 cli_path=str(cli),
-                env=claude_code.offline_environment(model, home),
+                env=claude_offline.offline_environment(model, home),
                 cwd=str(work),
                 permission_mode="bypassPermissions",
             )
@@ -480,9 +481,9 @@ def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:
     instrument = Path(sys.executable).parent / "opentelemetry-instrument"
     home, mirror = tmp_path / "home", tmp_path / "runs"
     home.mkdir()
-    with claude_code.model_server("parallel_subagents", tmp_path) as model:
+    with claude_offline.model_server("parallel_subagents", tmp_path) as model:
         environment = {
-            **claude_code.offline_environment(model, home),
+            **claude_offline.offline_environment(model, home),
             "FAKE_CLAUDE_CLI": str(cli),
             "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
             "OTEL_TRACES_EXPORTER": "none",

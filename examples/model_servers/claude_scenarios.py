@@ -97,7 +97,7 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             ),
         ]
     },
-    # A subagent that runs in the foreground: its Agent call's result is its final answer.
+    # A subagent asked to run in the foreground (in -p, Claude Code 2.1.332 backgrounds it all the same).
     "foreground_subagent": {
         "FG-SUBAGENT-SCENARIO": [
             Step.call(
@@ -122,7 +122,7 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
         ],
         "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
     },
-    # Two foreground subagents launched in one message.
+    # Two subagents launched in one message (both run in the background): a notification turn each.
     "parallel_subagents": {
         "PARALLEL-SUBAGENTS-SCENARIO": [
             Step.call(
@@ -131,10 +131,14 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
                 input_tokens=1000,
                 output_tokens=80,
             ),
+            Step.say("I started both subagents and will report back.", input_tokens=1500, output_tokens=20),
+            Step.say(
+                "The counter found 3 files; the reader is still working.", input_tokens=1600, output_tokens=15
+            ),
             Step.say(
                 "Both subagents are done: 3 files, and the readme says hello.",
-                input_tokens=1500,
-                output_tokens=20,
+                input_tokens=1700,
+                output_tokens=18,
             ),
         ],
         "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
