@@ -75,7 +75,7 @@ demo: $(DEMO_VENV)/.installed $(CLAUDE_CODE_CLI)
 # The default python3's suite needs neither weakincentives nor Phoenix: it runs while their
 # environments install (mostly downloads and unpacking), each target's output kept together.
 test: browser lint
-	$(MAKE) --no-print-directory -j3 --output-sync=target pytest-default wink-envs $(PHOENIX_VENV)/.installed agents
+	$(MAKE) --no-print-directory -j3 --output-sync=target pytest-default wink-envs $(PHOENIX_VENV)/.installed
 	$(MAKE) --no-print-directory pytest
 
 # Debian's chromium and chromedriver for the HTML export's browser tests: installed when
@@ -106,8 +106,8 @@ pytest: envs
 	TRANSCRIPT_OTEL_REQUIRE_PHOENIX=1 TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV)/bin/python -m pytest
 
 # The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough.
-pytest-default: $(TEST_VENV_DEFAULT)/.installed
-	$(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink"
+pytest-default: $(TEST_VENV_DEFAULT)/.installed $(CLAUDE_CODE_CLI)
+	TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink"
 
 ## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~6 min)
 bench: $(BENCH_VENV)/.installed
