@@ -511,3 +511,54 @@ def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:
     run = CapturedRun("parallel_subagents", records, served, prompt_name="claude-agent-sdk")
     assert_numbers_are_the_clis(run)
     assert len(run.named("invoke_agent general-purpose")) == 2
+
+
+# -- the weakincentives Claude adapters (0.25, 0.27) on the real CLI -----------------------------
+
+
+@pytest.mark.wink
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param(
+            "0.25.0",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="weakincentives 0.25's transcript collector gets an OSError on the real CLI's "
+                "session file (it logs transcript.collector.error and stops tailing it), so its "
+                "Claude adapter yields no entries for us to map; 0.27 emits its own",
+            ),
+        ),
+        "0.27.0",
+    ],
+)
+def test_weakincentives_claude_adapter_on_the_real_cli(version: str, tmp_path: Path) -> None:
+    """`ClaudeAgentSDKAdapter.evaluate()` with the real CLI below claude-agent-sdk: weakincentives
+    reads the CLI's own session files; the scripted model gives its default answer."""
+    from wink_driver import REAL_CLAUDE_CLI
+
+    from wink_harness import run_driver
+
+    cli = require_cli()
+    with claude_offline.model_server("tools", tmp_path) as model:
+        environment = claude_offline.offline_environment(model, tmp_path)
+        environment = {
+            key: value
+            for key, value in environment.items()
+            if key.startswith(("ANTHROPIC_", "CLAUDE", "DISABLE", "IS_"))  # HOME is weakincentives' own
+        }
+        run = run_driver(
+            version,
+            tmp_path / "wink",
+            ("--configure", "--adapter", "claude", "--scenarios", "plain"),
+            extra_env={**environment, REAL_CLAUDE_CLI: str(cli)},
+        )
+        served = model.served()
+    result = run.results["claude-plain"]
+    assert result["ok"], (result, run.stderr[-2000:])
+    assert result["text"] == "OK."
+    assert [answer["conversation"] for answer in served] == [None]  # the default answer, once
+    assert "assistant_message" in run.entry_types("claude-plain")
+    assert check_invariants(run.mirror["claude-plain"]) == []
+    root = run.root_span("claude-plain")
+    assert root.status.code != 2  # not ERROR

@@ -52,6 +52,7 @@ from fake_chat_server import ScriptedChatServer  # noqa: E402
 import codex_agent  # noqa: E402  (the demo's prompt with the WINK tool `echo`, and its launcher)
 from codex_agent import write_launcher  # noqa: E402
 
+REAL_CLAUDE_CLI = "WINK_DRIVER_CLAUDE_CLI"
 FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_claude.py"}
 MODULES = {
     "codex": "weakincentives.adapters.codex_app_server",  # 0.25+
@@ -107,7 +108,8 @@ def claude_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
     claude = _module(MODULES["claude"])
     if claude is None:
         return None
-    cli = write_launcher(wrapper_dir, "claude", FAKES["claude"])
+    # The real Claude Code CLI where the tests name one (it talks to their scripted model).
+    cli = os.environ.get(REAL_CLAUDE_CLI) or write_launcher(wrapper_dir, "claude", FAKES["claude"])
     # claude-agent-sdk has no environment variable for the CLI path and
     # weakincentives never sets ClaudeAgentOptions.cli_path, so point the SDK's
     # CLI discovery (bundled binary, then PATH) at the fake.
