@@ -109,73 +109,20 @@ def _stream(
     for index, block in enumerate(step.blocks):
         kind = block["type"]
         if kind == "thinking":
-            yield _sse(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "thinking", "thinking": "", "signature": ""},
-                },
-            )
+            yield _block_start(index, {"type": "thinking", "thinking": "", "signature": ""})
             for piece in _pieces(block["thinking"]):
-                yield _sse(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "thinking_delta", "thinking": piece},
-                    },
-                )
-            yield _sse(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJl" + str(index)},
-                },
-            )
+                yield _block_delta(index, {"type": "thinking_delta", "thinking": piece})
+            yield _block_delta(index, {"type": "signature_delta", "signature": f"c2lnbmF0dXJl{index}"})
         elif kind == "text":
-            yield _sse(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            )
+            yield _block_start(index, {"type": "text", "text": ""})
             for piece in _pieces(block["text"]):
-                yield _sse(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "text_delta", "text": piece},
-                    },
-                )
-        else:  # tool_use
-            yield _sse(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": block["id"],
-                        "name": block["name"],
-                        "input": {},
-                    },
-                },
+                yield _block_delta(index, {"type": "text_delta", "text": piece})
+        else:  # tool_use: its input arrives as pieces of JSON
+            yield _block_start(
+                index, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             )
-            encoded = json.dumps(block["input"])
-            for piece in _pieces(encoded):
-                yield _sse(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": piece},
-                    },
-                )
+            for piece in _pieces(json.dumps(block["input"])):
+                yield _block_delta(index, {"type": "input_json_delta", "partial_json": piece})
         if break_mid_stream:
             yield _sse(
                 "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
@@ -191,6 +138,16 @@ def _stream(
         },
     )
     yield _sse("message_stop", {"type": "message_stop"})
+
+
+def _block_start(index: int, block: JsonObj) -> bytes:
+    return _sse(
+        "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
+    )
+
+
+def _block_delta(index: int, delta: JsonObj) -> bytes:
+    return _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
 
 
 def _pieces(text: str, size: int = 24) -> list[str]:
