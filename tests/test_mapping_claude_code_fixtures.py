@@ -7,7 +7,7 @@ need neither npm nor the CLI. Each fixture's `.served.json` says what the model 
 from __future__ import annotations
 
 import json
-from collections import Counter
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,12 @@ from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter
 from transcript_otel.model import RawJson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "agents"))
+
+from claude_code import USAGE_KEYS, served_usage
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude_code"
 SCENARIOS = sorted(path.name.removesuffix(".served.json") for path in FIXTURES.glob("*.served.json"))
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def lines(scenario: str) -> list[str]:
@@ -38,11 +41,7 @@ def mapped(scenario: str) -> list[MappedEntry]:
 
 
 def served_totals(scenario: str) -> dict[str, int]:
-    totals: Counter[str] = Counter()
-    for answer in served(scenario):
-        if "usage" in answer:
-            totals.update({key: answer["usage"][key] for key in USAGE_KEYS})
-    return {key: totals[key] for key in USAGE_KEYS}
+    return served_usage(served(scenario))
 
 
 def test_there_are_fixtures() -> None:

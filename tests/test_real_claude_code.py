@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +36,10 @@ sys.path.insert(0, str(TESTS / "agents"))
 
 import claude_code  # noqa: E402
 import claude_offline  # noqa: E402
-from claude_code import CASES, record  # noqa: E402
+from claude_code import CASES, USAGE_KEYS, record, served_usage  # noqa: E402
 
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "claude-code", "--")
 FIXTURES = TESTS / "fixtures" / "claude_code"
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 DIGEST_NAMES = {
     "input_tokens": "input",
     "output_tokens": "output",
@@ -115,15 +113,6 @@ class CapturedRun:
 
     def chat_spans(self) -> list[dict[str, Any]]:
         return sorted(self.named("chat"), key=lambda span: span["attributes"]["transcript.turn"])
-
-
-def served_usage(served: list[dict[str, Any]], conversation: str | None = None) -> dict[str, int]:
-    """What the model answered in all (or in one conversation), summed."""
-    totals: Counter[str] = Counter()
-    for answer in served:
-        if "usage" in answer and conversation in (None, answer["conversation"]):
-            totals.update({key: answer["usage"][key] for key in USAGE_KEYS})
-    return dict(totals)
 
 
 def span_usage(span: dict[str, Any]) -> dict[str, int]:

@@ -171,6 +171,13 @@ def cost_usd(detail: Any) -> float:
     return 0.0
 
 
+def session_usage(detail: Any) -> dict[str, int]:
+    """The session's own running token totals a `token_usage` entry reports (Claude Code's
+    `modelUsage`, subagents included, as the mapping put it in `detail.session_usage`)."""
+    totals = detail.get("session_usage") if isinstance(detail, Mapping) else None
+    return usage_attributes({"usage": totals}) if totals is not None else {}
+
+
 def tool_failed(detail: Any) -> bool:
     """Whether a `tool_result` entry says its call failed (each harness says it its own way)."""
     if not isinstance(detail, Mapping):

@@ -38,6 +38,19 @@ def cli_path() -> Path | None:
     return path if path.exists() else None
 
 
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def served_usage(served: list[dict[str, Any]], conversation: str | None = None) -> dict[str, int]:
+    """What the model answered (in all, or in one conversation), summed: every key of `USAGE_KEYS`."""
+    totals = dict.fromkeys(USAGE_KEYS, 0)
+    for answer in served:
+        if "usage" in answer and conversation in (None, answer["conversation"]):
+            for key in USAGE_KEYS:
+                totals[key] += answer["usage"][key]
+    return totals
+
+
 def print_args(*extra: str) -> list[str]:
     """`claude -p` printing stream-json, allowed every tool."""
     return [

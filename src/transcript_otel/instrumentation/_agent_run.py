@@ -51,7 +51,14 @@ from opentelemetry.semconv.attributes.exception_attributes import (
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from transcript_otel import attributes as attr
-from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
+from transcript_otel._genai import (
+    cost_usd,
+    message_usage,
+    session_usage,
+    tool_failed,
+    tool_identity,
+    usage_attributes,
+)
 from transcript_otel._records import EntryPlacement
 from transcript_otel._span_records import span_fields
 from transcript_otel.content import text_digest
@@ -82,6 +89,7 @@ _MAX_KNOWN_LAUNCHERS: Final = 1024
 _MAX_CAUSES: Final = 8
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
+_ENTRY_SYSTEM_EVENT: Final = EntryType.SYSTEM_EVENT.value
 # What reports a turn's end.
 _TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
@@ -288,7 +296,11 @@ class AgentRun(EntryPlacement):
                     self._go_on_in_background(slot)
                 else:
                     self._end_tool(slot, failed=tool_failed(detail), end_ns=timestamp_ns)
-            ended_call = detail.get("background_call_ended") if isinstance(detail, Mapping) else None
+            ended_call = (
+                detail.get("background_call_ended")
+                if entry_type == _ENTRY_SYSTEM_EVENT and isinstance(detail, Mapping)
+                else None
+            )
             if isinstance(ended_call, str):
                 with self._lock:
                     call = self._background_calls.pop(ended_call, None)
@@ -348,9 +360,7 @@ class AgentRun(EntryPlacement):
             return tool if tool is not None else base
         if entry_type == EntryType.TOKEN_USAGE.value:
             self._add_usage(base, usage_attributes(detail), turn, cost_usd(detail))
-            session_usage = detail.get("session_usage") if isinstance(detail, Mapping) else None
-            if session_usage is not None:
-                self._session_usage = usage_attributes({"usage": session_usage})
+            self._session_usage = session_usage(detail) or self._session_usage
         elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
             self._add_message_usage(base, detail)
         elif entry_type == EntryType.ERROR.value:
@@ -411,13 +421,12 @@ class AgentRun(EntryPlacement):
 
     def _turn_boundary(self, start_ns: int) -> None:
         with self._lock:
-            turn = self._turn
-            if turn is not None and turn.announced:
-                self._turns_awaiting_result.append(turn)
-                turn = self._turn = None
-            if turn is None:
+            if self._turn is not None and self._turn.announced:
+                self._turns_awaiting_result.append(self._turn)
+                self._turn = None
+            if self._turn is None:
                 self._open_turn(start_ns)
-            if self._turn is not None:
+            if self._turn is not None:  # opened above; the check is for the type checker
                 self._turn.announced = True
 
     def _open_turn(self, start_ns: int) -> None:
@@ -491,9 +500,7 @@ class AgentRun(EntryPlacement):
         tool.name = name
         tool.call_id = call_id
         if name in _SUBAGENT_TOOLS and self._subagents_named_by_call_id:
-            if len(self._launchers) >= _MAX_KNOWN_LAUNCHERS:
-                del self._launchers[next(iter(self._launchers))]
-            self._launchers[call_id] = tool
+            _keep_bounded(self._launchers, call_id, tool)
         if name in _SUBAGENT_TOOLS and isinstance(arguments, Mapping):
             prompt, subagent_type = arguments.get("prompt"), arguments.get("subagent_type")
             tool.subagent_prompt = prompt if isinstance(prompt, str) else None
@@ -503,9 +510,7 @@ class AgentRun(EntryPlacement):
 
     def _go_on_in_background(self, tool: _ToolSlot) -> None:
         with self._lock:
-            if len(self._background_calls) >= _MAX_KNOWN_LAUNCHERS:
-                del self._background_calls[next(iter(self._background_calls))]
-            self._background_calls[tool.call_id] = tool
+            _keep_bounded(self._background_calls, tool.call_id, tool)
 
     def _end_tool(self, tool: _ToolSlot, *, failed: bool, end_ns: int) -> None:
         with self._lock:
@@ -745,6 +750,13 @@ def _tool_input(detail: Any) -> Any:
         if isinstance(notification, Mapping):
             return notification.get("arguments")
     return None
+
+
+def _keep_bounded(calls: dict[str, _ToolSlot], call_id: str, tool: _ToolSlot) -> None:
+    """`calls[call_id] = tool`, forgetting the oldest call beyond `_MAX_KNOWN_LAUNCHERS`."""
+    if len(calls) >= _MAX_KNOWN_LAUNCHERS:
+        del calls[next(iter(calls))]
+    calls[call_id] = tool
 
 
 def _says(detail: Any, flag: str) -> bool:

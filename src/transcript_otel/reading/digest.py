@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
+from transcript_otel._genai import (
+    cost_usd,
+    message_usage,
+    session_usage,
+    tool_failed,
+    tool_identity,
+    usage_attributes,
+)
 from transcript_otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
@@ -155,8 +162,7 @@ class RunDigest:
         if entry.entry_type == "token_usage":
             self._usage.update(usage_attributes(detail))
             self.cost_usd += cost_usd(detail)
-            if "session_usage" in detail:
-                self._session_usage = usage_attributes({"usage": detail["session_usage"]})
+            self._session_usage = session_usage(detail) or self._session_usage
         elif entry.entry_type == "assistant_message":
             counted = message_usage(detail)
             if counted is not None and counted[0] not in self._messages_counted:
