@@ -303,6 +303,9 @@ def test_errors_read_as_what_went_wrong_and_fail_the_turn(
     assert exit_status.startswith("CommandFailed:")
     (turn,) = run.named("chat")
     assert turn["status"] == "ERROR"
+    assert turn["status_description"] == words.split(maxsplit=1)[0].rstrip(
+        ":"
+    )  # error.type, as the text says
     # The CLI's own error text is not an answer of the model.
     answers = [e for e in run.entries if e["entry_type"] == "assistant_message"]
     assert all(e["detail"]["sdk_entry"]["message"].get("model") != "<synthetic>" for e in answers)

@@ -64,6 +64,7 @@ from transcript_otel._span_records import span_fields
 from transcript_otel.content import text_digest
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.claude_stream import result_error_type
 from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, DetailInRaw, EntryType, RawJson
 
 _logger = logging.getLogger(__name__)
@@ -792,10 +793,7 @@ def _error_type(detail: Any) -> str:
             return str(exception["type"])
         entry = detail.get("sdk_entry")
         if isinstance(entry, Mapping) and entry.get("type") == "result":
-            subtype = entry.get("subtype")
-            if isinstance(subtype, str) and subtype.startswith("error"):
-                return subtype
-            return "api_error" if entry.get("api_error_status") is not None else "error_result"
+            return result_error_type(entry)
         notification = detail.get("notification")
         turn = notification.get("turn") if isinstance(notification, Mapping) else None
         error = turn.get("error") if isinstance(turn, Mapping) else None

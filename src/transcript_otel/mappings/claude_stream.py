@@ -42,6 +42,7 @@ made from a message carries the message as `raw` (encoded by the background writ
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
@@ -85,6 +86,19 @@ def source_of(message: dict[str, Any]) -> str:
 def reports_error(result: dict[str, Any]) -> bool:
     subtype = result.get("subtype")
     return result.get("is_error") is True or (isinstance(subtype, str) and subtype.startswith("error"))
+
+
+def result_error_type(result: Mapping[str, Any]) -> str:
+    """What went wrong in a `result` that reports an error: its `error_*` subtype; `api_error`
+    for a failed API call (Claude Code reports those as subtype `success` with `is_error`,
+    `api_error_status` when there was a response, `terminal_reason: api_error`); else
+    `error_result`."""
+    subtype = result.get("subtype")
+    if isinstance(subtype, str) and subtype.startswith("error"):
+        return subtype
+    if result.get("api_error_status") is not None or result.get("terminal_reason") == "api_error":
+        return "api_error"
+    return "error_result"
 
 
 class ClaudeStreamMapper:

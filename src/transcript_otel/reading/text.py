@@ -19,6 +19,7 @@ from transcript_otel.attributes import (
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
 )
+from transcript_otel.mappings.claude_stream import result_error_type
 
 # The role each entry type plays, as the role-based transcript seed names them.
 ROLES: Final = {
@@ -157,12 +158,10 @@ def _error_text(detail: Mapping[str, Any]) -> str | None:
 def _result_error_text(result: Mapping[str, Any]) -> str:
     """A Claude `result` that reports an error: `error_max_turns: Reached maximum number of
     turns (1)`, `api_error 500: API Error: 500 ...` (API errors come as subtype `success`)."""
-    subtype = result.get("subtype")
-    if isinstance(subtype, str) and subtype.startswith("error"):
-        label = subtype
-    else:
-        status = result.get("api_error_status")
-        label = "api_error" + (f" {status}" if status is not None else "")
+    label = result_error_type(result)
+    status = result.get("api_error_status")
+    if label == "api_error" and status is not None:
+        label += f" {status}"
     errors = result.get("errors")
     words = text_of(result.get("result")) or (text_of(errors) if isinstance(errors, list) else None)
     words = words or text_of(result.get("terminal_reason"))
