@@ -2,9 +2,16 @@
 """A scripted stand-in for the ``claude`` CLI that writes no transcript files (stdlib only).
 
 Unlike ``fake_claude.py``, the whole conversation is in the stream-json messages on
-stdout, as the real CLI prints them for claude-agent-sdk: tool calls and results,
-thinking, subagent messages (``parent_tool_use_id`` = the ``Task`` call id) and task
-lifecycle frames. Start it as ``ClaudeAgentOptions(cli_path=<launcher>)``.
+stdout: tool calls and results, thinking, subagent messages (``parent_tool_use_id`` =
+the ``Task`` call id) and task lifecycle frames. Start it as
+``ClaudeAgentOptions(cli_path=<launcher>)``. It exists to drive the SDK's protocol
+(control requests, hooks, prompts while a turn runs, cancellation, a CLI that dies) in
+the instrumentor's tests; it is not a record of what Claude Code prints. The real CLI
+(2.1.332) differs: one ``assistant`` line per content block, subagents in the background
+with a notification turn, API errors as ``success`` results, no ``init.traceparent``
+(which this fake adds so tests can see the ``TRACEPARENT`` the SDK passed). What the real
+CLI prints is recorded in ``tests/fixtures/claude_code/`` and tested with the real
+binary in ``tests/test_real_claude_code.py``.
 
 * Streaming mode (``--input-format stream-json``, every SDK >= 0.1 except below):
   ``control_request`` lines get a ``control_response`` success; each
