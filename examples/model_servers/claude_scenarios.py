@@ -180,6 +180,15 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             Step.say("I was not allowed to run that.", input_tokens=900, output_tokens=10),
         ]
     },
+    # Several prompts on stdin (`--input-format stream-json`): a turn each, or fewer where the CLI
+    # takes queued prompts together; each answer costs, the CLI reports its running total.
+    "stream_json_input": {
+        "STREAM-JSON-INPUT-SCENARIO": [
+            Step.say("First answer.", input_tokens=900, output_tokens=10),
+            Step.say("Second answer.", input_tokens=1000, output_tokens=12),
+            Step.say("Third answer.", input_tokens=1100, output_tokens=14),
+        ]
+    },
     # Two prompts to one session: the second arrives while the first turn's subagent still runs.
     "two_prompts": {
         "TWO-PROMPTS-FIRST": [

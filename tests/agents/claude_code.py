@@ -66,11 +66,14 @@ def print_args(*extra: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Case:
-    """How the CLI runs one scenario: its extra arguments and environment."""
+    """How the CLI runs one scenario: its extra arguments and environment; with `follow_ups`,
+    the prompts come as stream-json on stdin (`--input-format stream-json`), the scenario's
+    prompt first, then these."""
 
     arguments: tuple[str, ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
     api_key: bool = True
+    follow_ups: tuple[str, ...] = ()
 
 
 # The scenarios the tests run and the fixtures record, with what each needs of the CLI.
@@ -88,6 +91,7 @@ CASES: dict[str, Case] = {
     "denied_tool": Case(arguments=("--permission-mode", "default")),
     "no_api_key": Case(api_key=False),
     "unknown_flag": Case(arguments=("--no-such-flag",)),
+    "stream_json_input": Case(follow_ups=("And now?", "Anything else?")),
 }
 
 
@@ -112,7 +116,20 @@ def case_environment(case: Case, model: ModelServer, home: Path) -> dict[str, st
 
 def case_arguments(scenario: str, case: Case) -> list[str]:
     # The last --permission-mode given wins.
+    if case.follow_ups:
+        return print_args("--input-format", "stream-json", *case.arguments)
     return [*print_args(*case.arguments), prompt_for(_model_scenario(scenario))]
+
+
+def case_input(scenario: str, case: Case) -> str | None:
+    """What the CLI reads on stdin: the prompts as stream-json user messages, if the case has them."""
+    if not case.follow_ups:
+        return None
+    prompts = (prompt_for(_model_scenario(scenario)), *case.follow_ups)
+    return "".join(
+        json.dumps({"type": "user", "message": {"role": "user", "content": prompt}}) + "\n"
+        for prompt in prompts
+    )
 
 
 def _model_scenario(scenario: str) -> str:
@@ -140,6 +157,7 @@ def record(
     with model_server(_model_scenario(scenario), scratch) as model:
         completed = subprocess.run(
             [*command_prefix, str(cli), *case_arguments(scenario, case)],
+            input=case_input(scenario, case),
             env={**case_environment(case, model, home), **(environment or {})},
             cwd=work,
             capture_output=True,
