@@ -735,7 +735,11 @@ def test_wink_debug_serves_the_bundle(wink: Path, tmp_path: Path) -> None:
 
 
 def wait_for_server_url(server: subprocess.Popen[bytes], deadline: float) -> str:
-    """The address uvicorn logs once it listens (port 0: the one it was given)."""
+    """The address uvicorn logs once it listens (port 0: the one it was given).
+
+    Reads the pipe's bytes as they come (`os.read`), never through the file object's
+    buffer: a `readline()` there can take several lines at once, and `select()` then waits
+    for more while the address is already read (seen on a loaded machine)."""
     assert server.stderr is not None
     pattern = re.compile(rb"Uvicorn running on (http://127\.0\.0\.1:\d+)")
     seen = b""
@@ -744,11 +748,11 @@ def wait_for_server_url(server: subprocess.Popen[bytes], deadline: float) -> str
         while time.monotonic() < deadline:
             if not selector.select(timeout=deadline - time.monotonic()):
                 break
-            line = server.stderr.readline()
-            if not line:
+            chunk = os.read(server.stderr.fileno(), 1 << 16)
+            if not chunk:
                 break
-            seen += line
-            found = pattern.search(line)
+            seen += chunk
+            found = pattern.search(seen)
             if found:
                 return found.group(1).decode()
     raise AssertionError(f"wink debug did not start:\n{seen.decode(errors='replace')}")
