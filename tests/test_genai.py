@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel._genai import genai_attributes
+from transcript_otel._genai import RunningUsage, genai_attributes
 
 CALL_ID = "gen_ai.tool.call.id"
 TOOL_NAME = "gen_ai.tool.name"
@@ -38,7 +38,8 @@ def test_codex_mcp_tool_call_has_a_tool_name() -> None:
     detail = {
         "notification": {"item": {"id": "item_7", "type": "mcpToolCall", "server": "fs", "tool": "read"}}
     }
-    assert genai_attributes("tool_use", detail) == {CALL_ID: "item_7", TOOL_NAME: "read"}
+    # named as `codex exec --json` names it (`server:tool`), so both paths agree
+    assert genai_attributes("tool_use", detail) == {CALL_ID: "item_7", TOOL_NAME: "fs:read"}
 
 
 @pytest.mark.parametrize("entry_type", ["tool_use", "tool_result"])
@@ -243,3 +244,37 @@ def test_never_raises_and_returns_well_typed_values(entry_type: str, detail: Any
         else:
             assert isinstance(value, str)
             assert value
+
+
+def codex_usage(last_input: int, total_input: int, total_output: int) -> dict[str, Any]:
+    last = {"inputTokens": last_input, "outputTokens": 1}
+    total = {"inputTokens": total_input, "outputTokens": total_output}
+    return {"notification": {"tokenUsage": {"last": last, "total": total}}}
+
+
+def test_running_usage_adds_what_codex_total_grew_by() -> None:
+    """Codex 0.171 reports several updates per turn and repeats one after a stream retry: the
+    run adds what the thread's total grew by, so it ends at Codex's own total."""
+    running = RunningUsage()
+    reports = [
+        codex_usage(3000, 3000, 40),
+        codex_usage(3200, 6200, 70),
+        codex_usage(3200, 6200, 70),  # the same update again, after a stream retry
+        codex_usage(3400, 9600, 85),
+    ]
+    added = [running.added(report) for report in reports]
+    assert added == [{INPUT: 3000, OUTPUT: 1}, {INPUT: 3200, OUTPUT: 30}, {}, {INPUT: 3400, OUTPUT: 15}]
+    assert sum(step.get(INPUT, 0) for step in added) == 9600
+
+
+def test_running_usage_of_a_resumed_thread_starts_at_its_first_call() -> None:
+    """A resumed thread's first total holds earlier sessions: the run adds that call's own counts."""
+    running = RunningUsage()
+    assert running.added(codex_usage(500, 80_000, 900)) == {INPUT: 500, OUTPUT: 1}
+    assert running.added(codex_usage(600, 80_600, 950)) == {INPUT: 600, OUTPUT: 50}
+
+
+def test_running_usage_of_reports_without_a_total_adds_each() -> None:
+    running = RunningUsage()
+    claude = {"usage": {"input_tokens": 10, "output_tokens": 2}}
+    assert running.added(claude) == running.added(claude) == {INPUT: 10, OUTPUT: 2}

@@ -57,7 +57,9 @@ def test_item_started_of_a_tool_item_is_tool_use(tool_type: str) -> None:
     assert_notification_entry(mapped("item/started", params), "tool_use", "item/started", params)
 
 
-@pytest.mark.parametrize("item_type", ["agentMessage", "reasoning", "userMessage", "contextCompaction"])
+@pytest.mark.parametrize(
+    "item_type", ["agentMessage", "reasoning", "userMessage", "contextCompaction", "dynamicToolCall"]
+)
 def test_item_started_of_other_items_is_not_an_entry(item_type: str) -> None:
     assert CodexMapper().notification("item/started", item(item_type)) is None
 
@@ -102,7 +104,45 @@ def test_item_completed_of_a_tool_item_is_tool_result(tool_type: str) -> None:
         ),
         pytest.param("item/somethingNew", {"x": 1}, "unknown", {}, id="other-item"),
         pytest.param("item/plan/updated", {"plan": []}, "unknown", {}, id="other-item-nested"),
-        pytest.param("turn/diff/updated", {"diff": "+a"}, "unknown", {}, id="other-turn"),
+        pytest.param(
+            "item/completed",
+            item("reasoning", summary=["Think first."], content=[]),
+            "thinking",
+            {},
+            id="reasoning-item-completed",
+        ),
+        pytest.param(
+            "turn/diff/updated",
+            {"turnId": "tu", "diff": "+a"},
+            "system_event",
+            {"subtype": "turn_diff"},
+            id="turn-diff",
+        ),
+        pytest.param(
+            "warning",
+            {"threadId": "th", "message": "Model metadata for `x` not found."},
+            "system_event",
+            {"subtype": "warning"},
+            id="warning",
+        ),
+        pytest.param(
+            "error",
+            {"error": {"message": "Reconnecting... 1/1", "codexErrorInfo": {}}, "willRetry": True},
+            "system_event",
+            {"subtype": "retry"},
+            id="error-will-retry",
+        ),
+        pytest.param(
+            "error",
+            {
+                "error": {"message": "high demand", "codexErrorInfo": "internalServerError"},
+                "willRetry": False,
+            },
+            "system_event",
+            {"subtype": "api_error"},
+            id="error-final",
+        ),
+        pytest.param("turn/plan/updated", {"plan": []}, "unknown", {}, id="other-turn"),
         pytest.param("turn/interrupted", {}, "unknown", {}, id="other-turn-empty"),
     ],
 )

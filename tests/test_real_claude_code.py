@@ -36,6 +36,7 @@ sys.path.insert(0, str(TESTS / "agents"))
 
 import claude_code  # noqa: E402
 import claude_offline  # noqa: E402
+from captured_run import CapturedRun, require_agent  # noqa: E402
 from claude_code import CASES, USAGE_KEYS, record, served_usage  # noqa: E402
 
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "claude-code", "--")
@@ -49,31 +50,15 @@ DIGEST_NAMES = {
 
 
 def require_cli() -> Path:
-    cli = claude_code.cli_path()
-    if cli is None:
-        reason = f"the real Claude Code CLI is not installed (`make agents`, or {claude_code.CLI_VARIABLE})"
-        if os.environ.get("TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return cli
+    reason = f"the real Claude Code CLI is not installed (`make agents`, or {claude_code.CLI_VARIABLE})"
+    return require_agent(claude_code.cli_path(), reason)
 
 
 @dataclass
-class CapturedRun:
-    """One scenario's run: what the CLI did and what the mirror holds (spans included)."""
+class ClaudeRun(CapturedRun):
+    """A Claude Code run; its `result` messages as the transcript kept them."""
 
-    scenario: str
-    records: list[dict[str, Any]]
-    served: list[dict[str, Any]]
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int | None = None
     prompt_name: str = "claude-code"
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """What the CLI printed (under `transcript-otel run`)."""
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -83,36 +68,6 @@ class CapturedRun:
             for e in self.entries
             if e["entry_type"] == "token_usage" and e["source"] == "main" and "sdk_entry" in e["detail"]
         ]
-
-    @property
-    def entries(self) -> list[dict[str, Any]]:
-        return [r["context"] for r in self.records if r["event"] == "transcript.entry"]
-
-    @property
-    def spans(self) -> list[dict[str, Any]]:
-        return [r["context"] for r in self.records if r["event"] == "transcript.span"]
-
-    def named(self, prefix: str) -> list[dict[str, Any]]:
-        return [span for span in self.spans if span["name"].startswith(prefix)]
-
-    def span(self, span_id: str) -> dict[str, Any]:
-        (found,) = [span for span in self.spans if span["span_id"] == span_id]
-        return found
-
-    def parent(self, span: dict[str, Any]) -> dict[str, Any]:
-        return self.span(span["parent_span_id"])
-
-    @property
-    def root(self) -> dict[str, Any]:
-        (root,) = self.named(f"invoke_agent {self.prompt_name}")
-        return root
-
-    def tool(self, call_id: str) -> dict[str, Any]:
-        (found,) = [s for s in self.spans if s["attributes"].get("gen_ai.tool.call.id") == call_id]
-        return found
-
-    def chat_spans(self) -> list[dict[str, Any]]:
-        return sorted(self.named("chat"), key=lambda span: span["attributes"]["transcript.turn"])
 
 
 def span_usage(span: dict[str, Any]) -> dict[str, int]:
@@ -127,19 +82,19 @@ def span_usage(span: dict[str, Any]) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def wrapped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CapturedRun]:
+def wrapped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ClaudeRun]:
     """Each scenario once under `transcript-otel run`, run on first use."""
     require_cli()
 
-    class Runs(dict[str, CapturedRun]):
-        def __missing__(self, scenario: str) -> CapturedRun:
+    class Runs(dict[str, ClaudeRun]):
+        def __missing__(self, scenario: str) -> ClaudeRun:
             scratch = tmp_path_factory.mktemp(scenario)
             mirror = scratch / "runs"
             environment = {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)}
             recorded = record(scenario, scratch, WRAPPER, environment)
             (path,) = mirror.glob("*.jsonl")
             records = list(read_records(path))
-            run = CapturedRun(
+            run = ClaudeRun(
                 scenario, records, recorded.served, recorded.stdout, recorded.stderr, recorded.exit_code
             )
             self[scenario] = run
@@ -160,7 +115,7 @@ def expected_exit(scenario: str) -> int:
 
 @pytest.mark.parametrize("scenario", list(CASES))
 def test_every_scenario_under_run_keeps_the_exit_status_and_a_valid_transcript(
-    wrapped: dict[str, CapturedRun], scenario: str
+    wrapped: dict[str, ClaudeRun], scenario: str
 ) -> None:
     run = wrapped[scenario]
     assert run.exit_code == expected_exit(scenario)
@@ -177,7 +132,7 @@ def test_every_scenario_under_run_keeps_the_exit_status_and_a_valid_transcript(
 
 @pytest.mark.parametrize("scenario", [s for s in CASES if s != "unknown_flag"])
 def test_tokens_and_cost_are_what_the_model_served_and_the_cli_charged(
-    wrapped: dict[str, CapturedRun], scenario: str
+    wrapped: dict[str, ClaudeRun], scenario: str
 ) -> None:
     run = wrapped[scenario]
     digest = RunDigest.of(run.records)
@@ -193,13 +148,13 @@ def test_tokens_and_cost_are_what_the_model_served_and_the_cli_charged(
 
 @pytest.mark.parametrize("scenario", [s for s in CASES if s != "unknown_flag"])
 def test_each_turn_is_a_chat_span_with_its_results_usage(
-    wrapped: dict[str, CapturedRun], scenario: str
+    wrapped: dict[str, ClaudeRun], scenario: str
 ) -> None:
     run = wrapped[scenario]
     assert_turns_match_results(run)
 
 
-def assert_turns_match_results(run: CapturedRun) -> None:
+def assert_turns_match_results(run: ClaudeRun) -> None:
     turns = run.chat_spans()
     assert len(turns) == len(run.results)
     for turn, result in zip(turns, run.results, strict=True):
@@ -214,7 +169,7 @@ def assert_turns_match_results(run: CapturedRun) -> None:
 # -- scenario by scenario ------------------------------------------------------------------------
 
 
-def test_tools_with_thinking(wrapped: dict[str, CapturedRun]) -> None:
+def test_tools_with_thinking(wrapped: dict[str, ClaudeRun]) -> None:
     run = wrapped["tools"]
     types = [e["entry_type"] for e in run.entries]
     assert types.count("thinking") == 1
@@ -239,7 +194,7 @@ def test_tools_with_thinking(wrapped: dict[str, CapturedRun]) -> None:
     ],
 )
 def test_each_subagent_runs_under_the_call_that_launched_it_with_its_own_usage(
-    wrapped: dict[str, CapturedRun], scenario: str, calls: dict[str, str]
+    wrapped: dict[str, ClaudeRun], scenario: str, calls: dict[str, str]
 ) -> None:
     run = wrapped[scenario]
     for call_id, conversation in calls.items():
@@ -266,7 +221,7 @@ def test_each_subagent_runs_under_the_call_that_launched_it_with_its_own_usage(
 
 
 def test_a_background_subagents_notification_turn_is_a_turn_of_its_own(
-    wrapped: dict[str, CapturedRun],
+    wrapped: dict[str, ClaudeRun],
 ) -> None:
     run = wrapped["background_subagent"]
     inits = [m for m in run.messages if m.get("subtype") == "init"]
@@ -292,7 +247,7 @@ def test_a_background_subagents_notification_turn_is_a_turn_of_its_own(
     ],
 )
 def test_errors_read_as_what_went_wrong_and_fail_the_turn(
-    wrapped: dict[str, CapturedRun], scenario: str, words: str
+    wrapped: dict[str, ClaudeRun], scenario: str, words: str
 ) -> None:
     run = wrapped[scenario]
     digest = RunDigest.of(run.records)
@@ -311,19 +266,19 @@ def test_errors_read_as_what_went_wrong_and_fail_the_turn(
     assert all(e["detail"]["sdk_entry"]["message"].get("model") != "<synthetic>" for e in answers)
 
 
-def test_no_api_key_makes_no_request(wrapped: dict[str, CapturedRun]) -> None:
+def test_no_api_key_makes_no_request(wrapped: dict[str, ClaudeRun]) -> None:
     assert wrapped["no_api_key"].served == []
 
 
 @pytest.mark.parametrize("scenario", ["retry_500", "mid_stream_error"])
-def test_a_retried_request_is_one_answer(wrapped: dict[str, CapturedRun], scenario: str) -> None:
+def test_a_retried_request_is_one_answer(wrapped: dict[str, ClaudeRun], scenario: str) -> None:
     run = wrapped[scenario]
     assert len([a for a in run.served if "usage" in a]) == 1
     assert RunDigest.of(run.records).status == "completed"
     assert [e["entry_type"] for e in run.entries if e["source"] == "main"].count("assistant_message") == 1
 
 
-def test_a_denied_tool_fails_its_call(wrapped: dict[str, CapturedRun]) -> None:
+def test_a_denied_tool_fails_its_call(wrapped: dict[str, ClaudeRun]) -> None:
     run = wrapped["denied_tool"]
     call = run.tool("toolu_denied_1")
     assert call["status"] == "ERROR"
@@ -355,7 +310,7 @@ SDK_PROMPT_NAME = "claude-sdk"
 @pytest.fixture
 def sdk_run(
     otel: Any, default_pipeline: Any, runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[str, Callable[[Any, str], Coroutine[Any, Any, None]]], CapturedRun]]:
+) -> Iterator[Callable[[str, Callable[[Any, str], Coroutine[Any, Any, None]]], ClaudeRun]]:
     """`sdk_run(scenario, drive)`: `drive(options, prompt)` with claude-agent-sdk instrumented."""
     cli = require_cli()
     sdk = pytest.importorskip("claude_agent_sdk")
@@ -368,7 +323,7 @@ def sdk_run(
     instrumentor = ClaudeAgentSdkInstrumentor()
     instrumentor.instrument(tracer_provider=otel.tracer_provider, prompt_name=SDK_PROMPT_NAME)
 
-    def run(scenario: str, drive: Callable[[Any, str], Coroutine[Any, Any, None]]) -> CapturedRun:
+    def run(scenario: str, drive: Callable[[Any, str], Coroutine[Any, Any, None]]) -> ClaudeRun:
         home, work = tmp_path / "home", tmp_path / "work"
         home.mkdir()
         work.mkdir()
@@ -385,7 +340,7 @@ def sdk_run(
         assert default_pipeline.flush(10.0)  # spans end on the writer, after their entries
         records = [record for path in sorted(runs_dir.glob("*.jsonl")) for record in read_records(path)]
         assert check_invariants(records) == []
-        return CapturedRun(scenario, records, served, prompt_name=SDK_PROMPT_NAME)
+        return ClaudeRun(scenario, records, served, prompt_name=SDK_PROMPT_NAME)
 
     yield run
     instrumentor.uninstrument()
@@ -398,7 +353,7 @@ async def query_to_the_end(options: Any, prompt: str) -> None:
         pass
 
 
-def assert_numbers_are_the_clis(run: CapturedRun) -> None:
+def assert_numbers_are_the_clis(run: ClaudeRun) -> None:
     digest = RunDigest.of(run.records)
     served = served_usage(run.served)
     assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == {
@@ -500,7 +455,7 @@ def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:
     (path,) = mirror.glob("*.jsonl")
     records = list(read_records(path))
     assert check_invariants(records) == []
-    run = CapturedRun("parallel_subagents", records, served, prompt_name="claude-agent-sdk")
+    run = ClaudeRun("parallel_subagents", records, served, prompt_name="claude-agent-sdk")
     assert_numbers_are_the_clis(run)
     assert len(run.named("invoke_agent general-purpose")) == 2
 

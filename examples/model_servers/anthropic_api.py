@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,8 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from claude_scenarios import SCENARIOS, Step
-
-JsonObj = dict[str, Any]
+from scripted_http import AnswerLog, JsonObj, ScriptedHandler, pieces, sse
 
 
 def _text_of(content: Any) -> str:
@@ -81,15 +79,11 @@ def _usage(step: Step, request: JsonObj) -> JsonObj:
     return usage
 
 
-def _sse(event: str, data: JsonObj) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-
-
 def _stream(
     message_id: str, model: str, step: Step, usage: JsonObj, break_mid_stream: bool
 ) -> Iterator[bytes]:
     start_usage = {**usage, "output_tokens": 1}
-    yield _sse(
+    yield sse(
         "message_start",
         {
             "type": "message_start",
@@ -105,31 +99,31 @@ def _stream(
             },
         },
     )
-    yield _sse("ping", {"type": "ping"})
+    yield sse("ping", {"type": "ping"})
     for index, block in enumerate(step.blocks):
         kind = block["type"]
         if kind == "thinking":
             yield _block_start(index, {"type": "thinking", "thinking": "", "signature": ""})
-            for piece in _pieces(block["thinking"]):
+            for piece in pieces(block["thinking"]):
                 yield _block_delta(index, {"type": "thinking_delta", "thinking": piece})
             yield _block_delta(index, {"type": "signature_delta", "signature": f"c2lnbmF0dXJl{index}"})
         elif kind == "text":
             yield _block_start(index, {"type": "text", "text": ""})
-            for piece in _pieces(block["text"]):
+            for piece in pieces(block["text"]):
                 yield _block_delta(index, {"type": "text_delta", "text": piece})
         else:  # tool_use: its input arrives as pieces of JSON
             yield _block_start(
                 index, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             )
-            for piece in _pieces(json.dumps(block["input"])):
+            for piece in pieces(json.dumps(block["input"])):
                 yield _block_delta(index, {"type": "input_json_delta", "partial_json": piece})
         if break_mid_stream:
-            yield _sse(
+            yield sse(
                 "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
             )
             return
-        yield _sse("content_block_stop", {"type": "content_block_stop", "index": index})
-    yield _sse(
+        yield sse("content_block_stop", {"type": "content_block_stop", "index": index})
+    yield sse(
         "message_delta",
         {
             "type": "message_delta",
@@ -137,21 +131,15 @@ def _stream(
             "usage": {"output_tokens": usage["output_tokens"]},
         },
     )
-    yield _sse("message_stop", {"type": "message_stop"})
+    yield sse("message_stop", {"type": "message_stop"})
 
 
 def _block_start(index: int, block: JsonObj) -> bytes:
-    return _sse(
-        "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
-    )
+    return sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
 
 
 def _block_delta(index: int, delta: JsonObj) -> bytes:
-    return _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
-
-
-def _pieces(text: str, size: int = 24) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+    return sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
 
 
 def _message(message_id: str, model: str, step: Step, usage: JsonObj) -> JsonObj:
@@ -174,14 +162,11 @@ def _message(message_id: str, model: str, step: Step, usage: JsonObj) -> JsonObj
 
 
 class ScriptedModel:
-    """The scenario's state: attempts per step, message ids, the log of what was served."""
+    """The scenario and the log of what was served."""
 
     def __init__(self, scenario: str, log_path: Path | None) -> None:
         self.conversations = SCENARIOS[scenario]
-        self._log_path = log_path
-        self._lock = threading.Lock()
-        self._attempts: dict[tuple[str, int], int] = {}
-        self._served = 0
+        self.answers = AnswerLog(log_path)
 
     def answer(self, request: JsonObj) -> tuple[str | None, int, Step, int, str]:
         """(conversation key, step number, step, attempt, message id)."""
@@ -194,47 +179,27 @@ class ScriptedModel:
         else:
             steps = self.conversations[key]
             step = steps[min(assistant_turns, len(steps) - 1)]
-        with self._lock:
-            attempt = self._attempts.get((str(key), assistant_turns), 0)
-            self._attempts[(str(key), assistant_turns)] = attempt + 1
-            self._served += 1
-            message_id = f"msg_scripted_{self._served:04d}"
-        return key, assistant_turns, step, attempt, message_id
-
-    def log(self, record: JsonObj) -> None:
-        if self._log_path is None:
-            return
-        with self._lock, self._log_path.open("a", encoding="utf-8") as log:
-            log.write(json.dumps(record) + "\n")
+        attempt, served = self.answers.attempt(key, assistant_turns)
+        return key, assistant_turns, step, attempt, f"msg_scripted_{served:04d}"
 
 
 def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, message_format: str, *args: Any) -> None:  # quiet: the log file says it all
-            return
+    class Handler(ScriptedHandler):
+        request_id_header = "request-id"
 
         def do_HEAD(self) -> None:
-            self._reply(200, b"", "text/plain")
+            self.reply(200, b"", "text/plain")
 
         def do_GET(self) -> None:
-            self._reply(200, b"{}", "application/json")
+            self.reply(200, b"{}", "application/json")
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                request = json.loads(self.rfile.read(length) or b"{}")
-            except ValueError:
-                self._error(400, "invalid_request_error", "body is not JSON")
+            request = self.read_json()
+            if request is None:
                 return
             path = self.path.split("?", 1)[0]
             if path.endswith("/count_tokens"):
-                self._reply(
-                    200,
-                    json.dumps({"input_tokens": len(json.dumps(request)) // 40}).encode(),
-                    "application/json",
-                )
+                self.reply_json(200, {"input_tokens": len(json.dumps(request)) // 40})
                 return
             if not path.endswith("/v1/messages"):
                 self._error(404, "not_found_error", f"no route {path}")
@@ -255,7 +220,7 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             }
             failure = step.failures[attempt] if attempt < len(step.failures) else None
             if isinstance(failure, int):
-                model.log({**record, "status": failure})
+                model.answers.log({**record, "status": failure})
                 kind = {
                     400: "invalid_request_error",
                     401: "authentication_error",
@@ -266,42 +231,17 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 return
             usage = _usage(step, request)
             if failure == "mid_stream" and streaming:
-                model.log({**record, "status": 200, "broken": True})
-                self._send_stream(_stream(message_id, requested_model, step, usage, break_mid_stream=True))
+                model.answers.log({**record, "status": 200, "broken": True})
+                self.send_stream(_stream(message_id, requested_model, step, usage, break_mid_stream=True))
                 return
-            model.log({**record, "status": 200, "usage": usage, "stop_reason": step.stop_reason})
+            model.answers.log({**record, "status": 200, "usage": usage, "stop_reason": step.stop_reason})
             if streaming:
-                self._send_stream(_stream(message_id, requested_model, step, usage, break_mid_stream=False))
+                self.send_stream(_stream(message_id, requested_model, step, usage, break_mid_stream=False))
             else:
-                body = json.dumps(_message(message_id, requested_model, step, usage)).encode()
-                self._reply(200, body, "application/json")
-
-        def _send_stream(self, events: Iterator[bytes]) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.send_header("request-id", "req_scripted")
-            self.end_headers()
-            for event in events:
-                self.wfile.write(event)
-                self.wfile.flush()
-            self.close_connection = True
+                self.reply_json(200, _message(message_id, requested_model, step, usage))
 
         def _error(self, status: int, kind: str, message: str) -> None:
-            body = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
-            self._reply(status, body, "application/json")
-
-        def _reply(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("request-id", "req_scripted")
-            if status >= 500 or status == 429:
-                self.send_header("x-should-retry", "true")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+            self.reply_json(status, {"type": "error", "error": {"type": kind, "message": message}})
 
     return Handler
 

@@ -27,7 +27,10 @@ _USAGE_KEYS: Final = (
         attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
         ("cache_read_input_tokens", "cachedInputTokens", "cached_input_tokens"),
     ),
-    (attr.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS, ("cache_creation_input_tokens",)),
+    (
+        attr.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+        ("cache_creation_input_tokens", "cacheWriteInputTokens", "cache_write_input_tokens"),
+    ),
     (
         attr.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
         ("reasoningOutputTokens", "reasoning_output_tokens", "reasoning_tokens"),
@@ -81,8 +84,20 @@ def _tool_candidates(detail: Mapping[str, Any]) -> list[tuple[Mapping[str, Any],
     return candidates
 
 
+def _mcp_tool_name(detail: Mapping[str, Any]) -> str | None:
+    """An app-server `mcpToolCall` item's tool as `codex exec` names it: `server:tool`."""
+    item = _mapping(_mapping(detail, "notification"), "item")
+    if item is None or item.get("type") != "mcpToolCall":
+        return None
+    server, tool = item.get("server"), item.get("tool")
+    return safe_text(f"{server}:{tool}")[0] if isinstance(server, str) and isinstance(tool, str) else None
+
+
 def _tool_attributes(detail: Mapping[str, Any]) -> dict[str, str]:
     found: dict[str, str] = {}
+    mcp_tool = _mcp_tool_name(detail)
+    if mcp_tool is not None:
+        found[attr.GEN_AI_TOOL_NAME] = mcp_tool
     for candidate, id_is_call_id in _tool_candidates(detail):
         if attr.GEN_AI_TOOL_CALL_ID not in found:
             call_id = _first_text(candidate, _CALL_ID_KEYS, id_is_call_id)
@@ -145,6 +160,38 @@ def tool_identity(detail: Any) -> tuple[str | None, str | None]:
 def usage_attributes(detail: Any) -> dict[str, int]:
     """The `gen_ai.usage.*` token counts found in `detail` (Codex, Claude or plain)."""
     return _usage_attributes(detail) if isinstance(detail, Mapping) else {}
+
+
+def _running_total(detail: Any) -> dict[str, int] | None:
+    """Codex's `notification.tokenUsage.total`: the thread's running total, where reported."""
+    total = _mapping(_mapping(_mapping(detail, "notification"), "tokenUsage"), "total")
+    return _usage_attributes({"usage": total}) if total is not None else None
+
+
+class RunningUsage:
+    """What each usage report of one run adds to its totals.
+
+    A report counts what it says, but a harness that also reports its running total (Codex:
+    several `thread/tokenUsage/updated` per turn, the same one again after a stream retry)
+    adds what that total grew by since its last report, so repeats add nothing and the run
+    ends at the harness's own total. The first such report adds its own call's counts (a
+    resumed thread's total holds earlier sessions).
+    """
+
+    __slots__ = ("_total",)
+
+    def __init__(self) -> None:
+        self._total: dict[str, int] | None = None
+
+    def added(self, detail: Any) -> dict[str, int]:
+        total = _running_total(detail)
+        if total is None:
+            return usage_attributes(detail)
+        previous, self._total = self._total, total
+        if previous is None:
+            return usage_attributes(detail)
+        grown = {key: value - previous.get(key, 0) for key, value in total.items()}
+        return {key: value for key, value in grown.items() if value > 0}
 
 
 def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:

@@ -16,7 +16,12 @@ evaluates it with a fresh ``Session()`` through the adapter's public
 
 The fakes (fake_codex.py, fake_claude.py) are started through small ``/bin/sh``
 wrappers that exec them with this interpreter; the scenario reaches them
-through ``FAKE_SCENARIO`` in the environment. The OpenAI and LiteLLM adapters
+through ``FAKE_SCENARIO`` in the environment. Where ``WINK_DRIVER_CODEX_CLI`` names
+the real Codex CLI, the Codex adapter runs it instead, offline against the scripted
+Responses API (``examples/model_servers``), on that model's scenarios; each record
+then also holds ``served`` (what the model answered), and with
+``WINK_DRIVER_CODEX_RECORD=DIR`` the app-server's stdout is kept as
+``DIR/<scenario>.jsonl``. The OpenAI and LiteLLM adapters
 talk, through the real ``openai`` and ``litellm`` clients, to a scripted server
 (fake_chat_server.py) in this process, which reads the scenario from the model
 name. No network, no API keys.
@@ -28,6 +33,7 @@ venv, where mypy checks this file), and its API is feature-detected.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import faulthandler
 import importlib
@@ -46,13 +52,32 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
-sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS)]
+MODEL_SERVERS = FAKE_AGENTS.parent / "model_servers"
+sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS), str(MODEL_SERVERS)]
+from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
+from codex_scenarios import MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 from fake_chat_server import ScriptedChatServer  # noqa: E402
 
 import codex_agent  # noqa: E402  (the demo's prompt with the WINK tool `echo`, and its launcher)
 from codex_agent import write_launcher  # noqa: E402
 
 REAL_CLAUDE_CLI = "WINK_DRIVER_CLAUDE_CLI"
+REAL_CODEX_CLI = "WINK_DRIVER_CODEX_CLI"
+CODEX_RECORD_DIR = "WINK_DRIVER_CODEX_RECORD"
+# The scripted model's scenarios the real Codex app-server runs (codex_scenarios.SCENARIOS).
+REAL_CODEX_SCENARIOS = (
+    "shell",
+    "apply_patch",
+    "mcp_tool",
+    "web_search",
+    "plain",
+    "retry_500",
+    "fatal_500",
+    "response_failed",
+    "stream_cut",
+    "unknown_model",
+    "wink_tool",
+)
 FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_claude.py"}
 MODULES = {
     "codex": "weakincentives.adapters.codex_app_server",  # 0.25+
@@ -62,7 +87,7 @@ MODULES = {
 }
 CHAT_SCENARIOS = ("text", "tool", "parallel", "error")
 SCENARIOS = {
-    "codex": ("plain", "rich", "failed"),
+    "codex": REAL_CODEX_SCENARIOS if os.environ.get(REAL_CODEX_CLI) else ("plain", "rich", "failed"),
     "claude": ("plain", "rich", "error"),
     "openai": CHAT_SCENARIOS,
     "litellm": CHAT_SCENARIOS,
@@ -72,6 +97,14 @@ CHAT_SERVER_URL = "FAKE_CHAT_BASE_URL"
 # Per-scenario limits: the adapter's own deadline, then a hard stop for the process.
 DEADLINE_S = 30.0
 HARD_LIMIT_S = 60.0
+
+
+@dataclasses.dataclass
+class RunContext:
+    """What one scenario's run holds open (a scripted model) and what it served."""
+
+    stack: contextlib.ExitStack
+    served: Callable[[], list[dict[str, Any]]] | None = None
 
 
 def _module(name: str) -> ModuleType | None:
@@ -90,21 +123,54 @@ def _accepts(cls: Any, field: str) -> bool:
 
 
 def build_prompt(adapter: str, scenario: str) -> Any:
-    task = f"Scenario {scenario}: call the echo tool with the text 'hi', then reply."
+    if adapter == "codex" and os.environ.get(REAL_CODEX_CLI):
+        task = prompt_for(scenario)  # selects the scripted model's scenario
+    else:
+        task = f"Scenario {scenario}: call the echo tool with the text 'hi', then reply."
     return codex_agent.build_prompt(f"{adapter}-{scenario}", task)
 
 
-def codex_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
+def codex_adapter(wrapper_dir: Path, cwd: Path, scenario: str, context: RunContext) -> Any | None:
     codex = _module(MODULES["codex"])
     if codex is None:
         return None
+    real_cli = os.environ.get(REAL_CODEX_CLI)
+    if not real_cli:
+        config = codex.CodexAppServerClientConfig(
+            codex_bin=write_launcher(wrapper_dir, "codex", FAKES["codex"]), cwd=str(cwd)
+        )
+        return codex.CodexAppServerAdapter(client_config=config)
+    model = context.stack.enter_context(model_server(scenario, wrapper_dir))
+    context.served = model.served
+    slug = UNKNOWN_MODEL if scenario == "unknown_model" else MODEL
+    codex_home = write_codex_home(wrapper_dir / "codex-home", model, slug)
+    home = wrapper_dir / "home"
+    home.mkdir()
+    environment = offline_environment(codex_home, home)
+    wanted = ("HOME", "CODEX_HOME", *(key for key in environment if key.startswith("SCRIPTED_")))
     config = codex.CodexAppServerClientConfig(
-        codex_bin=write_launcher(wrapper_dir, "codex", FAKES["codex"]), cwd=str(cwd)
+        codex_bin=_recording(wrapper_dir, real_cli, scenario),
+        cwd=str(cwd),
+        env={key: environment[key] for key in wanted},
     )
-    return codex.CodexAppServerAdapter(client_config=config)
+    return codex.CodexAppServerAdapter(
+        model_config=codex.CodexAppServerModelConfig(model=slug), client_config=config
+    )
 
 
-def claude_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
+def _recording(wrapper_dir: Path, cli: str, scenario: str) -> str:
+    """The CLI, or where `WINK_DRIVER_CODEX_RECORD` asks, a launcher that keeps its stdout."""
+    record_dir = os.environ.get(CODEX_RECORD_DIR)
+    if not record_dir:
+        return cli
+    kept = Path(record_dir) / f"{scenario}.jsonl"
+    launcher = wrapper_dir / "codex-recording"
+    launcher.write_text(f'#!/bin/bash\n"{cli}" "$@" | tee "{kept}"\n')
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
+def claude_adapter(wrapper_dir: Path, cwd: Path, scenario: str, context: RunContext) -> Any | None:
     claude = _module(MODULES["claude"])
     if claude is None:
         return None
@@ -127,7 +193,7 @@ def claude_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
     return claude.ClaudeAgentSDKAdapter(client_config=claude.ClaudeAgentSDKClientConfig(**kwargs))
 
 
-def openai_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
+def openai_adapter(wrapper_dir: Path, cwd: Path, scenario: str, context: RunContext) -> Any | None:
     openai = _module(MODULES["openai"])
     if openai is None:
         return None
@@ -137,7 +203,7 @@ def openai_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
     return openai.OpenAIAdapter(model=f"fake-{scenario}", client_config=config)
 
 
-def litellm_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
+def litellm_adapter(wrapper_dir: Path, cwd: Path, scenario: str, context: RunContext) -> Any | None:
     litellm = _module(MODULES["litellm"])
     if litellm is None:
         return None
@@ -147,7 +213,7 @@ def litellm_adapter(wrapper_dir: Path, cwd: Path, scenario: str) -> Any | None:
     return litellm.LiteLLMAdapter(model=f"openai/fake-{scenario}", completion_config=config)
 
 
-ADAPTERS: dict[str, Callable[[Path, Path, str], Any | None]] = {
+ADAPTERS: dict[str, Callable[[Path, Path, str, RunContext], Any | None]] = {
     "codex": codex_adapter,
     "claude": claude_adapter,
     "openai": openai_adapter,
@@ -179,11 +245,12 @@ def run_one(adapter_name: str, scenario: str, work: Path, version: str) -> dict[
     }
     start = time.monotonic()
     faulthandler.dump_traceback_later(HARD_LIMIT_S, exit=True)
+    context = RunContext(contextlib.ExitStack())
     try:
         scratch = Path(tempfile.mkdtemp(prefix=f"{prompt_name}-", dir=work))
         cwd = scratch / "workspace"
         cwd.mkdir()
-        adapter = ADAPTERS[adapter_name](scratch, cwd, scenario)
+        adapter = ADAPTERS[adapter_name](scratch, cwd, scenario, context)
         if adapter is None:
             raise RuntimeError(f"the {adapter_name} adapter is not available in weakincentives {version}")
         os.environ["FAKE_SCENARIO"] = scenario
@@ -200,6 +267,9 @@ def run_one(adapter_name: str, scenario: str, work: Path, version: str) -> dict[
     finally:
         faulthandler.cancel_dump_traceback_later()
         record["seconds"] = round(time.monotonic() - start, 3)
+        if context.served is not None:
+            record["served"] = context.served()
+        context.stack.close()
     return record
 
 

@@ -36,7 +36,9 @@ from typing import Any, Final
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun, starts_new_turn
+from transcript_otel.instrumentation._agent_run import TURN_CONTENT, TURN_REPORTS, AgentRun, starts_new_turn
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.codex_exec import ExecCommand
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
     LineAdapter,
@@ -130,6 +132,10 @@ class LineRecorder:
                 self._pending_bytes -= len(line)
             self._guarded("map a line", self.adapter.feed, line.decode("utf-8", "backslashreplace"))
 
+    def record(self, entries: Sequence[MappedEntry]) -> None:
+        """Entries known before the command prints anything (its prompt, from its command line)."""
+        self.run.record_mapped(self._in_turns(entries))
+
     def _guarded(self, what: str, mapping: Any, *arguments: str) -> None:
         try:
             self.run.record_mapped(self._in_turns(mapping(*arguments)))
@@ -146,7 +152,7 @@ class LineRecorder:
         for entry in entries:
             if turns and starts_new_turn(entry):
                 self.run.turn_boundary()
-            reports_turn = entry.source == MAIN_SOURCE and entry.entry_type == EntryType.TOKEN_USAGE.value
+            reports_turn = entry.source == MAIN_SOURCE and entry.entry_type in TURN_REPORTS
             # A turn's report opens it too: a turn may fail before the model said anything.
             if entry.source == MAIN_SOURCE and (entry.entry_type in TURN_CONTENT or (turns and reports_turn)):
                 self.run.begin_turn()
@@ -231,9 +237,18 @@ def _adapter(adapter_name: str | None) -> LineAdapter:
         return select_adapter("auto")
 
 
-def _start_run(prompt_name: str, adapter_name: str | None) -> LineRecorder | None:
+def _exec_command(command: Sequence[str]) -> ExecCommand | None:
+    try:
+        return ExecCommand.of(command, os.environ)
+    except Exception:  # a command line we misread must not stop the capture
+        _logger.debug("transcript-otel: could not read the codex exec command line", exc_info=True)
+        return None
+
+
+def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str]) -> LineRecorder | None:
     try:
         adapter = _adapter(adapter_name)
+        codex_exec = _exec_command(command)
         tracer = trace.get_tracer("transcript_otel.cli")
         token = otel_context.attach(_caller_context())
         try:
@@ -244,10 +259,15 @@ def _start_run(prompt_name: str, adapter_name: str | None) -> LineRecorder | Non
                 session_id=None,
                 count_message_usage=False,  # formats with usage report it per turn
                 subagents_named_by_call_id=True,  # claude-stream-json's `subagent:{call id}`
+                provider=None if codex_exec is None else "openai",
+                model=None if codex_exec is None else codex_exec.model,
             )
         finally:
             otel_context.detach(token)
-        return LineRecorder(run, adapter)
+        recorder = LineRecorder(run, adapter)
+        if codex_exec is not None and codex_exec.prompt is not None:
+            recorder.record([MappedEntry(EntryType.USER_MESSAGE.value, {"text": codex_exec.prompt})])
+        return recorder
     except Exception:
         _logger.warning("transcript-otel: capture could not start; running uncaptured", exc_info=True)
         return None
@@ -270,7 +290,7 @@ def run_command(command: Sequence[str], *, prompt_name: str, adapter_name: str |
 
     A negative status `-N` means the command was killed by signal N.
     """
-    recorder = _start_run(prompt_name, adapter_name)
+    recorder = _start_run(prompt_name, adapter_name, command)
     environment = None if recorder is None else _with_trace_context(recorder.run)
     try:
         process = _spawn(list(command), environment)

@@ -52,6 +52,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from transcript_otel import attributes as attr
 from transcript_otel._genai import (
+    RunningUsage,
     cost_usd,
     message_usage,
     session_usage,
@@ -92,7 +93,8 @@ _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 _ENTRY_SYSTEM_EVENT: Final = EntryType.SYSTEM_EVENT.value
 # What reports a turn's end.
-_TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
+# What a harness reports as its turn ends: its usage, or why it failed.
+TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
 # Entries of the main thread that belong in a turn: a harness without turn events opens
 # one for the first of them (and its usage report, or the run's end, closes it).
@@ -207,6 +209,7 @@ class AgentRun(EntryPlacement):
         # The session's own running token totals (subagents included), where the harness tells
         # them: the root span reports them rather than the sum of what the run recorded.
         self._session_usage: dict[str, int] | None = None
+        self._running_usage = RunningUsage()
         self._subagents: dict[str, _SpanSlot] = {}
         # Subagent launchers whose result came first: transcript files are read by polling,
         # so a subagent's file may be read after its `Task` call's result.
@@ -350,7 +353,7 @@ class AgentRun(EntryPlacement):
             if usage:  # a subagent's model call: its own span and the run's totals, not the turn's
                 self._add_usage(subagent, usage, turn=None)
         turn = self._turn
-        if source == MAIN_SOURCE and entry_type in _TURN_REPORTS and self._turns_awaiting_result:
+        if source == MAIN_SOURCE and entry_type in TURN_REPORTS and self._turns_awaiting_result:
             turn = self._turns_awaiting_result[0]  # the oldest turn still waits for its result
         base = subagent or turn or self._root
         if entry_type == _ENTRY_TOOL_USE:
@@ -360,7 +363,7 @@ class AgentRun(EntryPlacement):
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
             return tool if tool is not None else base
         if entry_type == EntryType.TOKEN_USAGE.value:
-            self._add_usage(base, usage_attributes(detail), turn, cost_usd(detail))
+            self._add_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
             self._session_usage = session_usage(detail) or self._session_usage
         elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
             self._add_message_usage(base, detail)
@@ -765,14 +768,19 @@ def _says(detail: Any, flag: str) -> bool:
     return isinstance(detail, Mapping) and detail.get(flag) is True
 
 
+# System events a harness prints as each of its turns begins: Claude Code's `system/init`,
+# `codex exec`'s `turn.started`.
+_TURN_STARTS: Final = frozenset({"init", "turn_started"})
+
+
 def starts_new_turn(entry: MappedEntry) -> bool:
-    """A main `system/init` (Claude Code prints one as each turn begins): a `turn_boundary()`."""
+    """A main system event that begins a turn (`_TURN_STARTS`): a `turn_boundary()`."""
     detail = entry.detail
     return (
         entry.source == MAIN_SOURCE
         and entry.entry_type == EntryType.SYSTEM_EVENT.value
         and isinstance(detail, Mapping)
-        and detail.get("subtype") == "init"
+        and detail.get("subtype") in _TURN_STARTS
     )
 
 
@@ -794,6 +802,9 @@ def _error_type(detail: Any) -> str:
         entry = detail.get("sdk_entry")
         if isinstance(entry, Mapping) and entry.get("type") == "result":
             return result_error_type(entry)
+        event = detail.get("event")
+        if isinstance(event, Mapping) and event.get("type") == "turn.failed":
+            return "turn_failed"  # `codex exec --json` says no more of why
         notification = detail.get("notification")
         turn = notification.get("turn") if isinstance(notification, Mapping) else None
         error = turn.get("error") if isinstance(turn, Mapping) else None

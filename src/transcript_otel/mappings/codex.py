@@ -7,16 +7,24 @@ the same entries whether weakincentives or we build them:
 * `turn/started` → `system_event` `{subtype: "turn_started"}` (as weakincentives does;
   the specification's table would call it `unknown`);
 * `item/started` of a tool item → `tool_use`; `item/completed` of a tool item →
-  `tool_result`, of `agentMessage` → `assistant_message`, of `contextCompaction` →
-  `system_event` `{subtype: "compaction"}`;
-* `item/reasoning/completed` → `thinking`; `thread/tokenUsage/updated` → `token_usage`;
-  `turn/completed` with status `failed` → `error`;
+  `tool_result`, of `agentMessage` → `assistant_message`, of `reasoning` → `thinking`
+  (how Codex 0.171 sends reasoning; weakincentives' bridge drops it), of
+  `contextCompaction` → `system_event` `{subtype: "compaction"}`;
+* `item/reasoning/completed` (older Codex) → `thinking`; `thread/tokenUsage/updated` →
+  `token_usage` (its `total` is the thread's running total: see `_genai.RunningUsage`);
+  `turn/completed` with status `failed` → `error` (the reason in `turn.error`);
+* what weakincentives' bridge leaves out or calls `unknown`, kept as `system_event`s:
+  `turn/diff/updated` → `{subtype: "turn_diff"}`, `warning` → `{subtype: "warning"}`,
+  `error` → `{subtype: "retry"}` when Codex retries (`willRetry`), else
+  `{subtype: "api_error"}` (the failed turn that follows is the `error` entry);
 * a bridged tool request `item/tool/call` → `tool_use`, the response sent back →
   `tool_result` `{notification, result}`;
 * streaming deltas are folded, never one entry per delta: an `agentMessage` whose
   completion carries no `text` gets the joined deltas as `detail.accumulated_text`;
 * any other `item/*` or `turn/*` method → `unknown`; other methods (`thread/*`,
-  `account/*`, legacy `codex/event/*`) are not transcript content.
+  `account/*`, `mcpServer/*`, legacy `codex/event/*`) are not transcript content; items
+  that are neither (`userMessage`: the prompt is already the `user_message`;
+  `dynamicToolCall`: the bridged call is already `item/tool/call`) give nothing.
 
 `detail` is `{"notification": params}`; `raw` is the notification as JSON
 (`{"method", "params"}`), encoded later by the background writer.
@@ -45,6 +53,9 @@ STREAMING_DELTAS: Final = frozenset(
     }
 )
 _AGENT_MESSAGE_DELTA: Final = "item/agentMessage/delta"
+# Notifications weakincentives' bridge (0.26+) drops or calls `unknown`, as `system_event`s.
+TURN_DIFF: Final = "turn/diff/updated"
+SYSTEM_NOTIFICATIONS: Final = frozenset({TURN_DIFF, "warning", "error"})
 # Deltas kept per message until it completes; beyond this they are not kept (the
 # completed item carries the text anyway).
 _MAX_FOLDED_CHARS: Final = 1 << 20
@@ -108,6 +119,8 @@ class CodexMapper:
             return None
         if method == "turn/started":
             return _entry(EntryType.SYSTEM_EVENT, method, params, subtype="turn_started")
+        if method in SYSTEM_NOTIFICATIONS:
+            return _entry(EntryType.SYSTEM_EVENT, method, params, subtype=system_subtype(method, params))
         if method == "item/started":
             return _entry(EntryType.TOOL_USE, method, params) if self._is_tool(params) else None
         if method == "item/completed":
@@ -146,6 +159,8 @@ class CodexMapper:
             return _entry(EntryType.ASSISTANT_MESSAGE, method, params)
         if item_type in TOOL_ITEM_TYPES:
             return _entry(EntryType.TOOL_RESULT, method, params)
+        if item_type == "reasoning":
+            return _entry(EntryType.THINKING, method, params)
         if item_type == "contextCompaction":
             return _entry(EntryType.SYSTEM_EVENT, method, params, subtype="compaction")
         return None
@@ -161,6 +176,25 @@ class CodexMapper:
         if folded <= _MAX_FOLDED_CHARS:
             self._folded_chars[item_id] = folded
             self._deltas.setdefault(item_id, []).append(delta)
+
+
+def system_subtype(method: str, params: dict[str, Any]) -> str:
+    """The `subtype` of a notification kept as a `system_event` (`SYSTEM_NOTIFICATIONS`)."""
+    if method == TURN_DIFF:
+        return "turn_diff"
+    if method == "warning":
+        return "warning"
+    return "retry" if params.get("willRetry") is True else "api_error"
+
+
+def bridge_drops(method: Any, params: Any) -> bool:
+    """Whether weakincentives' bridge (0.26, 0.27) emits nothing for this notification, although
+    it is transcript content: Codex 0.171's reasoning items, warnings and errors."""
+    if method in ("warning", "error"):
+        return True
+    return (
+        method == "item/completed" and isinstance(params, dict) and _item_type(_item(params)) == "reasoning"
+    )
 
 
 def _as_text(line: Any) -> str:

@@ -11,10 +11,17 @@ The Codex CLI's non-interactive mode prints one JSON event per line (the
   and MCP calls: a tool item that arrives completed only gives both entries then;
 * `item.completed` of `agent_message` → `assistant_message`, of `reasoning` →
   `thinking`, of `todo_list` → `system_event` (`subtype: todo_list`), of `error` →
-  `error`; `item.updated` → nothing (the completed item follows);
-* `turn.completed` → `token_usage` (its `usage`); `turn.failed` and `error` → `error`;
+  `system_event` (`subtype: warning`: Codex prints warnings so, e.g. a model it has no
+  metadata for, and goes on); `item.updated` → nothing (the completed item follows);
+* `turn.completed` → `token_usage` (its `usage`); `turn.failed` → `error`; a top-level
+  `error` → `system_event`, `subtype: retry` for Codex's "Reconnecting... N/M" (a retry
+  that may well succeed), else `subtype: api_error` (the `turn.failed` that follows, if
+  the turn fails, is the `error`);
 * any other event → `unknown`; a line that is not a JSON object → `unknown` with
   `detail.parse_error`. Blank lines are skipped.
+
+The prompt is not in the stream: `ExecCommand` reads it, and the model, from the command
+line (and Codex's `config.toml`), for `transcript-otel run` to record.
 
 `detail` is `{"event": event}` plus, for tool entries, `tool_use_id` and `tool_name`
 (`codex:command`, `codex:file_change`, `codex:web_search`, or the MCP tool's name);
@@ -24,6 +31,11 @@ The Codex CLI's non-interactive mode prints one JSON event per line (the
 from __future__ import annotations
 
 import json
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry
@@ -39,10 +51,11 @@ _COMPLETED_ITEMS: Final = {
     "agent_message": EntryType.ASSISTANT_MESSAGE,
     "reasoning": EntryType.THINKING,
     "todo_list": EntryType.SYSTEM_EVENT,
-    "error": EntryType.ERROR,
+    "error": EntryType.SYSTEM_EVENT,
 }
+_ITEM_SUBTYPES: Final = {"todo_list": "todo_list", "error": "warning"}
 _LIFECYCLE: Final = {"thread.started": "thread_started", "turn.started": "turn_started"}
-_ERRORS: Final = frozenset({"turn.failed", "error"})
+_RETRYING: Final = "Reconnecting..."
 # Tool items started and not yet completed; a stream that never completes them cannot grow this.
 _MAX_STARTED_TOOLS: Final = 10_000
 
@@ -105,8 +118,14 @@ class CodexExecAdapter:
             return [(EntryType.SYSTEM_EVENT, {"event": event, "subtype": _LIFECYCLE[kind]})]
         if kind == "turn.completed":
             return [(EntryType.TOKEN_USAGE, {"event": event, "usage": event.get("usage")})]
-        if kind in _ERRORS:
+        if kind == "turn.failed":
             return [(EntryType.ERROR, {"event": event})]
+        if kind == "error":
+            message = event.get("message")
+            retrying = isinstance(message, str) and message.startswith(_RETRYING)
+            return [
+                (EntryType.SYSTEM_EVENT, {"event": event, "subtype": "retry" if retrying else "api_error"})
+            ]
         item = _item(event)
         item_type = item.get("type") if isinstance(item.get("type"), str) else None
         if kind == "item.updated" and item_type is not None:
@@ -115,8 +134,8 @@ class CodexExecAdapter:
             return self._tool(kind, event, item, str(item_type))
         if kind == "item.completed" and item_type in _COMPLETED_ITEMS:
             detail: dict[str, Any] = {"event": event}
-            if item_type == "todo_list":
-                detail["subtype"] = "todo_list"
+            if item_type in _ITEM_SUBTYPES:
+                detail["subtype"] = _ITEM_SUBTYPES[str(item_type)]
             return [(_COMPLETED_ITEMS[str(item_type)], detail)]
         if kind == "item.started" and item_type in _COMPLETED_ITEMS:
             return []  # the completed item carries it
@@ -139,3 +158,81 @@ class CodexExecAdapter:
         detail["is_error"] = tool_failed(item)
         entries.append((EntryType.TOOL_RESULT, detail))
         return entries
+
+
+# Options of `codex exec` that take a value (codex-cli 0.171 `codex exec --help`).
+_VALUE_OPTIONS: Final = frozenset(
+    {
+        "-m", "--model", "-c", "--config", "-p", "--profile", "-C", "--cd", "-s", "--sandbox",
+        "-i", "--image", "--output-schema", "--color", "-o", "--output-last-message",
+        "--add-dir", "--local-provider", "--enable", "--disable",
+    }
+)  # fmt: skip
+_EXEC_COMMANDS: Final = frozenset({"exec", "e"})
+
+
+@dataclass(frozen=True, slots=True)
+class ExecCommand:
+    """What a `codex exec` command line says that its `--json` stream does not: the prompt (None
+    when it comes on stdin) and the model (the `-m`/`-c model=` option, else the profile's or
+    the top-level `model` of `$CODEX_HOME/config.toml`)."""
+
+    prompt: str | None
+    model: str | None
+
+    @classmethod
+    def of(cls, command: Sequence[str], environ: Mapping[str, str]) -> ExecCommand | None:
+        """The facts of `command` if it runs `codex exec`, else None. Never raises."""
+        names = [os.path.basename(word) for word in command[:3]]
+        if "codex" not in names:
+            return None
+        start = names.index("codex") + 1
+        if len(command) <= start or command[start] not in _EXEC_COMMANDS:
+            return None
+        options: dict[str, str] = {}
+        positional: list[str] = []
+        words = iter(command[start + 1 :])
+        for word in words:
+            if word == "--":
+                positional.extend(words)
+            elif word in _VALUE_OPTIONS:
+                _option(options, word, next(words, ""))
+            elif word.startswith("--") and "=" in word:
+                _option(options, *word.split("=", 1))
+            elif not word.startswith("-") or word == "-":
+                positional.append(word)
+        if positional[:1] == ["resume"]:
+            positional = positional[2:]  # `exec resume SESSION_ID [PROMPT]`
+        prompt = positional[0] if positional and positional[0] != "-" else None
+        model = options.get("-m") or options.get("--model") or options.get("model")
+        return cls(prompt, model or _configured_model(environ, options.get("-p") or options.get("--profile")))
+
+
+def _option(options: dict[str, str], name: str, value: str) -> None:
+    """The first value of each option; of `-c key=value` overrides, only `model`'s."""
+    if name not in ("-c", "--config"):
+        options.setdefault(name, value)
+        return
+    key, _, value = value.partition("=")
+    if key.strip() == "model":
+        try:
+            parsed: Any = tomllib.loads(f"value = {value}")["value"]
+        except tomllib.TOMLDecodeError:
+            parsed = value.strip()
+        if isinstance(parsed, str):
+            options.setdefault("model", parsed)
+
+
+def _configured_model(environ: Mapping[str, str], profile: str | None) -> str | None:
+    home = environ.get("CODEX_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".codex")
+    try:
+        config = tomllib.loads(Path(home, "config.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    profile = profile or config.get("profile")
+    profiles = config.get("profiles")
+    chosen = profiles.get(profile) if isinstance(profiles, dict) and isinstance(profile, str) else None
+    for table in (chosen, config):
+        if isinstance(table, dict) and isinstance(table.get("model"), str):
+            return str(table["model"])
+    return None

@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from transcript_otel._genai import (
+    RunningUsage,
     cost_usd,
     message_usage,
     session_usage,
     tool_failed,
     tool_identity,
-    usage_attributes,
 )
 from transcript_otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
@@ -93,6 +93,7 @@ class RunDigest:
         self.malformed = 0
         self.dropped = 0
         self._usage: Counter[str] = Counter()
+        self._running_usage = RunningUsage()
         self._message_usage: Counter[str] = Counter()
         # The session's own running totals (Claude Code's `modelUsage`, subagents included).
         self._session_usage: dict[str, int] = {}
@@ -160,7 +161,7 @@ class RunDigest:
         self._seen_at(context.get("timestamp"))
         detail = entry.detail
         if entry.entry_type == "token_usage":
-            self._usage.update(usage_attributes(detail))
+            self._usage.update(self._running_usage.added(detail))
             self.cost_usd += cost_usd(detail)
             self._session_usage = session_usage(detail) or self._session_usage
         elif entry.entry_type == "assistant_message":

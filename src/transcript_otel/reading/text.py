@@ -104,7 +104,7 @@ def _codex_item_text(item: Mapping[str, Any]) -> str | None:
         changes = item.get("changes")
         if isinstance(changes, list):
             return "\n".join(
-                f"{change.get('kind', 'change')} {change.get('path', '?')}"
+                f"{_change_kind(change.get('kind'))} {change.get('path', '?')}"
                 for change in changes
                 if isinstance(change, Mapping)
             )
@@ -114,7 +114,39 @@ def _codex_item_text(item: Mapping[str, Any]) -> str | None:
         return call + (f"\n{result}" if result else "")
     if kind in ("webSearch", "web_search"):
         return f"search: {item.get('query', '')}"
+    if kind == "reasoning":  # app-server items: summary parts (and the raw content, if sent)
+        parts = [text_of(part) for part in (*_list(item.get("summary")), *_list(item.get("content")))]
+        return "\n".join(part for part in parts if part) or None
     return text_of(item)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _change_kind(kind: Any) -> str:
+    """A file change's kind: `add` in `codex exec`, `{"type": "add"}` on the app-server."""
+    if isinstance(kind, Mapping):
+        kind = kind.get("type")
+    return kind if isinstance(kind, str) and kind else "change"
+
+
+def _codex_words(detail: Mapping[str, Any]) -> str | None:
+    """What Codex said in a warning, an error or a diff: app-server notifications
+    (`message`, `error.message` + `additionalDetails`, `diff`) and `codex exec` events
+    (`message`, `error.message`, an `error` item's `message`)."""
+    for said in (_mapping(detail, "notification"), _mapping(detail, "event")):
+        error = _mapping(said, "error")
+        words = [text_of(error.get("message")), text_of(error.get("additionalDetails"))]
+        words += [text_of(said.get("message")), text_of(_mapping(said, "item").get("message"))]
+        words += [text_of(said.get("thread_id"))]  # `codex exec`'s `thread.started`
+        found = " (".join(word for word in words if word)
+        if found:
+            return found + ")" * found.count(" (")
+        diff = said.get("diff")
+        if isinstance(diff, str) and diff:
+            return diff
+    return None
 
 
 def _usage_text(detail: Mapping[str, Any]) -> str | None:
@@ -149,6 +181,9 @@ def _error_text(detail: Mapping[str, Any]) -> str | None:
     turn_error = _mapping(_mapping(_mapping(detail, "notification"), "turn"), "error")
     if turn_error:
         return text_of(turn_error.get("message")) or compact_json(turn_error)
+    codex_said = _codex_words(detail)
+    if codex_said:
+        return codex_said
     entry = _mapping(detail, "sdk_entry")
     if entry.get("type") == "result":
         return _result_error_text(entry)
@@ -221,7 +256,12 @@ def _system_words(detail: Mapping[str, Any]) -> str | None:
         found = text_of(value)
         if found:
             return found
-    fields = entry or {key: value for key, value in detail.items() if key not in ("subtype", "notification")}
+    codex_said = _codex_words(detail)
+    if codex_said:
+        return codex_said
+    fields = entry or {
+        key: value for key, value in detail.items() if key not in ("subtype", "notification", "event")
+    }
     shown = {
         key: value for key, value in fields.items() if key not in ("type", "subtype", "uuid", "session_id")
     }

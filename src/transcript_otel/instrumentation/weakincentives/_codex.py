@@ -4,7 +4,10 @@
 specification's nine emission points (the prompt before `turn/start`, every
 notification, bridged tool calls and the responses sent back), plus a `unknown`
 entry for every line the client could not parse. 0.26+ emit entries natively
-(mirrored by `_native`), so only turn boundaries and unparsable lines are taken here.
+(mirrored by `_native`), so only turn boundaries and unparsable lines are taken here,
+and what their bridge loses with Codex 0.171: reasoning items, warnings and errors
+(added as `CodexMapper` maps them, only where the bridge emitted nothing) and diffs (its
+`unknown` recorded as the `system_event` 0.25 gets), so both give the same entries.
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ from typing import Any, Final
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
+from transcript_otel.instrumentation.weakincentives._native import harness_call
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
-from transcript_otel.mappings.codex import CodexMapper, native_detail
+from transcript_otel.mappings.codex import TURN_DIFF, CodexMapper, bridge_drops, native_detail
+from transcript_otel.model import EntryType
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.codex_app_server.adapter"
 PROTOCOL_MODULE: Final = "weakincentives.adapters.codex_app_server._protocol"
 CLIENT_MODULE: Final = "weakincentives.adapters.codex_app_server.client"
+BRIDGE_MODULE: Final = "weakincentives.adapters.codex_app_server._transcript"
 ADAPTER_CLASS: Final = "CodexAppServerAdapter"
 
 SPEC: Final = AdapterSpec(
@@ -98,6 +104,32 @@ def _tool_result(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         run.record_mapped([run.mapper(CodexMapper).tool_result(pending[1], result)])
 
 
+_DIFF_AS_SYSTEM_EVENT: Final = (EntryType.SYSTEM_EVENT.value, "turn_diff")
+
+
+def _bridged_notification(state: WinkInstrumentation) -> Wrapper:
+    """0.26+ `CodexTranscriptBridge.on_notification(method, params)`: what the bridge loses."""
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        run = state.run()
+        if run is None:
+            return wrapped(*args, **kwargs)
+        method, params = argument(args, kwargs, "method", 0), argument(args, kwargs, "params", 1)
+        with harness_call(_DIFF_AS_SYSTEM_EVENT if method == TURN_DIFF else None) as call:
+            result = wrapped(*args, **kwargs)
+        if call.emitted == 0 and bridge_drops(method, params):
+            guarded("notification", _add_notification, run, method, params)
+        return result
+
+    return wrapper
+
+
+def _add_notification(run: AgentRun, method: Any, params: Any) -> None:
+    run.record_mapped([run.mapper(CodexMapper).notification(method, params)])
+
+
 def _try_parse(state: WinkInstrumentation) -> Factory:
     """The client's `_try_parse(line)`: a line it drops is kept as an `unknown` entry. Called
     for every line the app-server writes, so a plain function (see `Replacement`), with the
@@ -153,4 +185,5 @@ def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
         # 0.26+: module functions; weakincentives builds the transcript (see `_native`).
         Patch(PROTOCOL_MODULE, "start_turn", opens_turn),
         Patch(PROTOCOL_MODULE, "stream_turn", ends_turn),
+        Patch(BRIDGE_MODULE, "CodexTranscriptBridge.on_notification", _bridged_notification(state)),
     ]

@@ -7,10 +7,12 @@ run (and its spans); an emitter used outside one gets a mirror run of its own.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, Final
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
@@ -46,6 +48,33 @@ def _standalone_mirror(native: Any) -> TranscriptEmitter:
         return mirror
 
 
+class HarnessCall:
+    """A call into the harness's own transcript code (a bridge handling one notification): how
+    many entries it emitted, and the type and subtype its entries are recorded with instead
+    of their own, where the harness's choice loses what they are."""
+
+    __slots__ = ("emitted", "retyped")
+
+    def __init__(self, retyped: tuple[str, str] | None) -> None:
+        self.emitted = 0
+        self.retyped = retyped
+
+
+_HARNESS_CALL: ContextVar[HarnessCall | None] = ContextVar("transcript_otel_harness_call", default=None)
+
+
+@contextlib.contextmanager
+def harness_call(retyped: tuple[str, str] | None = None) -> Iterator[HarnessCall]:
+    """Watch the native entries emitted inside: counted, and recorded as `retyped`
+    (entry type, detail subtype) when given."""
+    call = HarnessCall(retyped)
+    token = _HARNESS_CALL.set(call)
+    try:
+        yield call
+    finally:
+        _HARNESS_CALL.reset(token)
+
+
 # `TranscriptEmitter.emit` of 0.26 and 0.27, annotations left out.
 _KNOWN_EMIT: Final = "(self, entry_type, *, source='main', detail=None, raw=None)"
 
@@ -59,6 +88,12 @@ def _mirror(native: Any, entry_type: Any, source: Any, detail: Any, raw: Any) ->
     try:
         if not getattr(native, "_emit_raw", True):
             raw = None
+        call = _HARNESS_CALL.get()
+        if call is not None:
+            call.emitted += 1
+            if call.retyped is not None and type(detail) is dict:
+                entry_type, subtype = call.retyped
+                detail = {**detail, "subtype": subtype}
         run = current_run()
         if run is not None:
             native_detail = run.native_detail

@@ -1,0 +1,101 @@
+"""The real Codex CLI run offline: the scripted Responses API on loopback, and a throwaway
+`CODEX_HOME` whose `config.toml` makes it the model provider (measured with Codex 0.171.0,
+see shared reference real-agents.md and docs/harnesses.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codex_scenarios import MODEL, prompt_for
+from openai_responses import serve
+
+# The provider's key variable (`env_key`): codex sends its value as the bearer token.
+API_KEY_VARIABLE = "SCRIPTED_MODEL_API_KEY"
+MCP_SERVER = Path(__file__).resolve().parent / "mcp_docs_server.py"
+
+
+@dataclass
+class ModelServer:
+    """A scripted model serving one scenario; `served()` is what it answered, in order."""
+
+    scenario: str
+    url: str
+    log_path: Path
+
+    def served(self) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+    @property
+    def prompt(self) -> str:
+        return prompt_for(self.scenario)
+
+
+@contextlib.contextmanager
+def model_server(scenario: str, directory: Path) -> Iterator[ModelServer]:
+    log_path = directory / f"served-{scenario}.jsonl"
+    server = serve(scenario, 0, log_path)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield ModelServer(scenario, f"http://127.0.0.1:{server.server_address[1]}", log_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a TOML basic string is a JSON string
+
+
+def write_codex_home(codex_home: Path, model: ModelServer, model_slug: str = MODEL) -> Path:
+    """A `CODEX_HOME` whose config selects the scripted provider, never asks for approval, does
+    not sandbox commands, retries a failed request or stream once, and offers the stdlib MCP
+    server `docs`."""
+    codex_home.mkdir(parents=True, exist_ok=True)
+    config = f"""\
+model = {_toml(model_slug)}
+model_provider = "scripted"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.scripted]
+name = "scripted"
+base_url = {_toml(model.url + "/v1")}
+wire_api = "responses"
+env_key = {_toml(API_KEY_VARIABLE)}
+request_max_retries = 1
+stream_max_retries = 1
+stream_idle_timeout_ms = 20000
+
+[mcp_servers.docs]
+command = {_toml(sys.executable)}
+args = [{_toml(str(MCP_SERVER))}]
+"""
+    (codex_home / "config.toml").write_text(config)
+    return codex_home
+
+
+def offline_environment(codex_home: Path, home: Path) -> dict[str, str]:
+    """The environment that runs the real CLI with `codex_home`'s provider and nothing else reachable."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("OPENAI_", "CODEX_", "OTEL_", "TRANSCRIPT_OTEL_"))
+    }
+    environment.update(
+        HOME=str(home),
+        CODEX_HOME=str(codex_home),
+        **{API_KEY_VARIABLE: "sk-scripted-model"},
+    )
+    return environment

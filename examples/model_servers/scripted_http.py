@@ -1,0 +1,96 @@
+"""What the scripted model servers share: attempts per step, the log of answers, HTTP replies.
+
+`anthropic_api.py` (for Claude Code) and `openai_responses.py` (for Codex) each speak
+their API; both count the attempts at each step (so a step can fail its first ones), append
+every answer they serve to a JSONL log, and reply with JSON or a server-sent event stream.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+JsonObj = dict[str, Any]
+
+
+def sse(event: str, data: JsonObj) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def pieces(text: str, size: int = 24) -> list[str]:
+    """Text cut as a model streams it."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+class AnswerLog:
+    """Attempts per (conversation, step), served answer ids, and the JSONL log of answers."""
+
+    def __init__(self, log_path: Path | None) -> None:
+        self._log_path = log_path
+        self._lock = threading.Lock()
+        self._attempts: dict[tuple[str, int], int] = {}
+        self._served = 0
+
+    def attempt(self, conversation: str | None, step: int) -> tuple[int, int]:
+        """(attempt number at this step, answer number overall), both counted from here."""
+        with self._lock:
+            attempt = self._attempts.get((str(conversation), step), 0)
+            self._attempts[(str(conversation), step)] = attempt + 1
+            self._served += 1
+            return attempt, self._served
+
+    def log(self, record: JsonObj) -> None:
+        if self._log_path is None:
+            return
+        with self._lock, self._log_path.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+
+
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 replies of a scripted model: JSON bodies and event streams; quiet."""
+
+    protocol_version = "HTTP/1.1"
+    request_id_header = "x-request-id"
+
+    def log_message(self, message_format: str, *args: Any) -> None:  # the answer log says it all
+        return
+
+    def read_json(self) -> Any:
+        """The request body as JSON, or None (after replying 400) when it is not JSON."""
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            return json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self.reply_json(400, {"error": {"type": "invalid_request_error", "message": "body is not JSON"}})
+            return None
+
+    def send_stream(self, events: Iterable[bytes]) -> None:
+        """An event stream; the connection closes when the events end (also when they stop early)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.send_header(self.request_id_header, "req_scripted")
+        self.end_headers()
+        for event in events:
+            self.wfile.write(event)
+            self.wfile.flush()
+        self.close_connection = True
+
+    def reply_json(self, status: int, body: Any) -> None:
+        self.reply(status, json.dumps(body).encode(), "application/json")
+
+    def reply(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header(self.request_id_header, "req_scripted")
+        if status >= 500 or status == 429:
+            self.send_header("x-should-retry", "true")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)

@@ -1,0 +1,144 @@
+"""The real Codex CLI against the scripted model (`examples/model_servers/openai_responses.py`).
+
+The CLI is the npm package pinned in the Makefile (`make agents` installs it under
+`.agents/`); `TRANSCRIPT_OTEL_CODEX_CLI` names another binary. Each run gets a throwaway
+`HOME`, `CODEX_HOME` and working directory (`codex_offline`).
+
+    python tests/agents/codex_cli.py SCENARIO
+
+runs one scenario with `codex exec --json` and prints the stream, then what the model
+served (for recording fixtures by hand).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
+
+from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
+from codex_scenarios import MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
+
+CODEX_VERSION = "0.171.0"
+CLI_VARIABLE = "TRANSCRIPT_OTEL_CODEX_CLI"
+INSTALLED_CLI = ROOT / ".agents" / "codex" / "node_modules" / ".bin" / "codex"
+
+# The scenarios `codex exec --json` runs (the WINK tool needs weakincentives' bridge).
+EXEC_SCENARIOS = (
+    "shell",
+    "apply_patch",
+    "mcp_tool",
+    "web_search",
+    "plain",
+    "retry_500",
+    "fatal_500",
+    "response_failed",
+    "stream_cut",
+    "unknown_model",
+)
+# Those that fail the turn: codex exits 1.
+FAILING = frozenset({"fatal_500", "response_failed"})
+# Token counts as the scripted model reports them (`openai_responses.usage_of`) and codex sums them.
+USAGE_PATHS = {
+    "input_tokens": ("input_tokens",),
+    "cached_input_tokens": ("input_tokens_details", "cached_tokens"),
+    "output_tokens": ("output_tokens",),
+    "reasoning_output_tokens": ("output_tokens_details", "reasoning_tokens"),
+}
+
+
+def cli_path() -> Path | None:
+    """The real `codex` binary, if installed (`make agents`)."""
+    named = os.environ.get(CLI_VARIABLE)
+    path = Path(named) if named else INSTALLED_CLI
+    return path if path.exists() else None
+
+
+def require_cli() -> Path:
+    cli = cli_path()
+    if cli is None:
+        raise RuntimeError(f"no Codex CLI: run `make agents` or set {CLI_VARIABLE}")
+    return cli
+
+
+def model_slug(scenario: str) -> str:
+    return UNKNOWN_MODEL if scenario == "unknown_model" else MODEL
+
+
+def served_usage(served: list[dict[str, Any]]) -> dict[str, int]:
+    """What the model answered, summed, named as `codex exec --json`'s `turn.completed` names it."""
+    totals = dict.fromkeys(USAGE_PATHS, 0)
+    for answer in served:
+        for name, path in USAGE_PATHS.items():
+            value: Any = answer.get("usage")
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            totals[name] += value if isinstance(value, int) else 0
+    return totals
+
+
+@dataclass
+class Recorded:
+    """One real run: what the CLI printed, its exit status, what the model served."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    served: list[dict[str, Any]]
+    prompt: str
+
+
+def exec_arguments(scenario: str) -> list[str]:
+    return ["exec", "--json", "--skip-git-repo-check", prompt_for(scenario)]
+
+
+def record(
+    scenario: str,
+    scratch: Path,
+    command_prefix: tuple[str, ...] = (),
+    environment: dict[str, str] | None = None,
+) -> Recorded:
+    """Run `codex exec --json` on one scenario (under `command_prefix`, e.g. `transcript-otel
+    run --`, with `environment` added to the offline one)."""
+    cli = require_cli()
+    home, work = scratch / "home", scratch / "work"
+    home.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    with model_server(scenario, scratch) as model:
+        codex_home = write_codex_home(scratch / "codex-home", model, model_slug(scenario))
+        completed = subprocess.run(
+            [*command_prefix, str(cli), *exec_arguments(scenario)],
+            stdin=subprocess.DEVNULL,
+            env={**offline_environment(codex_home, home), **(environment or {})},
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        return Recorded(
+            completed.stdout, completed.stderr, completed.returncode, model.served(), model.prompt
+        )
+
+
+def _main() -> None:
+    scenario = sys.argv[1]
+    with tempfile.TemporaryDirectory() as scratch:
+        recorded = record(scenario, Path(scratch))
+    sys.stdout.write(recorded.stdout)
+    sys.stderr.write(recorded.stderr)
+    print(f"# exit {recorded.exit_code}", file=sys.stderr)
+    for served in recorded.served:
+        print(f"# served {json.dumps(served)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,354 @@
+"""The real Codex CLI (npm, pinned in the Makefile) against the scripted Responses API.
+
+The model is scripted (`examples/model_servers/`); the agent is the real `codex` binary:
+`codex exec --json` under `transcript-otel run`, and `codex app-server` under
+weakincentives 0.25 (whose transcript we build) and 0.27 (whose own bridge we mirror and
+complete), with `configure()` and under `opentelemetry-instrument`. The tests compare what
+the transcript and its spans recorded with what the model served and what Codex itself
+reported (its `turn.completed` usage, its exit status).
+
+Without the CLI (`make agents`) these tests skip, or fail where the Makefile requires
+them (`TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from transcript_otel import read_records
+from transcript_otel.invariants import check_invariants
+from transcript_otel.reading.digest import RunDigest
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "agents"))
+
+import codex_cli  # noqa: E402
+from captured_run import CapturedRun, require_agent  # noqa: E402
+from codex_cli import EXEC_SCENARIOS, FAILING, record, served_usage  # noqa: E402
+from codex_scenarios import SCENARIOS, prompt_for  # noqa: E402
+
+PROMPT_NAME = "codex-exec"
+WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME, "--")
+# Codex's usage names → the spans' attributes.
+SPAN_USAGE = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
+}
+DIGEST_USAGE = {
+    "input_tokens": "input",
+    "cached_input_tokens": "cached_input",
+    "output_tokens": "output",
+    "reasoning_output_tokens": "reasoning_output",
+}
+
+
+def require_cli() -> Path:
+    reason = f"the real Codex CLI is not installed (`make agents`, or {codex_cli.CLI_VARIABLE})"
+    return require_agent(codex_cli.cli_path(), reason)
+
+
+def span_usage(span: dict[str, Any]) -> dict[str, int]:
+    return {name: span["attributes"].get(key, 0) for name, key in SPAN_USAGE.items()}
+
+
+def has_reasoning(scenario: str) -> bool:
+    return any(
+        item["type"] == "reasoning"
+        for steps in SCENARIOS[scenario].values()
+        for s in steps
+        for item in s.items
+    )
+
+
+@pytest.fixture(scope="module")
+def exec_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CapturedRun]:
+    """Each scenario once as `codex exec --json` under `transcript-otel run`, run on first use."""
+    require_cli()
+
+    class Runs(dict[str, CapturedRun]):
+        def __missing__(self, scenario: str) -> CapturedRun:
+            scratch = tmp_path_factory.mktemp(scenario)
+            mirror = scratch / "runs"
+            recorded = record(scenario, scratch, WRAPPER, {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)})
+            (path,) = mirror.glob("*.jsonl")
+            run = CapturedRun(
+                scenario,
+                list(read_records(path)),
+                recorded.served,
+                recorded.stdout,
+                recorded.stderr,
+                recorded.exit_code,
+                PROMPT_NAME,
+            )
+            self[scenario] = run
+            return run
+
+    return Runs()
+
+
+# -- codex exec --json under transcript-otel run ---------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", EXEC_SCENARIOS)
+def test_exec_under_run_keeps_codex_exit_status_and_a_valid_transcript(
+    exec_runs: dict[str, CapturedRun], scenario: str
+) -> None:
+    run = exec_runs[scenario]
+    assert run.exit_code == (1 if scenario in FAILING else 0), run.stderr[-2000:]
+    assert check_invariants(run.records) == []
+    assert run.messages[0]["type"] == "thread.started"
+    assert "unknown" not in {e["entry_type"] for e in run.entries}
+    # The prompt is not in the stream: the command line gives it, and the model (config.toml).
+    first = run.entries[0]
+    assert (first["entry_type"], first["detail"]["text"]) == ("user_message", prompt_for(scenario))
+    assert run.root["attributes"]["gen_ai.request.model"] == codex_cli.model_slug(scenario)
+    assert run.root["attributes"]["gen_ai.provider.name"] == "openai"
+    assert run.root["attributes"]["gen_ai.conversation.id"] == run.messages[0]["thread_id"]
+
+
+@pytest.mark.parametrize("scenario", EXEC_SCENARIOS)
+def test_exec_tokens_are_codex_totals_and_what_the_model_served(
+    exec_runs: dict[str, CapturedRun], scenario: str
+) -> None:
+    run = exec_runs[scenario]
+    served = served_usage(run.served)
+    reported = [m["usage"] for m in run.messages if m["type"] == "turn.completed"]
+    if scenario in FAILING:
+        assert reported == []
+        assert all("usage" not in answer for answer in run.served)
+    else:
+        assert {key: reported[0][key] for key in served} == served
+    assert span_usage(run.root) == served
+    assert sum((Counter(span_usage(s)) for s in run.chat_spans()), Counter()) == Counter(
+        {k: v for k, v in served.items() if v}
+    )
+    digest = RunDigest.of(run.records).tokens
+    assert {name: digest.get(DIGEST_USAGE[name], 0) for name in served} == served
+
+
+@pytest.mark.parametrize("scenario", EXEC_SCENARIOS)
+def test_exec_run_status_follows_codex_outcome(exec_runs: dict[str, CapturedRun], scenario: str) -> None:
+    """Warnings and retries Codex recovers from are system events; only a failed turn fails the run."""
+    run = exec_runs[scenario]
+    (chat,) = run.chat_spans()  # one turn, also when it failed before any item
+    errors = [e for e in run.entries if e["entry_type"] == "error"]
+    if scenario in FAILING:
+        (failed,) = [m for m in run.messages if m["type"] == "turn.failed"]
+        assert chat["attributes"]["error.type"] == "turn_failed"
+        assert run.root["status"] == "ERROR"
+        # The turn's failure, once, then the exit status that `transcript-otel run` saw.
+        assert [e["detail"].get("event") for e in errors] == [failed, None]
+        assert errors[1]["detail"]["exception"] == {
+            "type": "CommandFailed",
+            "message": "exited with status 1",
+        }
+        digest = RunDigest.of(run.records)
+        assert failed["error"]["message"] in digest.errors
+    else:
+        assert errors == []
+        assert "error.type" not in chat["attributes"]
+        assert run.root["status"] != "ERROR"
+
+
+def system_subtypes(run: CapturedRun) -> list[str]:
+    return [e["detail"]["subtype"] for e in run.entries if e["entry_type"] == "system_event"]
+
+
+def test_exec_shell_commands_with_reasoning(exec_runs: dict[str, CapturedRun]) -> None:
+    run = exec_runs["shell"]
+    assert [e["entry_type"] for e in run.entries if e["entry_type"] == "thinking"] == ["thinking"]
+    tools = run.named("execute_tool")
+    assert [t["attributes"]["gen_ai.tool.name"] for t in tools] == ["codex:command", "codex:command"]
+    assert [t["status"] for t in tools] == ["UNSET", "ERROR"]  # `ls /no/such/dir` exits 2
+    assert all(run.parent(t)["name"] == "chat gpt-5.5" for t in tools)
+
+
+def test_exec_apply_patch_and_mcp_and_web_search_tools(exec_runs: dict[str, CapturedRun]) -> None:
+    names = {
+        scenario: [t["attributes"]["gen_ai.tool.name"] for t in exec_runs[scenario].named("execute_tool")]
+        for scenario in ("apply_patch", "mcp_tool", "web_search")
+    }
+    assert names == {
+        "apply_patch": ["codex:file_change"],
+        "mcp_tool": ["docs:lookup"],
+        "web_search": ["codex:web_search"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("scenario", "subtypes"),
+    [
+        ("retry_500", ["thread_started", "turn_started"]),  # a request retry codex does not print
+        ("stream_cut", ["thread_started", "turn_started", "retry"]),
+        ("unknown_model", ["thread_started", "warning", "turn_started"]),
+        ("fatal_500", ["thread_started", "turn_started", "retry", "api_error"]),
+        ("response_failed", ["thread_started", "turn_started", "retry", "api_error"]),
+    ],
+)
+def test_exec_warnings_and_retries_are_system_events(
+    exec_runs: dict[str, CapturedRun], scenario: str, subtypes: list[str]
+) -> None:
+    assert system_subtypes(exec_runs[scenario]) == subtypes
+
+
+def test_exec_errors_read_as_codex_said_them(exec_runs: dict[str, CapturedRun], tmp_path: Path) -> None:
+    run = exec_runs["fatal_500"]
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in run.records))
+    shown = subprocess.run(
+        [sys.executable, "-m", "transcript_otel.cli", "show", str(path), "--color", "never"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    busy = "We\N{RIGHT SINGLE QUOTATION MARK}re currently experiencing high demand"
+    assert f"retry: Reconnecting... 1/1 ({busy}" in shown
+    assert f"ERROR\n{busy}" in shown
+    assert '{"type"' not in shown  # no raw JSON where Codex said it in words
+
+
+# -- codex app-server under weakincentives 0.25 (our transcript) and 0.27 (its own, completed) -----
+
+WINK_VERSIONS = ("0.25.0", "0.27.0")
+
+
+@pytest.fixture(scope="module")
+def app_server_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], Any]:
+    """Every app-server scenario through `CodexAppServerAdapter.evaluate()`, per (weakincentives
+    version, under `opentelemetry-instrument`), run on first use."""
+    from wink_driver import REAL_CODEX_CLI, REAL_CODEX_SCENARIOS
+
+    from wink_harness import run_driver
+
+    cli = require_cli()
+
+    class Runs(dict[tuple[str, bool], Any]):
+        def __missing__(self, key: tuple[str, bool]) -> Any:
+            version, zero_code = key
+            scenarios = ("wink_tool", "shell") if zero_code else REAL_CODEX_SCENARIOS
+            run = run_driver(
+                version,
+                tmp_path_factory.mktemp(f"wink-{version}"),
+                ("--configure", "--adapter", "codex", "--scenarios", ",".join(scenarios)),
+                zero_code=zero_code,
+                extra_env={REAL_CODEX_CLI: str(cli)},
+            )
+            self[key] = run
+            return run
+
+    return Runs()
+
+
+def app_server_scenarios() -> tuple[str, ...]:
+    from wink_driver import REAL_CODEX_SCENARIOS
+
+    return tuple(REAL_CODEX_SCENARIOS)
+
+
+def entry_shape(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What an entry is, whoever built it: type, source, subtype, and the Codex item it is about."""
+    detail = entry["detail"] if isinstance(entry["detail"], dict) else {}
+    notification = detail.get("notification")
+    item = notification.get("item") if isinstance(notification, dict) else None
+    return (
+        entry["entry_type"],
+        entry["source"],
+        detail.get("subtype"),
+        item.get("type") if isinstance(item, dict) else None,
+        item.get("id") if isinstance(item, dict) else None,
+    )
+
+
+def root_usage(run: Any, prompt_name: str) -> dict[str, int]:
+    (root,) = [
+        r["context"]
+        for r in run.mirror[prompt_name]
+        if r["event"] == "transcript.span" and r["context"]["name"] == f"invoke_agent {prompt_name}"
+    ]
+    return span_usage(root)
+
+
+@pytest.mark.wink
+@pytest.mark.parametrize("version", WINK_VERSIONS)
+def test_app_server_runs_follow_codex(app_server_runs: dict[tuple[str, bool], Any], version: str) -> None:
+    """Each scenario: the outcome Codex gave, a valid transcript with nothing unknown, its
+    reasoning as `thinking`, and the tokens the model served (Codex's own totals)."""
+    run = app_server_runs[(version, False)]
+    for scenario in app_server_scenarios():
+        name = f"codex-{scenario}"
+        result = run.results[name]
+        assert result["ok"] is (scenario not in FAILING), (scenario, result, run.stderr[-2000:])
+        assert check_invariants(run.mirror[name]) == [], scenario
+        types = run.entry_types(name)
+        assert "unknown" not in types, scenario
+        assert ("thinking" in types) is has_reasoning(scenario), scenario
+        assert root_usage(run, name) == served_usage(result["served"]), scenario
+        # The OTLP export holds the spans the mirror holds.
+        exported = sorted(span.name for span in run.tree(name))
+        mirrored = sorted(r["context"]["name"] for r in run.mirror[name] if r["event"] == "transcript.span")
+        assert exported == mirrored, scenario
+
+
+@pytest.mark.wink
+def test_weakincentives_025_and_027_give_the_same_entries(
+    app_server_runs: dict[tuple[str, bool], Any],
+) -> None:
+    """0.25's transcript is ours; 0.27's is weakincentives' own bridge, which drops Codex 0.171's
+    reasoning, warnings and errors and calls diffs `unknown`: what we add makes them equal."""
+    old, new = app_server_runs[("0.25.0", False)], app_server_runs[("0.27.0", False)]
+    for scenario in app_server_scenarios():
+        name = f"codex-{scenario}"
+        assert [entry_shape(e) for e in old.entries(name)] == [entry_shape(e) for e in new.entries(name)], (
+            scenario
+        )
+    # What 0.27's bridge emitted itself is mirrored once, never duplicated.
+    native = Counter(e["entry_type"] for e in new.native["codex-apply_patch"])
+    mirrored = Counter(e["entry_type"] for e in new.entries("codex-apply_patch"))
+    assert native["unknown"] == 2  # its two `turn/diff/updated`, recorded as `turn_diff` system events
+    assert mirrored["unknown"] == 0
+    assert mirrored["system_event"] == native["system_event"] + native["unknown"]
+
+
+@pytest.mark.wink
+@pytest.mark.parametrize("version", WINK_VERSIONS)
+def test_a_failed_turn_reads_codex_reason(app_server_runs: dict[tuple[str, bool], Any], version: str) -> None:
+    """weakincentives reads `turn.codexErrorInfo`, which Codex 0.171 does not send ("Turn failed:
+    unknown"); the transcript and the chat span carry `turn.error.{message, codexErrorInfo}`."""
+    run = app_server_runs[(version, False)]
+    name = "codex-fatal_500"
+    assert "Turn failed: unknown" in run.results[name]["error"]
+    digest = RunDigest.of(run.mirror[name])
+    busy = "We\N{RIGHT SINGLE QUOTATION MARK}re currently experiencing high demand"
+    assert any(error.startswith(busy) for error in digest.errors)
+    (chat,) = [
+        r["context"]
+        for r in run.mirror[name]
+        if r["event"] == "transcript.span" and r["context"]["name"].startswith("chat")
+    ]
+    assert chat["attributes"]["error.type"] == "internalServerError"
+    subtypes = [e["detail"].get("subtype") for e in run.entries(name) if e["entry_type"] == "system_event"]
+    assert subtypes == ["turn_started", "retry", "api_error"]
+
+
+@pytest.mark.wink
+def test_opentelemetry_instrument_gives_the_same_entries(
+    app_server_runs: dict[tuple[str, bool], Any],
+) -> None:
+    """Under `opentelemetry-instrument`, with no code of ours in the program, the same transcript."""
+    configured, zero_code = app_server_runs[("0.27.0", False)], app_server_runs[("0.27.0", True)]
+    for name in ("codex-wink_tool", "codex-shell"):
+        assert [entry_shape(e) for e in zero_code.entries(name)] == [
+            entry_shape(e) for e in configured.entries(name)
+        ]
+        assert root_usage(zero_code, name) == served_usage(zero_code.results[name]["served"])
