@@ -22,6 +22,10 @@ CLAUDE_SDK_OLDEST := 0.1.0
 CLAUDE_CODE_VERSION := 2.1.332
 AGENTS_DIR := .agents
 CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
+# The real Codex CLI (its native binary comes from npm too), run against the scripted
+# Responses API of examples/model_servers/.
+CODEX_VERSION := 0.171.0
+CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
 
 .PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean agents fixtures
 
@@ -57,16 +61,23 @@ $(CLAUDE_CODE_CLI): Makefile
 	$@ --version | grep -q '^$(CLAUDE_CODE_VERSION) '
 	touch $@
 
-## agents: install the real agent CLIs the tests and the demo run (pinned npm versions, under .agents/)
-agents: $(CLAUDE_CODE_CLI)
+$(CODEX_CLI): Makefile
+	mkdir -p $(AGENTS_DIR)/codex
+	npm install --prefix $(AGENTS_DIR)/codex --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
+	$@ --version | grep -qx 'codex-cli $(CODEX_VERSION)'
+	touch $@
 
-## fixtures: record the real Claude Code CLI's streams again (tests/fixtures/claude_code/)
-fixtures: $(CLAUDE_CODE_CLI) $(TEST_VENV)/.installed
+## agents: install the real agent CLIs the tests and the demo run (pinned npm versions, under .agents/)
+agents: $(CLAUDE_CODE_CLI) $(CODEX_CLI)
+
+## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, tests/fixtures/codex/)
+fixtures: agents $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/python tests/agents/record_claude_fixtures.py
+	$(TEST_VENV)/bin/python tests/agents/record_codex_fixtures.py
 
 ## demo: set up a Python 3.13 environment and run two real agents, instrumented: a weakincentives
 ## Codex agent and a claude-agent-sdk agent on the real Claude Code CLI with parallel subagents
-demo: $(DEMO_VENV)/.installed $(CLAUDE_CODE_CLI)
+demo: $(DEMO_VENV)/.installed agents
 	$(DEMO_VENV)/bin/python examples/codex_agent.py
 	@echo
 	$(DEMO_VENV)/bin/python examples/claude_sdk_agent.py
@@ -106,7 +117,7 @@ pytest: envs
 	TRANSCRIPT_OTEL_REQUIRE_PHOENIX=1 TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV)/bin/python -m pytest
 
 # The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough.
-pytest-default: $(TEST_VENV_DEFAULT)/.installed $(CLAUDE_CODE_CLI)
+pytest-default: $(TEST_VENV_DEFAULT)/.installed agents
 	TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink"
 
 ## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~6 min)

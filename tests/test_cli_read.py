@@ -439,7 +439,10 @@ def test_codex_exec_runs_read_as_words(tmp_path: Path, capsys: Capture) -> None:
     run = tmp_path / "codex.jsonl"
     run.write_text("".join(json.dumps(r) + "\n" for r in records))
     _, out, _ = cli(capsys, "show", str(run))
-    assert "] 🤖 THINKING\n**Locating the failing authorization test**" in out
-    assert '] 🔧 codex:command\n{"command":"bash -lc \'rg -n authz src\'"}' in out
-    assert "] 🔧 codex:command → result\nsrc/auth.py:12:def authz(user, action):" in out
-    assert "] 🤖 ASSISTANT\nFixed the admin rule" in out
+    assert "] 🤖 THINKING\nFirst I will write the data file and count its lines." in out
+    assert '] 🔧 codex:command\n{"command":"/bin/bash -lc \'seq 2 > data.txt && wc -l data.txt\'"}' in out
+    assert "] 🔧 codex:command → result\n2 data.txt" in out
+    assert "] 🔧 codex:command → failed\ncat: missing.txt: No such file or directory" in out
+    assert "] 🔧 codex:file_change → result\nadd /scratch/work/notes.txt" in out
+    assert "] 🔧 docs:lookup → result\nDocs for data files:" in out
+    assert "] 🤖 ASSISTANT\ndata.txt has 2 lines" in out

@@ -88,14 +88,15 @@ EXPECTED_TYPES = {
     },
     "codex-json": {
         "assistant_message": 1,
-        "system_event": 3,
-        "thinking": 2,
+        "system_event": 2,
+        "thinking": 1,
         "token_usage": 1,
         "tool_result": 5,
         "tool_use": 5,
         "unknown": 2,
     },
-    "codex-json-failed": {"error": 3, "system_event": 2, "thinking": 1, "tool_result": 1, "tool_use": 1},
+    # The turn's failure is an error; the retry and the final API error are system events.
+    "codex-json-failed": {"error": 1, "system_event": 4, "thinking": 1, "tool_result": 1, "tool_use": 1},
     "claude-stream-json": {
         "assistant_message": 3,
         "system_event": 8,  # two inits, task events (progress folded), the notification

@@ -125,8 +125,10 @@ def test_exec_tokens_are_codex_totals_and_what_the_model_served(
     served = served_usage(run.served)
     reported = [m["usage"] for m in run.messages if m["type"] == "turn.completed"]
     if scenario in FAILING:
+        # `codex exec --json` reports no usage for a failed turn, even for the calls the
+        # model answered before it failed (the app-server does): the run has none either.
         assert reported == []
-        assert all("usage" not in answer for answer in run.served)
+        served = dict.fromkeys(served, 0)
     else:
         assert {key: reported[0][key] for key in served} == served
     assert span_usage(run.root) == served

@@ -94,6 +94,57 @@ def web_search(query: str) -> JsonObj:
 
 ADD_FILE_PATCH: Final = "*** Begin Patch\n*** Add File: notes.txt\n+written by codex\n*** End Patch\n"
 
+
+def _tour(key: str, *first: Step) -> dict[str, list[Step]]:
+    """Every kind of item in one turn: `first` (a WINK tool call), reasoning and a command, a
+    failing command, a patch, an MCP tool found with `tool_search`, a web search, the answer."""
+    return {
+        key: [
+            *first,
+            Step.call(
+                shell("call_tour_1", "seq 2 > data.txt && wc -l data.txt"),
+                reasoning="First I will write the data file and count its lines.",
+                input_tokens=3000,
+                output_tokens=45,
+                reasoning_tokens=14,
+            ),
+            Step.call(
+                shell("call_tour_2", "cat missing.txt"),
+                input_tokens=3300,
+                cached_tokens=2900,
+                output_tokens=20,
+            ),
+            Step.call(
+                apply_patch("call_tour_3", ADD_FILE_PATCH),
+                input_tokens=3500,
+                cached_tokens=3200,
+                output_tokens=40,
+            ),
+            Step.call(
+                tool_search("call_tour_4", "docs lookup"),
+                input_tokens=3700,
+                cached_tokens=3400,
+                output_tokens=12,
+            ),
+            Step.call(
+                mcp_call("call_tour_5", "docs", "lookup", {"topic": "data files"}),
+                input_tokens=3900,
+                cached_tokens=3600,
+                output_tokens=18,
+            ),
+            Step(
+                (
+                    web_search("counting lines in a file"),
+                    message("data.txt has 2 lines; missing.txt does not exist; I added notes.txt."),
+                ),
+                input_tokens=4100,
+                cached_tokens=3800,
+                output_tokens=30,
+            ),
+        ]
+    }
+
+
 SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
     # Reasoning, two shell commands (the second fails), then the answer.
     "shell": {
@@ -137,6 +188,32 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
                 output_tokens=20,
             ),
             Step.say("The docs explain sse.", input_tokens=2800, cached_tokens=2500, output_tokens=8),
+        ]
+    },
+    # Every kind of item in one turn (`codex exec --json`'s line fixture).
+    "tour": _tour("TOUR-SCENARIO"),
+    # The same with the WINK tool `echo` first (`make demo`'s weakincentives Codex agent).
+    "demo": _tour(
+        "DEMO-SCENARIO",
+        Step.call(
+            function_call("call_demo_echo", "echo", {"text": "hi"}),
+            reasoning="The task asks for the echo tool first.",
+            input_tokens=2800,
+            output_tokens=18,
+            reasoning_tokens=6,
+        ),
+    ),
+    # A command runs, then every attempt at the next step fails with HTTP 500.
+    "tool_then_500": {
+        "TOOL-THEN-500-SCENARIO": [
+            Step.call(
+                shell("call_then_1", "echo building"),
+                reasoning="Build first.",
+                input_tokens=2000,
+                output_tokens=25,
+                reasoning_tokens=4,
+            ),
+            Step.say("never", failures=(500,) * 50),
         ]
     },
     # A plain answer with reasoning.

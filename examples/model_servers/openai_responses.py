@@ -34,7 +34,6 @@ import sys
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -76,7 +75,13 @@ def _output_item(item: JsonObj, item_id: str) -> JsonObj:
     kind = item["type"]
     if kind == "message":
         content = [{"type": "output_text", "text": item["text"], "annotations": []}]
-        return {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": content}
+        return {
+            "type": "message",
+            "id": item_id,
+            "role": "assistant",
+            "status": "completed",
+            "content": content,
+        }
     if kind == "reasoning":
         return {
             "type": "reasoning",
@@ -116,7 +121,12 @@ def _deltas(done: JsonObj, index: int) -> Iterator[bytes]:
         part = {"type": "response.reasoning_summary_part.added", **where, "summary_index": 0}
         yield sse(part["type"], {**part, "part": {"type": "summary_text", "text": ""}})
         for piece in pieces(done["summary"][0]["text"]):
-            event = {"type": "response.reasoning_summary_text.delta", **where, "summary_index": 0, "delta": piece}
+            event = {
+                "type": "response.reasoning_summary_text.delta",
+                **where,
+                "summary_index": 0,
+                "delta": piece,
+            }
             yield sse(event["type"], event)
     elif kind in ("function_call", "custom_tool_call"):
         field = "arguments" if kind == "function_call" else "input"
@@ -143,7 +153,8 @@ def _stream(response_id: str, model: str, step: Step, failure: int | str | None)
         if failure == "mid_stream":
             return  # cut: the connection closes without `response.completed`
         yield sse(
-            "response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": done}
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": index, "item": done},
         )
         output.append(done)
     completed = {**shell, "status": "completed", "output": output, "usage": usage_of(step)}

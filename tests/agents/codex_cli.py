@@ -43,9 +43,11 @@ EXEC_SCENARIOS = (
     "response_failed",
     "stream_cut",
     "unknown_model",
+    "tour",
+    "tool_then_500",
 )
 # Those that fail the turn: codex exits 1.
-FAILING = frozenset({"fatal_500", "response_failed"})
+FAILING = frozenset({"fatal_500", "response_failed", "tool_then_500"})
 # Token counts as the scripted model reports them (`openai_responses.usage_of`) and codex sums them.
 USAGE_PATHS = {
     "input_tokens": ("input_tokens",),

@@ -77,6 +77,8 @@ REAL_CODEX_SCENARIOS = (
     "stream_cut",
     "unknown_model",
     "wink_tool",
+    "tool_then_500",
+    "demo",
 )
 FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_claude.py"}
 MODULES = {

@@ -114,7 +114,7 @@ def _codex_item_text(item: Mapping[str, Any]) -> str | None:
         return call + (f"\n{result}" if result else "")
     if kind in ("webSearch", "web_search"):
         return f"search: {item.get('query', '')}"
-    if kind == "reasoning":  # app-server items: summary parts (and the raw content, if sent)
+    if kind == "reasoning" and "text" not in item:  # app-server: summary parts (and content, if sent)
         parts = [text_of(part) for part in (*_list(item.get("summary")), *_list(item.get("content")))]
         return "\n".join(part for part in parts if part) or None
     return text_of(item)

@@ -1,0 +1,108 @@
+"""Record the real Codex CLI's output for every scenario as test fixtures (`make fixtures`).
+
+Into `tests/fixtures/codex/`:
+
+* `exec/<scenario>.jsonl`: what `codex exec --json` printed (`codex_cli.EXEC_SCENARIOS`), and
+  `exec/<scenario>.served.json`: the Codex version, its exit status, the prompt and what the
+  scripted model served;
+* `app-server/<scenario>.jsonl`: what `codex app-server` wrote on stdout (notifications,
+  responses, and server requests such as `item/tool/call`) while weakincentives 0.27's
+  `CodexAppServerAdapter.evaluate()` ran the scenario (`wink_driver.REAL_CODEX_SCENARIOS`),
+  and `app-server/<scenario>.served.json`.
+
+Machine paths (the scratch directories) become `/scratch`, so fixtures do not change with
+the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from codex_cli import CODEX_VERSION, EXEC_SCENARIOS, ROOT, record, require_cli
+
+FIXTURES = ROOT / "tests" / "fixtures" / "codex"
+WINK_VERSION = "0.27.0"
+
+
+def without_machine_paths(text: str, *scratches: Path) -> str:
+    for scratch in scratches:
+        text = text.replace(str(scratch), "/scratch")
+    # The driver's per-scenario folders under its own temporary directory.
+    return re.sub(r"/tmp/wink-driver-[A-Za-z0-9_]+/codex-[A-Za-z0-9_]+?-[A-Za-z0-9_]+/", "/scratch/", text)
+
+
+def write_meta(path: Path, exit_code: int | None, stderr: str, prompt: str, served: object) -> None:
+    meta = {"codex": CODEX_VERSION, "exit_code": exit_code, "stderr": stderr[:2000], "prompt": prompt}
+    path.write_text(json.dumps({**meta, "served": served}, indent=1) + "\n")
+
+
+def record_exec(scenarios: list[str]) -> None:
+    directory = FIXTURES / "exec"
+    directory.mkdir(parents=True, exist_ok=True)
+    for scenario in scenarios:
+        with tempfile.TemporaryDirectory() as scratch:
+            recorded = record(scenario, Path(scratch))
+            stdout = without_machine_paths(recorded.stdout, Path(scratch))
+            stderr = without_machine_paths(recorded.stderr, Path(scratch))
+        (directory / f"{scenario}.jsonl").write_text(stdout)
+        write_meta(
+            directory / f"{scenario}.served.json",
+            recorded.exit_code,
+            stderr,
+            recorded.prompt,
+            recorded.served,
+        )
+        print(f"exec {scenario}: {len(stdout.splitlines())} lines, exit {recorded.exit_code}")
+
+
+def record_app_server() -> None:
+    """The app-server's stdout under weakincentives 0.27 (its environment from `wink_harness`)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from wink_driver import CODEX_RECORD_DIR, REAL_CODEX_CLI, REAL_CODEX_SCENARIOS
+
+    from wink_harness import DRIVER, wink_python
+
+    directory = FIXTURES / "app-server"
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        results = Path(scratch) / "results.jsonl"
+        environment = {
+            **os.environ,
+            REAL_CODEX_CLI: str(require_cli()),
+            CODEX_RECORD_DIR: str(directory),
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(Path(scratch) / "runs"),
+        }
+        subprocess.run(
+            [str(wink_python(WINK_VERSION)), str(DRIVER), "--adapter", "codex", "--out", str(results)],
+            env=environment,
+            check=True,
+            timeout=600,
+        )
+        for line in results.read_text().splitlines():
+            result = json.loads(line)
+            scenario = result["scenario"]
+            kept = directory / f"{scenario}.jsonl"
+            kept.write_text(without_machine_paths(kept.read_text(), Path(scratch)))
+            stderr = result["error"] or ""
+            prompt = f"{result['prompt_name']} (weakincentives {WINK_VERSION})"
+            write_meta(directory / f"{scenario}.served.json", None, stderr, prompt, result["served"])
+            print(f"app-server {scenario}: {len(kept.read_text().splitlines())} lines, ok {result['ok']}")
+    assert set(REAL_CODEX_SCENARIOS) == {path.stem for path in directory.glob("*.jsonl")}
+
+
+def main() -> None:
+    record_exec(sys.argv[1:] or list(EXEC_SCENARIOS))
+    if not sys.argv[1:]:
+        record_app_server()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The mappings on what the real Codex CLI 0.171 printed (`tests/fixtures/codex/`, `make fixtures`).
+
+`app-server/*.jsonl` is the stdout of `codex app-server` under weakincentives 0.27;
+`exec/*.jsonl` is `codex exec --json`. Each `.served.json` holds what the scripted model
+served, so the tokens the mappings record can be checked against it without npm.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel._genai import RunningUsage
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.codex import CodexMapper
+from transcript_otel.mappings.codex_exec import CodexExecAdapter
+from transcript_otel.reading.text import entry_text
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "agents"))
+
+from codex_cli import FAILING, USAGE_PATHS, served_usage  # noqa: E402
+
+FIXTURES = TESTS / "fixtures" / "codex"
+APP_SERVER = sorted(path.stem for path in (FIXTURES / "app-server").glob("*.jsonl"))
+EXEC = sorted(path.stem for path in (FIXTURES / "exec").glob("*.jsonl"))
+# Codex's usage names → the `gen_ai.usage.*` attributes the mappings give.
+ATTRIBUTES = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
+}
+
+
+def served(kind: str, scenario: str) -> dict[str, Any]:
+    meta: dict[str, Any] = json.loads((FIXTURES / kind / f"{scenario}.served.json").read_text())
+    return meta
+
+
+def messages(scenario: str) -> list[dict[str, Any]]:
+    lines = (FIXTURES / "app-server" / f"{scenario}.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def app_server_entries(scenario: str) -> list[MappedEntry]:
+    """The transcript weakincentives 0.25's instrumentation builds from these messages."""
+    mapper = CodexMapper()
+    entries: list[MappedEntry | None] = []
+    for message in messages(scenario):
+        if message.get("method") == "item/tool/call":  # a server request: a bridged WINK tool
+            entries.append(mapper.tool_call(message["params"]))
+        elif "method" in message and "id" not in message:
+            entries.append(mapper.notification(message["method"], message.get("params")))
+    return [entry for entry in entries if entry is not None]
+
+
+def recorded_usage(entries: list[MappedEntry]) -> dict[str, int]:
+    running = RunningUsage()
+    totals: Counter[str] = Counter()
+    for entry in entries:
+        if entry.entry_type == "token_usage":
+            totals.update(running.added(entry.detail))
+    return {name: totals[attribute] for name, attribute in ATTRIBUTES.items()}
+
+
+@pytest.mark.parametrize("scenario", APP_SERVER)
+def test_app_server_fixture_maps_with_nothing_unknown(scenario: str) -> None:
+    entries = app_server_entries(scenario)
+    assert entries, scenario
+    assert "unknown" not in {entry.entry_type for entry in entries}
+    notifications = [m for m in messages(scenario) if "method" in m and "id" not in m]
+    reasoning = [
+        m
+        for m in notifications
+        if m["method"] == "item/completed" and m["params"]["item"]["type"] == "reasoning"
+    ]
+    assert [e for e in entries if e.entry_type == "thinking"] == [
+        CodexMapper().notification("item/completed", m["params"]) for m in reasoning
+    ]
+    diffs = sum(1 for m in notifications if m["method"] == "turn/diff/updated")
+    assert sum(1 for e in entries if e.detail.get("subtype") == "turn_diff") == diffs
+
+
+@pytest.mark.parametrize("scenario", APP_SERVER)
+def test_app_server_tokens_are_what_the_model_served(scenario: str) -> None:
+    """Several `thread/tokenUsage/updated` per turn: the run counts what Codex's total grew by."""
+    entries = app_server_entries(scenario)
+    assert recorded_usage(entries) == served_usage(served("app-server", scenario)["served"])
+    updates = [m for m in messages(scenario) if m.get("method") == "thread/tokenUsage/updated"]
+    if updates:
+        total = updates[-1]["params"]["tokenUsage"]["total"]
+        assert recorded_usage(entries)["input_tokens"] == total["inputTokens"]
+
+
+@pytest.mark.parametrize("scenario", sorted(set(APP_SERVER) & FAILING))
+def test_app_server_failed_turn_reads_its_reason(scenario: str) -> None:
+    entries = app_server_entries(scenario)
+    (error,) = [e for e in entries if e.entry_type == "error"]
+    reason = error.detail["notification"]["turn"]["error"]
+    assert entry_text("error", error.detail) == reason["message"]
+    subtypes = [e.detail.get("subtype") for e in entries if e.entry_type == "system_event"]
+    assert subtypes[-2:] == ["retry", "api_error"]
+
+
+def exec_entries(scenario: str) -> list[MappedEntry]:
+    adapter = CodexExecAdapter()
+    lines = (FIXTURES / "exec" / f"{scenario}.jsonl").read_text().splitlines()
+    return [entry for line in lines for entry in adapter.feed(line)] + adapter.flush()
+
+
+@pytest.mark.parametrize("scenario", EXEC)
+def test_exec_fixture_maps_with_nothing_unknown_and_codex_tokens(scenario: str) -> None:
+    entries = exec_entries(scenario)
+    assert "unknown" not in {entry.entry_type for entry in entries}
+    usage = [entry.detail["usage"] for entry in entries if entry.entry_type == "token_usage"]
+    expected = [] if scenario in FAILING else [served_usage(served("exec", scenario)["served"])]
+    assert [{name: report[name] for name in USAGE_PATHS} for report in usage] == expected
+    errors = [entry for entry in entries if entry.entry_type == "error"]
+    assert len(errors) == (1 if scenario in FAILING else 0)
+    assert served("exec", scenario)["exit_code"] == (1 if scenario in FAILING else 0)
+
+
+def test_exec_tour_names_every_tool() -> None:
+    tools = [
+        (entry.detail["tool_name"], entry.detail["is_error"])
+        for entry in exec_entries("tour")
+        if entry.entry_type == "tool_result"
+    ]
+    assert tools == [
+        ("codex:command", False),
+        ("codex:command", True),
+        ("codex:file_change", False),
+        ("docs:lookup", False),
+        ("codex:web_search", False),
+    ]
