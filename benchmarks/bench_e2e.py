@@ -8,7 +8,7 @@ Issue 8, target 5: an instrumented weakincentives Codex `evaluate()` over a scri
 `examples/fake_agents/fake_codex.py`, scenario `bulk`: one turn of 2,000
 notifications (reasoning, command output and message deltas, item started and
 completed, commands with ~4 KB of output, token usage), about 900 KB of JSON-RPC.
-The prompt, adapter and launcher are the demo's (`examples/codex_agent.py`).
+The prompt and launcher are the demo's (`examples/codex_agent.py`); the adapter runs the fake.
 
 Each kind runs in fresh processes, so no instrumentation state leaks from one to the other:
 
@@ -70,6 +70,22 @@ PROMPT_NAME: Final = "bench-e2e-bulk"
 EXPECTED_ENTRIES: Final = 2 + 5 * fake_codex.BULK_STEPS + 1
 
 
+TASK: Final = "Call the echo tool with the text 'hi', then reply."
+
+
+def _fake_codex_adapter(workdir: Path) -> Any:
+    """The adapter on the fake app-server (it runs `<codex_bin> app-server`): a load of notifications
+    no real model session makes this fast, in the shapes the real Codex 0.171 sends."""
+    from weakincentives.adapters.codex_app_server import CodexAppServerAdapter, CodexAppServerClientConfig
+
+    launcher = codex_agent.write_launcher(workdir, "codex", EXAMPLES / "fake_agents" / "fake_codex.py")
+    workspace = workdir / "workspace"
+    workspace.mkdir()
+    return CodexAppServerAdapter(
+        client_config=CodexAppServerClientConfig(codex_bin=launcher, cwd=str(workspace))
+    )
+
+
 def _evaluate_once(adapter: Any, prompt: Any, session: Any) -> dict[str, Any]:
     gc.collect()
     process_cpu, thread_cpu = time.process_time(), time.thread_time()
@@ -107,8 +123,8 @@ def serve(mode: str) -> None:
             break
         with tempfile.TemporaryDirectory(prefix="bench-e2e-") as workdir:
             session = Session()
-            adapter = codex_agent.codex_adapter(Path(workdir))
-            figures = _evaluate_once(adapter, codex_agent.build_prompt(PROMPT_NAME), session)
+            adapter = _fake_codex_adapter(Path(workdir))
+            figures = _evaluate_once(adapter, codex_agent.build_prompt(PROMPT_NAME, TASK), session)
             session_ids.append(str(session.session_id))
         if configuration is not None:
             # Untimed: the writer catches up, as while an agent waits for its model, and not

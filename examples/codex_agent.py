@@ -1,13 +1,16 @@
-"""A real weakincentives Codex agent, instrumented by one `configure()` call.
+"""A real weakincentives Codex agent on the real Codex CLI, instrumented by one `configure()` call.
 
-It runs `CodexAppServerAdapter.evaluate()` (weakincentives 0.25 to 0.27, Python 3.13)
-against the scripted app-server in `examples/fake_agents/fake_codex.py`, which plays
-a turn with reasoning, a bridged WINK tool call (`echo`), command, file, MCP and web
-search items and token usage. transcript-otel captures the transcript: spans and log
-records go to the OTLP backend when OTEL_EXPORTER_OTLP_ENDPOINT is set, and every
-entry goes to the local JSONL mirror, printed here as `transcript-otel show` prints it.
+It runs `CodexAppServerAdapter.evaluate()` (weakincentives 0.25 to 0.27, Python 3.13) on
+the real `codex app-server` (the npm package `make agents` installs under `.agents/`, or
+`--cli PATH`). Only the model is scripted: a Responses API on loopback
+(`examples/model_servers/openai_responses.py`) whose `demo` scenario has Codex reason,
+call the bridged WINK tool `echo`, run two commands (one fails), apply a patch, call an
+MCP tool (`examples/model_servers/mcp_docs_server.py`), search the web and answer, so
+the run is offline. transcript-otel captures the transcript: spans and log records go to
+the OTLP backend when OTEL_EXPORTER_OTLP_ENDPOINT is set, and every entry goes to the
+local JSONL mirror, printed here as `transcript-otel show` prints it.
 
-    python examples/codex_agent.py [--scenario rich|plain|failed] [--jsonl-dir DIR]
+    python examples/codex_agent.py [--scenario demo|plain|fatal_500|...] [--cli PATH] [--jsonl-dir DIR]
 
 The same agent without the `configure()` line, run as
 `opentelemetry-instrument python agent.py`, is instrumented the same way.
@@ -30,7 +33,13 @@ from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.show import ShowWriter, wants_colour
 from transcript_otel.reading.sources import open_run
 
-FAKE_CODEX = Path(__file__).resolve().parent / "fake_agents" / "fake_codex.py"
+EXAMPLES = Path(__file__).resolve().parent
+sys.path.insert(0, str(EXAMPLES / "model_servers"))
+
+from codex_offline import ModelServer, model_server, offline_environment, write_codex_home  # noqa: E402
+from codex_scenarios import MODEL, SCENARIOS  # noqa: E402
+
+INSTALLED_CLI = EXAMPLES.parent / ".agents" / "codex" / "node_modules" / ".bin" / "codex"
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -46,10 +55,7 @@ class EchoResult:
         return self.text
 
 
-TASK = "Call the echo tool with the text 'hi', then reply."
-
-
-def build_prompt(name: str, task: str = TASK) -> Any:
+def build_prompt(name: str, task: str) -> Any:
     """A prompt `demo:<name>` whose one section offers the WINK tool `echo`."""
     from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate, Tool, ToolResult
 
@@ -76,14 +82,25 @@ def write_launcher(directory: Path, name: str, script: Path) -> str:
     return str(path)
 
 
-def codex_adapter(workdir: Path) -> Any:
-    from weakincentives.adapters.codex_app_server import CodexAppServerAdapter, CodexAppServerClientConfig
+def codex_adapter(cli: str, model: ModelServer, workdir: Path) -> Any:
+    """The adapter on the real CLI (it runs `<codex_bin> app-server`), with a throwaway
+    `CODEX_HOME` whose provider is the scripted model."""
+    from weakincentives.adapters.codex_app_server import (
+        CodexAppServerAdapter,
+        CodexAppServerClientConfig,
+        CodexAppServerModelConfig,
+    )
 
-    launcher = write_launcher(workdir, "codex", FAKE_CODEX)  # the adapter runs `<codex_bin> app-server`
-    workspace = workdir / "workspace"
+    workspace, home = workdir / "workspace", workdir / "home"
     workspace.mkdir()
+    home.mkdir()
+    environment = offline_environment(write_codex_home(workdir / "codex-home", model), home)
+    wanted = {
+        key: environment[key] for key in environment if key in ("HOME", "CODEX_HOME") or "SCRIPTED" in key
+    }
     return CodexAppServerAdapter(
-        client_config=CodexAppServerClientConfig(codex_bin=launcher, cwd=str(workspace))
+        model_config=CodexAppServerModelConfig(model=MODEL),
+        client_config=CodexAppServerClientConfig(codex_bin=cli, cwd=str(workspace), env=wanted),
     )
 
 
@@ -108,26 +125,33 @@ def print_run(path: str, configuration: transcript_otel.Configuration) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", default="rich", choices=("rich", "plain", "failed"))
+    parser.add_argument("--scenario", default="demo", choices=sorted(SCENARIOS))
+    parser.add_argument("--cli", default=os.environ.get("TRANSCRIPT_OTEL_CODEX_CLI", str(INSTALLED_CLI)))
     parser.add_argument("--jsonl-dir", help="where the JSONL mirror writes (default: the XDG state dir)")
     args = parser.parse_args()
+    if not Path(args.cli).exists():
+        print(f"no Codex CLI at {args.cli}: run `make agents` or pass --cli", file=sys.stderr)
+        return 2
 
     configuration = transcript_otel.configure(service_name="codex-demo", jsonl_dir=args.jsonl_dir)
 
     from weakincentives.runtime import Session
 
-    os.environ["FAKE_SCENARIO"] = args.scenario
-    prompt_name = f"codex-demo-{args.scenario}"
-    with tempfile.TemporaryDirectory(prefix="codex-demo-") as workdir:
+    prompt_name = "codex-demo" if args.scenario == "demo" else f"codex-demo-{args.scenario}"
+    with (
+        tempfile.TemporaryDirectory(prefix="codex-demo-") as workdir,
+        model_server(args.scenario, Path(workdir)) as model,
+    ):
         session = Session()
         try:
-            response = codex_adapter(Path(workdir)).evaluate(build_prompt(prompt_name), session=session)
+            adapter = codex_adapter(args.cli, model, Path(workdir))
+            response = adapter.evaluate(build_prompt(prompt_name, model.prompt), session=session)
             outcome = f"answer: {response.text!r}"
         except Exception as exc:  # the demo shows a failed turn's transcript too
             outcome = f"failed: {type(exc).__name__}: {exc}"
     transcript_otel.flush()
 
-    print(f"weakincentives Codex evaluate() {outcome}\n")
+    print(f"weakincentives Codex evaluate() on Codex {args.cli}: {outcome}\n")
     directory = Path(configuration.jsonl_directory or ".")
     runs = sorted(directory.glob(f"*_{prompt_name}_{session.session_id}.jsonl"))
     if not runs:

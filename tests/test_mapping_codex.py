@@ -410,3 +410,19 @@ def test_native_detail_keeps_a_constant_subtype() -> None:
 )
 def test_native_detail_leaves_every_other_detail_as_it_is(detail: Any) -> None:
     assert native_detail(detail) is detail
+
+
+def test_a_reasoning_item_completed_twice_is_one_thinking_entry() -> None:
+    """Codex 0.171 completes reasoning with `item/completed` only; a Codex that also sends
+    `item/reasoning/completed` for the same item gets one `thinking` entry, not two."""
+    mapper = CodexMapper()
+    reasoning = item("reasoning", summary=["Think first."], content=[])
+    first = mapper.notification("item/reasoning/completed", {**reasoning, "itemId": reasoning["item"]["id"]})
+    assert first is not None
+    assert first.entry_type == "thinking"
+    assert mapper.notification("item/completed", reasoning) is None
+    other = item("reasoning", summary=["Then act."], content=[])
+    other["item"]["id"] = "r2"
+    second = mapper.notification("item/completed", other)
+    assert second is not None
+    assert second.entry_type == "thinking"

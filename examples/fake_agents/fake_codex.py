@@ -16,6 +16,16 @@ or ``failed``, see examples/fake_agents/README.md; or ``bulk``, one turn of 2,00
 notifications for benchmarks/bench_e2e.py, see ``scenario_bulk``). It exits when
 stdin closes.
 
+What it is for: what the real Codex cannot be made to do on demand (a notification no
+mapping knows, a line that is not JSON, 2,000 notifications in a second for the
+benchmark). The tests of what Codex really does run the real CLI
+(``tests/test_real_codex.py``). The shapes it sends follow what Codex 0.171.0 sent in
+those runs (``tests/fixtures/codex/app-server/``): reasoning completes with an
+``item/completed`` of type ``reasoning`` (never ``item/reasoning/completed``), a
+failure is in ``turn.error`` only, a file change's ``kind`` is an object, and token
+usage comes once per model call with the thread's running ``total``. Only the hostile
+parts (``item/unknownThing/happened``, ``{not json``) are ours.
+
 Optional: ``FAKE_AGENT_LOG=<path>`` appends every message read and written
 (``{"dir": "in"|"out"|"out-raw", ...}``) to that file.
 """
@@ -155,11 +165,7 @@ def scenario_plain(wire: Wire, inbox: Iterator[JsonObj]) -> None:
 def scenario_rich(wire: Wire, inbox: Iterator[JsonObj]) -> None:
     wire.notify("turn/started", {"threadId": THREAD_ID, "turn": _turn("inProgress")})
 
-    # Reasoning. Codex v2 streams summary deltas and ends the item with
-    # item/completed (type "reasoning"); weakincentives' CodexTranscriptBridge
-    # (0.26/0.27) maps only "item/reasoning/completed" to `thinking`, so both
-    # are sent (the former is ignored by the bridge, the latter is not part of
-    # the published v2 schema).
+    # Reasoning: summary deltas, then `item/completed` of type "reasoning" (as Codex 0.171).
     summary = "Echo the text, then inspect the workspace."
     _item_started(wire, {"type": "reasoning", "id": "item_reason_1", "summary": [], "content": []})
     wire.notify("item/reasoning/summaryPartAdded", {**_ids("item_reason_1"), "summaryIndex": 0})
@@ -174,7 +180,6 @@ def scenario_rich(wire: Wire, inbox: Iterator[JsonObj]) -> None:
         "summary": [summary],
         "content": [],
     }
-    wire.notify("item/reasoning/completed", {**_ids("item_reason_1"), "item": reasoning_item})
     _item_completed(wire, reasoning_item)
 
     # A WINK bridged tool: server request, wait for the client's answer.
@@ -206,7 +211,7 @@ def scenario_rich(wire: Wire, inbox: Iterator[JsonObj]) -> None:
     change: JsonObj = {
         "type": "fileChange",
         "id": "item_file_1",
-        "changes": [{"path": "a.txt", "kind": "add", "diff": "+hi\n"}],
+        "changes": [{"path": "a.txt", "kind": {"type": "add"}, "diff": "+hi\n"}],
         "status": "inProgress",
     }
     _item_started(wire, change)
@@ -267,21 +272,17 @@ def scenario_failed(wire: Wire, inbox: Iterator[JsonObj]) -> None:
         "codexErrorInfo": "internalServerError",
         "additionalDetails": None,
     }
-    # Codex v2 puts the failure in turn.error. weakincentives 0.25-0.27 read
-    # turn.codexErrorInfo / turn.additionalDetails instead, so those are set
-    # too (giving "Turn failed: internalServerError — fake failure").
-    turn = _turn("failed", error)
-    turn["codexErrorInfo"] = "internalServerError"
-    turn["additionalDetails"] = "fake failure"
+    # As Codex 0.171: the failure only in `turn.error` (weakincentives 0.25-0.27 read
+    # `turn.codexErrorInfo`, so their exception says "Turn failed: unknown").
     wire.notify("error", {**_ids(), "error": error, "willRetry": False})
-    wire.notify("turn/completed", {"threadId": THREAD_ID, "turn": turn})
+    wire.notify("turn/completed", {"threadId": THREAD_ID, "turn": _turn("failed", error)})
 
 
 # -- bulk: one long turn, for the end-to-end benchmark (benchmarks/bench_e2e.py) ---------
 
 BULK_NOTIFICATIONS = 2_000
 BULK_STEPS = 50
-# Per step: reasoning (4 + deltas), a command (2 + output deltas), a message (2 + deltas), usage (1).
+# Per step: reasoning (3 + deltas), a command (2 + output deltas), a message (2 + deltas), usage (1).
 BULK_REASONING_DELTAS = 8
 BULK_OUTPUT_DELTAS = 6
 BULK_MESSAGE_DELTAS = 16
@@ -320,9 +321,8 @@ def _bulk_step(wire: Wire, step: int) -> int:
     for chunk in reasoning_chunks:
         wire.notify("item/reasoning/summaryTextDelta", {**_ids(reason_id), "delta": chunk, "summaryIndex": 0})
     reasoning: JsonObj = {"type": "reasoning", "id": reason_id, "summary": ["".join(reasoning_chunks)]}
-    wire.notify("item/reasoning/completed", {**_ids(reason_id), "item": {**reasoning, "content": []}})
     _item_completed(wire, {**reasoning, "content": []})
-    sent += 4 + BULK_REASONING_DELTAS
+    sent += 3 + BULK_REASONING_DELTAS
 
     command = f"pytest -q tests/test_module_{step:02d}.py"
     cmd: JsonObj = {
@@ -356,9 +356,19 @@ def _bulk_step(wire: Wire, step: int) -> int:
     _agent_message(wire, message_id, [_bulk_text(step, part, 50) for part in range(BULK_MESSAGE_DELTAS)])
     sent += 2 + BULK_MESSAGE_DELTAS
 
-    last = _usage(1_800 + step * 40, 350 + step, 1_200 + step * 30, 120)
-    _token_usage(wire, last, _usage(90_000 + step * 2_000, 17_500 + step * 350, 60_000 + step * 1_500, 6_000))
+    # Codex's `total` is the thread's running total of every call's `last`.
+    calls = [_bulk_counts(earlier) for earlier in range(step + 1)]
+    _token_usage(wire, _bulk_usage(step), _usage(*(sum(counts) for counts in zip(*calls, strict=True))))
     return sent + 1
+
+
+def _bulk_counts(step: int) -> tuple[int, int, int, int]:
+    """The counts of one step's model call: input, output, cached input, reasoning output."""
+    return 1_800 + step * 40, 350 + step, 1_200 + step * 30, 120
+
+
+def _bulk_usage(step: int) -> JsonObj:
+    return _usage(*_bulk_counts(step))
 
 
 def scenario_bulk(wire: Wire, inbox: Iterator[JsonObj]) -> None:

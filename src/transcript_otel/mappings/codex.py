@@ -10,7 +10,8 @@ the same entries whether weakincentives or we build them:
   `tool_result`, of `agentMessage` → `assistant_message`, of `reasoning` → `thinking`
   (how Codex 0.171 sends reasoning; weakincentives' bridge drops it), of
   `contextCompaction` → `system_event` `{subtype: "compaction"}`;
-* `item/reasoning/completed` (older Codex) → `thinking`; `thread/tokenUsage/updated` →
+* `item/reasoning/completed` (older Codex) → `thinking` (once per item, with its
+  `item/completed`); `thread/tokenUsage/updated` →
   `token_usage` (its `total` is the thread's running total: see `_genai.RunningUsage`);
   `turn/completed` with status `failed` → `error` (the reason in `turn.error`);
 * what weakincentives' bridge leaves out or calls `unknown`, kept as `system_event`s:
@@ -59,6 +60,8 @@ SYSTEM_NOTIFICATIONS: Final = frozenset({TURN_DIFF, "warning", "error"})
 # Deltas kept per message until it completes; beyond this they are not kept (the
 # completed item carries the text anyway).
 _MAX_FOLDED_CHARS: Final = 1 << 20
+_MAX_THOUGHTS: Final = 100_000
+REASONING_COMPLETED: Final = "item/reasoning/completed"
 
 
 def _item(params: dict[str, Any]) -> dict[str, Any]:
@@ -80,13 +83,30 @@ def _entry(entry_type: EntryType, method: str, params: Any, **extra: Any) -> Map
 
 
 class CodexMapper:
-    """Maps the notifications of one run; holds only the deltas of unfinished messages."""
+    """Maps the notifications of one run; holds the deltas of unfinished messages and the
+    reasoning items already recorded."""
 
-    __slots__ = ("_deltas", "_folded_chars")
+    __slots__ = ("_deltas", "_folded_chars", "_thoughts")
 
     def __init__(self) -> None:
         self._deltas: dict[str, list[str]] = {}
         self._folded_chars: dict[str, int] = {}
+        # Reasoning items recorded, by id: a Codex that sends both `item/reasoning/completed`
+        # and the item's `item/completed` gets one `thinking` entry.
+        self._thoughts: set[str] = set()
+
+    def thought(self, params: Any) -> bool:
+        """Note the reasoning item `params` completes; False if it was noted already."""
+        item_id = _item(params).get("id") if isinstance(params, dict) else None
+        if isinstance(params, dict) and item_id is None:
+            item_id = params.get("itemId")
+        if not isinstance(item_id, str):
+            return True
+        if item_id in self._thoughts:
+            return False
+        if len(self._thoughts) < _MAX_THOUGHTS:
+            self._thoughts.add(item_id)
+        return True
 
     def user_message(self, text: Any) -> MappedEntry:
         return MappedEntry(EntryType.USER_MESSAGE.value, {"text": text})
@@ -125,8 +145,8 @@ class CodexMapper:
             return _entry(EntryType.TOOL_USE, method, params) if self._is_tool(params) else None
         if method == "item/completed":
             return self._item_completed(method, params)
-        if method == "item/reasoning/completed":
-            return _entry(EntryType.THINKING, method, params)
+        if method == REASONING_COMPLETED:
+            return _entry(EntryType.THINKING, method, params) if self.thought(params) else None
         if method == "thread/tokenUsage/updated":
             return _entry(EntryType.TOKEN_USAGE, method, params)
         if method == "turn/completed":
@@ -160,7 +180,7 @@ class CodexMapper:
         if item_type in TOOL_ITEM_TYPES:
             return _entry(EntryType.TOOL_RESULT, method, params)
         if item_type == "reasoning":
-            return _entry(EntryType.THINKING, method, params)
+            return _entry(EntryType.THINKING, method, params) if self.thought(params) else None
         if item_type == "contextCompaction":
             return _entry(EntryType.SYSTEM_EVENT, method, params, subtype="compaction")
         return None

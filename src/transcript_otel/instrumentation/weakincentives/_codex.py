@@ -23,7 +23,13 @@ from transcript_otel.instrumentation.weakincentives._native import harness_call
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
-from transcript_otel.mappings.codex import TURN_DIFF, CodexMapper, bridge_drops, native_detail
+from transcript_otel.mappings.codex import (
+    REASONING_COMPLETED,
+    TURN_DIFF,
+    CodexMapper,
+    bridge_drops,
+    native_detail,
+)
 from transcript_otel.model import EntryType
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.codex_app_server.adapter"
@@ -121,6 +127,8 @@ def _bridged_notification(state: WinkInstrumentation) -> Wrapper:
             result = wrapped(*args, **kwargs)
         if call.emitted == 0 and bridge_drops(method, params):
             guarded("notification", _add_notification, run, method, params)
+        elif call.emitted and method == REASONING_COMPLETED:  # the bridge's `thinking`: not again
+            guarded("notification", run.mapper(CodexMapper).thought, params)
         return result
 
     return wrapper
