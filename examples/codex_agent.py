@@ -36,8 +36,9 @@ from transcript_otel.reading.sources import open_run
 EXAMPLES = Path(__file__).resolve().parent
 sys.path.insert(0, str(EXAMPLES / "model_servers"))
 
-from codex_offline import ModelServer, model_server, offline_environment, write_codex_home  # noqa: E402
+from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import MODEL, SCENARIOS  # noqa: E402
+from scripted_http import ModelServer  # noqa: E402
 
 INSTALLED_CLI = EXAMPLES.parent / ".agents" / "codex" / "node_modules" / ".bin" / "codex"
 

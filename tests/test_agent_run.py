@@ -138,9 +138,14 @@ def command(item_id: str, **fields: Any) -> dict[str, Any]:
     return {"threadId": "th", "turnId": "tu", "item": {"type": "commandExecution", "id": item_id, **fields}}
 
 
-def token_usage(input_tokens: int, output_tokens: int, cached: int = 0) -> dict[str, Any]:
+def token_usage(
+    input_tokens: int, output_tokens: int, cached: int = 0, total: tuple[int, int, int] | None = None
+) -> dict[str, Any]:
+    """Codex's report of one model call (`last`) and of the thread so far (`total`, by default the call's)."""
     last = {"inputTokens": input_tokens, "outputTokens": output_tokens, "cachedInputTokens": cached}
-    return {"threadId": "th", "tokenUsage": {"last": last, "total": {"inputTokens": 10**6}}}
+    so_far = total or (input_tokens, output_tokens, cached)
+    running = {"inputTokens": so_far[0], "outputTokens": so_far[1], "cachedInputTokens": so_far[2]}
+    return {"threadId": "th", "tokenUsage": {"last": last, "total": running}}
 
 
 def failed_turn(info: Any) -> dict[str, Any]:
@@ -487,14 +492,17 @@ def test_a_failure_whose_causes_loop_is_recorded_with_a_bounded_chain(start: Sta
 # -- token usage ----------------------------------------------------------------------------
 
 
-def test_codex_token_usage_sums_into_turn_and_root(start: Start) -> None:
+def test_codex_token_usage_follows_the_running_total_into_turn_and_root(start: Start) -> None:
     driver = start(turns_start_with_user_message=True)
     driver.feed(driver.codex.user_message("one"))
     driver.notify("thread/tokenUsage/updated", token_usage(100, 10, cached=40))
-    driver.notify("thread/tokenUsage/updated", token_usage(50, 5))
+    driver.notify("thread/tokenUsage/updated", token_usage(50, 5, total=(150, 15, 40)))
+    driver.notify(
+        "thread/tokenUsage/updated", token_usage(50, 5, total=(150, 15, 40))
+    )  # repeated after a retry
     driver.run.end_turn()
     driver.feed(driver.codex.user_message("two"))
-    driver.notify("thread/tokenUsage/updated", token_usage(7, 3))
+    driver.notify("thread/tokenUsage/updated", token_usage(7, 3, total=(157, 18, 40)))
     spans = driver.finish()
 
     first, second = sorted(spans[CHAT], key=lambda span: span.start_time or 0)
@@ -639,7 +647,7 @@ def test_full_codex_run_ends_every_span(start: Start) -> None:
             driver.notify("item/started", command(f"c{turn}-{call}"))
             driver.notify("item/agentMessage/delta", {"itemId": "m", "delta": "x"})
             driver.notify("item/completed", command(f"c{turn}-{call}", exitCode=call))
-        driver.notify("thread/tokenUsage/updated", token_usage(1, 1))
+        driver.notify("thread/tokenUsage/updated", token_usage(1, 1, total=(turn + 1, turn + 1, 0)))
         driver.notify("item/completed", {"item": {"type": "agentMessage", "id": "m"}})
         driver.run.end_turn()
     spans = driver.finish()

@@ -131,7 +131,7 @@ def codex_rich(flow: str, unknown_before_mcp_result: bool) -> Expected:
             [
                 (
                     "item_mcp_1",
-                    "search",
+                    "docs:search",  # an MCP tool is `server:tool`, as `codex exec` names it
                     {"arguments": {"query": "opentelemetry logs"}},
                     "3 documents found",
                     "",

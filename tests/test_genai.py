@@ -263,7 +263,8 @@ def test_running_usage_adds_what_codex_total_grew_by() -> None:
         codex_usage(3400, 9600, 85),
     ]
     added = [running.added(report) for report in reports]
-    assert added == [{INPUT: 3000, OUTPUT: 1}, {INPUT: 3200, OUTPUT: 30}, {}, {INPUT: 3400, OUTPUT: 15}]
+    repeat = {INPUT: 0, OUTPUT: 0}
+    assert added == [{INPUT: 3000, OUTPUT: 1}, {INPUT: 3200, OUTPUT: 30}, repeat, {INPUT: 3400, OUTPUT: 15}]
     assert sum(step.get(INPUT, 0) for step in added) == 9600
 
 

@@ -24,7 +24,8 @@ from transcript_otel.reading.text import entry_text
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
-from codex_cli import FAILING, USAGE_PATHS, served_usage  # noqa: E402
+from codex_cli import USAGE_PATHS, served_usage  # noqa: E402
+from codex_scenarios import FAILING  # noqa: E402
 
 FIXTURES = TESTS / "fixtures" / "codex"
 APP_SERVER = sorted(path.stem for path in (FIXTURES / "app-server").glob("*.jsonl"))

@@ -33,8 +33,8 @@ sys.path.insert(0, str(TESTS / "agents"))
 
 import codex_cli  # noqa: E402
 from captured_run import CapturedRun, require_agent  # noqa: E402
-from codex_cli import EXEC_SCENARIOS, FAILING, record, served_usage  # noqa: E402
-from codex_scenarios import SCENARIOS, prompt_for  # noqa: E402
+from codex_cli import record, served_usage  # noqa: E402
+from codex_scenarios import APP_SERVER_SCENARIOS, EXEC_SCENARIOS, FAILING, SCENARIOS, prompt_for  # noqa: E402
 
 PROMPT_NAME = "codex-exec"
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME, "--")
@@ -229,7 +229,7 @@ WINK_VERSIONS = ("0.25.0", "0.27.0")
 def app_server_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], Any]:
     """Every app-server scenario through `CodexAppServerAdapter.evaluate()`, per (weakincentives
     version, under `opentelemetry-instrument`), run on first use."""
-    from wink_driver import REAL_CODEX_CLI, REAL_CODEX_SCENARIOS
+    from wink_driver import REAL_CODEX_CLI
 
     from wink_harness import run_driver
 
@@ -238,7 +238,7 @@ def app_server_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str,
     class Runs(dict[tuple[str, bool], Any]):
         def __missing__(self, key: tuple[str, bool]) -> Any:
             version, zero_code = key
-            scenarios = ("wink_tool", "shell") if zero_code else REAL_CODEX_SCENARIOS
+            scenarios = ("wink_tool", "shell") if zero_code else APP_SERVER_SCENARIOS
             run = run_driver(
                 version,
                 tmp_path_factory.mktemp(f"wink-{version}"),
@@ -250,12 +250,6 @@ def app_server_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str,
             return run
 
     return Runs()
-
-
-def app_server_scenarios() -> tuple[str, ...]:
-    from wink_driver import REAL_CODEX_SCENARIOS
-
-    return tuple(REAL_CODEX_SCENARIOS)
 
 
 def entry_shape(entry: dict[str, Any]) -> tuple[Any, ...]:
@@ -287,7 +281,7 @@ def test_app_server_runs_follow_codex(app_server_runs: dict[tuple[str, bool], An
     """Each scenario: the outcome Codex gave, a valid transcript with nothing unknown, its
     reasoning as `thinking`, and the tokens the model served (Codex's own totals)."""
     run = app_server_runs[(version, False)]
-    for scenario in app_server_scenarios():
+    for scenario in APP_SERVER_SCENARIOS:
         name = f"codex-{scenario}"
         result = run.results[name]
         assert result["ok"] is (scenario not in FAILING), (scenario, result, run.stderr[-2000:])
@@ -309,7 +303,7 @@ def test_weakincentives_025_and_027_give_the_same_entries(
     """0.25's transcript is ours; 0.27's is weakincentives' own bridge, which drops Codex 0.171's
     reasoning, warnings and errors and calls diffs `unknown`: what we add makes them equal."""
     old, new = app_server_runs[("0.25.0", False)], app_server_runs[("0.27.0", False)]
-    for scenario in app_server_scenarios():
+    for scenario in APP_SERVER_SCENARIOS:
         name = f"codex-{scenario}"
         assert [entry_shape(e) for e in old.entries(name)] == [entry_shape(e) for e in new.entries(name)], (
             scenario

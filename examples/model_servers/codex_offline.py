@@ -9,49 +9,20 @@ import contextlib
 import json
 import os
 import sys
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from codex_scenarios import MODEL, prompt_for
 from openai_responses import serve
+from scripted_http import ModelServer, running
 
 # The provider's key variable (`env_key`): codex sends its value as the bearer token.
 API_KEY_VARIABLE = "SCRIPTED_MODEL_API_KEY"
 MCP_SERVER = Path(__file__).resolve().parent / "mcp_docs_server.py"
 
 
-@dataclass
-class ModelServer:
-    """A scripted model serving one scenario; `served()` is what it answered, in order."""
-
-    scenario: str
-    url: str
-    log_path: Path
-
-    def served(self) -> list[dict[str, Any]]:
-        if not self.log_path.exists():
-            return []
-        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
-
-    @property
-    def prompt(self) -> str:
-        return prompt_for(self.scenario)
-
-
-@contextlib.contextmanager
-def model_server(scenario: str, directory: Path) -> Iterator[ModelServer]:
-    log_path = directory / f"served-{scenario}.jsonl"
-    server = serve(scenario, 0, log_path)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield ModelServer(scenario, f"http://127.0.0.1:{server.server_address[1]}", log_path)
-    finally:
-        server.shutdown()
-        server.server_close()
+def model_server(scenario: str, directory: Path) -> contextlib.AbstractContextManager[ModelServer]:
+    """The scripted Responses API serving `scenario`, in a thread of ours."""
+    return running(serve, scenario, prompt_for(scenario), directory)
 
 
 def _toml(value: str) -> str:

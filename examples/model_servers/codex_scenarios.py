@@ -280,6 +280,26 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
 }
 
 
+# What `codex exec --json` runs (the WINK tool needs weakincentives' bridge), and the app-server.
+EXEC_SCENARIOS: Final = (
+    "shell",
+    "apply_patch",
+    "mcp_tool",
+    "web_search",
+    "plain",
+    "retry_500",
+    "fatal_500",
+    "response_failed",
+    "stream_cut",
+    "unknown_model",
+    "tour",
+    "tool_then_500",
+)
+APP_SERVER_SCENARIOS: Final = (*EXEC_SCENARIOS[:-2], "wink_tool", "tool_then_500", "demo")
+# Those whose turn fails: `codex exec` exits 1, `evaluate()` raises.
+FAILING: Final = frozenset({"fatal_500", "response_failed", "tool_then_500"})
+
+
 def prompt_for(scenario: str) -> str:
     """A prompt that selects the scenario's main conversation."""
     main_key = next(iter(SCENARIOS[scenario]))

@@ -28,7 +28,6 @@ prints `{"port": N}` on its first stdout line once it listens, and serves until 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from codex_scenarios import SCENARIOS, Step
-from scripted_http import AnswerLog, JsonObj, ScriptedHandler, pieces, sse
+from scripted_http import AnswerLog, JsonObj, ScriptedHandler, http_server, main, pieces, sse
 
 
 def _user_text(request: JsonObj) -> str:
@@ -220,21 +219,8 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
 
 
 def serve(scenario: str, port: int, log_path: Path | None) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler_for(ScriptedModel(scenario, log_path)))
-    server.daemon_threads = True
-    return server
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--log", type=Path)
-    arguments = parser.parse_args()
-    server = serve(arguments.scenario, arguments.port, arguments.log)
-    print(json.dumps({"port": server.server_address[1]}), flush=True)
-    server.serve_forever()
+    return http_server(handler_for(ScriptedModel(scenario, log_path)), port)
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], SCENARIOS, serve)

@@ -2,15 +2,19 @@
 
 `anthropic_api.py` (for Claude Code) and `openai_responses.py` (for Codex) each speak
 their API; both count the attempts at each step (so a step can fail its first ones), append
-every answer they serve to a JSONL log, and reply with JSON or a server-sent event stream.
+every answer they serve to a JSONL log, and reply with JSON or a server-sent event stream;
+both run in a thread of the test or demo that uses them (`running`) or as a script (`main`).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import threading
-from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +98,53 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+Serve = Callable[[str, int, "Path | None"], ThreadingHTTPServer]
+
+
+def http_server(handler: type[BaseHTTPRequestHandler], port: int) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    return server
+
+
+@dataclass
+class ModelServer:
+    """A scripted model serving one scenario; `served()` is what it answered, in order."""
+
+    scenario: str
+    url: str
+    log_path: Path
+    prompt: str  # the prompt that selects the scenario's main conversation
+
+    def served(self) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+
+@contextlib.contextmanager
+def running(serve: Serve, scenario: str, prompt: str, directory: Path) -> Iterator[ModelServer]:
+    """The model `serve` makes, serving `scenario` on a free loopback port in a thread of ours."""
+    log_path = directory / f"served-{scenario}.jsonl"
+    server = serve(scenario, 0, log_path)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield ModelServer(scenario, f"http://127.0.0.1:{server.server_address[1]}", log_path, prompt)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def main(description: str, scenarios: Iterable[str], serve: Serve) -> None:
+    """Serve one scenario until killed; print `{"port": N}` once listening."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--scenario", required=True, choices=sorted(scenarios))
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", type=Path)
+    arguments = parser.parse_args()
+    server = serve(arguments.scenario, arguments.port, arguments.log)
+    print(json.dumps({"port": server.server_address[1]}), flush=True)
+    server.serve_forever()

@@ -190,8 +190,7 @@ class RunningUsage:
         previous, self._total = self._total, total
         if previous is None:
             return usage_attributes(detail)
-        grown = {key: value - previous.get(key, 0) for key, value in total.items()}
-        return {key: value for key, value in grown.items() if value > 0}
+        return {key: max(value - previous.get(key, 0), 0) for key, value in total.items()}
 
 
 def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:

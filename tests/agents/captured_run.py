@@ -1,17 +1,22 @@
 """What a real agent's run left in the JSONL mirror, for the real-CLI tests to read.
 
-`CapturedRun` holds one run's records (entries and `transcript.span` records) with what the
-scripted model served and what the CLI printed; `require_agent` skips a test without the
-CLI, or fails it where the Makefile requires the real agents.
+`Recorded` is what one real CLI run printed and what the scripted model served;
+`CapturedRun` holds one run's records (entries and `transcript.span` records) with those;
+`require_agent` skips a test without the CLI, or fails it where the Makefile requires the
+real agents.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -25,6 +30,70 @@ def require_agent(path: Path | None, reason: str) -> Path:
             pytest.fail(reason)
         pytest.skip(reason)
     return path
+
+
+@dataclass
+class Recorded:
+    """One real run: what the CLI printed, its exit status, what the model served."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    served: list[dict[str, Any]]
+    prompt: str
+
+    def print(self) -> None:
+        """The stream on stdout; the CLI's stderr, its exit status and the answers on stderr."""
+        sys.stdout.write(self.stdout)
+        sys.stderr.write(self.stderr)
+        print(f"# exit {self.exit_code}", file=sys.stderr)
+        for answer in self.served:
+            print(f"# served {json.dumps(answer)}", file=sys.stderr)
+
+
+class Served(Protocol):
+    """A scripted model (`scripted_http.ModelServer`): its scenario's prompt and its answers."""
+
+    prompt: str
+
+    def served(self) -> list[dict[str, Any]]: ...
+
+
+def scratch_dirs(scratch: Path) -> tuple[Path, Path]:
+    """A throwaway `HOME` and working directory for one run."""
+    home, work = scratch / "home", scratch / "work"
+    home.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    return home, work
+
+
+def run_cli(
+    command: Sequence[str],
+    model: Served,
+    environment: dict[str, str],
+    cwd: Path,
+    stdin_text: str | None = None,
+    timeout: float = 240,
+) -> Recorded:
+    """Run a real CLI against `model` to its end (stdin: `stdin_text`, else nothing)."""
+    completed = subprocess.run(
+        list(command),
+        input=stdin_text,
+        stdin=subprocess.DEVNULL if stdin_text is None else None,
+        env=environment,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Recorded(completed.stdout, completed.stderr, completed.returncode, model.served(), model.prompt)
+
+
+def record_main(record: Callable[[str, Path], Recorded]) -> None:
+    """`python <module> SCENARIO`: one run, printed (for recording fixtures by hand)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        record(sys.argv[1], Path(scratch)).print()
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
-from claude_offline import ModelServer, model_server, offline_environment  # noqa: E402
+from captured_run import Recorded, record_main, run_cli, scratch_dirs  # noqa: E402
+from claude_offline import model_server, offline_environment  # noqa: E402
 from claude_scenarios import prompt_for  # noqa: E402
+from scripted_http import ModelServer  # noqa: E402
 
 CLAUDE_CODE_VERSION = "2.1.332"
 CLI_VARIABLE = "TRANSCRIPT_OTEL_CLAUDE_CLI"
@@ -95,17 +96,6 @@ CASES: dict[str, Case] = {
 }
 
 
-@dataclass
-class Recorded:
-    """One real run: what the CLI printed, its exit status, what the model served."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    served: list[dict[str, Any]]
-    prompt: str
-
-
 def case_environment(case: Case, model: ModelServer, home: Path) -> dict[str, str]:
     environment = offline_environment(model, home)
     environment.update(case.environment)
@@ -145,41 +135,17 @@ def record(
 ) -> Recorded:
     """Run the real CLI on one scenario (under `command_prefix`, e.g. `transcript-otel run --`,
     with `environment` added to the offline one)."""
-    import subprocess
 
     cli = cli_path()
     if cli is None:
         raise RuntimeError(f"no Claude Code CLI: run `make agents` or set {CLI_VARIABLE}")
     case = CASES[scenario]
-    home, work = scratch / "home", scratch / "work"
-    home.mkdir(parents=True, exist_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
+    home, work = scratch_dirs(scratch)
     with model_server(_model_scenario(scenario), scratch) as model:
-        completed = subprocess.run(
-            [*command_prefix, str(cli), *case_arguments(scenario, case)],
-            input=case_input(scenario, case),
-            env={**case_environment(case, model, home), **(environment or {})},
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-        return Recorded(
-            completed.stdout, completed.stderr, completed.returncode, model.served(), model.prompt
-        )
-
-
-def _main() -> None:
-    scenario = sys.argv[1]
-    with tempfile.TemporaryDirectory() as scratch:
-        recorded = record(scenario, Path(scratch))
-    sys.stdout.write(recorded.stdout)
-    sys.stderr.write(recorded.stderr)
-    print(f"# exit {recorded.exit_code}", file=sys.stderr)
-    for served in recorded.served:
-        print(f"# served {json.dumps(served)}", file=sys.stderr)
+        command = [*command_prefix, str(cli), *case_arguments(scenario, case)]
+        environment = {**case_environment(case, model, home), **(environment or {})}
+        return run_cli(command, model, environment, work, case_input(scenario, case))
 
 
 if __name__ == "__main__":
-    _main()
+    record_main(record)

@@ -12,18 +12,15 @@ served (for recording fixtures by hand).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
+from captured_run import Recorded, record_main, run_cli, scratch_dirs  # noqa: E402
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 
@@ -31,23 +28,6 @@ CODEX_VERSION = "0.171.0"
 CLI_VARIABLE = "TRANSCRIPT_OTEL_CODEX_CLI"
 INSTALLED_CLI = ROOT / ".agents" / "codex" / "node_modules" / ".bin" / "codex"
 
-# The scenarios `codex exec --json` runs (the WINK tool needs weakincentives' bridge).
-EXEC_SCENARIOS = (
-    "shell",
-    "apply_patch",
-    "mcp_tool",
-    "web_search",
-    "plain",
-    "retry_500",
-    "fatal_500",
-    "response_failed",
-    "stream_cut",
-    "unknown_model",
-    "tour",
-    "tool_then_500",
-)
-# Those that fail the turn: codex exits 1.
-FAILING = frozenset({"fatal_500", "response_failed", "tool_then_500"})
 # Token counts as the scripted model reports them (`openai_responses.usage_of`) and codex sums them.
 USAGE_PATHS = {
     "input_tokens": ("input_tokens",),
@@ -87,17 +67,6 @@ def served_usage(served: list[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
-@dataclass
-class Recorded:
-    """One real run: what the CLI printed, its exit status, what the model served."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    served: list[dict[str, Any]]
-    prompt: str
-
-
 def exec_arguments(scenario: str) -> list[str]:
     return ["exec", "--json", "--skip-git-repo-check", prompt_for(scenario)]
 
@@ -111,36 +80,12 @@ def record(
     """Run `codex exec --json` on one scenario (under `command_prefix`, e.g. `transcript-otel
     run --`, with `environment` added to the offline one)."""
     cli = require_cli()
-    home, work = scratch / "home", scratch / "work"
-    home.mkdir(parents=True, exist_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
+    home, work = scratch_dirs(scratch)
     with model_server(scenario, scratch) as model:
         codex_home = write_codex_home(scratch / "codex-home", model, model_slug(scenario))
-        completed = subprocess.run(
-            [*command_prefix, str(cli), *exec_arguments(scenario)],
-            stdin=subprocess.DEVNULL,
-            env={**offline_environment(codex_home, home), **(environment or {})},
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        return Recorded(
-            completed.stdout, completed.stderr, completed.returncode, model.served(), model.prompt
-        )
-
-
-def _main() -> None:
-    scenario = sys.argv[1]
-    with tempfile.TemporaryDirectory() as scratch:
-        recorded = record(scenario, Path(scratch))
-    sys.stdout.write(recorded.stdout)
-    sys.stderr.write(recorded.stderr)
-    print(f"# exit {recorded.exit_code}", file=sys.stderr)
-    for served in recorded.served:
-        print(f"# served {json.dumps(served)}", file=sys.stderr)
+        command = [*command_prefix, str(cli), *exec_arguments(scenario)]
+        return run_cli(command, model, {**offline_environment(codex_home, home), **(environment or {})}, work)
 
 
 if __name__ == "__main__":
-    _main()
+    record_main(record)

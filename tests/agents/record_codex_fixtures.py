@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from codex_cli import CODEX_VERSION, EXEC_SCENARIOS, ROOT, record, require_cli
+from codex_cli import CODEX_VERSION, ROOT, record, require_cli
+from codex_scenarios import EXEC_SCENARIOS
 
 FIXTURES = ROOT / "tests" / "fixtures" / "codex"
 WINK_VERSION = "0.27.0"

@@ -55,7 +55,7 @@ FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
 MODEL_SERVERS = FAKE_AGENTS.parent / "model_servers"
 sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS), str(MODEL_SERVERS)]
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
-from codex_scenarios import MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
+from codex_scenarios import APP_SERVER_SCENARIOS, MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 from fake_chat_server import ScriptedChatServer  # noqa: E402
 
 import codex_agent  # noqa: E402  (the demo's prompt with the WINK tool `echo`, and its launcher)
@@ -65,21 +65,7 @@ REAL_CLAUDE_CLI = "WINK_DRIVER_CLAUDE_CLI"
 REAL_CODEX_CLI = "WINK_DRIVER_CODEX_CLI"
 CODEX_RECORD_DIR = "WINK_DRIVER_CODEX_RECORD"
 # The scripted model's scenarios the real Codex app-server runs (codex_scenarios.SCENARIOS).
-REAL_CODEX_SCENARIOS = (
-    "shell",
-    "apply_patch",
-    "mcp_tool",
-    "web_search",
-    "plain",
-    "retry_500",
-    "fatal_500",
-    "response_failed",
-    "stream_cut",
-    "unknown_model",
-    "wink_tool",
-    "tool_then_500",
-    "demo",
-)
+REAL_CODEX_SCENARIOS = APP_SERVER_SCENARIOS
 FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_claude.py"}
 MODULES = {
     "codex": "weakincentives.adapters.codex_app_server",  # 0.25+

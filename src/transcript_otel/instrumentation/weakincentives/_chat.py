@@ -29,9 +29,9 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._calls import argument, guarded
-from transcript_otel.instrumentation._patching import Patch, Wrapper
+from transcript_otel.instrumentation._patching import Patch
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, in_run
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.chat import ChatMapper, usage_entry
 
@@ -130,24 +130,6 @@ class _Conversation:
 
 def _conversation(run: AgentRun) -> _Conversation:
     return run.mapper(_Conversation)
-
-
-Hook = Callable[[AgentRun, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
-
-
-def in_run(state: WinkInstrumentation, hook: Hook) -> Wrapper:
-    """A wrapper that makes the call through `hook(run, wrapped, instance, args, kwargs)`
-    inside an instrumented run, and untouched outside one."""
-
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        run = state.run()
-        if run is None:
-            return wrapped(*args, **kwargs)
-        return hook(run, wrapped, instance, args, kwargs)
-
-    return wrapper
 
 
 def _loop_run(run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:

@@ -21,7 +21,7 @@ from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
 from transcript_otel.instrumentation.weakincentives._native import harness_call
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, in_run, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
 from transcript_otel.mappings.codex import (
     REASONING_COMPLETED,
@@ -113,25 +113,18 @@ def _tool_result(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 _DIFF_AS_SYSTEM_EVENT: Final = (EntryType.SYSTEM_EVENT.value, "turn_diff")
 
 
-def _bridged_notification(state: WinkInstrumentation) -> Wrapper:
+def _bridged_notification(
+    run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """0.26+ `CodexTranscriptBridge.on_notification(method, params)`: what the bridge loses."""
-
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        run = state.run()
-        if run is None:
-            return wrapped(*args, **kwargs)
-        method, params = argument(args, kwargs, "method", 0), argument(args, kwargs, "params", 1)
-        with harness_call(_DIFF_AS_SYSTEM_EVENT if method == TURN_DIFF else None) as call:
-            result = wrapped(*args, **kwargs)
-        if call.emitted == 0 and bridge_drops(method, params):
-            guarded("notification", _add_notification, run, method, params)
-        elif call.emitted and method == REASONING_COMPLETED:  # the bridge's `thinking`: not again
-            guarded("notification", run.mapper(CodexMapper).thought, params)
-        return result
-
-    return wrapper
+    method, params = argument(args, kwargs, "method", 0), argument(args, kwargs, "params", 1)
+    with harness_call(_DIFF_AS_SYSTEM_EVENT if method == TURN_DIFF else None) as call:
+        result = wrapped(*args, **kwargs)
+    if call.emitted == 0 and bridge_drops(method, params):
+        guarded("notification", _add_notification, run, method, params)
+    elif call.emitted and method == REASONING_COMPLETED:  # the bridge's `thinking`: not again
+        guarded("notification", run.mapper(CodexMapper).thought, params)
+    return result
 
 
 def _add_notification(run: AgentRun, method: Any, params: Any) -> None:
@@ -193,5 +186,5 @@ def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
         # 0.26+: module functions; weakincentives builds the transcript (see `_native`).
         Patch(PROTOCOL_MODULE, "start_turn", opens_turn),
         Patch(PROTOCOL_MODULE, "stream_turn", ends_turn),
-        Patch(BRIDGE_MODULE, "CodexTranscriptBridge.on_notification", _bridged_notification(state)),
+        Patch(BRIDGE_MODULE, "CodexTranscriptBridge.on_notification", in_run(state, _bridged_notification)),
     ]

@@ -1,4 +1,4 @@
-"""What every weakincentives wrapper shares: the tracer, an on/off switch, the observing wrapper."""
+"""What every weakincentives wrapper shares: the tracer, an on/off switch, `observing` and `in_run`."""
 
 from __future__ import annotations
 
@@ -53,5 +53,23 @@ def observing(state: WinkInstrumentation, what: str, observe: Observer) -> Wrapp
         if run is not None:
             guarded(what, observe, run, args, kwargs)
         return wrapped(*args, **kwargs)
+
+    return wrapper
+
+
+Hook = Callable[[AgentRun, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def in_run(state: WinkInstrumentation, hook: Hook) -> Wrapper:
+    """A wrapper that makes the call through `hook(run, wrapped, instance, args, kwargs)`
+    inside an instrumented run, and untouched outside one."""
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        run = state.run()
+        if run is None:
+            return wrapped(*args, **kwargs)
+        return hook(run, wrapped, instance, args, kwargs)
 
     return wrapper
