@@ -193,7 +193,7 @@ def test_an_unknown_or_ambiguous_run_is_a_clear_error(mirror: Path, capsys: Capt
     assert err == f"transcript-otel show: no run 'no-such-run' in {mirror} {hint}\n"
     status, _, err = cli(capsys, "show", "wink-0.2")
     assert status == 2
-    assert f"'wink-0.2' matches 8 runs in {mirror}: " in err
+    assert f"'wink-0.2' matches 9 runs in {mirror}: " in err
 
 
 def test_an_otlp_json_export_is_read_as_a_run(tmp_path: Path, capsys: Capture) -> None:

@@ -181,6 +181,82 @@ def codex_rich(flow: str, unknown_before_mcp_result: bool) -> Expected:
     )
 
 
+def codex_real_demo() -> Expected:
+    """`make demo`'s Codex run: weakincentives 0.27 on the real Codex CLI 0.171 (`demo` scenario)."""
+
+    def call(call_id: str, name: str, arguments: dict[str, Any], output: str, error: str = "") -> Turn:
+        return Turn("assistant", "", [(call_id, name, arguments, output, error)])
+
+    def usage(tokens_in: int, tokens_out: int, cached: int, reasoning: int) -> Turn:
+        text = f"[usage] tokens: {tokens_in} in, {tokens_out} out, {cached} cached, {reasoning} reasoning"
+        return Turn("system", text, tokens=(tokens_in, tokens_out))
+
+    missing = "cat: missing.txt: No such file or directory\n"
+    notes = "/home/dev/project/notes.txt"
+    docs = "Docs for data files: data files is documented here; this text comes from the offline docs server."
+    return Expected(
+        "codex-demo",
+        "codex_app_server",
+        "completed",
+        (24300, 183),
+        [
+            Turn("user", "## 1. Task (task)\n\nDEMO-SCENARIO: please do the task."),
+            Turn("system", "[event] turn started"),
+            Turn(
+                "assistant",
+                "[thinking] The task asks for the echo tool first.",
+                [("call_demo_echo", "echo", {"text": "hi"}, "hi", "")],
+            ),
+            Turn("tool_result", "hi"),
+            usage(2800, 18, 0, 6),
+            Turn(
+                "assistant",
+                "[thinking] First I will write the data file and count its lines.",
+                [
+                    (
+                        "call_tour_1",
+                        "codex:command",
+                        {"command": "/bin/bash -lc 'seq 2 > data.txt && wc -l data.txt'"},
+                        "2 data.txt\n",
+                        "",
+                    )
+                ],
+            ),
+            Turn("tool_result", "2 data.txt\n"),
+            usage(3000, 45, 0, 14),
+            call("call_tour_2", "codex:command", {"command": "/bin/bash -lc 'cat missing.txt'"}, "", missing),
+            Turn("tool_result", missing),
+            usage(3300, 20, 2900, 0),
+            call(
+                "call_tour_3",
+                "codex:file_change",
+                {"changes": [{"path": notes, "kind": {"type": "add"}, "diff": "written by codex\n"}]},
+                f"add {notes}",
+            ),
+            Turn("tool_result", f"add {notes}"),
+            Turn("system", "[event] turn diff: diff --git a/notes.txt b/notes.txt\nnew file mode 100644…"),
+            usage(3500, 40, 3200, 0),
+            usage(3700, 12, 3400, 0),  # the `tool_search` call, which Codex shows no item for
+            call("call_tour_5", "docs:lookup", {"arguments": {"topic": "data files"}}, docs),
+            Turn("tool_result", docs),
+            usage(3900, 18, 3600, 0),
+            call(
+                "we_resp_scripted_0007_0",
+                "codex:web_search",
+                {"query": "counting lines in a file"},
+                "search: counting lines in a file",
+            ),
+            Turn("tool_result", "search: counting lines in a file"),
+            Turn(
+                "assistant",
+                "data.txt has 2 lines; missing.txt does not exist; I added notes.txt.",
+                tokens=(4100, 30),
+            ),
+            Turn("system", "[event] turn diff: diff --git a/notes.txt b/notes.txt\nnew file mode 100644…"),
+        ],
+    )
+
+
 def claude_rich() -> Expected:
     return Expected(
         "claude-rich",
@@ -250,6 +326,7 @@ def chat_tool(flow: str, adapter: str, scenario: str, calls: list[tuple[str, str
 EXPECTED: dict[str, Expected] = {
     "wink-0.27-codex-rich.jsonl": codex_rich("codex-rich", unknown_before_mcp_result=True),
     "wink-0.25-codex-rich.jsonl": codex_rich("codex-rich", unknown_before_mcp_result=False),
+    "wink-0.27-codex-real-demo.jsonl": codex_real_demo(),
     "wink-0.27-claude-rich.jsonl": claude_rich(),
     "wink-0.25-claude-rich.jsonl": claude_rich(),
     "wink-0.24-openai-tool.jsonl": chat_tool("openai-tool", "openai", "tool", [("call_1", "hi")]),
@@ -428,7 +505,7 @@ def test_captured_run_reads_as_its_conversation(tmp_path: Path, name: str) -> No
     assert meta.ended_at == datetime.fromisoformat(last["timestamp"])
     ids = [r["context"].get("session_id") for r in records] + [first["context"]["run_id"]]
     session = next(found for found in ids if found)  # else the run id
-    assert transcript.run_id == f"2026-11-23-{expected.flow}-{session[:8]}"
+    assert transcript.run_id == f"{first['timestamp'][:10]}-{expected.flow}-{session[:8]}"
 
     assert [turn.id for turn in transcript.turns] == list(range(1, len(transcript.turns) + 1))
     shown = [(turn.role, turn.content) for turn in transcript.turns]

@@ -82,7 +82,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from transcript_otel._genai import message_usage, tool_failed, tool_identity, usage_attributes
+from transcript_otel._genai import RunningUsage, message_usage, tool_failed, tool_identity
 from transcript_otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
 from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
@@ -316,6 +316,8 @@ class _TurnWriter:
         self._calls: dict[tuple[str, str], _Call] = {}
         self._last_message: dict[str, str] = {}
         self._next_id = 1
+        # Codex repeats its running total: each report counts what the total grew by.
+        self._usage = RunningUsage()
         self.written = 0
 
     # -- entries --------------------------------------------------------------------------
@@ -409,7 +411,7 @@ class _TurnWriter:
         turn.duration_ms = round(duration) if duration is not None else 0
 
     def _token_usage(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
-        usage = usage_attributes(detail)
+        usage = self._usage.added(detail)
         tokens_in = usage.get(GEN_AI_USAGE_INPUT_TOKENS, 0)
         tokens_out = usage.get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)
         if not (tokens_in or tokens_out):
