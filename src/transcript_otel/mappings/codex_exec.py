@@ -169,6 +169,8 @@ _VALUE_OPTIONS: Final = frozenset(
     }
 )  # fmt: skip
 _EXEC_COMMANDS: Final = frozenset({"exec", "e"})
+# Programs that run the program named after them (`npx codex exec ...`).
+_LAUNCHERS: Final = frozenset({"npx", "pnpx", "bunx", "env"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,16 +184,17 @@ class ExecCommand:
 
     @classmethod
     def of(cls, command: Sequence[str], environ: Mapping[str, str]) -> ExecCommand | None:
-        """The facts of `command` if it runs `codex exec`, else None. Never raises."""
-        names = [os.path.basename(word) for word in command[:3]]
-        if "codex" not in names:
-            return None
-        start = names.index("codex") + 1
-        if len(command) <= start or command[start] not in _EXEC_COMMANDS:
+        """The facts of `command` if it runs `codex [OPTIONS] exec`, else None. Never raises."""
+        names = [os.path.basename(word) for word in command[:2]]
+        if names[:1] == ["codex"]:
+            start = 1
+        elif len(names) == 2 and names[0] in _LAUNCHERS and names[1] in ("codex", "@openai/codex"):
+            start = 2
+        else:
             return None
         options: dict[str, str] = {}
         positional: list[str] = []
-        words = iter(command[start + 1 :])
+        words = iter(command[start:])
         for word in words:
             if word == "--":
                 positional.extend(words)
@@ -201,9 +204,12 @@ class ExecCommand:
                 _option(options, *word.split("=", 1))
             elif not word.startswith("-") or word == "-":
                 positional.append(word)
-        if positional[:1] == ["resume"]:
-            positional = positional[2:]  # `exec resume SESSION_ID [PROMPT]`
-        prompt = positional[0] if positional and positional[0] != "-" else None
+        if not positional or positional[0] not in _EXEC_COMMANDS:
+            return None  # another subcommand, or the interactive CLI
+        arguments = positional[1:]
+        if arguments[:1] == ["resume"]:
+            arguments = arguments[2:]  # `exec resume SESSION_ID [PROMPT]`
+        prompt = arguments[0] if arguments and arguments[0] != "-" else None
         model = options.get("-m") or options.get("--model") or options.get("model")
         return cls(prompt, model or _configured_model(environ, options.get("-p") or options.get("--profile")))
 
