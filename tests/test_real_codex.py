@@ -193,6 +193,7 @@ def test_exec_apply_patch_and_mcp_and_web_search_tools(exec_runs: dict[str, Capt
     [
         ("retry_500", ["thread_started", "turn_started"]),  # a request retry codex does not print
         ("stream_cut", ["thread_started", "turn_started", "retry"]),
+        ("stream_cut_late", ["thread_started", "turn_started", "retry"]),
         ("unknown_model", ["thread_started", "warning", "turn_started"]),
         ("fatal_500", ["thread_started", "turn_started", "retry", "api_error"]),
         ("response_failed", ["thread_started", "turn_started", "retry", "api_error"]),
@@ -294,6 +295,29 @@ def test_app_server_runs_follow_codex(app_server_runs: dict[tuple[str, bool], An
         exported = sorted(span.name for span in run.tree(name))
         mirrored = sorted(r["context"]["name"] for r in run.mirror[name] if r["event"] == "transcript.span")
         assert exported == mirrored, scenario
+
+
+@pytest.mark.wink
+@pytest.mark.parametrize("version", WINK_VERSIONS)
+def test_a_usage_report_repeated_after_a_stream_retry_counts_once(
+    app_server_runs: dict[tuple[str, bool], Any], version: str
+) -> None:
+    """A stream cut after the answer, before `response.completed`: Codex retries and sends the
+    previous call's usage report again. The run's tokens are Codex's total, not the sum."""
+    run = app_server_runs[(version, False)]
+    name = "codex-stream_cut_late"
+    reports = [
+        e["detail"]["notification"]["tokenUsage"]
+        for e in run.entries(name)
+        if e["entry_type"] == "token_usage"
+    ]
+    assert [r["total"]["inputTokens"] for r in reports] == [2100, 2100, 4400]  # the first one twice
+    assert sum(r["last"]["inputTokens"] for r in reports) == 6500  # what adding up every report gave
+    assert (
+        root_usage(run, name)["input_tokens"]
+        == 4400
+        == served_usage(run.results[name]["served"])["input_tokens"]
+    )
 
 
 @pytest.mark.wink

@@ -29,8 +29,9 @@ class Step:
     """One model response: its output items, usage, and the failed attempts before it.
 
     `failures`: per attempt, an HTTP status to fail with, "failed" for a `response.failed`
-    event, or "mid_stream" for a stream cut before `response.completed` (the attempt after
-    the last one answers).
+    event, "mid_stream" for a stream cut in the first item, or "before_completed" for one cut
+    after every item was sent, before `response.completed` (the attempt after the last one
+    answers).
     """
 
     items: tuple[JsonObj, ...]
@@ -260,6 +261,19 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             )
         ]
     },
+    # A command, then a stream cut after its answer was sent, before `response.completed`.
+    "stream_cut_late": {
+        "STREAM-CUT-LATE-SCENARIO": [
+            Step.call(shell("call_late_1", "echo first"), input_tokens=2100, output_tokens=22),
+            Step.say(
+                "Answered after the stream was cut late.",
+                input_tokens=2300,
+                cached_tokens=2000,
+                output_tokens=11,
+                failures=("before_completed",),
+            ),
+        ]
+    },
     # A model slug codex has no metadata for: it warns, and answers all the same.
     "unknown_model": {
         "UNKNOWN-MODEL-SCENARIO": [Step.say("Answered by an unknown model.", input_tokens=1500)]
@@ -291,6 +305,7 @@ EXEC_SCENARIOS: Final = (
     "fatal_500",
     "response_failed",
     "stream_cut",
+    "stream_cut_late",
     "unknown_model",
     "tour",
     "tool_then_500",

@@ -14,7 +14,8 @@ reasoning output tokens in their `_details`). `GET /v1/models` answers an empty 
 Which answer a request gets: a scenario (`codex_scenarios.SCENARIOS`) maps conversation
 keys to steps; the request's user messages select the conversation, and the answer is the
 first step codex has not sent back yet (`Step.marker`). A step may fail its first attempts:
-an HTTP status, `response.failed`, or a stream cut before `response.completed`. A request
+an HTTP status, `response.failed`, or a stream cut before `response.completed` (in the
+first item, or after the last). A request
 no conversation matches gets a short text answer.
 
 Every answer served is appended to `--log` as one JSON line (conversation, step, attempt,
@@ -156,6 +157,8 @@ def _stream(response_id: str, model: str, step: Step, failure: int | str | None)
             {"type": "response.output_item.done", "output_index": index, "item": done},
         )
         output.append(done)
+    if failure == "before_completed":
+        return  # cut: every item sent, then the connection closes without `response.completed`
     completed = {**shell, "status": "completed", "output": output, "usage": usage_of(step)}
     yield sse("response.completed", {"type": "response.completed", "response": completed})
 
