@@ -140,3 +140,18 @@ def test_exec_tour_names_every_tool() -> None:
         ("docs:lookup", False),
         ("codex:web_search", False),
     ]
+
+
+def test_retries_and_warnings_read_as_codex_worded_them() -> None:
+    """Each says Codex's message once, what Codex added after it in parentheses, nothing doubled."""
+    retry = "retry: Reconnecting... 1/1 (stream disconnected before completion: stream closed before "
+    retry += "response.completed)"
+    exec_events = {e.detail["subtype"]: e.detail for e in exec_entries("stream_cut") if "subtype" in e.detail}
+    assert entry_text("system_event", exec_events["retry"]) == retry
+    app_server = [e for e in app_server_entries("stream_cut") if e.detail.get("subtype") == "retry"]
+    assert [entry_text("system_event", e.detail) for e in app_server] == [retry]
+    (warning,) = [e for e in exec_entries("unknown_model") if e.detail.get("subtype") == "warning"]
+    assert entry_text("system_event", warning.detail) == (
+        "warning: Model metadata for `gpt-scripted-unknown` not found. Defaulting to fallback metadata; "
+        "this can degrade performance and cause issues."
+    )

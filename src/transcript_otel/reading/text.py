@@ -140,9 +140,10 @@ def _codex_words(detail: Mapping[str, Any]) -> str | None:
         words = [text_of(error.get("message")), text_of(error.get("additionalDetails"))]
         words += [text_of(said.get("message")), text_of(_mapping(said, "item").get("message"))]
         words += [text_of(said.get("thread_id"))]  # `codex exec`'s `thread.started`
-        found = " (".join(word for word in words if word)
-        if found:
-            return found + ")" * found.count(" (")
+        said_words = [word for word in words if word]
+        if said_words:  # the message, with what Codex added to it in parentheses
+            head, *more = said_words
+            return f"{head} ({'; '.join(more)})" if more else head
         diff = said.get("diff")
         if isinstance(diff, str) and diff:
             return diff
