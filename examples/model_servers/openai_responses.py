@@ -34,6 +34,7 @@ import sys
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -109,58 +110,49 @@ def _pending(done: JsonObj) -> JsonObj:
     return {**done, "status": "in_progress"}
 
 
+def _event(name: str, **fields: Any) -> bytes:
+    """One server-sent event of the Responses API: its name is also its `type`."""
+    return sse(name, {"type": name, **fields})
+
+
 def _deltas(done: JsonObj, index: int) -> Iterator[bytes]:
-    item_id = done["id"]
-    where = {"item_id": item_id, "output_index": index}
+    where = {"item_id": done["id"], "output_index": index}
     kind = done["type"]
     if kind == "message":
         for piece in pieces(done["content"][0]["text"]):
-            event = {"type": "response.output_text.delta", **where, "content_index": 0, "delta": piece}
-            yield sse(event["type"], event)
+            yield _event("response.output_text.delta", **where, content_index=0, delta=piece)
     elif kind == "reasoning":
-        part = {"type": "response.reasoning_summary_part.added", **where, "summary_index": 0}
-        yield sse(part["type"], {**part, "part": {"type": "summary_text", "text": ""}})
+        part = {"type": "summary_text", "text": ""}
+        yield _event("response.reasoning_summary_part.added", **where, summary_index=0, part=part)
         for piece in pieces(done["summary"][0]["text"]):
-            event = {
-                "type": "response.reasoning_summary_text.delta",
-                **where,
-                "summary_index": 0,
-                "delta": piece,
-            }
-            yield sse(event["type"], event)
+            yield _event("response.reasoning_summary_text.delta", **where, summary_index=0, delta=piece)
     elif kind in ("function_call", "custom_tool_call"):
         field = "arguments" if kind == "function_call" else "input"
         for piece in pieces(done[field]):
-            event = {"type": f"response.{kind}_{'arguments' if field == 'arguments' else 'input'}.delta"}
-            yield sse(event["type"], {**event, **where, "delta": piece})
+            yield _event(f"response.{kind}_{field}.delta", **where, delta=piece)
 
 
 def _stream(response_id: str, model: str, step: Step, failure: int | str | None) -> Iterator[bytes]:
     shell = {"id": response_id, "object": "response", "model": model, "status": "in_progress", "output": []}
-    yield sse("response.created", {"type": "response.created", "response": shell})
-    yield sse("response.in_progress", {"type": "response.in_progress", "response": shell})
+    yield _event("response.created", response=shell)
+    yield _event("response.in_progress", response=shell)
     if failure == "failed":
         error = {"code": "server_error", "message": "The scripted model failed this response."}
-        failed = {**shell, "status": "failed", "error": error}
-        yield sse("response.failed", {"type": "response.failed", "response": failed})
+        yield _event("response.failed", response={**shell, "status": "failed", "error": error})
         return
     output = []
     for index, item in enumerate(step.items):
         done = _output_item(item, f"{item['type'][:2]}_{response_id}_{index}")
-        added = {"type": "response.output_item.added", "output_index": index, "item": _pending(done)}
-        yield sse("response.output_item.added", added)
+        yield _event("response.output_item.added", output_index=index, item=_pending(done))
         yield from _deltas(done, index)
         if failure == "mid_stream":
             return  # cut: the connection closes without `response.completed`
-        yield sse(
-            "response.output_item.done",
-            {"type": "response.output_item.done", "output_index": index, "item": done},
-        )
+        yield _event("response.output_item.done", output_index=index, item=done)
         output.append(done)
     if failure == "before_completed":
         return  # cut: every item sent, then the connection closes without `response.completed`
     completed = {**shell, "status": "completed", "output": output, "usage": usage_of(step)}
-    yield sse("response.completed", {"type": "response.completed", "response": completed})
+    yield _event("response.completed", response=completed)
 
 
 class ScriptedModel:

@@ -92,7 +92,6 @@ _MAX_CAUSES: Final = 8
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 _ENTRY_SYSTEM_EVENT: Final = EntryType.SYSTEM_EVENT.value
-# What reports a turn's end.
 # What a harness reports as its turn ends: its usage, or why it failed.
 TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
@@ -778,7 +777,7 @@ def starts_new_turn(entry: MappedEntry) -> bool:
     detail = entry.detail
     return (
         entry.source == MAIN_SOURCE
-        and entry.entry_type == EntryType.SYSTEM_EVENT.value
+        and entry.entry_type == _ENTRY_SYSTEM_EVENT
         and isinstance(detail, Mapping)
         and detail.get("subtype") in _TURN_STARTS
     )

@@ -210,8 +210,8 @@ def system_subtype(method: str, params: dict[str, Any]) -> str:
 def bridge_drops(method: Any, params: Any) -> bool:
     """Whether weakincentives' bridge (0.26, 0.27) emits nothing for this notification, although
     it is transcript content: Codex 0.171's reasoning items, warnings and errors."""
-    if method in ("warning", "error"):
-        return True
+    if method in SYSTEM_NOTIFICATIONS:
+        return bool(method != TURN_DIFF)  # the bridge calls a diff `unknown`
     return (
         method == "item/completed" and isinstance(params, dict) and _item_type(_item(params)) == "reasoning"
     )
