@@ -26,6 +26,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from transcript_otel import read_records
+from transcript_otel.cli.run_command import FORWARDED_SIGNALS
 from transcript_otel.invariants import check_invariants
 
 from receivers import TapCollector, free_port, run_to_completion, subprocess_env
@@ -248,8 +249,9 @@ def wait_for_output(process: subprocess.Popen[bytes]) -> None:
 @pytest.mark.parametrize(
     ("send", "signum"),
     [
-        ("to the wrapper", signal.SIGTERM),  # e.g. `kill`, a supervisor: forwarded
-        ("to the process group", signal.SIGINT),  # Ctrl-C in a terminal
+        # e.g. `kill`, a supervisor, a terminal closing: forwarded to the command, once
+        *(("to the wrapper", signum) for signum in FORWARDED_SIGNALS),
+        ("to the process group", signal.SIGINT),  # as a terminal's Ctrl-C reaches a pipeline
     ],
 )
 def test_signals_reach_the_command_and_its_status_is_kept(
@@ -367,6 +369,53 @@ def test_a_closed_stdout_stops_the_command_as_it_would_directly(tmp_path: Path) 
     )
     assert result.stdout == b"y\ny\n"
     assert result.stderr.strip().splitlines()[-1] == b"141"  # killed by SIGPIPE, like `yes | head` itself
+
+
+SLOW_READER = """
+import sys, time
+received = 0
+while chunk := sys.stdin.buffer.read1(4096):
+    received += len(chunk)
+    time.sleep(0.01)
+print(received)
+"""
+
+
+def test_a_slow_reader_gets_every_byte_and_the_wrapper_waits_for_it(tmp_path: Path) -> None:
+    """The command is done long before its reader: the output is not cut (it was, at 1 s)."""
+    expected = subprocess.run(["seq", "1", "100000"], capture_output=True, check=True).stdout
+    pipeline = (
+        f'{" ".join(WRAPPER)} --adapter plain -- seq 1 100000 | {sys.executable} -c "$SLOW_READER"; '
+        'echo "wrapper=${PIPESTATUS[0]}" >&2'
+    )
+    result = subprocess.run(
+        ["bash", "-c", pipeline],
+        capture_output=True,
+        env=wrapper_env(tmp_path, SLOW_READER=SLOW_READER),
+        timeout=120,
+        check=False,
+    )
+    assert result.stdout.decode().strip() == str(len(expected))  # 588,895 bytes, in 4 KiB reads
+    assert result.stderr.decode().strip().splitlines()[-1] == "wrapper=0"
+
+
+def test_a_fast_printer_is_passed_through_whole_and_what_capture_missed_is_counted(tmp_path: Path) -> None:
+    """50,000 lines of 100 bytes at full speed: the output is exact; every line is either in
+    the transcript or in the one report of what was not (the benchmark measures how many)."""
+    line = "x" * 99
+    command = [*WRAPPER, "--adapter", "plain", "--", "sh", "-c", f"yes {line} | head -n 50000"]
+    result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=120, check=False)
+    assert result.returncode == 0
+    assert result.stdout == (line + "\n").encode() * 50_000
+    records = mirror(tmp_path)
+    recorded = entries(records)
+    assert all(entry["detail"] == {"text": line} for entry in recorded)
+    reports = [r["context"] for r in records if r["event"] == "transcript.error"]
+    unrecorded = sum(report["unrecorded_lines"] for report in reports)
+    assert len(recorded) + unrecorded == 50_000
+    assert len(reports) == (1 if unrecorded else 0)
+    said = [line for line in result.stderr.decode().splitlines() if "were not recorded" in line]
+    assert len(said) == len(reports)
 
 
 def test_a_process_left_behind_does_not_keep_the_wrapper_waiting(tmp_path: Path) -> None:

@@ -170,6 +170,7 @@ class TranscriptPipeline:
         self._samples_due = 0
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()  # someone waits: write now, even mid-burst
+        self._room = threading.Event()  # set after each batch written (`wait_for_room`)
         # Flushes of the mirror alone queued and not yet reached by the writer (a deep flush
         # asks for the exports too: it may wait for the backend, within its timeout).
         self._flushes_pending = 0
@@ -187,6 +188,9 @@ class TranscriptPipeline:
         # The runs written here, by id: for reports that name a run only by its id.
         self._runs: weakref.WeakValueDictionary[str, RunInfo] = weakref.WeakValueDictionary()
         self._yield_at = 0.0
+        # How often the writer lets an agent's thread have the GIL (`YIELD_EVERY_S`); a process
+        # with no agent thread in it (`transcript-otel run`) lets go less often.
+        self.yield_every_s = YIELD_EVERY_S
         self.internal_errors = 0
         self.sink_failures: Counter[str] = Counter()
         _PIPELINES.add(self)
@@ -283,6 +287,19 @@ class TranscriptPipeline:
                     size = _INITIAL_ENTRY_BYTES
             self._observe_json_bytes(size, size)
         self.wake()
+
+    def wait_for_room(self, timeout_s: float) -> bool:
+        """For a producer that may wait (never an agent's own thread: `transcript-otel run`'s
+        capture): wait, up to `timeout_s`, until the backlog is at most half full. Whether it is."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.backlog) > self.backlog_limit // 2:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closed:
+                return False
+            self._room.clear()
+            self.wake()
+            self._room.wait(min(left, self.flush_interval_s))
+        return True
 
     def ensure_running(self) -> None:
         if self._thread is not None or self._closed:
@@ -476,6 +493,7 @@ class TranscriptPipeline:
             let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
             if batch:
                 self._write_batch(batch)
+                self._room.set()
                 if request is not None and (self._after_batch or self._next_records):
                     # What the batch's actions record is written before the request is served.
                     backlog.appendleft(request)
@@ -499,7 +517,7 @@ class TranscriptPipeline:
         the switch interval (the agent's p99 wake-up delay while the writer drains a burst of
         1 KB entries: 5.2 ms without, 0.6-0.9 ms with yields every 0.5 ms, in a scratch run)."""
         time.sleep(0)
-        self._yield_at = time.perf_counter() + YIELD_EVERY_S
+        self._yield_at = time.perf_counter() + self.yield_every_s
 
     def _settle(self) -> None:
         """Run the actions due after what was just written; queue the records they made first."""
@@ -685,6 +703,7 @@ class TranscriptPipeline:
         self.backlog.clear()
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()
+        self._room = threading.Event()
         self._flushes_pending = 0
         self._after_batch = []
         self._next_records = []

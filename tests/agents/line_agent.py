@@ -13,9 +13,10 @@ In this order, it:
    the same bytes on every run, never `\\n` or `\\r` among them);
 4. prints one line of `HUGE_LINE_BYTES` `x`s (`--huge-line`);
 5. sleeps S seconds (`--sleep-before-exit`);
-6. with `--wait-for-signal`, blocks until SIGTERM or SIGINT arrives, writes `got signal N`
-   to stderr and exits with 128 + N. Both are blocked before the first line is printed (and
-   reset from an inherited SIG_IGN), so one sent after that line is never lost;
+6. with `--wait-for-signal`, blocks until one of `EXIT_SIGNALS` arrives (SIGTERM, SIGINT,
+   SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2), writes `got signal N` to stderr and exits with
+   128 + N. They are blocked before the first line is printed (and reset from an inherited
+   SIG_IGN), so one sent after that line is never lost;
 7. otherwise exits with N (`--exit`, default 0).
 
 If the reader closes stdout early, the rest of stdout is discarded and the steps go on.
@@ -44,7 +45,14 @@ LINE_DELAY_S: Final = 0.001
 BINARY_BYTES: Final = 200
 BINARY_SEED: Final = 20240601
 HUGE_LINE_BYTES: Final = 10 * 1024 * 1024
-EXIT_SIGNALS: Final = {signal.SIGTERM, signal.SIGINT}
+EXIT_SIGNALS: Final = {
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+}
 
 
 def binary_garbage() -> bytes:
@@ -87,7 +95,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--huge-line", action="store_true", help="print a single 10 MiB line")
     parser.add_argument("--sleep-before-exit", type=float, default=0.0, metavar="S")
     parser.add_argument(
-        "--wait-for-signal", action="store_true", help="block until SIGTERM/SIGINT, exit 128+N"
+        "--wait-for-signal", action="store_true", help="block until a signal of EXIT_SIGNALS, exit 128+N"
     )
     return parser.parse_args(argv)
 

@@ -97,10 +97,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         parser.error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
-    from transcript_otel.cli.run_command import run_command
+    from transcript_otel.cli.run_command import block_forwarded_signals, run_command
     from transcript_otel.pipeline import shutdown_all
     from transcript_otel.setup import configure
 
+    block_forwarded_signals()  # before any thread of ours starts: they all hold them
     prompt_name = args.prompt_name or os.path.basename(command[0])
     # Nothing of ours may land in the middle of the command's stderr. The exporters'
     # complaints (a backend down, retried) are dropped: the transcript keeps its own
@@ -132,6 +133,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if status < 0:  # killed by a signal: die of the same signal
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(-status, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {-status})
         os.kill(os.getpid(), -status)
     return status if status >= 0 else 128 - status
 

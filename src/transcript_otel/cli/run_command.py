@@ -1,212 +1,78 @@
 """`transcript-otel run -- CMD ARGS…`: run any agent command and capture its transcript.
 
-The command's stdout passes through byte for byte as it comes; its stderr, stdin
-and other inherited file descriptors are its own (never piped). The stdout is also
-split into lines for a line adapter (`mappings.lines`) on a capture thread, whose
-entries go through the same `AgentRun` as the instrumentors': an `invoke_agent` span
-for the run (a child of the caller's `TRACEPARENT`, and passed on to the command as
-its `TRACEPARENT`), `chat` spans for the turns the adapter reports, `execute_tool`
-spans from each tool's start to its end, and every entry as a log record, span event
-and JSONL line. Capture never slows the command down: lines it cannot keep up with
-are dropped, counted and reported.
+The command runs as if the wrapper were not there. A relay process (`cli.relay`) starts
+it and copies its stdout to ours byte for byte, as fast as the slower of the command and
+our reader (backpressure reaches the command as through a direct pipe), and the wrapper
+does not end before every byte is delivered. When our stdout is a terminal, the command
+runs on a pseudo-terminal of the same size instead of a pipe (colours, line buffering and
+interactive agents behave as at the terminal). Its stderr, its stdin (unless it is the
+terminal) and other inherited file descriptors are its own.
+
+The capture side (`cli.capture`) reads the relay's copy of the output on a thread of its
+own, at a lower CPU priority than the command, splits it into lines for a line adapter
+(`mappings.lines`), and records the entries through the same `AgentRun` as the
+instrumentors': an `invoke_agent` span for the run (a child of the caller's
+`TRACEPARENT`, passed on to the command as its `TRACEPARENT`), `chat` spans for the turns
+the adapter reports, `execute_tool` spans, every entry as a log record, span event and
+JSONL line. What capture could not keep up with is counted and reported once: one
+`transcript.error` in the transcript and one line on stderr after the command's output.
 
 The wrapper exits with the command's exit status; when the command is killed by a
-signal, the wrapper kills itself with the same signal. When our own stdout closes
-(`| head`), the command's stdout is closed too, so it gets SIGPIPE as it would
-directly. SIGTERM, SIGHUP, SIGQUIT and the user signals are forwarded to the
-command; SIGINT (Ctrl-C) reaches it from the terminal, so the wrapper only waits.
-Nothing here can stop the command: if capture cannot start, it runs uncaptured.
+signal, the wrapper kills itself with the same signal. When our stdout closes
+(`| head`), the command's stdout is closed too, so it gets SIGPIPE as it would directly.
+SIGINT, SIGTERM, SIGHUP, SIGQUIT and the user signals sent to the wrapper are forwarded
+to the command once; the ones a terminal sends to the whole foreground job (Ctrl-C with
+a pipe) reach the command from the terminal and are not sent again. Nothing here can stop
+the command: if capture cannot start, it runs uncaptured.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import signal
 import subprocess
 import sys
-import threading
-from collections import deque
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, Final
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from transcript_otel.instrumentation._agent_run import TURN_CONTENT, TURN_REPORTS, AgentRun, starts_new_turn
+from transcript_otel.cli import relay
+from transcript_otel.cli.capture import LineRecorder, OutputCapture
+from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
-from transcript_otel.mappings.lines import (
-    ADAPTER_VARIABLE,
-    LineAdapter,
-    capabilities_of,
-    effective_name,
-    select_adapter,
-)
-from transcript_otel.model import MAIN_SOURCE, EntryType
+from transcript_otel.mappings.lines import ADAPTER_VARIABLE, LineAdapter, select_adapter
+from transcript_otel.model import EntryType
 
 _logger = logging.getLogger(__name__)
 
-FORWARDED_SIGNALS: Final = tuple(
-    getattr(signal, name)
-    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
-    if hasattr(signal, name)
-)
+FORWARDED_SIGNALS: Final = relay.FORWARDED_BY_WRAPPER
 ADAPTER: Final = "cli"
-LINE_ADAPTER_ATTRIBUTE: Final = "transcript.line_adapter"  # on the root span: which adapter read the output
-# A line longer than this is recorded in pieces (it still passes through whole).
-MAX_LINE_BYTES: Final = 1 << 20
-# Lines waiting for the capture thread; beyond this they are dropped (and counted).
-MAX_PENDING_BYTES: Final = 64 << 20
-# After the command exits: how long a process it left behind may keep its stdout open,
-# and how long the capture thread may take to record what is pending.
-OUTPUT_GRACE_S: Final = 1.0
-CAPTURE_GRACE_S: Final = 5.0
-_CHUNK_BYTES: Final = 1 << 16
 EXIT_CANNOT_EXECUTE: Final = 126
 EXIT_NOT_FOUND: Final = 127
+# The capture side's CPU priority (nice): a command printing at full speed keeps the CPUs;
+# capture catches up when the command waits, as agents mostly do.
+CAPTURE_NICENESS: Final = 10
+_SI_KERNEL: Final = 0x80  # Linux's si_code of a signal the kernel sent (a terminal's Ctrl-C)
+_LOOK_S: Final = 0.1
+_WAITED: Final = frozenset({*FORWARDED_SIGNALS, signal.SIGCHLD})
+_RELAY: Final = str(Path(relay.__file__).resolve())
 
 
 class CommandFailed(Exception):
     """The agent command exited with a non-zero status or was killed by a signal."""
 
 
-class LineRecorder:
-    """Maps the command's stdout lines on its own thread and records the entries.
-
-    `put()` never blocks the pass-through: when `MAX_PENDING_BYTES` wait already, the
-    line is dropped and counted.
-    """
-
-    def __init__(self, run: AgentRun, adapter: LineAdapter) -> None:
-        self.run = run
-        self.adapter = adapter
-        self.dropped = 0
-        self._pending: deque[bytes] = deque()
-        self._pending_bytes = 0
-        self._closed = False
-        self._ready = threading.Condition()
-        self._thread = threading.Thread(target=self._work, name="transcript-otel-capture", daemon=True)
-        self._thread.start()
-
-    def put(self, line: bytes) -> None:
-        with self._ready:
-            if self._pending_bytes + len(line) > MAX_PENDING_BYTES:
-                self.dropped += 1
-                return
-            self._pending.append(line)
-            self._pending_bytes += len(line)
-            self._ready.notify()
-
-    def end(self, error: BaseException | None) -> None:
-        """Record what is pending (bounded in time), the adapter's last entries, and finish the run."""
-        with self._ready:
-            self._closed = True
-            self._ready.notify()
-        self._thread.join(CAPTURE_GRACE_S)
-        with self._ready:
-            self.dropped += len(self._pending)
-            self._pending.clear()
-        if not self._thread.is_alive():
-            self._guarded("map the end of the output", self.adapter.flush)
-        if self.dropped:
-            self.run.emitter.error(
-                f"{self.dropped} output lines were not recorded: capture could not keep up"
-            )
-        self.run.describe(LINE_ADAPTER_ATTRIBUTE, effective_name(self.adapter))
-        if error is not None:  # in the transcript too, not only on the span: `summary` reads it
-            self.run.record_failure(error)
-        self.run.finish(error)
-
-    def _work(self) -> None:
-        while True:
-            with self._ready:
-                while not self._pending and not self._closed:
-                    self._ready.wait()
-                if not self._pending:
-                    return
-                line = self._pending.popleft()
-                self._pending_bytes -= len(line)
-            self._guarded("map a line", self.adapter.feed, line.decode("utf-8", "backslashreplace"))
-
-    def record(self, entries: Sequence[MappedEntry]) -> None:
-        """Entries known before the command prints anything (its prompt, from its command line)."""
-        self.run.record_mapped(self._in_turns(entries))
-
-    def _guarded(self, what: str, mapping: Any, *arguments: str) -> None:
-        try:
-            self.run.record_mapped(self._in_turns(mapping(*arguments)))
-        except Exception as exc:  # adapters never raise; a bug here must not stop the capture
-            self.run.emitter.error(f"could not {what}: {type(exc).__name__}: {exc}")
-
-    def _in_turns(self, entries: Sequence[Any]) -> Iterator[Any]:
-        """The entries, opening a turn before main content and ending it at a turn's usage."""
-        session_id = getattr(self.adapter, "session_id", None)
-        if isinstance(session_id, str) and session_id:
-            self.run.set_session_id(session_id)
-        turns = capabilities_of(self.adapter).turns
-        ends_turn = False
-        for entry in entries:
-            if turns and starts_new_turn(entry):
-                self.run.turn_boundary()
-            reports_turn = entry.source == MAIN_SOURCE and entry.entry_type in TURN_REPORTS
-            # A turn's report opens it too: a turn may fail before the model said anything.
-            if entry.source == MAIN_SOURCE and (entry.entry_type in TURN_CONTENT or (turns and reports_turn)):
-                self.run.begin_turn()
-            yield entry
-            ends_turn |= reports_turn
-        if turns and ends_turn:  # after the whole report: an error that follows the usage fails the turn
-            self.run.end_turn()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _pump_stdout(source: int, recorder: LineRecorder | None) -> None:
-    """Copy the command's stdout to ours as it comes; hand each line to the recorder.
-
-    When ours is gone (a closed pipe), the command's is closed too: its next write gets
-    SIGPIPE (or EPIPE), as it would without us.
-    """
-    pending = bytearray()
-    try:
-        while chunk := os.read(source, _CHUNK_BYTES):
-            try:
-                _write_all(1, chunk)
-            except OSError:
-                return
-            if recorder is None:
-                continue
-            pending += chunk
-            while (end := pending.find(b"\n")) >= 0 or len(pending) >= MAX_LINE_BYTES:
-                cut = end + 1 if end >= 0 else MAX_LINE_BYTES
-                recorder.put(bytes(pending[:cut]))
-                del pending[:cut]
-    finally:
-        os.close(source)
-        if recorder is not None and pending:
-            recorder.put(bytes(pending))
-
-
-@contextmanager
-def _forwarding_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    def forward(signum: int, _frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError):  # it has exited already
-            process.send_signal(signum)
-
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
-    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+def block_forwarded_signals() -> None:
+    """Hold the signals the wrapper forwards (before any thread starts, so that every thread
+    holds them): the wrapper's main thread takes them with their sender (`sigtimedwait`)."""
+    if hasattr(signal, "sigtimedwait"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
 
 
 def _caller_context() -> otel_context.Context:
@@ -264,6 +130,8 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
             )
         finally:
             otel_context.detach(token)
+        # The agent is another process: the writer need not let go of the GIL for it so often.
+        run.emitter.pipeline.yield_every_s = sys.getswitchinterval()
         recorder = LineRecorder(run, adapter)
         if codex_exec is not None and codex_exec.prompt is not None:
             recorder.record([MappedEntry(EntryType.USER_MESSAGE.value, {"text": codex_exec.prompt})])
@@ -273,16 +141,95 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         return None
 
 
-def _spawn(command: list[str], environment: dict[str, str] | None) -> subprocess.Popen[bytes]:
-    """Start the command as a shell would: inherited descriptors kept, a script without `#!` run by sh."""
+def _spawn_relay(
+    command: Sequence[str], environment: dict[str, str] | None, capture_fd: int, terminal: bool
+) -> subprocess.Popen[bytes]:
+    """The relay, which starts the command (`cli.relay`); it inherits what the command will."""
+    job = os.getpgrp() == os.getpid()  # we lead a job of a shell's: Ctrl-Z on the pty stops the job
+    mode = relay.PTY_MODE if terminal else relay.PIPE_MODE
+    arguments = [sys.executable, "-I", "-S", _RELAY, str(capture_fd), mode, "1" if job else "0", "--"]
+    os.set_inheritable(capture_fd, True)
     try:
-        return subprocess.Popen(command, stdout=subprocess.PIPE, env=environment, close_fds=False)
-    except OSError as exc:
-        if exc.errno != errno.ENOEXEC:
-            raise
-        return subprocess.Popen(
-            ["/bin/sh", *command], stdout=subprocess.PIPE, env=environment, close_fds=False
-        )
+        return subprocess.Popen([*arguments, *command], env=environment, close_fds=False)
+    finally:
+        os.close(capture_fd)
+
+
+def _release_stdout() -> None:
+    """Our own copy of stdout points elsewhere: a reader sees the end of the output when
+    the relay is done with it, not when capture is."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+
+def _yield_cpu_to_the_command() -> None:
+    """Every thread of ours (those started later inherit it) below the command's priority."""
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):
+                thread = int(task)
+                niceness = max(CAPTURE_NICENESS, os.getpriority(os.PRIO_PROCESS, thread))
+                os.setpriority(os.PRIO_PROCESS, thread, niceness)
+
+
+class _Forwarder:
+    """Sends the signals the wrapper receives to the command, once each."""
+
+    def __init__(self, capture: OutputCapture, terminal: bool) -> None:
+        self.capture = capture
+        self.terminal = terminal
+        self.held: list[int] = []  # received before the command's pid was known
+
+    def wait(self, relay_process: subprocess.Popen[bytes]) -> None:
+        """Until the relay and capture are done, forwarding what arrives."""
+        if not hasattr(signal, "sigtimedwait"):  # no sender to tell: every signal is forwarded
+            self._wait_with_handlers()
+            return
+        while not (self.capture.done.is_set() and relay_process.poll() is not None):
+            received = signal.sigtimedwait(_WAITED, _LOOK_S)
+            # On a pipe the command is in our process group: a terminal's signal reached it too.
+            if (
+                received is not None
+                and received.si_signo != signal.SIGCHLD
+                and (self.terminal or received.si_code != _SI_KERNEL)
+            ):
+                self.held.append(received.si_signo)
+            self._send_held()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            relay_process.wait()
+        self._discard_pending()
+
+    def _send_held(self) -> None:
+        pid = self.capture.pid
+        if pid is None or not self.held:
+            return
+        signals, self.held = self.held, []
+        if self.capture.status is not None:
+            return  # it has exited: its pid may be another process's by now
+        for signum in signals:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    def _wait_with_handlers(self) -> None:
+        def forward(signum: int, _frame: object) -> None:
+            self.held.append(signum)
+            self._send_held()
+
+        previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+        try:
+            while not self.capture.wait(_LOOK_S):
+                self._send_held()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    @staticmethod
+    def _discard_pending() -> None:
+        """Signals that came after the command ended are not ours to act on."""
+        while signal.sigtimedwait(_WAITED, 0) is not None:
+            pass
 
 
 def run_command(command: Sequence[str], *, prompt_name: str, adapter_name: str | None = None) -> int:
@@ -292,28 +239,43 @@ def run_command(command: Sequence[str], *, prompt_name: str, adapter_name: str |
     """
     recorder = _start_run(prompt_name, adapter_name, command)
     environment = None if recorder is None else _with_trace_context(recorder.run)
+    terminal = os.isatty(1)
+    capture_read, capture_write = os.pipe()
+    relay.enlarge_pipe(capture_read)
     try:
-        process = _spawn(list(command), environment)
+        relay_process = _spawn_relay(command, environment, capture_write, terminal)
     except OSError as exc:
-        status = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_CANNOT_EXECUTE
-        print(f"transcript-otel run: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        os.close(capture_read)
+        print(f"transcript-otel run: cannot start the output relay: {exc}", file=sys.stderr)
         if recorder is not None:
             recorder.end(exc)
-        return status
-    if process.stdout is None:  # never: it is a pipe
-        raise RuntimeError("the command's stdout is not piped")
-    # The pump owns the read end from here on (and closes it).
-    source = os.dup(process.stdout.fileno())
-    process.stdout.close()
-    with _forwarding_signals(process):
-        pump = threading.Thread(target=_pump_stdout, args=(source, recorder), daemon=True)
-        pump.start()
-        status = process.wait()
-        # A process the command left behind may hold its stdout open: not for ever.
-        pump.join(OUTPUT_GRACE_S)
+        return EXIT_CANNOT_EXECUTE
+    _release_stdout()
+    _yield_cpu_to_the_command()
+    capture = OutputCapture(capture_read, recorder, terminal=terminal)
+    _Forwarder(capture, terminal).wait(relay_process)
+    status, error = _outcome(command, capture, relay_process)
     if recorder is not None:
-        recorder.end(None if status == 0 else CommandFailed(_describe(status)))
+        not_recorded = capture.counts.summary()
+        if not_recorded is not None:
+            print(f"transcript-otel run: {not_recorded}", file=sys.stderr)
+        recorder.end(error, capture.counts)
     return status
+
+
+def _outcome(
+    command: Sequence[str], capture: OutputCapture, relay_process: subprocess.Popen[bytes]
+) -> tuple[int, BaseException | None]:
+    """The status to exit with, and the run's error."""
+    if capture.exec_errno is not None:
+        failure = OSError(capture.exec_errno, os.strerror(capture.exec_errno))
+        print(f"transcript-otel run: cannot run {command[0]!r}: {failure.strerror}", file=sys.stderr)
+        return (EXIT_NOT_FOUND if isinstance(failure, FileNotFoundError) else EXIT_CANNOT_EXECUTE), failure
+    status = capture.status
+    if status is None:  # the relay died before it could tell (killed with the command, say)
+        status = relay_process.returncode if relay_process.returncode < 0 else 1
+        print(f"transcript-otel run: the output relay ended: {_describe(status)}", file=sys.stderr)
+    return status, None if status == 0 else CommandFailed(_describe(status))
 
 
 def _describe(status: int) -> str:

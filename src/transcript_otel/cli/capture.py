@@ -1,0 +1,243 @@
+"""The capture side of `transcript-otel run`: the relay's copy of the output, read as lines
+and recorded as the run's transcript, on a thread of its own.
+
+`OutputCapture` reads the relay's frames (`cli.relay`): the command's pid, exit status and
+output, and the gaps where the relay dropped output the capture did not take in time.
+It splits the output into lines in bulk and hands them to `LineRecorder`, which maps them
+with a line adapter (`mappings.lines`) and records the entries through the run's
+`AgentRun`. Capture waits for room in the transcript's backlog rather than drop entries
+there: the command's output never waits for capture (the relay holds or drops its copy),
+so the only cost of waiting is the relay's bound, and what it drops is counted exactly.
+Once the output is over, capture has `CAPTURE_GRACE_S` to finish; the lines it had no time
+for are counted with the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from transcript_otel.cli import relay
+from transcript_otel.instrumentation._agent_run import TURN_CONTENT, TURN_REPORTS, AgentRun, starts_new_turn
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.lines import LineAdapter, capabilities_of, effective_name
+from transcript_otel.model import MAIN_SOURCE
+
+_logger = logging.getLogger(__name__)
+
+LINE_ADAPTER_ATTRIBUTE: Final = "transcript.line_adapter"  # on the root span: which adapter read the output
+# A line longer than this is recorded in pieces (it still passes through whole).
+MAX_LINE_BYTES: Final = 1 << 20
+# After the command's output is over, how long capture may take to record what it holds: all
+# three sinks take about 35,000 short lines a second here, so 20 MB of 100-byte lines fits.
+CAPTURE_GRACE_S: Final = 10.0
+# How long capture waits at a time for room in a full transcript backlog before it records
+# anyway (and the backlog drops and reports what does not fit).
+BACKLOG_WAIT_S: Final = 1.0
+_READ_BYTES: Final = 1 << 20
+
+
+@dataclass
+class LineCounts:
+    """The command's output lines: how many there were and how many were not recorded."""
+
+    lines: int = 0
+    not_recorded: int = 0
+    not_recorded_bytes: int = 0
+
+    def summary(self) -> str | None:
+        """One sentence for stderr and the run's `transcript.error`; None when all were recorded."""
+        if not self.not_recorded:
+            return None
+        return (
+            f"{self.not_recorded} of {self.lines} output lines ({self.not_recorded_bytes} bytes) were "
+            "not recorded in the transcript: capture could not keep up (the output itself passed "
+            "through whole)"
+        )
+
+
+class LineRecorder:
+    """Maps lines of the command's output and records the entries, turns included."""
+
+    def __init__(self, run: AgentRun, adapter: LineAdapter) -> None:
+        self.run = run
+        self.adapter = adapter
+
+    def feed(self, line: bytes) -> None:
+        self._guarded("map a line", self.adapter.feed, line.decode("utf-8", "backslashreplace"))
+
+    def record(self, entries: Sequence[MappedEntry]) -> None:
+        """Entries known before the command prints anything (its prompt, from its command line)."""
+        self.run.record_mapped(self._in_turns(entries))
+
+    def wait_for_room(self, timeout_s: float) -> None:
+        self.run.emitter.pipeline.wait_for_room(timeout_s)
+
+    def end(self, error: BaseException | None, counts: LineCounts | None = None) -> None:
+        """The adapter's last entries, what could not be recorded, and the end of the run."""
+        self._guarded("map the end of the output", self.adapter.flush)
+        summary = None if counts is None else counts.summary()
+        if counts is not None and summary is not None:
+            self.run.emitter.error(
+                summary,
+                output_lines=counts.lines,
+                unrecorded_lines=counts.not_recorded,
+                unrecorded_bytes=counts.not_recorded_bytes,
+            )
+        self.run.describe(LINE_ADAPTER_ATTRIBUTE, effective_name(self.adapter))
+        if error is not None:  # in the transcript too, not only on the span: `summary` reads it
+            self.run.record_failure(error)
+        self.run.finish(error)
+
+    def _guarded(self, what: str, mapping: Any, *arguments: str) -> None:
+        try:
+            self.run.record_mapped(self._in_turns(mapping(*arguments)))
+        except Exception as exc:  # adapters never raise; a bug here must not stop the capture
+            self.run.emitter.error(f"could not {what}: {type(exc).__name__}: {exc}")
+
+    def _in_turns(self, entries: Sequence[Any]) -> Iterator[Any]:
+        """The entries, opening a turn before main content and ending it at a turn's usage."""
+        session_id = getattr(self.adapter, "session_id", None)
+        if isinstance(session_id, str) and session_id:
+            self.run.set_session_id(session_id)
+        turns = capabilities_of(self.adapter).turns
+        ends_turn = False
+        for entry in entries:
+            if turns and starts_new_turn(entry):
+                self.run.turn_boundary()
+            reports_turn = entry.source == MAIN_SOURCE and entry.entry_type in TURN_REPORTS
+            # A turn's report opens it too: a turn may fail before the model said anything.
+            if entry.source == MAIN_SOURCE and (entry.entry_type in TURN_CONTENT or (turns and reports_turn)):
+                self.run.begin_turn()
+            yield entry
+            ends_turn |= reports_turn
+        if turns and ends_turn:  # after the whole report: an error that follows the usage fails the turn
+            self.run.end_turn()
+
+
+class OutputCapture:
+    """Reads the relay's frames on its own thread; the command's pid and status as they come."""
+
+    def __init__(self, fd: int, recorder: LineRecorder | None, *, terminal: bool) -> None:
+        self.recorder = recorder
+        self.terminal = terminal  # lines end in "\r\n" on a pseudo-terminal
+        self.counts = LineCounts()
+        self.pid: int | None = None
+        self.status: int | None = None
+        self.exec_errno: int | None = None
+        self.done = threading.Event()
+        self._fd = fd
+        self._partial = b""
+        self._skipping = False  # after a gap: the rest of a line whose start was dropped
+        self._deadline: float | None = None
+        self._thread = threading.Thread(target=self._read, name="transcript-otel-capture", daemon=True)
+        self._thread.start()
+
+    @property
+    def recording(self) -> bool:
+        return self.recorder is not None and (self._deadline is None or time.monotonic() < self._deadline)
+
+    def _read(self) -> None:
+        try:
+            self._read_frames()
+        except Exception:  # the capture side must never take the command's status with it
+            _logger.warning("transcript-otel: capture failed", exc_info=True)
+        finally:
+            os.close(self._fd)
+            self.done.set()
+
+    def _read_frames(self) -> None:
+        pending = bytearray()
+        header = relay.HEADER.size
+        while data := os.read(self._fd, _READ_BYTES):
+            pending += data
+            start = 0
+            while len(pending) - start >= header:
+                kind, size = relay.HEADER.unpack_from(pending, start)
+                if len(pending) - start - header < size:
+                    break
+                payload = bytes(pending[start + header : start + header + size])
+                start += header + size
+                self._on_frame(kind, payload)
+            del pending[:start]
+        self._end_of_output()
+
+    def _on_frame(self, kind: bytes, payload: bytes) -> None:
+        if kind == relay.DATA:
+            self._on_output(payload)
+        elif kind == relay.GAP:
+            size, lines, ends_line = relay.COUNTS.unpack(payload)
+            self.counts.lines += lines
+            self._drop(lines, size + len(self._partial))
+            self._partial = b""
+            self._skipping = not ends_line
+        elif kind == relay.PID:
+            self.pid = relay.NUMBER.unpack(payload)[0]
+        elif kind == relay.EXITED:
+            self.status = relay.STATUS.unpack(payload)[0]
+        elif kind == relay.EXEC_FAILED:
+            self.exec_errno = relay.STATUS.unpack(payload)[0]
+        elif kind == relay.OUTPUT_DONE:
+            self._deadline = time.monotonic() + CAPTURE_GRACE_S
+
+    def _on_output(self, data: bytes) -> None:
+        if self._skipping:
+            end = data.find(b"\n")
+            if end < 0:
+                self._drop(0, len(data))
+                return
+            self.counts.lines += 1
+            self._drop(1, end + 1)
+            self._skipping = False
+            data = data[end + 1 :]
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        self.counts.lines += len(lines)
+        if not self.recording:
+            self._drop(len(lines), len(data))
+        elif lines:
+            self._record([piece for line in lines for piece in _pieces(line + b"\n")])
+        if len(self._partial) >= MAX_LINE_BYTES:  # a line that goes on: what it has so far, now
+            *pieces, self._partial = _pieces(self._partial)
+            self._record(pieces)
+
+    def _record(self, lines: list[bytes]) -> None:
+        recorder = self.recorder
+        if recorder is None:
+            return
+        recorder.wait_for_room(BACKLOG_WAIT_S)
+        for index, line in enumerate(lines):
+            if not self.recording:
+                self._drop(len(lines) - index, sum(map(len, lines[index:])))
+                return
+            if self.terminal and line.endswith(b"\r\n"):
+                line = line[:-2] + b"\n"
+            recorder.feed(line)
+
+    def _end_of_output(self) -> None:
+        if self._partial:  # the last line, with no newline
+            self.counts.lines += 1
+            if self.recording:
+                self._record(_pieces(self._partial))
+            else:
+                self._drop(1, len(self._partial))
+            self._partial = b""
+
+    def _drop(self, lines: int, size: int) -> None:
+        self.counts.not_recorded += lines
+        self.counts.not_recorded_bytes += size
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        return self.done.wait(timeout_s)
+
+
+def _pieces(line: bytes) -> list[bytes]:
+    """`line` in pieces of at most `MAX_LINE_BYTES` (most lines are one piece)."""
+    if len(line) <= MAX_LINE_BYTES:
+        return [line]
+    return [line[start : start + MAX_LINE_BYTES] for start in range(0, len(line), MAX_LINE_BYTES)]

@@ -1,0 +1,475 @@
+"""The output relay of `transcript-otel run`: starts the command and copies its stdout.
+
+It runs as its own small process (`python -I -S relay.py`, standard library only), so
+the copy never waits for the interpreter lock of the process that maps and exports the
+transcript. It starts the command and:
+
+- copies every byte of the command's stdout to its own stdout (the caller's) as it
+  comes, in large reads, with blocking writes: a slow reader slows the command exactly
+  as a direct pipe would, and nothing is cut however slow the reader is;
+- hands a copy to the capture pipe (`CAPTURE_FD`) without ever waiting for it: what
+  the capture side has not taken is held, up to `MAX_HELD_BYTES`; beyond that, output
+  is dropped from the copy only, and the drop is reported in the stream (a gap frame
+  with its bytes and lines), where it happened;
+- when its stdout is a terminal, runs the command on a pseudo-terminal (`pty` mode):
+  the command sees a terminal of the same size (resized with ours), our terminal is put
+  in raw mode while it runs and restored after (keystrokes pass through, so Ctrl-C and
+  Ctrl-Z reach the command from its own terminal), and when the command stops (Ctrl-Z)
+  our job stops too, for the shell to resume it with `fg`;
+- reports on the capture pipe, ahead of output not yet taken: the command's pid, a
+  failure to execute it, and its exit status.
+
+Frames on the capture pipe: a kind byte and a payload length (`HEADER`), then the payload.
+The relay ignores the signals `transcript-otel run` forwards: the wrapper forwards each
+to the command once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import select
+import signal
+import struct
+import sys
+import termios
+import time
+import tty
+from collections import deque
+from typing import Final
+
+HEADER: Final = struct.Struct("!cI")
+PID: Final = b"P"  # payload "!q": the command's pid
+DATA: Final = b"D"  # payload: bytes of output, in order
+GAP: Final = b"G"  # payload "!QQ?": bytes and lines dropped from the copy here; whether at a line's end
+EXEC_FAILED: Final = b"E"  # payload "!i": the errno of the failed exec
+EXITED: Final = b"X"  # payload "!i": the exit status, -N when killed by signal N
+OUTPUT_DONE: Final = b"O"  # no payload: the command's output is over (all of it delivered)
+NUMBER: Final = struct.Struct("!q")
+COUNTS: Final = struct.Struct("!QQ?")
+STATUS: Final = struct.Struct("!i")
+
+PIPE_MODE: Final = "pipe"
+PTY_MODE: Final = "pty"
+# What the relay holds for the capture side beyond the pipe's own buffer.
+MAX_HELD_BYTES: Final = 32 << 20
+# After the command exits: how long a process it left behind may hold its output open
+# without writing to it before the relay stops waiting (time spent writing to a slow
+# reader does not count).
+IDLE_GRACE_S: Final = 1.0
+READ_BYTES: Final = 1 << 20
+PIPE_BYTES: Final = 1 << 20
+FORWARDED_BY_WRAPPER: Final = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+# What the relay (and Python) set for themselves is not the command's: a shell starts it clean.
+_RESET_FOR_COMMAND: Final = (
+    *FORWARDED_BY_WRAPPER,
+    *(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ", "SIGCHLD", "SIGWINCH", "SIGTTOU")),
+)
+_F_SETPIPE_SZ: Final = 1031
+
+
+def enlarge_pipe(fd: int) -> None:
+    """A larger pipe buffer: fewer, larger reads and writes (best effort; the limit may refuse)."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
+
+
+def frame(kind: bytes, payload: bytes = b"") -> bytes:
+    return HEADER.pack(kind, len(payload)) + payload
+
+
+class CaptureCopy:
+    """The capture pipe's side: frames written when the pipe takes them, never waited for
+    while the command runs. Reports go ahead of held output; output beyond the bound is
+    dropped and its gap recorded in its place."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.held: deque[bytes] = deque()
+        self.reports: deque[bytes] = deque()
+        self.held_bytes = 0
+        self.gap_bytes = 0
+        self.gap_lines = 0
+        self.gap_ends_line = False
+        self.broken = False  # the capture side is gone: only the command's output matters
+        self._started: memoryview | None = None  # a frame partly written: it goes on first
+        enlarge_pipe(fd)
+        os.set_blocking(fd, False)
+
+    def add(self, data: bytes) -> None:
+        if self.broken:
+            return
+        if self.held_bytes + len(data) > MAX_HELD_BYTES:
+            self.gap_bytes += len(data)
+            self.gap_lines += data.count(b"\n")
+            self.gap_ends_line = data.endswith(b"\n")
+            return
+        self._hold_gap()
+        self._hold(frame(DATA, data))
+
+    def report(self, kind: bytes, payload: bytes = b"") -> None:
+        """A report, ahead of output not yet started on the pipe."""
+        if not self.broken:
+            self.reports.append(frame(kind, payload))
+
+    @property
+    def waiting(self) -> bool:
+        return not self.broken and bool(self._started is not None or self.reports or self.held)
+
+    def send(self) -> None:
+        """Write what the pipe takes now."""
+        try:
+            while self.waiting:
+                if self._started is None:
+                    self._started = memoryview(self._next())
+                self._started = self._started[os.write(self.fd, self._started) :]
+                if self._started.nbytes:
+                    return  # the pipe is full
+                self._started = None
+        except BlockingIOError:
+            pass
+        except OSError:  # the wrapper is gone: the command carries on uncaptured
+            self.broken = True
+            self.held.clear()
+            self.reports.clear()
+
+    def finish(self) -> None:
+        """Everything still held, waiting for the capture side as long as it reads."""
+        self._hold_gap()
+        with contextlib.suppress(OSError):
+            os.set_blocking(self.fd, True)
+        self.send()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def _next(self) -> bytes:
+        if self.reports:
+            return self.reports.popleft()
+        data = self.held.popleft()
+        self.held_bytes -= len(data)
+        return data
+
+    def _hold(self, data: bytes) -> None:
+        self.held.append(data)
+        self.held_bytes += len(data)
+
+    def _hold_gap(self) -> None:
+        if self.gap_bytes:
+            self._hold(frame(GAP, COUNTS.pack(self.gap_bytes, self.gap_lines, self.gap_ends_line)))
+            self.gap_bytes = self.gap_lines = 0
+
+
+class Terminal:
+    """Our terminal (stdin) in raw mode while the command has its own, restored around stops."""
+
+    def __init__(self) -> None:
+        self.saved = termios.tcgetattr(0)
+
+    def raw(self) -> None:
+        with contextlib.suppress(termios.error):
+            tty.setraw(0, termios.TCSANOW)
+
+    def restore(self) -> None:
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(0, termios.TCSADRAIN, self.saved)
+
+
+def copy_window_size(to_fd: int) -> None:
+    """Our terminal's size (stdout's) onto the pty: the kernel tells the command (SIGWINCH)."""
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(to_fd, termios.TIOCSWINSZ, fcntl.ioctl(1, termios.TIOCGWINSZ, b"\0" * 8))
+
+
+class ExecFailed(Exception):
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.errno = number
+
+
+def start_command(command: list[str], mode: str) -> tuple[int, int, int]:
+    """Fork and exec `command`: the pid to wait for, the command's own pid, and the fd its
+    output is read from. Raises `ExecFailed` when it cannot be executed.
+
+    In `pty` mode the command runs on a pseudo-terminal set up like ours (settings and
+    size), which is its stdout, and its stdin when ours is a terminal too; its stderr is
+    ours in both modes. There, the process waited for is a session leader between us and
+    the command (`_lead_session`), as a shell is at a terminal: a command that led its
+    session itself would be an orphaned process group, which Ctrl-Z cannot stop.
+    """
+    if mode == PTY_MODE:
+        source, sink = os.openpty()
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(sink, termios.TCSANOW, termios.tcgetattr(1))
+        copy_window_size(sink)
+    else:
+        source, sink = os.pipe()
+        enlarge_pipe(sink)
+    # Close-on-exec: the command's pid, then an errno only if its exec failed.
+    started_read, started_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if mode == PTY_MODE:
+            _lead_session(command, sink, started_write)
+        os.dup2(sink, 1)
+        os.write(started_write, NUMBER.pack(os.getpid()))
+        _exec(command, started_write)
+    os.close(sink)
+    os.close(started_write)
+    with os.fdopen(started_read, "rb") as started:
+        reported = started.read()
+    if len(reported) != NUMBER.size:
+        os.waitpid(pid, 0)
+        os.close(source)
+        failed = reported[NUMBER.size :]
+        raise ExecFailed(STATUS.unpack(failed)[0] if len(failed) == STATUS.size else errno.ECHILD)
+    os.set_blocking(source, False)
+    return pid, NUMBER.unpack(reported)[0], source
+
+
+def _lead_session(command: list[str], terminal: int, started_write: int) -> None:
+    """In the child: lead a new session on `terminal`, run the command in the foreground
+    process group of its own, stop when it stops and end as it ends."""
+    try:
+        signal.set_wakeup_fd(-1)  # the relay's: its children's news is not ours
+        for signum in (signal.SIGCHLD, signal.SIGWINCH):
+            signal.signal(signum, signal.SIG_DFL)
+        os.setsid()
+        fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
+        if os.isatty(0):
+            os.dup2(terminal, 0)
+        os.dup2(terminal, 1)
+        command_pid = os.fork()
+        if command_pid == 0:
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # taking the terminal from the background
+            os.tcsetpgrp(terminal, os.getpid())
+            _exec(command, started_write)
+        os.write(started_write, NUMBER.pack(command_pid))
+        os.close(started_write)
+        while True:
+            wait_status = os.waitpid(command_pid, os.WUNTRACED)[1]
+            if not os.WIFSTOPPED(wait_status):
+                break
+            os.kill(os.getpid(), signal.SIGSTOP)  # the relay sees it and stops our job; then:
+            with contextlib.suppress(OSError):
+                os.killpg(command_pid, signal.SIGCONT)
+        status = os.waitstatus_to_exitcode(wait_status)
+        if status < 0:  # end as the command did, killed by the same signal
+            signal.signal(-status, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {-status})
+            os.kill(os.getpid(), -status)
+        os._exit(status & 0xFF)
+    finally:
+        os._exit(127)
+
+
+def _exec(command: list[str], started_write: int) -> None:
+    """In the child: exec the command as a shell would, with clean signals; never returns."""
+    try:
+        for signum in _RESET_FOR_COMMAND:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        try:
+            os.execvp(command[0], command)
+        except OSError as exc:
+            if exc.errno != errno.ENOEXEC:  # a script without `#!`: run by sh, as a shell would
+                raise
+            os.execv("/bin/sh", ["/bin/sh", *command])
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.write(started_write, STATUS.pack(exc.errno or errno.ENOEXEC))
+    finally:
+        os._exit(127)
+
+
+class Relay:
+    """The copy loop: the command's output to our stdout and the capture copy; keystrokes
+    to the command's terminal; the command's stops and exit."""
+
+    def __init__(self, capture: CaptureCopy, mode: str, job: bool) -> None:
+        self.capture = capture
+        self.mode = mode
+        self.job = job  # we lead a job of a shell: a stopped command stops the job
+        self.terminal = Terminal() if mode == PTY_MODE and os.isatty(0) else None
+        self.status: int | None = None
+        self.pid = 0
+        self.output = -1
+        self.output_open = False
+        self.stdout_open = True
+        self.keystrokes = bytearray()  # typed, not yet taken by the command's terminal
+        self._wake_read, wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(wake_write, False)
+        signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+        for signum in (signal.SIGCHLD, signal.SIGWINCH):
+            signal.signal(signum, lambda *_: None)  # a Python handler: the wakeup fd hears it
+
+    def run(self, command: list[str]) -> None:
+        try:
+            self.pid, command_pid, self.output = start_command(command, self.mode)
+        except ExecFailed as failed:
+            self.capture.report(EXEC_FAILED, STATUS.pack(failed.errno))
+            return
+        self.output_open = True
+        self.capture.report(PID, NUMBER.pack(command_pid))
+        if self.terminal is not None:
+            self.terminal.raw()
+        try:
+            self._copy()
+        finally:
+            if self.terminal is not None:
+                self.terminal.restore()
+        if self.output_open:  # left open by a process the command left behind: it is hung up
+            self._close_output()
+        self._close_stdout()  # a reader waiting for the end gets it now, before capture finishes
+        self.capture.report(OUTPUT_DONE)
+        while self.status is None:  # the output is over but the command runs on
+            self._reap(os.waitpid(self.pid, 0)[1])
+
+    def _copy(self) -> None:
+        poller = select.poll()
+        poller.register(self._wake_read, select.POLLIN)
+        if self.terminal is not None:
+            poller.register(0, select.POLLIN)
+        last_output = time.monotonic()
+        while True:
+            output_events = select.POLLIN | (select.POLLOUT if self.keystrokes else 0)
+            poller.register(self.output, output_events)
+            if self.capture.waiting:
+                poller.register(self.capture.fd, select.POLLOUT)
+            else:
+                with contextlib.suppress(KeyError):
+                    poller.unregister(self.capture.fd)
+            timeout_ms = None
+            if self.status is not None:
+                idle_s = time.monotonic() - last_output
+                if idle_s >= IDLE_GRACE_S:
+                    return  # a process the command left behind holds its output, silent
+                timeout_ms = int((IDLE_GRACE_S - idle_s) * 1000) + 1
+            for fd, events in poller.poll(timeout_ms):
+                if fd == self.output:
+                    if events & select.POLLOUT:
+                        self._type()
+                    if events & ~select.POLLOUT:
+                        if not self._read_output():
+                            return
+                        last_output = time.monotonic()
+                elif fd == self._wake_read:
+                    self._on_signals()
+                elif fd == 0:
+                    self._read_keystrokes(poller)
+                elif fd == self.capture.fd:
+                    self.capture.send()
+
+    def _read_output(self) -> bool:
+        """Pass on what the command printed; False at the end of its output."""
+        try:
+            chunk = os.read(self.output, READ_BYTES)
+        except BlockingIOError:
+            return True
+        except OSError:  # EIO: the pty's other side is closed
+            chunk = b""
+        if not chunk:
+            self._close_output()
+            return False
+        self.capture.add(chunk)
+        self.capture.send()
+        if self.stdout_open:
+            try:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(1, view) :]
+            except OSError:  # our reader is gone (`| head`): the command's next write fails too
+                self._close_stdout()
+                if self.mode == PIPE_MODE:
+                    self._close_output()
+                    return False
+        return True
+
+    def _close_output(self) -> None:
+        self.output_open = False
+        os.close(self.output)
+
+    def _read_keystrokes(self, poller: select.poll) -> None:
+        try:
+            typed = os.read(0, 1 << 16)
+        except OSError:
+            typed = b""
+        if not typed or self.status is not None:
+            poller.unregister(0)
+            return
+        self.keystrokes += typed
+        self._type()
+
+    def _type(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            del self.keystrokes[: os.write(self.output, self.keystrokes)]
+
+    def _on_signals(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 256):
+                pass
+        if self.mode == PTY_MODE:
+            copy_window_size(self.output)
+        while self.status is None:
+            options = os.WNOHANG | (os.WUNTRACED if self.mode == PTY_MODE else 0)
+            try:
+                pid, wait_status = os.waitpid(self.pid, options)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._reap(wait_status)
+
+    def _reap(self, wait_status: int) -> None:
+        if os.WIFSTOPPED(wait_status):
+            self._command_stopped()
+            return
+        self.status = os.waitstatus_to_exitcode(wait_status)
+        self.capture.report(EXITED, STATUS.pack(self.status))
+
+    def _command_stopped(self) -> None:
+        """Ctrl-Z on its terminal: stop our job as the command stopped, and on `fg` continue both."""
+        if self.terminal is not None:
+            self.terminal.restore()
+        if self.job:
+            os.killpg(os.getpgrp(), signal.SIGSTOP)  # returns when the shell continues the job
+        if self.terminal is not None:
+            self.terminal.raw()
+        copy_window_size(self.output)
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGCONT)  # the session's leader, which continues the command
+
+    def _close_stdout(self) -> None:
+        if self.stdout_open:
+            self.stdout_open = False
+            with contextlib.suppress(OSError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.close(devnull)
+
+
+def main(argv: list[str]) -> int:
+    """`relay.py CAPTURE_FD MODE JOB -- COMMAND...` (JOB: 1 when the wrapper leads a shell's job)."""
+    capture_fd, mode, job = int(argv[1]), argv[2], argv[3] == "1"
+    command = argv[5:]
+    os.set_inheritable(capture_fd, False)  # the command's descriptors are the wrapper's, not ours
+    for signum in FORWARDED_BY_WRAPPER:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the wrapper blocks the signals it waits for
+    capture = CaptureCopy(capture_fd)
+    try:
+        Relay(capture, mode, job).run(command)
+    finally:
+        capture.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

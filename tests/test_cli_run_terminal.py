@@ -1,0 +1,105 @@
+"""`transcript-otel run` at a terminal: the command gets a terminal of its own, as without us.
+
+Each test runs the wrapper on a real pseudo-terminal (`script`, see `terminal_session.py`) around
+`tests/agents/terminal_agent.py`, and checks what a person at that terminal sees: the
+agent finds a terminal on stdin, stdout and stderr, of the terminal's size, is told when
+the window is resized, hears what is typed, stops with Ctrl-Z and comes back with `fg`,
+and is interrupted by Ctrl-C; the terminal's settings are as they were afterwards; the
+transcript holds what the agent printed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from transcript_otel import read_records
+from transcript_otel.invariants import check_invariants
+
+from receivers import subprocess_env
+from terminal_session import TerminalSession
+
+AGENT = Path(__file__).resolve().parent / "agents" / "terminal_agent.py"
+WRAPPER = f"{shlex.quote(sys.executable)} -m transcript_otel.cli run --prompt-name terminal --"
+AGENT_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+
+
+def texts(tmp_path: Path) -> list[str]:
+    (path,) = (tmp_path / "runs").glob("*.jsonl")
+    records = list(read_records(path))
+    assert check_invariants(records) == []
+    entries: list[dict[str, Any]] = [r["context"] for r in records if r["event"] == "transcript.entry"]
+    return [entry["detail"].get("text", "") for entry in entries]
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    return subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "runs"))
+
+
+def test_the_command_gets_a_terminal_of_the_same_size_resizes_keystrokes_and_ctrl_c(tmp_path: Path) -> None:
+    # The terminal's settings are printed before and after: the wrapper puts them back.
+    command = (
+        f"before=$(stty -g); {WRAPPER} {AGENT_COMMAND}; status=$?; "
+        f'[ "$(stty -g)" = "$before" ] && echo TERMINAL-RESTORED; echo WRAPPER-STATUS=$status'
+    )
+    with TerminalSession(command, environment(tmp_path), columns=97, rows=31) as terminal:
+        terminal.expect("AGENT-READY")
+        assert "AGENT-TTY stdin=True stdout=True stderr=True" in terminal.output
+        assert "AGENT-SIZE 97x31" in terminal.output
+        terminal.resize(120, 40)
+        terminal.expect("AGENT-RESIZED 120x40")
+        terminal.send_keys(b"hello agent\r")
+        terminal.expect("AGENT-HEARD hello agent")
+        terminal.send_keys(b"\x03")  # Ctrl-C
+        terminal.expect("WRAPPER-STATUS=")
+        assert terminal.close() == 0
+    output = terminal.output
+    assert "AGENT-INTERRUPTED" in output
+    assert "WRAPPER-STATUS=130" in output
+    assert "TERMINAL-RESTORED" in output
+    recorded = texts(tmp_path)
+    for line in ("AGENT-SIZE 97x31", "AGENT-RESIZED 120x40", "AGENT-HEARD hello agent"):
+        assert line in recorded  # each line once, without the terminal's "\r"
+    # What the terminal showed: the typed line (echoed), Ctrl-C echoed as ^C.
+    assert "hello agent" in recorded
+    assert "^CAGENT-INTERRUPTED" in recorded
+    assert not any("\r" in text for text in recorded)
+
+
+def test_ctrl_z_stops_the_job_and_fg_resumes_it(tmp_path: Path) -> None:
+    """In an interactive shell, Ctrl-Z stops the wrapper's job as it would stop the agent's."""
+    rcfile = tmp_path / "bashrc"
+    rcfile.write_text("PS1='PROMPT> '\n")
+    shell = f"exec bash --noprofile --rcfile {shlex.quote(str(rcfile))} -i"
+    with TerminalSession(shell, environment(tmp_path)) as terminal:
+        terminal.expect("PROMPT> ")
+        terminal.send_keys(f"{WRAPPER} {AGENT_COMMAND}\r".encode())
+        terminal.expect("AGENT-READY")
+        terminal.send_keys(b"\x1a")  # Ctrl-Z
+        terminal.expect(r"Stopped[^\n]*transcript_otel[^\n]*\n[^\n]*PROMPT> ")
+        terminal.send_keys(b"fg\r")
+        terminal.expect("AGENT-CONTINUED")
+        terminal.send_keys(b"still there\r")
+        terminal.expect("AGENT-HEARD still there")
+        terminal.send_keys(b"\x03")
+        terminal.expect(r"AGENT-INTERRUPTED[^\n]*\n[^\n]*PROMPT> ")
+        terminal.send_keys(b"echo WRAPPER-STATUS=$?\r")
+        terminal.expect("WRAPPER-STATUS=130")
+        terminal.send_keys(b"exit\r")
+        assert terminal.close() == 0
+    assert "^ZAGENT-CONTINUED" in texts(tmp_path)  # as the terminal showed it
+
+
+def test_with_stdin_not_a_terminal_the_command_reads_ours(tmp_path: Path) -> None:
+    command = f"echo 'from a pipe' | {WRAPPER} {AGENT_COMMAND}; echo WRAPPER-STATUS=$?"
+    with TerminalSession(command, environment(tmp_path)) as terminal:
+        terminal.expect("WRAPPER-STATUS=0")
+        assert terminal.close() == 0
+    assert "AGENT-TTY stdin=False stdout=True stderr=True" in terminal.output
+    assert "AGENT-HEARD from a pipe" in texts(tmp_path)
