@@ -228,6 +228,39 @@ def render_e2e(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_run(run: dict[str, Any]) -> str:
+    """One line per output size: the command's time with and without the wrapper, the lines
+    recorded; then the random bytes and the slow reader."""
+    lines = [
+        "| CMD prints | command time, direct | under run | ratio | wrapper start to exit "
+        "| lines recorded (lowest run) | output byte for byte | recorded + reported = printed |",
+        "|" + "---|" * 8,
+    ]
+    for printer in run["printers"]:
+        direct, wrapped = printer["direct_s"], printer["command_s"]
+        lines.append(
+            f"| {printer['label']} | {direct * 1000:.0f} ms | {wrapped * 1000:.0f} ms "
+            f"| {wrapped / direct:.2f}x | {printer['exit_s']:.2f} s "
+            f"| {printer['recorded']:.1%} ({printer['recorded_min']:.1%}) | {_yes(printer['exact'])} "
+            f"| {_yes(printer['reported_ok'])} |"
+        )
+    random = run["random"]
+    lines.append(
+        f"| 20 MB of random bytes | {random['direct_s'] * 1000:.0f} ms | {random['command_s'] * 1000:.0f} ms "
+        f"| {random['command_s'] / random['direct_s']:.2f}x | {random['exit_s']:.2f} s | — "
+        f"| {_yes(random['exact'])} | — |"
+    )
+    slow = run["slow_reader"]
+    return "\n".join(lines) + (
+        f"\n\nA slow reader (4 KiB reads, 5 ms apart) of `seq 1 200000`: {slow['delivered']:.1%} of the "
+        f"bytes delivered in {slow['read_s']:.2f} s, wrapper exit status {slow['status']}."
+    )
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "NO"
+
+
 def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: float) -> str:
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
@@ -287,6 +320,15 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
             "the two alternating",
             "",
             render_e2e(e2e),
+            "",
+        ]
+    run = results.get("run", {}).get("run")
+    if run:
+        out += [
+            "6. `transcript-otel run -- CMD` against CMD alone, fresh processes alternating, medians; "
+            f"the wrapper alone (`run -- true`) takes {run['startup_s']:.2f} s from start to exit",
+            "",
+            render_run(run),
             "",
         ]
     for name, payload in results.items():

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("agent", "baselines", "throughput", "redaction", "otlp", "memory", "outage", "e2e")
+SECTIONS = ("agent", "baselines", "throughput", "redaction", "otlp", "memory", "outage", "e2e", "run")
 # Run only when named in --only: `outage10` takes ten minutes and writes 5.9 GB of mirror.
 ON_DEMAND = ("outage10",)
 
@@ -65,6 +65,10 @@ def _section_main(name: str) -> Callable[[], Any]:
         import bench_e2e
 
         return bench_e2e.main
+    if name == "run":
+        import bench_run
+
+        return bench_run.main
     raise SystemExit(f"unknown section {name!r}; choose from {', '.join(SECTIONS + ON_DEMAND)}")
 
 

@@ -25,6 +25,10 @@ from transcript_otel.pipeline import TranscriptPipeline
 from helpers import run_records
 
 
+def frame(kind: bytes, payload: bytes = b"") -> bytes:
+    return relay.HEADER.pack(kind, len(payload)) + payload
+
+
 def frames(data: bytes) -> list[tuple[bytes, bytes]]:
     found = []
     while data:
@@ -48,13 +52,10 @@ def read_all(fd: int) -> bytes:
 def test_the_copy_is_held_up_to_its_bound_then_dropped_with_a_gap_in_its_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(relay, "MAX_HELD_BYTES", 100)
+    monkeypatch.setattr(relay, "MAX_HELD_BYTES", 90)
     read_end, write_end = os.pipe()
-    monkeypatch.setattr(relay, "enlarge_pipe", lambda fd: None)
-    copy = relay.CaptureCopy(write_end)
-    os.set_blocking(write_end, True)  # nothing reads yet: hold everything instead of writing
-    copy.broken = False
-    held = [b"one\ntwo\n", b"x" * 80]  # 8 + 80 bytes of output held (plus frame headers)
+    copy = relay.CaptureCopy(write_end)  # nothing is sent before finish(): all of it is held
+    held = [b"one\ntwo\n", b"x" * 80]  # 88 bytes of output held
     for chunk in held:
         copy.add(chunk)
     copy.add(b"three\nfour")  # over the bound: dropped, counted
@@ -113,19 +114,19 @@ def captured(*sent: bytes, terminal: bool = False) -> tuple[Lines, OutputCapture
 
 
 def data(payload: bytes) -> bytes:
-    return relay.frame(relay.DATA, payload)
+    return frame(relay.DATA, payload)
 
 
 def gap(size: int, lines: int, ends_line: bool) -> bytes:
-    return relay.frame(relay.GAP, relay.COUNTS.pack(size, lines, ends_line))
+    return frame(relay.GAP, relay.COUNTS.pack(size, lines, ends_line))
 
 
 def test_lines_split_across_frames_and_the_reports_are_read() -> None:
     lines, reader = captured(
-        relay.frame(relay.PID, relay.NUMBER.pack(1234)),
+        frame(relay.PID, relay.NUMBER.pack(1234)),
         data(b"first\nsec"),
         data(b"ond\nthird"),
-        relay.frame(relay.EXITED, relay.STATUS.pack(-15)),
+        frame(relay.EXITED, relay.STATUS.pack(-15)),
         data(b" and last"),  # no newline at the end: still a line
     )
     assert lines.lines == [b"first\n", b"second\n", b"third and last"]
@@ -165,7 +166,7 @@ def test_what_capture_has_no_time_for_after_the_output_is_counted(monkeypatch: p
     monkeypatch.setattr(capture, "CAPTURE_GRACE_S", 0.0)
     lines, reader = captured(
         data(b"recorded\n"),
-        relay.frame(relay.OUTPUT_DONE),
+        frame(relay.OUTPUT_DONE),
         data(b"late one\nlate two\n"),
     )
     assert lines.lines == [b"recorded\n"]

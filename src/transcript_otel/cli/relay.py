@@ -80,10 +80,6 @@ def enlarge_pipe(fd: int) -> None:
         fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
 
 
-def frame(kind: bytes, payload: bytes = b"") -> bytes:
-    return HEADER.pack(kind, len(payload)) + payload
-
-
 class CaptureCopy:
     """The capture pipe's side: frames written when the pipe takes them, never waited for
     while the command runs. Reports go ahead of held output; output beyond the bound is
@@ -91,14 +87,15 @@ class CaptureCopy:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.held: deque[bytes] = deque()
-        self.reports: deque[bytes] = deque()
+        # Frames as (header, payload): the output is written from the chunk read, never copied.
+        self.held: deque[tuple[bytes, bytes]] = deque()
+        self.reports: deque[tuple[bytes, bytes]] = deque()
         self.held_bytes = 0
         self.gap_bytes = 0
         self.gap_lines = 0
         self.gap_ends_line = False
         self.broken = False  # the capture side is gone: only the command's output matters
-        self._started: memoryview | None = None  # a frame partly written: it goes on first
+        self._started: list[memoryview] = []  # what is left of a frame partly written: it goes on first
         enlarge_pipe(fd)
         os.set_blocking(fd, False)
 
@@ -111,27 +108,33 @@ class CaptureCopy:
             self.gap_ends_line = data.endswith(b"\n")
             return
         self._hold_gap()
-        self._hold(frame(DATA, data))
+        self._hold(DATA, data)
 
     def report(self, kind: bytes, payload: bytes = b"") -> None:
         """A report, ahead of output not yet started on the pipe."""
         if not self.broken:
-            self.reports.append(frame(kind, payload))
+            self.reports.append((HEADER.pack(kind, len(payload)), payload))
 
     @property
     def waiting(self) -> bool:
-        return not self.broken and bool(self._started is not None or self.reports or self.held)
+        return not self.broken and bool(self._started or self.reports or self.held)
 
     def send(self) -> None:
         """Write what the pipe takes now."""
         try:
             while self.waiting:
-                if self._started is None:
-                    self._started = memoryview(self._next())
-                self._started = self._started[os.write(self.fd, self._started) :]
-                if self._started.nbytes:
-                    return  # the pipe is full
-                self._started = None
+                if not self._started:
+                    self._started = [memoryview(part) for part in self._next() if part]
+                written = os.writev(self.fd, self._started)
+                while written and self._started:
+                    first = self._started[0]
+                    if written < first.nbytes:
+                        self._started[0] = first[written:]
+                        return  # the pipe is full
+                    written -= first.nbytes
+                    self._started.pop(0)
+                if self._started:
+                    return
         except BlockingIOError:
             pass
         except OSError:  # the wrapper is gone: the command carries on uncaptured
@@ -148,20 +151,20 @@ class CaptureCopy:
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
-    def _next(self) -> bytes:
+    def _next(self) -> tuple[bytes, bytes]:
         if self.reports:
             return self.reports.popleft()
-        data = self.held.popleft()
-        self.held_bytes -= len(data)
-        return data
+        header, payload = self.held.popleft()
+        self.held_bytes -= len(payload)
+        return header, payload
 
-    def _hold(self, data: bytes) -> None:
-        self.held.append(data)
-        self.held_bytes += len(data)
+    def _hold(self, kind: bytes, payload: bytes) -> None:
+        self.held.append((HEADER.pack(kind, len(payload)), payload))
+        self.held_bytes += len(payload)
 
     def _hold_gap(self) -> None:
         if self.gap_bytes:
-            self._hold(frame(GAP, COUNTS.pack(self.gap_bytes, self.gap_lines, self.gap_ends_line)))
+            self._hold(GAP, COUNTS.pack(self.gap_bytes, self.gap_lines, self.gap_ends_line))
             self.gap_bytes = self.gap_lines = 0
 
 

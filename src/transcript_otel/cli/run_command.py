@@ -57,7 +57,7 @@ EXIT_CANNOT_EXECUTE: Final = 126
 EXIT_NOT_FOUND: Final = 127
 # The capture side's CPU priority (nice): a command printing at full speed keeps the CPUs;
 # capture catches up when the command waits, as agents mostly do.
-CAPTURE_NICENESS: Final = 10
+CAPTURE_NICENESS: Final = 19
 _SI_KERNEL: Final = 0x80  # Linux's si_code of a signal the kernel sent (a terminal's Ctrl-C)
 _LOOK_S: Final = 0.1
 _WAITED: Final = frozenset({*FORWARDED_SIGNALS, signal.SIGCHLD})

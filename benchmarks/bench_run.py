@@ -1,0 +1,175 @@
+"""Section 6: `transcript-otel run -- CMD` against CMD alone (issue 29's targets).
+
+Every figure comes from fresh processes, the wrapped and the direct command alternating
+one by one (this machine's speed drifts over seconds); cells are medians. The wrapper
+runs as a user would run it: `python -m transcript_otel.cli run -- CMD` with the JSONL
+mirror on and the OTel SDK set up by `configure()` (no OTLP endpoint: what the backend
+costs is section 3b's), the line adapter chosen automatically.
+
+* **Printing at full speed.** CMD prints N lines of 100 bytes (`yes | head -n N`) into a
+  pipe the benchmark reads in 1 MiB reads. *Command time*: from the command's start (it
+  prints `date +%s%N` to stderr first) to the end of its output at the reader; the
+  target is <= 1.1x direct. *Wrapper, to exit*: from starting the wrapper to its exit,
+  which includes its own start-up (measured alone as `run -- true`) and the time capture
+  takes to record what it holds once the output is over (at most `CAPTURE_GRACE_S`).
+  *Lines recorded*: entries in the mirror / N; the rest are in the run's one
+  `transcript.error` (checked: recorded + reported = N).
+* **Random bytes.** 20 MB of `/dev/urandom`: the command time, and whether the reader got
+  exactly the bytes.
+* **A slow reader.** `seq 1 200000` (1.29 MB) read 4 KiB at a time with a 5 ms pause:
+  bytes received / printed (the wrapper used to stop waiting 1 s after the command exited).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+LINE: Final = "x" * 99
+WRAPPER: Final = [sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "bench", "--"]
+PRINTERS: Final = (  # label, lines, pairs of runs
+    ("50,000 lines (5 MB)", 50_000, 5),
+    ("20 MB (200,000 lines)", 200_000, 5),
+    ("200 MB (2,000,000 lines)", 2_000_000, 3),
+)
+RANDOM_BYTES: Final = 20_000_000
+SLOW_READ_BYTES: Final = 4096
+SLOW_READ_PAUSE_S: Final = 0.005
+_ENTRY: Final = b'"event":"transcript.entry"'
+
+
+def _environment(runs: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRANSCRIPT_OTEL_"))}
+    env["TRANSCRIPT_OTEL_JSONL_DIR"] = str(runs)
+    return env
+
+
+def _timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run `command`, reading its stdout to the end: when its output began and ended, its exit."""
+    started = time.time_ns()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert process.stdout is not None
+    assert process.stderr is not None
+    digest = hashlib.sha256()
+    received = 0
+    while chunk := os.read(process.stdout.fileno(), 1 << 20):
+        digest.update(chunk)
+        received += len(chunk)
+    output_ended = time.time_ns()
+    stderr = process.stderr.read()
+    process.wait()
+    exited = time.time_ns()
+    first = stderr.split(b"\n", 1)[0]
+    command_started = int(first) if first.isdigit() else started
+    return {
+        "command_s": (output_ended - command_started) / 1e9,
+        "exit_s": (exited - started) / 1e9,
+        "bytes": received,
+        "sha256": digest.hexdigest(),
+        "status": process.returncode,
+        "stderr": stderr.decode("utf-8", "replace"),
+    }
+
+
+def _mirror_counts(runs: Path) -> tuple[int, int]:
+    """Entries in the one run file of `runs`, and the lines its report says were not recorded."""
+    (path,) = runs.glob("*.jsonl")
+    data = path.read_bytes()
+    entries = data.count(_ENTRY)
+    unrecorded = 0
+    for line in data.splitlines():
+        if b'"unrecorded_lines"' in line:
+            unrecorded += json.loads(line)["context"]["unrecorded_lines"]
+    path.unlink()
+    return entries, unrecorded
+
+
+def _printer(label: str, lines: int, pairs: int, scratch: Path) -> dict[str, Any]:
+    printer = ["sh", "-c", f"date +%s%N >&2; yes {LINE} | head -n {lines}"]
+    runs = scratch / "runs"
+    env = _environment(runs)
+    direct: list[dict[str, Any]] = []
+    wrapped: list[dict[str, Any]] = []
+    recorded: list[float] = []
+    reported_ok = True
+    for _ in range(pairs):
+        direct.append(_timed(printer, env))
+        wrapped.append(_timed([*WRAPPER, *printer], env))
+        entries, unrecorded = _mirror_counts(runs)
+        recorded.append(entries / lines)
+        reported_ok &= entries + unrecorded == lines
+    exact = all(run["sha256"] == direct[0]["sha256"] and run["status"] == 0 for run in wrapped)
+    return {
+        "label": label,
+        "direct_s": statistics.median(run["command_s"] for run in direct),
+        "command_s": statistics.median(run["command_s"] for run in wrapped),
+        "exit_s": statistics.median(run["exit_s"] for run in wrapped),
+        "recorded": statistics.median(recorded),
+        "recorded_min": min(recorded),
+        "reported_ok": reported_ok,
+        "exact": exact,
+        "pairs": pairs,
+    }
+
+
+def _random_bytes(scratch: Path) -> dict[str, Any]:
+    printer = ["sh", "-c", f"date +%s%N >&2; head -c {RANDOM_BYTES} /dev/urandom"]
+    env = _environment(scratch / "runs")
+    direct, wrapped = [], []
+    for _ in range(3):
+        direct.append(_timed(printer, env))
+        wrapped.append(_timed([*WRAPPER, *printer], env))
+        _mirror_counts(scratch / "runs")
+    return {
+        "direct_s": statistics.median(run["command_s"] for run in direct),
+        "command_s": statistics.median(run["command_s"] for run in wrapped),
+        "exit_s": statistics.median(run["exit_s"] for run in wrapped),
+        "exact": all(run["bytes"] == RANDOM_BYTES and run["status"] == 0 for run in wrapped),
+    }
+
+
+def _slow_reader(scratch: Path) -> dict[str, Any]:
+    expected = len(subprocess.run(["seq", "1", "200000"], capture_output=True, check=True).stdout)
+    process = subprocess.Popen(
+        [*WRAPPER, "seq", "1", "200000"], stdout=subprocess.PIPE, env=_environment(scratch / "runs")
+    )
+    assert process.stdout is not None
+    received = 0
+    started = time.monotonic()
+    while chunk := os.read(process.stdout.fileno(), SLOW_READ_BYTES):
+        received += len(chunk)
+        time.sleep(SLOW_READ_PAUSE_S)
+    process.wait()
+    _mirror_counts(scratch / "runs")
+    read_s = time.monotonic() - started
+    return {"delivered": received / expected, "read_s": read_s, "status": process.returncode}
+
+
+def _startup(scratch: Path) -> float:
+    env = _environment(scratch / "runs")
+    times: list[float] = []
+    for _ in range(5):
+        times.append(_timed([*WRAPPER, "true"], env)["exit_s"])
+        _mirror_counts(scratch / "runs")
+    return statistics.median(times)
+
+
+def main() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as directory:
+        scratch = Path(directory)
+        return {
+            "run": {
+                "startup_s": _startup(scratch),
+                "printers": [_printer(label, lines, pairs, scratch) for label, lines, pairs in PRINTERS],
+                "random": _random_bytes(scratch),
+                "slow_reader": _slow_reader(scratch),
+            }
+        }
