@@ -21,10 +21,12 @@ __all__ = ["main"]
 
 _RUN_HELP = f"""\
 Run an agent command and capture its transcript: its output passes through
-unchanged, and its stdout lines become transcript entries (log records, span events
-and the local JSONL mirror), exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is
-set. Exits with the command's status. What capture could not do (a failing mirror,
-records a dead backend never took) is printed on stderr after the command's output.
+unchanged (on a pseudo-terminal when stdout is a terminal), and its stdout lines
+become transcript entries (log records, span events and the local JSONL mirror),
+exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set. Exits with the command's
+status; signals sent to the wrapper are forwarded to the command. What capture could
+not do (lines it could not keep up with, a failing mirror, records a dead backend
+never took) is printed on stderr after the command's output.
 
 adapters: rtf1 (@@RALPH@@ lines), codex-json (codex exec --json),
 claude-stream-json (claude -p --output-format stream-json), plain (every line is
