@@ -418,6 +418,18 @@ def test_a_fast_printer_is_passed_through_whole_and_what_capture_missed_is_count
     assert len(said) == len(reports)
 
 
+def test_a_command_that_closes_its_stdout_early_is_waited_for(tmp_path: Path) -> None:
+    command = [*WRAPPER, "--", "/bin/sh", "-c", "echo early; exec >&-; sleep 1; exit 3"]
+    result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)
+    assert result.returncode == 3
+    assert result.stdout == b"early\n"
+    recorded = [(e["entry_type"], e["detail"]) for e in entries(mirror(tmp_path))]
+    assert recorded == [
+        ("assistant_message", {"text": "early"}),
+        ("error", {"exception": {"type": "CommandFailed", "message": "exited with status 3"}}),
+    ]
+
+
 def test_a_process_left_behind_does_not_keep_the_wrapper_waiting(tmp_path: Path) -> None:
     # It keeps the command's stdout (our pipe) open; its stderr would be the caller's own.
     command = [*WRAPPER, "--", "/bin/sh", "-c", "echo start; (sleep 30; echo late) 2>/dev/null &"]

@@ -119,8 +119,11 @@ class CaptureCopy:
     def waiting(self) -> bool:
         return not self.broken and bool(self._started or self.reports or self.held)
 
-    def send(self) -> None:
-        """Write what the pipe takes now."""
+    def send(self, *, wait: bool = False) -> None:
+        """Write what the pipe takes now; with `wait`, everything, as the capture side reads it."""
+        if wait:
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.fd, True)
         try:
             while self.waiting:
                 if not self._started:
@@ -145,9 +148,7 @@ class CaptureCopy:
     def finish(self) -> None:
         """Everything still held, waiting for the capture side as long as it reads."""
         self._hold_gap()
-        with contextlib.suppress(OSError):
-            os.set_blocking(self.fd, True)
-        self.send()
+        self.send(wait=True)
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
@@ -332,7 +333,9 @@ class Relay:
             self._close_output()
         self._close_stdout()  # a reader waiting for the end gets it now, before capture finishes
         self.capture.report(OUTPUT_DONE)
-        while self.status is None:  # the output is over but the command runs on
+        if self.status is None:  # the output is over but the command runs on
+            self.capture.send(wait=True)  # capture need not wait for it to end
+        while self.status is None:
             self._reap(os.waitpid(self.pid, 0)[1])
 
     def _copy(self) -> None:
@@ -418,7 +421,7 @@ class Relay:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_read, 256):
                 pass
-        if self.mode == PTY_MODE:
+        if self.mode == PTY_MODE and self.output_open:
             copy_window_size(self.output)
         while self.status is None:
             options = os.WNOHANG | (os.WUNTRACED if self.mode == PTY_MODE else 0)
@@ -445,7 +448,8 @@ class Relay:
             os.killpg(os.getpgrp(), signal.SIGSTOP)  # returns when the shell continues the job
         if self.terminal is not None:
             self.terminal.raw()
-        copy_window_size(self.output)
+        if self.output_open:
+            copy_window_size(self.output)
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGCONT)  # the session's leader, which continues the command
 
