@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,41 +51,55 @@ def read_all(fd: int) -> bytes:
 # -- the relay's side ----------------------------------------------------------------------------
 
 
-def test_the_copy_is_held_up_to_its_bound_then_dropped_with_a_gap_in_its_place(
+def read_in_background(fd: int) -> Callable[[], bytes]:
+    """Read `fd` to its end on a thread; the function returns what was read."""
+    result: list[bytes] = []
+    reader = threading.Thread(target=lambda: result.append(read_all(fd)))
+    reader.start()
+
+    def received() -> bytes:
+        reader.join(30)
+        return result[0]
+
+    return received
+
+
+def test_the_copy_is_held_up_to_its_bound_then_dropped_and_reported_as_a_gap_at_its_offset(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(relay, "MAX_HELD_BYTES", 90)
-    read_end, write_end = os.pipe()
-    copy = relay.CaptureCopy(write_end)  # nothing is sent before finish(): all of it is held
-    held = [b"one\ntwo\n", b"x" * 80]  # 88 bytes of output held
-    for chunk in held:
-        copy.add(chunk)
-    copy.add(b"three\nfour")  # over the bound: dropped, counted
-    copy.add(b" more\nfive\n")  # over the bound too; it ends a line
+    data_read, data_write = os.pipe()
+    report_read, report_write = os.pipe()
+    copy = relay.CaptureCopy(data_write, report_write)
+    big = b"line of output\n" * 200_000  # 3 MB: more than the pipe holds, the rest is held
+    copy.add(big)
+    assert copy.held_bytes > 0
+    monkeypatch.setattr(relay, "MAX_HELD_BYTES", copy.held_bytes + 5)
+    copy.add(b"dropped\nline ")  # over the bound: dropped from the copy, counted
+    copy.add(b"more\nfive\n")  # and this; it ended a line
+    copy.add(b"ok\n")  # fits again: the gap is reported first, at its place in the copy
     copy.report(relay.EXITED, relay.STATUS.pack(0))
-    copy.finish()  # the capture side reads now: everything held, the gap, in order
-    received = frames(read_all(read_end))
-    assert received == [
-        (relay.EXITED, relay.STATUS.pack(0)),  # reports go ahead of held output
-        (relay.DATA, b"one\ntwo\n"),
-        (relay.DATA, b"x" * 80),
-        (relay.GAP, relay.COUNTS.pack(21, 3, True)),
+    data, reports = read_in_background(data_read), read_in_background(report_read)
+    copy.finish()
+    assert data() == big + b"ok\n"
+    assert frames(reports()) == [
+        (relay.GAP, relay.GAP_AT.pack(len(big), 23, 3, True)),
+        (relay.EXITED, relay.STATUS.pack(0)),
     ]
 
 
-def test_a_report_waits_for_a_frame_partly_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    read_end, write_end = os.pipe()
-    copy = relay.CaptureCopy(write_end)
-    big = b"y" * (4 << 20)  # more than the pipe holds: the frame is left partly written
-    copy.add(big)
-    copy.send()
-    copy.report(relay.PID, relay.NUMBER.pack(42))
-    result: list[bytes] = []
-    reader = threading.Thread(target=lambda: result.append(read_all(read_end)))
-    reader.start()
+def test_the_kernel_copies_what_a_pipe_holds_without_taking_it_from_the_command() -> None:
+    data_read, data_write = os.pipe()
+    report_read, report_write = os.pipe()
+    source_read, source_write = os.pipe()
+    copy = relay.CaptureCopy(data_write, report_write)
+    os.write(source_write, b"hello\n")
+    assert copy.tee(source_read) == 6
+    assert os.read(source_read, 100) == b"hello\n"  # still there, for our stdout
     copy.finish()
-    reader.join()
-    assert frames(result[0]) == [(relay.DATA, big), (relay.PID, relay.NUMBER.pack(42))]
+    assert read_all(data_read) == b"hello\n"
+    assert read_all(report_read) == b""
+    for fd in (source_read, source_write):
+        os.close(fd)
 
 
 # -- the wrapper's side --------------------------------------------------------------------------
@@ -102,75 +118,102 @@ class Lines:
         pass
 
 
-def captured(*sent: bytes, terminal: bool = False) -> tuple[Lines, OutputCapture]:
-    read_end, write_end = os.pipe()
-    lines = Lines()
-    reader = OutputCapture(read_end, lines, terminal=terminal)  # type: ignore[arg-type]
-    for one in sent:
-        os.write(write_end, one)
-    os.close(write_end)
-    assert reader.wait(30)
-    return lines, reader
+class Relay:
+    """The relay's end of the two pipes, written by hand."""
+
+    def __init__(self, *, terminal: bool = False) -> None:
+        data_read, self.data = os.pipe()
+        report_read, self.reports = os.pipe()
+        self.lines = Lines()
+        self.capture = OutputCapture(data_read, report_read, self.lines, terminal=terminal)  # type: ignore[arg-type]
+
+    def output(self, data: bytes) -> None:
+        os.write(self.data, data)
+
+    def report(self, kind: bytes, payload: bytes = b"") -> None:
+        os.write(self.reports, frame(kind, payload))
+
+    def end(self) -> OutputCapture:
+        os.close(self.data)
+        os.close(self.reports)
+        assert self.capture.wait(30)
+        return self.capture
 
 
-def data(payload: bytes) -> bytes:
-    return frame(relay.DATA, payload)
-
-
-def gap(size: int, lines: int, ends_line: bool) -> bytes:
-    return frame(relay.GAP, relay.COUNTS.pack(size, lines, ends_line))
-
-
-def test_lines_split_across_frames_and_the_reports_are_read() -> None:
-    lines, reader = captured(
-        frame(relay.PID, relay.NUMBER.pack(1234)),
-        data(b"first\nsec"),
-        data(b"ond\nthird"),
-        frame(relay.EXITED, relay.STATUS.pack(-15)),
-        data(b" and last"),  # no newline at the end: still a line
-    )
-    assert lines.lines == [b"first\n", b"second\n", b"third and last"]
-    assert (reader.pid, reader.status) == (1234, -15)
-    assert reader.counts == LineCounts(lines=3)
-    assert reader.counts.summary() is None
+def test_lines_split_across_reads_and_the_reports_are_read() -> None:
+    relay_end = Relay()
+    relay_end.report(relay.PID, relay.NUMBER.pack(1234))
+    relay_end.output(b"first\nsec")
+    relay_end.output(b"ond\nthird")
+    relay_end.report(relay.EXITED, relay.STATUS.pack(-15))
+    relay_end.output(b" and last")  # no newline at the end: still a line
+    capture_end = relay_end.end()
+    assert relay_end.lines.lines == [b"first\n", b"second\n", b"third and last"]
+    assert (capture_end.pid, capture_end.status) == (1234, -15)
+    assert capture_end.counts == LineCounts(lines=3)
+    assert capture_end.counts.summary() is None
 
 
 def test_on_a_terminal_lines_lose_the_carriage_return() -> None:
-    lines, _ = captured(data(b"one\r\ntwo\r\n"), terminal=True)
-    assert lines.lines == [b"one\n", b"two\n"]
+    relay_end = Relay(terminal=True)
+    relay_end.output(b"one\r\ntwo\r\n")
+    relay_end.end()
+    assert relay_end.lines.lines == [b"one\n", b"two\n"]
 
 
 def test_a_gap_loses_the_lines_it_cut_and_no_other() -> None:
-    lines, reader = captured(
-        data(b"kept\nbroken sta"),
-        gap(30, 2, False),  # "rt\nlost\nhalf of a" was dropped
-        data(b" line\nkept again\n"),
-        gap(5, 1, True),  # "gone\n": it ended a line
-        data(b"kept to the end\n"),
-    )
-    assert lines.lines == [b"kept\n", b"kept again\n", b"kept to the end\n"]
+    relay_end = Relay()
+    # As the relay does: each gap is reported before the output that follows it.
+    relay_end.report(relay.GAP, relay.GAP_AT.pack(15, 30, 2, False))  # "rt\nlost\nhalf of a"
+    relay_end.report(relay.GAP, relay.GAP_AT.pack(32, 5, 1, True))  # "gone\n": it ended a line
+    relay_end.output(b"kept\nbroken sta")  # 15 bytes
+    relay_end.output(b" line\nkept again\n")  # 17 bytes
+    relay_end.output(b"kept to the end\n")
+    capture_end = relay_end.end()
+    assert relay_end.lines.lines == [b"kept\n", b"kept again\n", b"kept to the end\n"]
     # "broken start", "lost", "half of a line", "gone": four lines, and exactly their bytes.
-    assert reader.counts == LineCounts(lines=7, not_recorded=4, not_recorded_bytes=10 + 30 + 6 + 5)
-    summary = reader.counts.summary()
+    assert capture_end.counts == LineCounts(lines=7, not_recorded=4, not_recorded_bytes=10 + 30 + 6 + 5)
+    summary = capture_end.counts.summary()
     assert summary is not None
     assert summary.startswith("4 of 7 output lines (51 bytes) were not recorded in the transcript")
 
 
+def test_a_gap_at_the_very_end_is_counted() -> None:
+    relay_end = Relay()
+    relay_end.report(relay.GAP, relay.GAP_AT.pack(6, 12, 2, True))
+    relay_end.output(b"first\n")
+    capture_end = relay_end.end()
+    assert relay_end.lines.lines == [b"first\n"]
+    assert capture_end.counts == LineCounts(lines=3, not_recorded=2, not_recorded_bytes=12)
+
+
 def test_a_line_longer_than_the_limit_is_recorded_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capture, "MAX_LINE_BYTES", 4)
-    lines, _ = captured(data(b"abcdefghij\n"))
-    assert lines.lines == [b"abcd", b"efgh", b"ij\n"]
+    relay_end = Relay()
+    relay_end.output(b"abcdefghij\n")
+    relay_end.end()
+    assert relay_end.lines.lines == [b"abcd", b"efgh", b"ij\n"]
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    for _ in range(3000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("never happened")
 
 
 def test_what_capture_has_no_time_for_after_the_output_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capture, "CAPTURE_GRACE_S", 0.0)
-    lines, reader = captured(
-        data(b"recorded\n"),
-        frame(relay.OUTPUT_DONE),
-        data(b"late one\nlate two\n"),
-    )
-    assert lines.lines == [b"recorded\n"]
-    assert reader.counts == LineCounts(lines=3, not_recorded=2, not_recorded_bytes=18)
+    relay_end = Relay()
+    relay_end.output(b"recorded\n")
+    wait_until(lambda: relay_end.lines.lines == [b"recorded\n"])
+    relay_end.report(relay.OUTPUT_DONE)
+    wait_until(lambda: not relay_end.capture.recording)
+    relay_end.output(b"late one\nlate two\n")
+    capture_end = relay_end.end()
+    assert relay_end.lines.lines == [b"recorded\n"]
+    assert capture_end.counts == LineCounts(lines=3, not_recorded=2, not_recorded_bytes=18)
 
 
 def test_a_run_reports_what_it_could_not_record_once_with_the_counts(

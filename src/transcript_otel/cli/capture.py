@@ -1,8 +1,9 @@
 """The capture side of `transcript-otel run`: the relay's copy of the output, read as lines
 and recorded as the run's transcript, on a thread of its own.
 
-`OutputCapture` reads the relay's frames (`cli.relay`): the command's pid, exit status and
-output, and the gaps where the relay dropped output the capture did not take in time.
+`OutputCapture` reads the relay's copy of the output and its reports (`cli.relay`): the
+command's pid and exit status, and the gaps where the relay dropped output that capture
+did not take in time.
 It splits the output into lines in bulk and hands them to `LineRecorder`, which maps them
 with a line adapter (`mappings.lines`) and records the entries through the run's
 `AgentRun`. Capture waits for room in the transcript's backlog rather than drop entries
@@ -14,10 +15,13 @@ for are counted with the others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import select
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -121,9 +125,12 @@ class LineRecorder:
 
 
 class OutputCapture:
-    """Reads the relay's frames on its own thread; the command's pid and status as they come."""
+    """Reads the relay's copy of the output and its reports on a thread of its own; the
+    command's pid and status as they come."""
 
-    def __init__(self, fd: int, recorder: LineRecorder | None, *, terminal: bool) -> None:
+    def __init__(
+        self, data_fd: int, report_fd: int, recorder: LineRecorder | None, *, terminal: bool
+    ) -> None:
         self.recorder = recorder
         self.terminal = terminal  # lines end in "\r\n" on a pseudo-terminal
         self.counts = LineCounts()
@@ -131,7 +138,11 @@ class OutputCapture:
         self.status: int | None = None
         self.exec_errno: int | None = None
         self.done = threading.Event()
-        self._fd = fd
+        self._data_fd = data_fd
+        self._report_fd = report_fd
+        self._reports = bytearray()  # the start of a report not read whole yet
+        self._gaps: deque[tuple[int, int, int, bool]] = deque()  # reported, not reached yet
+        self._offset = 0  # bytes of the copy read so far
         self._partial = b""
         self._skipping = False  # after a gap: the rest of a line whose start was dropped
         self._deadline: float | None = None
@@ -144,38 +155,66 @@ class OutputCapture:
 
     def _read(self) -> None:
         try:
-            self._read_frames()
+            self._read_pipes()
         except Exception:  # the capture side must never take the command's status with it
             _logger.warning("transcript-otel: capture failed", exc_info=True)
         finally:
-            os.close(self._fd)
+            for fd in (self._data_fd, self._report_fd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             self.done.set()
 
-    def _read_frames(self) -> None:
-        pending = bytearray()
-        header = relay.HEADER.size
-        while data := os.read(self._fd, _READ_BYTES):
-            pending += data
-            start = 0
-            while len(pending) - start >= header:
-                kind, size = relay.HEADER.unpack_from(pending, start)
-                if len(pending) - start - header < size:
-                    break
-                payload = bytes(pending[start + header : start + header + size])
-                start += header + size
-                self._on_frame(kind, payload)
-            del pending[:start]
+    def _read_pipes(self) -> None:
+        os.set_blocking(self._report_fd, False)
+        poller = select.poll()
+        poller.register(self._report_fd, select.POLLIN)
+        poller.register(self._data_fd, select.POLLIN)
+        reading = {self._report_fd, self._data_fd}
+        while reading:
+            for fd, _ in poller.poll():
+                if fd == self._report_fd and not self._read_reports():
+                    poller.unregister(fd)
+                    reading.discard(fd)
+                elif fd == self._data_fd:
+                    data = os.read(fd, _READ_BYTES)
+                    if not data:
+                        poller.unregister(fd)
+                        reading.discard(fd)
+                        continue
+                    # A gap is reported before the output after it: the reports there are now
+                    # name every gap up to the end of this data.
+                    if self._report_fd in reading and not self._read_reports():
+                        poller.unregister(self._report_fd)
+                        reading.discard(self._report_fd)
+                    self._on_data(data)
+        self._on_data(b"")  # the gaps at the very end
         self._end_of_output()
 
-    def _on_frame(self, kind: bytes, payload: bytes) -> None:
-        if kind == relay.DATA:
-            self._on_output(payload)
-        elif kind == relay.GAP:
-            size, lines, ends_line = relay.COUNTS.unpack(payload)
-            self.counts.lines += lines
-            self._drop(lines, size + len(self._partial))
-            self._partial = b""
-            self._skipping = not ends_line
+    def _read_reports(self) -> bool:
+        """Read and act on the reports there are; False at their end."""
+        try:
+            while chunk := os.read(self._report_fd, 1 << 16):
+                self._reports += chunk
+                self._on_reports()
+        except BlockingIOError:
+            return True
+        return False
+
+    def _on_reports(self) -> None:
+        header = relay.HEADER.size
+        start = 0
+        while len(self._reports) - start >= header:
+            kind, size = relay.HEADER.unpack_from(self._reports, start)
+            if len(self._reports) - start - header < size:
+                break
+            payload = bytes(self._reports[start + header : start + header + size])
+            start += header + size
+            self._on_report(kind, payload)
+        del self._reports[:start]
+
+    def _on_report(self, kind: bytes, payload: bytes) -> None:
+        if kind == relay.GAP:
+            self._gaps.append(relay.GAP_AT.unpack(payload))
         elif kind == relay.PID:
             self.pid = relay.NUMBER.unpack(payload)[0]
         elif kind == relay.EXITED:
@@ -184,6 +223,22 @@ class OutputCapture:
             self.exec_errno = relay.STATUS.unpack(payload)[0]
         elif kind == relay.OUTPUT_DONE:
             self._deadline = time.monotonic() + CAPTURE_GRACE_S
+
+    def _on_data(self, data: bytes) -> None:
+        """Output from the copy, with the gaps reported at its offsets."""
+        while self._gaps and self._gaps[0][0] <= self._offset + len(data):
+            offset, size, lines, ends_line = self._gaps.popleft()
+            before, data = data[: offset - self._offset], data[offset - self._offset :]
+            if before:
+                self._on_output(before)
+            self._offset = offset
+            self.counts.lines += lines
+            self._drop(lines, size + len(self._partial))
+            self._partial = b""
+            self._skipping = not ends_line
+        if data:
+            self._on_output(data)
+            self._offset += len(data)
 
     def _on_output(self, data: bytes) -> None:
         if self._skipping:

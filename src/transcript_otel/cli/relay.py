@@ -7,26 +7,30 @@ transcript. It starts the command and:
 - copies every byte of the command's stdout to its own stdout (the caller's) as it
   comes, in large reads, with blocking writes: a slow reader slows the command exactly
   as a direct pipe would, and nothing is cut however slow the reader is;
-- hands a copy to the capture pipe (`CAPTURE_FD`) without ever waiting for it: what
-  the capture side has not taken is held, up to `MAX_HELD_BYTES`; beyond that, output
-  is dropped from the copy only, and the drop is reported in the stream (a gap frame
-  with its bytes and lines), where it happened;
+- hands a copy to the capture side without ever waiting for it, on the data pipe
+  (`DATA_FD`, the output as is): where both ends allow, the copy is made by the kernel
+  (`tee(2)`, then `splice(2)` to our stdout: no byte passes through this process); what
+  the capture side has not taken is held, up to `MAX_HELD_BYTES`; beyond that, output is
+  dropped from the copy only, and reported as a gap at its offset in the copy;
 - when its stdout is a terminal, runs the command on a pseudo-terminal (`pty` mode):
   the command sees a terminal of the same size (resized with ours), our terminal is put
   in raw mode while it runs and restored after (keystrokes pass through, so Ctrl-C and
   Ctrl-Z reach the command from its own terminal), and when the command stops (Ctrl-Z)
   our job stops too, for the shell to resume it with `fg`;
-- reports on the capture pipe, ahead of output not yet taken: the command's pid, a
-  failure to execute it, and its exit status.
+- reports on the report pipe (`REPORT_FD`): the command's pid, a failure to execute it,
+  its exit status, the end of its output, and the gaps.
 
-Frames on the capture pipe: a kind byte and a payload length (`HEADER`), then the payload.
-The relay ignores the signals `transcript-otel run` forwards: the wrapper forwards each
+Reports are frames: a kind byte and a payload length (`HEADER`), then the payload. A gap's
+report is written before any output that follows the gap, so the capture side, which reads
+the reports it has before the output it reads, always knows of a gap before it reads past
+it. The relay ignores the signals `transcript-otel run` forwards: the wrapper forwards each
 to the command once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
@@ -38,17 +42,16 @@ import termios
 import time
 import tty
 from collections import deque
-from typing import Final
+from typing import Any, Final
 
 HEADER: Final = struct.Struct("!cI")
 PID: Final = b"P"  # payload "!q": the command's pid
-DATA: Final = b"D"  # payload: bytes of output, in order
-GAP: Final = b"G"  # payload "!QQ?": bytes and lines dropped from the copy here; whether at a line's end
+GAP: Final = b"G"  # payload `GAP_AT`: where in the copy, bytes and lines dropped, whether at a line's end
 EXEC_FAILED: Final = b"E"  # payload "!i": the errno of the failed exec
 EXITED: Final = b"X"  # payload "!i": the exit status, -N when killed by signal N
 OUTPUT_DONE: Final = b"O"  # no payload: the command's output is over (all of it delivered)
 NUMBER: Final = struct.Struct("!q")
-COUNTS: Final = struct.Struct("!QQ?")
+GAP_AT: Final = struct.Struct("!QQQ?")
 STATUS: Final = struct.Struct("!i")
 
 PIPE_MODE: Final = "pipe"
@@ -72,6 +75,7 @@ _RESET_FOR_COMMAND: Final = (
     *(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ", "SIGCHLD", "SIGWINCH", "SIGTTOU")),
 )
 _F_SETPIPE_SZ: Final = 1031
+_SPLICE_F_NONBLOCK: Final = 2
 
 
 def enlarge_pipe(fd: int) -> None:
@@ -81,25 +85,42 @@ def enlarge_pipe(fd: int) -> None:
 
 
 class CaptureCopy:
-    """The capture pipe's side: frames written when the pipe takes them, never waited for
-    while the command runs. Reports go ahead of held output; output beyond the bound is
-    dropped and its gap recorded in its place."""
+    """The capture side's copy of the output and the reports, never waited for while the
+    command runs: what a pipe does not take is held; output beyond the bound is dropped
+    and reported as a gap."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        # Frames as (header, payload): the output is written from the chunk read, never copied.
-        self.held: deque[tuple[bytes, bytes]] = deque()
-        self.reports: deque[tuple[bytes, bytes]] = deque()
+    def __init__(self, data_fd: int, report_fd: int) -> None:
+        self.data_fd = data_fd
+        self.report_fd = report_fd
+        self.held: deque[memoryview] = deque()  # output the data pipe has not taken, in order
         self.held_bytes = 0
+        self.reports = bytearray()  # framed reports the report pipe has not taken
+        self.offset = 0  # bytes of output in the copy so far, sent or held
         self.gap_bytes = 0
         self.gap_lines = 0
         self.gap_ends_line = False
         self.broken = False  # the capture side is gone: only the command's output matters
-        self._started: list[memoryview] = []  # what is left of a frame partly written: it goes on first
-        enlarge_pipe(fd)
-        os.set_blocking(fd, False)
+        self._tee = _libc_tee()
+        enlarge_pipe(data_fd)
+        os.set_blocking(data_fd, False)
+        os.set_blocking(report_fd, False)
+
+    def tee(self, source: int) -> int:
+        """Copy what the pipe `source` holds onto the data pipe without reading it (the
+        kernel's `tee`): how many bytes; 0 when it cannot now (held output or reports go
+        first, the data pipe is full, or `tee` is not available)."""
+        if self._tee is None or self.broken or self.held or self.reports or self.gap_bytes:
+            return 0
+        copied = int(self._tee(source, self.data_fd, READ_BYTES, _SPLICE_F_NONBLOCK))
+        if copied < 0:
+            if ctypes.get_errno() not in (errno.EAGAIN, errno.EINTR):
+                self._tee = None  # not pipes after all: copy by reading from now on
+            return 0
+        self.offset += copied
+        return copied
 
     def add(self, data: bytes) -> None:
+        """Output read by the relay: sent now if the data pipe takes it, else held or dropped."""
         if self.broken:
             return
         if self.held_bytes + len(data) > MAX_HELD_BYTES:
@@ -107,37 +128,40 @@ class CaptureCopy:
             self.gap_lines += data.count(b"\n")
             self.gap_ends_line = data.endswith(b"\n")
             return
-        self._hold_gap()
-        self._hold(DATA, data)
+        self._report_gap()
+        self.held.append(memoryview(data))
+        self.held_bytes += len(data)
+        self.offset += len(data)
+        self.send()
 
     def report(self, kind: bytes, payload: bytes = b"") -> None:
-        """A report, ahead of output not yet started on the pipe."""
         if not self.broken:
-            self.reports.append((HEADER.pack(kind, len(payload)), payload))
+            self.reports += HEADER.pack(kind, len(payload)) + payload
+            self.send()
 
-    @property
-    def waiting(self) -> bool:
-        return not self.broken and bool(self._started or self.reports or self.held)
+    def waiting_fds(self) -> list[int]:
+        """The pipes with something waiting to be written."""
+        if self.broken:
+            return []
+        return [fd for fd, waiting in ((self.report_fd, self.reports), (self.data_fd, self.held)) if waiting]
 
     def send(self, *, wait: bool = False) -> None:
-        """Write what the pipe takes now; with `wait`, everything, as the capture side reads it."""
-        if wait:
-            with contextlib.suppress(OSError):
-                os.set_blocking(self.fd, True)
+        """Write what the pipes take now (reports first: output after a gap waits for its
+        report); with `wait`, everything, as the capture side reads it."""
         try:
-            while self.waiting:
-                if not self._started:
-                    self._started = [memoryview(part) for part in self._next() if part]
-                written = os.writev(self.fd, self._started)
-                while written and self._started:
-                    first = self._started[0]
-                    if written < first.nbytes:
-                        self._started[0] = first[written:]
-                        return  # the pipe is full
-                    written -= first.nbytes
-                    self._started.pop(0)
-                if self._started:
-                    return
+            if wait:
+                os.set_blocking(self.report_fd, True)
+                os.set_blocking(self.data_fd, True)
+            while self.reports:
+                del self.reports[: os.write(self.report_fd, self.reports)]
+            while self.held:
+                first = self.held[0]
+                written = os.write(self.data_fd, first)
+                self.held_bytes -= written
+                if written < first.nbytes:
+                    self.held[0] = first[written:]
+                    return  # the pipe is full
+                self.held.popleft()
         except BlockingIOError:
             pass
         except OSError:  # the wrapper is gone: the command carries on uncaptured
@@ -147,26 +171,28 @@ class CaptureCopy:
 
     def finish(self) -> None:
         """Everything still held, waiting for the capture side as long as it reads."""
-        self._hold_gap()
+        self._report_gap()
         self.send(wait=True)
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        for fd in (self.data_fd, self.report_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
-    def _next(self) -> tuple[bytes, bytes]:
-        if self.reports:
-            return self.reports.popleft()
-        header, payload = self.held.popleft()
-        self.held_bytes -= len(payload)
-        return header, payload
-
-    def _hold(self, kind: bytes, payload: bytes) -> None:
-        self.held.append((HEADER.pack(kind, len(payload)), payload))
-        self.held_bytes += len(payload)
-
-    def _hold_gap(self) -> None:
+    def _report_gap(self) -> None:
         if self.gap_bytes:
-            self._hold(GAP, COUNTS.pack(self.gap_bytes, self.gap_lines, self.gap_ends_line))
+            gap = GAP_AT.pack(self.offset, self.gap_bytes, self.gap_lines, self.gap_ends_line)
             self.gap_bytes = self.gap_lines = 0
+            self.report(GAP, gap)
+
+
+def _libc_tee() -> Any:
+    """The C library's `tee(2)` (Linux), or None."""
+    try:
+        tee = ctypes.CDLL(None, use_errno=True).tee
+    except (OSError, AttributeError):
+        return None
+    tee.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint)
+    tee.restype = ctypes.c_ssize_t
+    return tee
 
 
 class Terminal:
@@ -306,6 +332,9 @@ class Relay:
         self.output = -1
         self.output_open = False
         self.stdout_open = True
+        self.splicing = mode == PIPE_MODE  # output moved by the kernel (`CaptureCopy.tee`, `splice`)
+        self._stdout_ready = select.poll()  # waits until our stdout takes more, as a blocking write does
+        self._stdout_ready.register(1, select.POLLOUT)
         self.keystrokes = bytearray()  # typed, not yet taken by the command's terminal
         self._wake_read, wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
@@ -347,11 +376,13 @@ class Relay:
         while True:
             output_events = select.POLLIN | (select.POLLOUT if self.keystrokes else 0)
             poller.register(self.output, output_events)
-            if self.capture.waiting:
-                poller.register(self.capture.fd, select.POLLOUT)
-            else:
-                with contextlib.suppress(KeyError):
-                    poller.unregister(self.capture.fd)
+            waiting = self.capture.waiting_fds()
+            for fd in (self.capture.data_fd, self.capture.report_fd):
+                if fd in waiting:
+                    poller.register(fd, select.POLLOUT)
+                else:
+                    with contextlib.suppress(KeyError):
+                        poller.unregister(fd)
             timeout_ms = None
             if self.status is not None:
                 idle_s = time.monotonic() - last_output
@@ -370,11 +401,15 @@ class Relay:
                     self._on_signals()
                 elif fd == 0:
                     self._read_keystrokes(poller)
-                elif fd == self.capture.fd:
+                elif fd in (self.capture.data_fd, self.capture.report_fd):
                     self.capture.send()
 
     def _read_output(self) -> bool:
         """Pass on what the command printed; False at the end of its output."""
+        if self.splicing and self.stdout_open:
+            copied = self.capture.tee(self.output)
+            if copied:
+                return self._splice_out(copied)
         try:
             chunk = os.read(self.output, READ_BYTES)
         except BlockingIOError:
@@ -385,17 +420,40 @@ class Relay:
             self._close_output()
             return False
         self.capture.add(chunk)
-        self.capture.send()
         if self.stdout_open:
             try:
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(1, view) :]
             except OSError:  # our reader is gone (`| head`): the command's next write fails too
-                self._close_stdout()
-                if self.mode == PIPE_MODE:
-                    self._close_output()
-                    return False
+                return self._reader_gone()
+        return True
+
+    def _splice_out(self, size: int) -> bool:
+        """Move `size` bytes the capture copy has from the command's pipe to our stdout."""
+        try:
+            while size:
+                try:
+                    size -= os.splice(self.output, 1, size)
+                except BlockingIOError:  # our stdout is full (the command's pipe is non-blocking)
+                    self._stdout_ready.poll()
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                return self._reader_gone()
+            self.splicing = False  # our stdout cannot take it (a terminal, an append-only file)
+            while size:
+                chunk = os.read(self.output, size)
+                size -= len(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(1, view) :]
+        return True
+
+    def _reader_gone(self) -> bool:
+        self._close_stdout()
+        if self.mode == PIPE_MODE:
+            self._close_output()
+            return False
         return True
 
     def _close_output(self) -> None:
@@ -463,14 +521,15 @@ class Relay:
 
 
 def main(argv: list[str]) -> int:
-    """`relay.py CAPTURE_FD MODE JOB -- COMMAND...` (JOB: 1 when the wrapper leads a shell's job)."""
-    capture_fd, mode, job = int(argv[1]), argv[2], argv[3] == "1"
-    command = argv[5:]
-    os.set_inheritable(capture_fd, False)  # the command's descriptors are the wrapper's, not ours
+    """`relay.py DATA_FD REPORT_FD MODE JOB -- COMMAND...` (JOB: 1 when the wrapper leads a shell's job)."""
+    data_fd, report_fd, mode, job = int(argv[1]), int(argv[2]), argv[3], argv[4] == "1"
+    command = argv[6:]
+    for fd in (data_fd, report_fd):
+        os.set_inheritable(fd, False)  # the command's descriptors are the wrapper's, not ours
     for signum in FORWARDED_BY_WRAPPER:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the wrapper blocks the signals it waits for
-    capture = CaptureCopy(capture_fd)
+    capture = CaptureCopy(data_fd, report_fd)
     try:
         Relay(capture, mode, job).run(command)
     finally:

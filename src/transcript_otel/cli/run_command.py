@@ -142,17 +142,20 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
 
 
 def _spawn_relay(
-    command: Sequence[str], environment: dict[str, str] | None, capture_fd: int, terminal: bool
+    command: Sequence[str], environment: dict[str, str] | None, fds: tuple[int, int], terminal: bool
 ) -> subprocess.Popen[bytes]:
-    """The relay, which starts the command (`cli.relay`); it inherits what the command will."""
+    """The relay, which starts the command (`cli.relay`); it inherits what the command will,
+    and `fds`: the write ends of the copy's pipe and of the reports' pipe."""
     job = os.getpgrp() == os.getpid()  # we lead a job of a shell's: Ctrl-Z on the pty stops the job
     mode = relay.PTY_MODE if terminal else relay.PIPE_MODE
-    arguments = [sys.executable, "-I", "-S", _RELAY, str(capture_fd), mode, "1" if job else "0", "--"]
-    os.set_inheritable(capture_fd, True)
+    arguments = [sys.executable, "-I", "-S", _RELAY, *map(str, fds), mode, "1" if job else "0", "--"]
     try:
+        for fd in fds:
+            os.set_inheritable(fd, True)
         return subprocess.Popen([*arguments, *command], env=environment, close_fds=False)
     finally:
-        os.close(capture_fd)
+        for fd in fds:
+            os.close(fd)
 
 
 def _release_stdout() -> None:
@@ -240,19 +243,20 @@ def run_command(command: Sequence[str], *, prompt_name: str, adapter_name: str |
     recorder = _start_run(prompt_name, adapter_name, command)
     environment = None if recorder is None else _with_trace_context(recorder.run)
     terminal = os.isatty(1)
-    capture_read, capture_write = os.pipe()
-    relay.enlarge_pipe(capture_read)
+    data_read, data_write = os.pipe()
+    report_read, report_write = os.pipe()
     try:
-        relay_process = _spawn_relay(command, environment, capture_write, terminal)
+        relay_process = _spawn_relay(command, environment, (data_write, report_write), terminal)
     except OSError as exc:
-        os.close(capture_read)
+        os.close(data_read)
+        os.close(report_read)
         print(f"transcript-otel run: cannot start the output relay: {exc}", file=sys.stderr)
         if recorder is not None:
             recorder.end(exc)
         return EXIT_CANNOT_EXECUTE
     _release_stdout()
     _yield_cpu_to_the_command()
-    capture = OutputCapture(capture_read, recorder, terminal=terminal)
+    capture = OutputCapture(data_read, report_read, recorder, terminal=terminal)
     _Forwarder(capture, terminal).wait(relay_process)
     status, error = _outcome(command, capture, relay_process)
     if recorder is not None:
