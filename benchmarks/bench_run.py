@@ -9,11 +9,11 @@ costs is section 3b's), the line adapter chosen automatically.
 * **Printing at full speed.** CMD prints N lines of 100 bytes (`yes | head -n N`) into a
   pipe the benchmark reads in 1 MiB reads. *Command time*: from the command's start (it
   prints `date +%s%N` to stderr first) to the end of its output at the reader; the
-  ratio is the median of the ratios of each pair (target: <= 1.1x). *Wrapper, to exit*: from starting the wrapper to its exit,
-  which includes its own start-up (measured alone as `run -- true`) and the time capture
-  takes to record what it holds once the output is over (at most `CAPTURE_GRACE_S`).
-  *Lines recorded*: entries in the mirror / N; the rest are in the run's one
-  `transcript.error` (checked: recorded + reported = N).
+  ratio is the median of the ratios of each pair (target: <= 1.1x). *Wrapper, to exit*:
+  from starting the wrapper to its exit, which includes its own start-up (measured
+  alone as `run -- true`) and the time capture takes to record what it holds once the
+  output is over (at most `CAPTURE_GRACE_S`). *Lines recorded*: entries in the mirror /
+  N; the rest are in the run's one `transcript.error` (checked: recorded + reported = N).
 * **Random bytes.** 20 MB of `/dev/urandom`: the command time, and whether the reader got
   exactly the bytes.
 * **A slow reader.** `seq 1 200000` (1.29 MB) read 4 KiB at a time with a 5 ms pause:
