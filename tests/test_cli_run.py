@@ -418,6 +418,18 @@ def test_a_fast_printer_is_passed_through_whole_and_what_capture_missed_is_count
     assert len(said) == len(reports)
 
 
+@pytest.mark.parametrize("redirect", [">", ">>"])
+def test_output_into_a_file_or_appended_to_one_is_exact(redirect: str, tmp_path: Path) -> None:
+    """The kernel moves the output where it can (splice); an append-only file is written to."""
+    target = tmp_path / "out.txt"
+    target.write_bytes(b"before\n")
+    shell = f"{' '.join(WRAPPER)} -- seq 1 100000 {redirect} {target}"
+    result = subprocess.run(["sh", "-c", shell], env=wrapper_env(tmp_path), timeout=60, check=False)
+    assert result.returncode == 0
+    expected = subprocess.run(["seq", "1", "100000"], capture_output=True, check=True).stdout
+    assert target.read_bytes() == (b"before\n" if redirect == ">>" else b"") + expected
+
+
 def test_a_command_that_closes_its_stdout_early_is_waited_for(tmp_path: Path) -> None:
     command = [*WRAPPER, "--", "/bin/sh", "-c", "echo early; exec >&-; sleep 1; exit 3"]
     result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)
