@@ -13,9 +13,13 @@ them (`TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1`).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import shlex
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,12 +32,15 @@ from transcript_otel import read_records
 from transcript_otel.invariants import check_invariants
 from transcript_otel.reading.digest import RunDigest
 
+from terminal_session import TerminalSession
+
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 import codex_cli  # noqa: E402
 from captured_run import CapturedRun, require_agent  # noqa: E402
 from codex_cli import record, served_usage  # noqa: E402
+from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import APP_SERVER_SCENARIOS, EXEC_SCENARIOS, FAILING, SCENARIOS, prompt_for  # noqa: E402
 
 PROMPT_NAME = "codex-exec"
@@ -372,3 +379,60 @@ def test_opentelemetry_instrument_gives_the_same_entries(
             entry_shape(e) for e in configured.entries(name)
         ]
         assert root_usage(zero_code, name) == served_usage(zero_code.results[name]["served"])
+
+
+# -- the interactive TUI, under `run`, at a terminal ---------------------------------------------
+
+_CSI = re.compile(r"\x1b\[[0-9;?<>=]*[a-zA-Z]")
+
+
+def screen_text(terminal: TerminalSession) -> str:
+    """What the terminal shows, roughly: the output without its control sequences."""
+    return _CSI.sub(" ", terminal.output)
+
+
+def test_the_interactive_tui_under_run_answers_as_without_it(tmp_path: Path) -> None:
+    """`transcript-otel run -- codex PROMPT` at a terminal: Codex's full-screen TUI starts (it
+    needs a terminal), sends the prompt to the model, shows the answer and quits on Ctrl-C."""
+    cli = require_cli()
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    with model_server("plain", tmp_path) as model:
+        codex_home = write_codex_home(tmp_path / "codex-home", model)
+        with (codex_home / "config.toml").open("a") as config:  # no "trust this folder?" screen
+            config.write(f'\n[projects."{work}"]\ntrust_level = "trusted"\n')
+        env = offline_environment(codex_home, home) | {
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs"),
+            "TERM": "xterm-256color",
+        }
+        wrapper = " ".join(shlex.quote(part) for part in WRAPPER)
+        prompt = shlex.quote(prompt_for("plain"))
+        command = (
+            f"cd {shlex.quote(str(work))} && {wrapper} {cli} --no-daemon {prompt}; echo WRAPPER-STATUS=$?"
+        )
+        with TerminalSession(command, env, columns=120, rows=40) as terminal:
+            answered = dismissed = False
+            for _ in range(600):
+                screen = screen_text(terminal)
+                if "Hello" in screen and "scripted" in screen:
+                    answered = True
+                    break
+                if not dismissed and "Try new model" in screen and "existing" in screen:
+                    terminal.send_keys(b"2\r")  # an announcement of a newer model: keep ours
+                    dismissed = True
+                time.sleep(0.1)
+            assert answered, screen_text(terminal)[-2000:]
+            for _ in range(2):  # Codex asks for a second Ctrl-C while a turn may still run
+                if "WRAPPER-STATUS=" in terminal.output:
+                    break
+                terminal.send_keys(b"\x03")
+                with contextlib.suppress(AssertionError):
+                    terminal.expect("WRAPPER-STATUS=", timeout_s=5)
+            terminal.expect("WRAPPER-STATUS=0")
+    assert "isatty" not in terminal.output  # no complaint about a missing terminal
+    (mirror_path,) = (tmp_path / "runs").glob("*.jsonl")
+    records = list(read_records(mirror_path))
+    assert check_invariants(records) == []
+    texts = [r["context"]["detail"].get("text", "") for r in records if r["event"] == "transcript.entry"]
+    assert "To continue this session, run:" in texts  # what Codex prints once the TUI is closed

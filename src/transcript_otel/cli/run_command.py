@@ -200,8 +200,6 @@ class _Forwarder:
             ):
                 self.held.append(received.si_signo)
             self._send_held()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            relay_process.wait()
         self._discard_pending()
 
     def _send_held(self) -> None:
