@@ -38,7 +38,9 @@ SLOW_ANSWER_S = 6.0
 class Fault(enum.Enum):
     SLOW = "slow"  # answers (200 / OK) only after SLOW_ANSWER_S
     ERROR = "error"  # HTTP 500; gRPC UNAVAILABLE (retried by the exporter) or INTERNAL (not retried)
-    STOPS_MIDRUN = "stops-midrun"  # accepts the first export, then stops listening
+    # accepts exports until the first of log records, then stops listening (spans may go first:
+    # which exporter fires first is not the test's to choose)
+    STOPS_MIDRUN = "stops-midrun"
 
 
 class _Counted:
@@ -122,10 +124,12 @@ class HttpFaultServer(_ContextManaged):
                 if owner.fault is Fault.ERROR:
                     self.send_error(500, "backend failure (test)")
                     return
+                log_records = 0
                 if self.path.endswith("/v1/logs"):
-                    owner.counted.accepted(_count_log_records(ExportLogsServiceRequest.FromString(body)))
+                    log_records = _count_log_records(ExportLogsServiceRequest.FromString(body))
+                    owner.counted.accepted(log_records)
                 answer_otlp_export(self)
-                if owner.fault is Fault.STOPS_MIDRUN:
+                if owner.fault is Fault.STOPS_MIDRUN and log_records:
                     # Not from this thread: shutdown() waits for serve_forever, which waits for us.
                     threading.Thread(target=owner.stop, name="fault-http-stop", daemon=True).start()
 
@@ -184,7 +188,7 @@ class GrpcFaultServer(_ContextManaged):
         if self.fault is Fault.ERROR:
             context.abort(self.error_code, "backend failure (test)")
         self.counted.accepted(log_records)
-        if self.fault is Fault.STOPS_MIDRUN:
+        if self.fault is Fault.STOPS_MIDRUN and log_records:
             threading.Thread(target=self.stop, name="fault-grpc-stop", daemon=True).start()
         return response
 

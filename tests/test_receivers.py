@@ -270,3 +270,42 @@ def test_rotel_receives_log_records(
     (span,) = [s for s in spans if s.name == f"span-{prompt}"]
     assert (span.trace_id, span.span_id) == (trace_hex, span_hex)
     assert span.event_names.count("transcript.entry") == len(RUN)
+
+
+def test_a_backend_that_stops_midrun_stops_after_log_records_whichever_signal_comes_first() -> None:
+    """The down-mid-run fault takes the first export of log records and then goes away; spans
+    sent before that do not stop it (the exporters' order is not the test's to choose)."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from fault_servers import Fault, HttpFaultServer
+
+    logs = ExportLogsServiceRequest()
+    logs.resource_logs.add().scope_logs.add().log_records.add().event_name = "transcript.entry"
+
+    def post(server: HttpFaultServer, path: str, body: bytes) -> None:
+        request = urllib.request.Request(
+            f"{server.endpoint}{path}", body, {"Content-Type": "application/x-protobuf"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200
+
+    server = HttpFaultServer(Fault.STOPS_MIDRUN)
+    with server:
+        post(server, "/v1/traces", ExportTraceServiceRequest().SerializeToString())
+        post(server, "/v1/logs", logs.SerializeToString())  # still listening after the spans
+        assert server.counted.accepted_log_records == 1
+        assert server.stopping.wait(10)  # it goes away, from a thread of its own
+        for _ in range(1000):
+            try:
+                socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+            except ConnectionRefusedError:
+                break
+            time.sleep(0.01)
+        with pytest.raises(urllib.error.URLError):
+            post(server, "/v1/logs", logs.SerializeToString())
