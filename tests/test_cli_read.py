@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -446,3 +447,55 @@ def test_codex_exec_runs_read_as_words(tmp_path: Path, capsys: Capture) -> None:
     assert "] 🔧 codex:file_change → result\nadd /scratch/work/notes.txt" in out
     assert "] 🔧 docs:lookup → result\nDocs for data files:" in out
     assert "] 🤖 ASSISTANT\ndata.txt has 2 lines" in out
+
+
+# -- what an agent printed cannot act on the reader's terminal --------------------------------------
+
+HOSTILE = {
+    "clear the screen": "\x1b[2J\x1b[H",
+    "set the window title": "\x1b]0;pwned\x07",
+    "a hyperlink": "\x1b]8;;https://example.invalid\x1b\\click\x1b]8;;\x1b\\",
+    "overwrite the line above": "rm -rf ~ finished\n\x1b[1A\x1b[2Kall tests passed",
+    "a carriage return": "rm -rf ~ finished\rall tests passed",
+    "a C1 control": "\x9b2J",
+}
+
+
+def hostile_run(tmp_path: Path) -> Path:
+    records = records_of(RUNS / "wink-0.24-openai-tool.jsonl")
+    for record in records:
+        context = record["context"]
+        if record["event"] == "transcript.entry" and context["entry_type"] == "assistant_message":
+            context["detail"]["text"] = "\n".join(HOSTILE.values())
+    records[0]["context"]["prompt_name"] = "prompt\x1b[2J"
+    run = tmp_path / "hostile.jsonl"
+    run.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("show", "--color", "never"),
+        ("show", "--color", "always"),
+        ("summary",),
+        ("export", "--format", "markdown"),
+    ],
+)
+def test_control_sequences_in_a_transcript_are_shown_not_acted_on(
+    argv: tuple[str, ...], tmp_path: Path, capsys: Capture
+) -> None:
+    run = hostile_run(tmp_path)
+    if argv[0] == "export":
+        output = tmp_path / "run.md"
+        status, _, _ = cli(capsys, "export", str(run), *argv[1:], "-o", str(output))
+        out = output.read_text()
+    else:
+        status, out, _ = cli(capsys, argv[0], str(run), *argv[1:])
+    assert status == 0
+    ours = re.sub(r"\x1b\[[0-9;]*m", "", out) if "always" in argv else out  # our own colours only
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", ours)
+    if argv[0] != "summary":
+        assert "rm -rf ~ finished\\rall tests passed" in out  # both halves there, as text
+        assert "\\x1b[2J\\x1b[H" in out
+    assert "prompt\\x1b[2J" in out

@@ -14,6 +14,7 @@ from transcript_otel.invariants import INVARIANTS, check_invariants
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
 from transcript_otel.reading.sources import open_run
+from transcript_otel.reading.text import visible
 from transcript_otel.reconstruct import TranscriptReadWarning
 
 RUN_HELP = (
@@ -112,7 +113,7 @@ def run_summary(args: argparse.Namespace, out: TextIO) -> int:
         json.dump(digest.as_dict(), out, indent=2, ensure_ascii=False)
         out.write("\n")
     else:
-        out.write(format_summary(digest))
+        out.write(visible(format_summary(digest)))
     return 0
 
 

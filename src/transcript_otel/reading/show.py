@@ -32,7 +32,7 @@ from typing import Any, BinaryIO, Final, TextIO
 from transcript_otel._genai import tool_failed, tool_identity
 from transcript_otel._serialize import loads
 from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
-from transcript_otel.reading.text import ROLES, compact_json, entry_text, tool_input, tool_output
+from transcript_otel.reading.text import ROLES, compact_json, entry_text, tool_input, tool_output, visible
 from transcript_otel.reconstruct import entry_from_context
 
 SYMBOLS: Final = {"system": "⚙️", "user": "👤", "assistant": "🤖", "tool": "🔧"}
@@ -107,15 +107,14 @@ class ShowWriter:
             total = context.get("total_entries")
             self._banner(f"stopped · {total} entries", record)
         elif event == TranscriptEvent.ERROR.value:
-            self._line(
-                self._paint("failed", f"⚠ transcript.error: {context.get('message', record.get('message'))}")
-            )
+            message = visible(str(context.get("message", record.get("message"))))
+            self._line(self._paint("failed", f"⚠ transcript.error: {message}"))
         elif event == TranscriptEvent.ENTRY.value:
             try:
                 entry = entry_from_context(context)
             except ValueError as exc:
                 self.malformed += 1
-                self._line(self._paint("failed", f"⚠ {exc}"))
+                self._line(self._paint("failed", f"⚠ {visible(str(exc))}"))
                 self._line("")
                 return
             if self.only.accepts(entry):
@@ -140,9 +139,9 @@ class ShowWriter:
             ):
                 role, label = "system", "SYSTEM"
             symbol = SYMBOLS[role]
-        prefix = "" if entry.source == MAIN_SOURCE else f"[{entry.source}] "
-        header = f"{prefix}[{entry.timestamp.astimezone(UTC):%H:%M:%S}] {symbol} {label}"
-        body = self._cut(text)
+        prefix = "" if entry.source == MAIN_SOURCE else f"[{visible(entry.source)}] "
+        header = f"{prefix}[{entry.timestamp.astimezone(UTC):%H:%M:%S}] {symbol} {visible(label)}"
+        body = self._cut(visible(text))
         if self.markdown:
             header = f"### {header}{' (failed)' if failed else ''}"
             if entry.entry_type not in _PROSE:
@@ -178,6 +177,7 @@ class ShowWriter:
                 stamp = f" · {datetime.fromisoformat(when).astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
             except ValueError:
                 stamp = ""
+        what = visible(what)
         self._line(f"## {what}{stamp}" if self.markdown else self._paint("system", f"── {what}{stamp} ──"))
         self._line("")
 
