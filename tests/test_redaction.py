@@ -210,6 +210,28 @@ def test_a_secret_in_a_prompt_a_tool_argument_and_a_tool_result_reaches_no_sink(
     assert entries[2]["detail"]["content"].startswith(".env:\nANTHROPIC_API_KEY=[REDACTED:anthropic_key:")
 
 
+def test_a_secret_in_an_error_report_reaches_no_sink(
+    capture: Callable[[], tuple[TranscriptPipeline, list[str]]], otel: OTelHarness
+) -> None:
+    """`TranscriptEmitter.error()` (and the library's own reports, which quote exception
+    messages) are redacted like entries."""
+    pipeline, _ = capture()
+    key = SECRETS["openai_key"]
+    with otel.tracer.start_as_current_span("agent"):
+        emitter = TranscriptEmitter(prompt_name="deploy", adapter="cli", session_id="s1", pipeline=pipeline)
+        with emitter:
+            emitter.error(f"request failed: 401 for key {key}", detail=f"Bearer {BEARER}")
+    assert emitter.jsonl_path is not None
+    mirror = Path(emitter.jsonl_path).read_text(encoding="utf-8")
+    logs = json.dumps([dict(log.log_record.attributes) for log in otel.finished_logs()])
+    for output in (mirror, logs):
+        assert key not in output
+        assert BEARER not in output
+    (report,) = [r["context"] for r in read_records(emitter.jsonl_path) if r["event"] == "transcript.error"]
+    assert report["error"].startswith("request failed: 401 for key [REDACTED:openai_key:")
+    assert report["detail"].startswith("Bearer [REDACTED:")
+
+
 # -- where the built-in patterns are tried ------------------------------------------------------
 # Each pattern runs only, anchored, where one of its literals occurs (`redaction.py`). These
 # tests hold that to the plain meaning: every pattern substituted over the whole text, in order.

@@ -427,8 +427,9 @@ def _detail_dict(detail: Any, problems: list[str]) -> dict[Any, Any]:
     return {"value": detail}
 
 
-def prepare_lifecycle(item: QueuedItem) -> PreparedRecord:
-    """Build a `transcript.start`, `.stop` or `.error` record (`detail` holds its fields)."""
+def prepare_lifecycle(item: QueuedItem, redactor: Redactor | None = None) -> PreparedRecord:
+    """Build a `transcript.start`, `.stop` or `.error` record (`detail` holds its fields);
+    the caller's text fields (an error's message: often an exception's) pass `redactor`."""
     event, run, _, _, timestamp_ns, extra, _, otel_context = item
     if isinstance(otel_context, EntryPlacement):  # only entries are placed; nothing else should be
         otel_context = None
@@ -444,7 +445,9 @@ def prepare_lifecycle(item: QueuedItem) -> PreparedRecord:
     if isinstance(extra, dict):
         for key, value in extra.items():
             if key not in context:  # caller fields never overwrite the run's identity
-                context[key] = safe_text(value)[0] if isinstance(value, str) else value
+                if isinstance(value, str):
+                    value = safe_text(value if redactor is None else redactor.text(value))[0]
+                context[key] = value
     record = PreparedRecord(
         event=event,
         run=run,

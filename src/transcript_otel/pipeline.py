@@ -562,7 +562,7 @@ class TranscriptPipeline:
             if event is TranscriptEvent.ENTRY:
                 record = prepare_entry(item, self.redactor, self.content_policy, deferred)
             else:
-                record = prepare_lifecycle(item)
+                record = prepare_lifecycle(item, self.redactor)
         except Exception as exc:
             self.internal_errors += 1
             at = usable_timestamp(item[4])  # the one field that may be what failed
