@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -150,3 +152,21 @@ def test_export_and_bundle_help_say_what_they_make(capsys: Capture) -> None:
         text = " ".join(capsys.readouterr().out.split())
         for word in words:
             assert word in text, (command, word)
+
+
+def test_replay_without_the_sdk_says_which_extra_it_needs() -> None:
+    """A core-only install (`pip install transcript-otel`) has no SDK: one line, exit 2."""
+    run = next(iter(FIXTURE_RUNS))
+    without_sdk = (
+        "import sys; sys.modules['opentelemetry.sdk'] = None\n"  # as if not installed
+        "from transcript_otel.cli import main\n"
+        f"sys.exit(main(['replay', {str(run)!r}, '--endpoint', 'http://127.0.0.1:9']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", without_sdk], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "transcript-otel replay: sending runs needs the OpenTelemetry SDK and OTLP exporters, "
+        "which the core install leaves out: pip install 'transcript-otel[otlp]'"
+    ]

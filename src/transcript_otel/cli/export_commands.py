@@ -169,8 +169,20 @@ def add_replay(commands: Any) -> None:
     replay.set_defaults(handler=run_replay)
 
 
+_NEEDS_THE_SDK: Final = (
+    "transcript-otel replay: sending runs needs the OpenTelemetry SDK and OTLP exporters, "
+    "which the core install leaves out: pip install 'transcript-otel[otlp]'"
+)
+
+
 def run_replay(args: argparse.Namespace, out: TextIO) -> int:
-    from transcript_otel.exports.replay import ReplayError, replay
+    try:
+        from transcript_otel.exports.replay import ReplayError, replay
+    except ImportError as exc:  # a core-only install: no SDK
+        if not (exc.name or "").startswith("opentelemetry"):
+            raise
+        print(_NEEDS_THE_SDK, file=sys.stderr)
+        return 2
 
     # The exporters' own complaints would repeat what the one line below says.
     quiet = logging.getLogger("opentelemetry")
