@@ -197,6 +197,7 @@ def test_an_unknown_or_ambiguous_run_is_a_clear_error(mirror: Path, capsys: Capt
     assert f"'wink-0.2' matches 9 runs in {mirror}: " in err
 
 
+@pytest.mark.filterwarnings("always")  # each command is a process of its own for a user
 def test_an_otlp_json_export_is_read_as_a_run(tmp_path: Path, capsys: Capture) -> None:
     def log(event: str, attributes: dict[str, Any], nanos: int) -> dict[str, Any]:
         return {
@@ -225,6 +226,24 @@ def test_an_otlp_json_export_is_read_as_a_run(tmp_path: Path, capsys: Capture) -
     status, out, _ = cli(capsys, "show", str(export))
     assert status == 0
     assert "[09:00:01] 🤖 ASSISTANT\nLooks good.\n" in out
+    # Lines of the wrong shape around it: each skipped with a warning naming it, no traceback.
+    wrong = [
+        {"resourceLogs": "nope"},
+        {"resourceLogs": [{"scopeLogs": 5}]},
+        {"resourceLogs": [None]},
+        {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"attributes": "x"}]}]}]},
+        {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"attributes": [{"key": 1, "value": []}]}]}]}]},
+        {"resourceLogs": [{"scopeLogs": [{"logRecords": [7]}]}]},
+    ]
+    export.write_text("".join(json.dumps(line) + "\n" for line in [*wrong, request]))
+    for command in (["show"], ["summary"], ["validate"], ["export", "--format", "markdown"]):
+        status, out, err = cli(capsys, command[0], str(export), *command[1:])
+        assert status in (0, 1), command  # validate: 1, for the run's missing start and stop
+        assert "Traceback" not in err
+        for number in range(1, len(wrong) + 1):  # validate counts them among its problems (stdout)
+            assert f"{export}:{number}: skipped the rest of the line: " in err + out
+    status, out, _ = cli(capsys, "show", str(export))
+    assert "Looks good." in out  # the good line after them is still read
 
 
 # -- bad input ------------------------------------------------------------------------------

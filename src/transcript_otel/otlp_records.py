@@ -135,32 +135,49 @@ def record_from_otlp(log_record: Any) -> dict[str, Any]:
     }
 
 
+class NotOtlpError(ValueError):
+    """Part of the input does not have the shape of OTLP log records."""
+
+
 def records_from_otlp(messages: Iterable[Any]) -> Iterator[dict[str, Any]]:
     """Records from OTLP log records, `ScopeLogs`, `ResourceLogs` or export requests.
 
-    Only records of the `transcript.*` events are returned.
+    Only records of the `transcript.*` events are returned. A part of the input with the
+    wrong shape (OTLP/JSON from a tool that got it wrong, a hostile file) raises
+    `NotOtlpError`, after the records read before it.
     """
     for log_record in _log_records(messages):
-        record = record_from_otlp(log_record)
+        try:
+            record = record_from_otlp(log_record)
+        except (TypeError, AttributeError, KeyError, ValueError, StopIteration) as exc:
+            raise NotOtlpError(f"a log record of the wrong shape ({type(exc).__name__}: {exc})") from exc
         if str(record.get("event") or "").startswith(f"{attr.NAMESPACE}."):
             yield record
 
 
 def _log_records(messages: Iterable[Any]) -> Iterator[Any]:
     for message in messages:
-        children = _field(message, "resource_logs", "resourceLogs")
-        if children is not None:
-            yield from _log_records(children)
-            continue
-        children = _field(message, "scope_logs", "scopeLogs")
-        if children is not None:
-            yield from _log_records(children)
-            continue
-        children = _field(message, "log_records", "logRecords")
-        if children is not None:
-            yield from children
-            continue
-        yield message
+        if not isinstance(message, Mapping) and getattr(message, "DESCRIPTOR", None) is None:
+            raise NotOtlpError(f"{type(message).__name__} where an OTLP message was expected")
+        for name, json_name in _NESTING:
+            children = _field(message, name, json_name)
+            if children is not None:
+                if isinstance(children, str | bytes | Mapping) or not isinstance(children, Iterable):
+                    raise NotOtlpError(f"{json_name} is a {type(children).__name__}, not a list")
+                yield from (_log_records(children) if name != "log_records" else _checked(children))
+                break
+        else:
+            yield message
+
+
+_NESTING = (("resource_logs", "resourceLogs"), ("scope_logs", "scopeLogs"), ("log_records", "logRecords"))
+
+
+def _checked(log_records: Iterable[Any]) -> Iterator[Any]:
+    for log_record in log_records:
+        if not isinstance(log_record, Mapping) and getattr(log_record, "DESCRIPTOR", None) is None:
+            raise NotOtlpError(f"{type(log_record).__name__} where a log record was expected")
+        yield log_record
 
 
 def _field(message: Any, name: str, json_name: str) -> Any:

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal, Protocol
 
 from transcript_otel._serialize import loads
 from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
-from transcript_otel.otlp_records import records_from_otlp
+from transcript_otel.otlp_records import NotOtlpError, records_from_otlp
 from transcript_otel.reconstruct import TranscriptReadWarning, read_located_records
 from transcript_otel.sinks.jsonl import default_directory
 
@@ -155,5 +155,12 @@ def _otlp_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 reason = "partial last line" if not line.endswith(b"\n") else f"not OTLP JSON ({exc})"
                 warnings.warn(f"{path}:{number}: skipped {reason}", TranscriptReadWarning, stacklevel=2)
                 continue
-            for record in records_from_otlp([request]):
-                yield f"{path}:{number}", record
+            try:
+                for record in records_from_otlp([request]):
+                    yield f"{path}:{number}", record
+            except NotOtlpError as exc:
+                warnings.warn(
+                    f"{path}:{number}: skipped the rest of the line: {exc}",
+                    TranscriptReadWarning,
+                    stacklevel=2,
+                )
