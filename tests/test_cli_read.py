@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from transcript_otel.cli import main
 from transcript_otel.reading.digest import RunDigest
@@ -518,3 +520,44 @@ def test_control_sequences_in_a_transcript_are_shown_not_acted_on(
         assert "rm -rf ~ finished\\rall tests passed" in out  # both halves there, as text
         assert "\\x1b[2J\\x1b[H" in out
     assert "prompt\\x1b[2J" in out
+
+
+_OTLP_KEYS = st.sampled_from(
+    [
+        "resourceLogs",
+        "scopeLogs",
+        "logRecords",
+        "attributes",
+        "key",
+        "value",
+        "eventName",
+        "timeUnixNano",
+        "stringValue",
+        "intValue",
+        "arrayValue",
+        "kvlistValue",
+        "values",
+        "traceId",
+        "body",
+    ]
+)
+_OTLP_SHAPED = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4) | st.just("transcript.entry"),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_OTLP_KEYS, children, max_size=4),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=st.dictionaries(_OTLP_KEYS, _OTLP_SHAPED, min_size=1, max_size=3))
+def test_no_otlp_json_document_makes_a_reading_command_raise(
+    document: dict[str, Any], tmp_path: Path, capsys: Capture
+) -> None:
+    export = tmp_path / "fuzzed.json"
+    export.write_text(json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [document]}]}]}) + "\n")
+    for command in ("show", "summary"):
+        status, _, _ = cli(capsys, command, str(export))
+        assert status in (0, 2)
+    export.write_text(json.dumps(document) + "\n")
+    status, _, _ = cli(capsys, "summary", str(export))
+    assert status in (0, 2)
