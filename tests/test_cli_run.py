@@ -430,6 +430,42 @@ def test_output_into_a_file_or_appended_to_one_is_exact(redirect: str, tmp_path:
     assert target.read_bytes() == (b"before\n" if redirect == ">>" else b"") + expected
 
 
+PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZWQy\n"
+    "NTUxOQAAACBmYWtlIGtleSBmb3IgdGVzdHMgb25seSBub3QgcmVhbCBhdCBhbGwAAAAAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+def test_a_private_key_printed_across_lines_reaches_no_sink(tmp_path: Path) -> None:
+    """Each line is an entry, but a key's lines are redacted as the one secret they are, also
+    when the output ends before its END line."""
+    key, cut = tmp_path / "id_ed25519", tmp_path / "cut"
+    key.write_text(PRIVATE_KEY)
+    cut.write_text("".join(PRIVATE_KEY.splitlines(keepends=True)[:2]))
+    script = f"echo before; cat {key}; echo after; cat {cut}"
+    result = subprocess.run(
+        [*WRAPPER, "--", "sh", "-c", script],
+        capture_output=True,
+        env=wrapper_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert result.stdout.decode() == f"before\n{PRIVATE_KEY}after\n{cut.read_text()}"  # passed on as printed
+    (path,) = (tmp_path / "runs").glob("*.jsonl")
+    mirrored = path.read_text()
+    for line in PRIVATE_KEY.splitlines()[1:3]:
+        assert line[:24] not in mirrored
+    texts = [e["detail"]["text"] for e in entries(mirror(tmp_path))]
+    assert texts[0] == "before"
+    assert texts[1].startswith("[REDACTED:private_key:")
+    assert texts[2] == "after"
+    assert texts[3].startswith("[REDACTED:private_key:")
+    assert len(texts) == 4
+
+
 def test_a_command_that_closes_its_stdout_early_is_waited_for(tmp_path: Path) -> None:
     command = [*WRAPPER, "--", "/bin/sh", "-c", "echo early; exec >&-; sleep 1; exit 3"]
     result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)

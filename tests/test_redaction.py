@@ -393,3 +393,25 @@ def test_user_patterns_still_apply_beside_the_built_in_ones(
     ]
     assert json.loads(log["transcript.detail"]) == {"text": expected}
     assert log["transcript.raw"] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "after"),
+    [
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7V\nmore lines", ""),  # cut short: no END
+        (
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----\nnext",
+            "\nnext",
+        ),
+    ],
+    ids=["pem-without-end", "pgp-block"],
+)
+def test_private_key_blocks_cut_short_or_pgp_are_redacted(text: str, after: str) -> None:
+    for redacted in (
+        Redactor().text(text),
+        json.loads(Redactor().encoded(json.dumps({"t": text}).encode()))["t"],
+    ):
+        assert redacted.startswith("[REDACTED:private_key:")
+        assert redacted.endswith(after)
+        assert "MIIEowIBAAKCAQEA7V" not in redacted
+        assert "lQOYBF" not in redacted

@@ -60,9 +60,12 @@ _KEY_START: Final = r"(?:(?<![A-Za-z0-9_])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4})
 # In order: where two matches overlap, the earlier rule names the secret
 # (`sk-ant-` before `sk-`).
 BUILTIN_RULES: Final = (
+    # PEM and PGP blocks; one cut short (no END line, a base64 line after the header) up to
+    # the end of its text. A header alone is not a key.
     BuiltinRule(
         "private_key",
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[^\"]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:[^\"]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[rn]|\s)+[A-Za-z0-9+/=]{16,}[^\"]*)",
         starts_with=("-----BEGIN ",),
     ),
     BuiltinRule("anthropic_key", _KEY_START + r"sk-ant-[A-Za-z0-9_-]{20,}", starts_with=("sk-ant-",)),

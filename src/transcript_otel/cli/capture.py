@@ -65,15 +65,50 @@ class LineCounts:
         )
 
 
+class PrivateKeyBlocks:
+    """Joins the lines of a private key (PEM, PGP) printed across lines into one, so that
+    redaction, which reads one entry at a time, sees the whole block: a line that begins
+    a block is held with the lines after it up to its END line (or `MAX_BLOCK_BYTES`)."""
+
+    def __init__(self) -> None:
+        self._held: list[bytes] = []
+        self._size = 0
+
+    def take(self, line: bytes) -> list[bytes]:
+        """The lines to map now: `line`, none while a block is held, or the whole block."""
+        if not self._held:
+            if _BEGIN in line and _PRIVATE_KEY in line and _END not in line:
+                self._held, self._size = [line], len(line)
+                return []
+            return [line]
+        self._held.append(line)
+        self._size += len(line)
+        return self.flush() if _END in line or self._size >= MAX_BLOCK_BYTES else []
+
+    def flush(self) -> list[bytes]:
+        held, self._held, self._size = self._held, [], 0
+        return [b"".join(held)] if held else []
+
+
+_BEGIN: Final = b"-----BEGIN "
+_PRIVATE_KEY: Final = b"PRIVATE KEY"
+_END: Final = b"-----END "
+MAX_BLOCK_BYTES: Final = 64 << 10
+_TEXT_ADAPTERS: Final = frozenset({"plain", "rtf1"})  # JSON adapters' lines hold a block whole
+
+
 class LineRecorder:
     """Maps lines of the command's output and records the entries, turns included."""
 
     def __init__(self, run: AgentRun, adapter: LineAdapter) -> None:
         self.run = run
         self.adapter = adapter
+        self._blocks = PrivateKeyBlocks()
 
     def feed(self, line: bytes) -> None:
-        self._guarded("map a line", self.adapter.feed, line.decode("utf-8", "backslashreplace"))
+        lines = self._blocks.take(line) if effective_name(self.adapter) in _TEXT_ADAPTERS else [line]
+        for one in lines:
+            self._guarded("map a line", self.adapter.feed, one.decode("utf-8", "backslashreplace"))
 
     def record(self, entries: Sequence[MappedEntry]) -> None:
         """Entries known before the command prints anything (its prompt, from its command line)."""
@@ -84,6 +119,8 @@ class LineRecorder:
 
     def end(self, error: BaseException | None, counts: LineCounts | None = None) -> None:
         """The adapter's last entries, what could not be recorded, and the end of the run."""
+        for block in self._blocks.flush():  # a key cut short: redaction takes it to the end
+            self._guarded("map a line", self.adapter.feed, block.decode("utf-8", "backslashreplace"))
         self._guarded("map the end of the output", self.adapter.flush)
         summary = None if counts is None else counts.summary()
         if counts is not None and summary is not None:
