@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -170,3 +173,54 @@ def test_replay_without_the_sdk_says_which_extra_it_needs() -> None:
         "transcript-otel replay: sending runs needs the OpenTelemetry SDK and OTLP exporters, "
         "which the core install leaves out: pip install 'transcript-otel[otlp]'"
     ]
+
+
+# -- where -o writes -------------------------------------------------------------------------------
+
+
+def test_output_through_a_symlink_writes_the_file_it_names_and_keeps_the_link(tmp_path: Path) -> None:
+    run = str(next(iter(FIXTURE_RUNS)))
+    for argv, name in (
+        (["export", run, "--format", "markdown"], "run.md"),
+        (["bundle", run], "run.zip"),
+        (["export", run, "--format", "devflow"], "transcript.json"),
+    ):
+        real = tmp_path / "real" / name
+        real.parent.mkdir(exist_ok=True)
+        real.write_text("old")
+        link = tmp_path / f"link-{name}"
+        link.symlink_to(real)
+        assert main([*argv, "-o", str(link)]) == 0
+        assert link.is_symlink()
+        assert link.resolve() == real
+        assert real.read_bytes() != b"old"
+
+
+def test_output_into_a_fifo_or_a_device_writes_into_it(tmp_path: Path) -> None:
+    run = str(next(iter(FIXTURE_RUNS)))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert main(["export", run, "--format", "markdown", "-o", str(fifo)]) == 0
+    reader.join(30)
+    assert received[0].startswith(b"## ")  # the reader got the transcript
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # and the FIFO is still one
+    # A device: a null device of our own (root may make one), never the machine's /dev/null.
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.stat(os.devnull).st_rdev)
+    except PermissionError:
+        pytest.skip("no permission to make a device node; the FIFO case has passed")
+    assert main(["bundle", run, "-o", str(null)]) == 0
+    assert stat.S_ISCHR(os.stat(null).st_mode)  # written into, not replaced by a zip
+
+
+def test_output_dash_is_standard_output(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    run = str(next(iter(FIXTURE_RUNS)))
+    assert main(["export", run, "--format", "markdown", "-o", "-"]) == 0
+    assert capsysbinary.readouterr().out.startswith(b"## ")
+    assert main(["bundle", run, "-o", "-"]) == 0
+    with zipfile.ZipFile(io.BytesIO(capsysbinary.readouterr().out)) as bundle:
+        assert "debug_bundle/manifest.json" in bundle.namelist()

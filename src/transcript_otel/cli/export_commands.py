@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from transcript_otel.cli.read_commands import add_run_argument
+from transcript_otel.exports import destination
 from transcript_otel.reading.show import ShowWriter
 from transcript_otel.reading.sources import RecordSource, open_run
 
@@ -62,7 +64,10 @@ def add_bundle(commands: Any) -> None:
     )
     add_run_argument(bundle)
     bundle.add_argument(
-        "-o", "--output", required=True, help="the .zip to write, or a directory to write it in"
+        "-o",
+        "--output",
+        required=True,
+        help="the .zip to write, a directory to write it in, or - for standard output",
     )
     bundle.set_defaults(handler=run_bundle)
 
@@ -71,8 +76,16 @@ def run_bundle(args: argparse.Namespace, out: TextIO) -> int:
     from transcript_otel.exports.bundle import write_bundle
 
     source = Progress(open_run(args.run), "bundling", sys.stderr)
-    info = write_bundle(source.records(), args.output)
-    print(f"{info.path}: {info.entries} entries", file=sys.stderr)
+    if args.output != "-":
+        info = write_bundle(source.records(), args.output)
+        print(f"{info.path}: {info.entries} entries", file=sys.stderr)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="transcript-otel-bundle-") as scratch:
+        info = write_bundle(source.records(), Path(scratch) / "bundle.zip")
+        with info.path.open("rb") as bundle:
+            shutil.copyfileobj(bundle, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    print(f"(standard output): {info.entries} entries", file=sys.stderr)
     return 0
 
 
@@ -94,7 +107,7 @@ def add_export(commands: Any) -> None:
     export.add_argument(
         "-o",
         "--output",
-        help="where to write (default: standard output; for devflow, the current directory, "
+        help="where to write (default, or -: standard output; for devflow, the current directory, "
         "which gets transcript.json or transcript.json.gz)",
     )
     export.add_argument("--flow", help="devflow: the flow id (default: the prompt name)")
@@ -127,17 +140,18 @@ def run_export(args: argparse.Namespace, out: TextIO) -> int:
 
 @contextlib.contextmanager
 def _text_output(path: str | None, default: TextIO) -> Iterator[TextIO]:
-    """Standard output, or a file written whole or not at all (a temporary file renamed)."""
-    if path is None:
+    """Standard output (no path, or `-`), or a file written whole or not at all (a temporary
+    file renamed onto it: `exports.destination`)."""
+    if path is None or path == "-":
         yield default
         return
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=destination.scratch_directory(target))
     try:
         # A lone surrogate a harness sent is written escaped, not a reason to stop halfway.
         with open(handle, "w", encoding="utf-8", errors="backslashreplace") as stream:
             yield stream
-        os.replace(temporary, target)
+        destination.put_in_place(Path(temporary), target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)

@@ -78,6 +78,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from transcript_otel._serialize import loads
+from transcript_otel.exports import destination
 from transcript_otel.reconstruct import TranscriptReadWarning
 from transcript_otel.version import __version__
 
@@ -150,15 +151,16 @@ def write_bundle(records: Iterable[Mapping[str, Any]], target: str | os.PathLike
     """
     target_path = Path(target)
     into_directory = target_path.is_dir()
-    directory = target_path if into_directory else target_path.parent
+    directory = target_path if into_directory else destination.scratch_directory(target_path)
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: no such directory to write the bundle in")
     workdir = Path(tempfile.mkdtemp(prefix=".transcript-otel-bundle-", dir=directory))
     try:
         writer = _BundleWriter(workdir)
         writer.write_records(records)
-        final = target_path / writer.default_name() if into_directory else target_path
-        os.replace(workdir / "bundle.zip", final)
+        final = destination.put_in_place(
+            workdir / "bundle.zip", target_path / writer.default_name() if into_directory else target_path
+        )
         return BundleInfo(
             path=final,
             bundle_id=writer.bundle_id,

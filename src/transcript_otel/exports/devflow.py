@@ -84,6 +84,7 @@ import orjson
 
 from transcript_otel._genai import RunningUsage, message_usage, tool_failed, tool_identity
 from transcript_otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
+from transcript_otel.exports import destination
 from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.text import assistant_parts, entry_text, tool_input, tool_output
@@ -491,7 +492,8 @@ class _Output:
             self._open(compress)
 
     def _open(self, compress: bool) -> None:
-        handle, temp = tempfile.mkstemp(dir=self._directory, prefix=".transcript-", suffix=".tmp")
+        scratch = destination.scratch_directory(self._directory / (self._name or PLAIN_NAME))
+        handle, temp = tempfile.mkstemp(dir=scratch, prefix=".transcript-", suffix=".tmp")
         self._temp = Path(temp)
         self._raw = os.fdopen(handle, "wb")
         self._compress = compress
@@ -529,11 +531,8 @@ class _Output:
         self._raw.flush()
         os.fsync(self._raw.fileno())
         self._raw.close()
-        if self._name is not None:
-            final = self._directory / self._name
-        else:
-            final = self._directory / (GZIP_NAME if self._compress else PLAIN_NAME)
-        os.replace(self._temp, final)
+        named = self._directory / (self._name or (GZIP_NAME if self._compress else PLAIN_NAME))
+        final = destination.put_in_place(self._temp, named)
         self._temp = None
         if self._name is None:  # a stale other form would be read instead of this one
             other = self._directory / (PLAIN_NAME if self._compress else GZIP_NAME)
@@ -559,7 +558,8 @@ def _destination(target: str | os.PathLike[str]) -> tuple[Path, str | None, bool
         path.mkdir(parents=True, exist_ok=True)
         return path, None, None
     path.parent.mkdir(parents=True, exist_ok=True)
-    return path.parent, path.name, path.name.endswith(".gz")
+    real = destination.real_path(path)  # through a symlink: the file it names is written
+    return real.parent, real.name, path.name.endswith(".gz")
 
 
 def _metadata(digest: RunDigest, flow_id: str, node_id: str) -> dict[str, Any]:
