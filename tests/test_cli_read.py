@@ -561,3 +561,14 @@ def test_no_otlp_json_document_makes_a_reading_command_raise(
     export.write_text(json.dumps(document) + "\n")
     status, _, _ = cli(capsys, "summary", str(export))
     assert status in (0, 2)
+
+
+def test_the_version_and_bad_numbers_are_answered_in_one_line(capsys: Capture) -> None:
+    with pytest.raises(SystemExit) as shown:
+        main(["--version"])
+    assert shown.value.code == 0
+    assert capsys.readouterr().out == "transcript-otel 0.1.0\n"
+    with pytest.raises(SystemExit) as refused:
+        main(["validate", "run.jsonl", "--max", "-3"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("argument --max: must be 0 or more, not -3")

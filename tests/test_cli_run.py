@@ -466,6 +466,28 @@ def test_a_private_key_printed_across_lines_reaches_no_sink(tmp_path: Path) -> N
     assert len(texts) == 4
 
 
+def test_without_the_sdk_run_says_export_is_off_and_still_writes_the_mirror(tmp_path: Path) -> None:
+    core_only = (
+        "import sys; sys.modules['opentelemetry.sdk'] = None\n"  # as if not installed
+        "from transcript_otel.cli import main\n"
+        "sys.exit(main(['run', '--', 'echo', 'hi']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", core_only],
+        capture_output=True,
+        env=wrapper_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert result.stdout == b"hi\n"
+    assert result.stderr.decode().splitlines() == [
+        "transcript-otel run: no OTLP export (the OTel SDK is missing: pip install 'transcript-otel[otlp]'); "
+        "the transcript goes to the JSONL mirror"
+    ]
+    assert [e["detail"] for e in entries(mirror(tmp_path))] == [{"text": "hi"}]
+
+
 def test_a_command_that_closes_its_stdout_early_is_waited_for(tmp_path: Path) -> None:
     command = [*WRAPPER, "--", "/bin/sh", "-c", "echo early; exec >&-; sleep 1; exit 3"]
     result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)

@@ -16,6 +16,7 @@ from typing import Any
 from transcript_otel.cli import export_commands, read_commands
 from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
 from transcript_otel.reading.sources import RunNotFoundError
+from transcript_otel.version import __version__
 
 __all__ = ["main"]
 
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="transcript-otel", description="Agent transcripts as OpenTelemetry."
     )
+    parser.add_argument("--version", action="version", version=f"transcript-otel {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser(
         "run",
@@ -123,8 +125,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         # OTEL_SERVICE_NAME, when set, names the service; else the command does.
         configure(service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name, instrument=False)
-    except Exception as exc:  # capture is optional; the command runs regardless
-        print(f"transcript-otel run: capture is off: {exc}", file=sys.stderr)
+    except Exception as exc:  # OTLP export is optional; the command runs regardless
+        print(
+            f"transcript-otel run: no OTLP export ({exc}); the transcript goes to the JSONL mirror",
+            file=sys.stderr,
+        )
     try:
         status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
         # The command is over: Ctrl-C now must not turn the bounded flush into a traceback.

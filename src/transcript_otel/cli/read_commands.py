@@ -163,6 +163,17 @@ def format_summary(digest: RunDigest) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _count(text: str) -> int:
+    """A number of things: 0 or more (argparse's message names the option)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {number}")
+    return number
+
+
 def add_validate(commands: Any) -> None:
     validate = commands.add_parser(
         "validate",
@@ -175,7 +186,7 @@ def add_validate(commands: Any) -> None:
     add_run_argument(validate)
     validate.add_argument("--adapter", help="the adapter every entry must name (invariant 5)")
     validate.add_argument(
-        "--max", type=int, default=200, help="print at most this many problems (default 200)"
+        "--max", type=_count, default=200, help="print at most this many problems (default 200)"
     )
     validate.set_defaults(handler=run_validate)
 
