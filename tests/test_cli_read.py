@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -291,11 +292,29 @@ def test_a_partial_last_line_loses_nothing_before_it(tmp_path: Path, capsys: Cap
 def test_corrupt_input_is_told_without_a_traceback(tmp_path: Path, content: bytes, expected: str) -> None:
     corrupt = tmp_path / "corrupt.jsonl"
     corrupt.write_bytes(content)
+    records = expected == "malformed transcript entry"  # a record, with a bad envelope
     for command in ("show", "summary", "validate"):
         result = program(command, str(corrupt))
         assert "Traceback" not in result.stderr, (command, result.stderr)
-        assert result.returncode == (1 if command == "validate" else 0), (command, result.stderr)
+        if records:
+            assert result.returncode == (1 if command == "validate" else 0), (command, result.stderr)
+        else:  # nothing in it is a record: corrupt input, exit 2, the reason last
+            assert result.returncode == 2, (command, result.stderr)
+            reason = f"{corrupt} is not a transcript: not one record could be read from it"
+            assert result.stderr.splitlines()[-1] == f"transcript-otel {command}: {reason}"
     assert expected in program("show", str(corrupt)).stdout + program("show", str(corrupt)).stderr
+
+
+def test_a_megabyte_of_random_bytes_is_a_few_lines_and_exit_2(tmp_path: Path) -> None:
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(random.Random(7).randbytes(1 << 20))
+    for command in (["show"], ["summary"], ["export", "--format", "markdown"]):
+        result = program(*command, str(noise))
+        assert result.returncode == 2
+        lines = result.stderr.splitlines()
+        assert len(lines) <= 12  # ten warnings, how many more, the reason
+        assert lines[-2].endswith("more warnings like these not shown")
+        assert lines[-1].endswith("is not a transcript: not one record could be read from it")
 
 
 def test_a_missing_run_or_a_directory_exits_2_without_a_traceback(tmp_path: Path) -> None:

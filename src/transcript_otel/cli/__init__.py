@@ -16,6 +16,7 @@ from typing import Any
 from transcript_otel.cli import export_commands, read_commands
 from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
 from transcript_otel.reading.sources import RunNotFoundError
+from transcript_otel.reading.text import visible
 from transcript_otel.version import __version__
 
 __all__ = ["main"]
@@ -67,8 +68,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _warn(message: Any, category: Any, filename: str, lineno: int, *_: Any, **__: Any) -> None:
-    print(f"transcript-otel: warning: {message}", file=sys.stderr)
+class _Warnings:
+    """Prints the first `_MAX_WARNINGS` warnings of a reading command and counts the others:
+    a corrupt file warns about each of its lines."""
+
+    def __init__(self) -> None:
+        self.more = 0
+        self.shown = 0
+
+    def show(self, message: Any, category: Any, filename: str, lineno: int, *_: Any, **__: Any) -> None:
+        if self.shown >= _MAX_WARNINGS:
+            self.more += 1
+            return
+        self.shown += 1
+        print(f"transcript-otel: warning: {visible(str(message))}", file=sys.stderr)
+
+    def print_the_rest(self) -> None:
+        if self.more:
+            print(f"transcript-otel: {self.more} more warnings like these not shown", file=sys.stderr)
+            self.more = 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,9 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(parser, args)
-    warnings.showwarning = _warn
+    shown = _Warnings()
+    warnings.showwarning = shown.show
     with contextlib.suppress(AttributeError, ValueError):  # a lone surrogate is shown escaped
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    try:
+        return _handle(args, shown)
+    finally:
+        shown.print_the_rest()
+
+
+def _handle(args: argparse.Namespace, shown: _Warnings) -> int:
     try:
         status: int = args.handler(args, sys.stdout)
         sys.stdout.flush()
@@ -90,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (RunNotFoundError, ValueError, OSError) as exc:
+        shown.print_the_rest()  # the error is the last line
         print(f"transcript-otel {args.command}: {exc}", file=sys.stderr)
         return 2
     return status
@@ -173,3 +200,4 @@ class _HeldWarnings(logging.Handler):
 
 
 _MAX_HELD = 20
+_MAX_WARNINGS = 10

@@ -45,6 +45,10 @@ class RunNotFoundError(LookupError):
     """No run matches what was asked for (the message says where we looked)."""
 
 
+class NotARunError(ValueError):
+    """The file has content, but no transcript record in it."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunSource:
     """One captured run (or a file of several), and how to read its records."""
@@ -53,15 +57,24 @@ class RunSource:
     kind: RunKind
 
     def located_records(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Each record with where it came from (`file:line`), in file order."""
+        """Each record with where it came from (`file:line`), in file order.
+
+        Raises `NotARunError` at the end of a file with content but not one record (random
+        bytes, another program's log): corrupt input, not an empty run.
+        """
         if self.kind == "bundle":
             from transcript_otel.exports.bundle import iter_bundle_records
 
             yield from iter_bundle_records(self.path)
-        elif self.kind == "otlp-json":
-            yield from _otlp_json_records(self.path)
-        else:
-            yield from read_located_records(self.path)
+            return
+        read = 0
+        for located in (
+            _otlp_json_records(self.path) if self.kind == "otlp-json" else read_located_records(self.path)
+        ):
+            read += 1
+            yield located
+        if not read and _has_content(self.path):
+            raise NotARunError(f"{self.path} is not a transcript: not one record could be read from it")
 
     def records(self) -> Iterator[dict[str, Any]]:
         for _, record in self.located_records():
@@ -141,6 +154,11 @@ def _parse(line: bytes) -> Any:
         return loads(line)
     except ValueError:
         return None
+
+
+def _has_content(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return bool(handle.read(_SNIFF_BYTES).strip())
 
 
 def _otlp_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
