@@ -562,6 +562,43 @@ def test_stop_is_idempotent(make_emitter: MakeEmitter) -> None:
     assert events(run_records(emitter)) == ["transcript.start", "transcript.entry", "transcript.stop"]
 
 
+def test_after_stop_an_entry_or_a_start_is_refused_and_said(make_emitter: MakeEmitter) -> None:
+    emitter = make_emitter()
+    emitter.start()
+    emitter.emit("user_message", detail={"text": "kept"})
+    summary = emitter.stop()
+    emitter.emit("assistant_message", detail={"text": "too late"})
+    emitter.start()
+    assert emitter.flush()
+    records = run_records(emitter)
+    assert events(records) == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.stop",
+        "transcript.error",
+        "transcript.error",
+    ]
+    assert records[2]["context"]["total_entries"] == summary.total_entries == 1  # still true
+    assert [r["context"]["error"] for r in records[3:]] == [
+        "a 'assistant_message' entry emitted after stop() was refused: the run has ended",
+        "start() after stop() does nothing: an emitter records one run; make another for the next",
+    ]
+    assert check_invariants(records) == []
+
+
+@pytest.mark.parametrize("source", ["bogus", 123, "subagent:"])
+def test_an_invalid_source_is_recorded_as_main_and_said(make_emitter: MakeEmitter, source: Any) -> None:
+    emitter = make_emitter()
+    emitter.emit("user_message", detail={"text": "hi"}, source=source)
+    emitter.stop()
+    records = run_records(emitter)
+    (entry,) = [r["context"] for r in records if r["event"] == "transcript.entry"]
+    assert entry["source"] == "main"
+    (error,) = [r["context"]["error"] for r in records if r["event"] == "transcript.error"]
+    assert error.endswith(f"source {str(source)!r} is neither 'main' nor 'subagent:<id>': recorded as 'main'")
+    assert check_invariants(records) == []  # the library passes its own validate
+
+
 def test_stop_without_entries(make_emitter: MakeEmitter) -> None:
     emitter = make_emitter()
     summary = emitter.stop()

@@ -374,7 +374,8 @@ def _checked_source(source: Any, problems: list[str]) -> str:
     if problem:
         problems.append(f"source: {problem}")
     if not is_valid_source(source_text):
-        problems.append(f"source {source_text!r} is neither 'main' nor 'subagent:<id>'")
+        problems.append(f"source {source_text!r} is neither 'main' nor 'subagent:<id>': recorded as 'main'")
+        return MAIN_SOURCE
     return source_text
 
 

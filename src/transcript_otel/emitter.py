@@ -141,6 +141,9 @@ class TranscriptEmitter:
         if not self._enabled:
             return
         try:
+            if self._stopped:
+                self._report(f"a {entry_type!r} entry emitted after stop() was refused: the run has ended")
+                return
             backlog = self._backlog
             if len(backlog) >= self._pipeline.backlog_limit:
                 self._run.note_drop()
@@ -168,7 +171,11 @@ class TranscriptEmitter:
 
     def start(self) -> None:
         """Record `transcript.start`. Idempotent; never raises."""
-        if self._enabled and not self._started:
+        if self._enabled and self._stopped:
+            self._report(
+                "start() after stop() does nothing: an emitter records one run; make another for the next"
+            )
+        elif self._enabled and not self._started:
             self._started = True
             self._submit(TranscriptEvent.START, None)
 
