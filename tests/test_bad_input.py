@@ -205,9 +205,11 @@ def test_raw_of_a_wrong_type(make_emitter: MakeEmitter, raw: Any) -> None:
 
 
 @pytest.mark.parametrize("source", [["main"], {"a": 1}, HashRaises()])
-def test_an_unhashable_source_is_kept_as_text_and_reported(make_emitter: MakeEmitter, source: Any) -> None:
+def test_an_unhashable_source_is_recorded_as_main_and_reported(
+    make_emitter: MakeEmitter, source: Any
+) -> None:
     """The writer numbers entries per source, so it never hashes what the agent passed: the
-    entry is kept under the source's repr, numbered in a source of its own, and reported."""
+    entry is kept under `main` (a source must be `main` or `subagent:<id>`), and reported."""
     emitter = make_emitter()
     emitter.emit("user_message", detail={"n": 1})
     emitter.emit("user_message", source=source, detail={"n": 2})
@@ -215,23 +217,24 @@ def test_an_unhashable_source_is_kept_as_text_and_reported(make_emitter: MakeEmi
     emitter.stop()
     records = run_records(emitter)
     numbered = [(c["source"], c["sequence_number"], c["detail"]["n"]) for c in entry_contexts(records)]
-    assert numbered == [("main", 1, 1), (repr(source), 1, 2), ("main", 2, 3)]
+    assert numbered == [("main", 1, 1), ("main", 2, 2), ("main", 3, 3)]
     (error,) = errors(records)
     assert error["level"] == "WARNING"
     assert f"source: expected str, got {type(source).__name__}" in error["context"]["error"]
-    assert [violation.invariant for violation in check_invariants(records)] == [6]
+    assert error["context"]["error"].endswith("recorded as 'main'")
+    assert check_invariants(records) == []
     assert emitter.stop().total_entries == 3
 
 
-def test_non_str_source_is_recorded_as_text_and_reported(make_emitter: MakeEmitter) -> None:
+def test_non_str_source_is_recorded_as_main_and_reported(make_emitter: MakeEmitter) -> None:
     emitter = make_emitter()
     emitter.emit("user_message", source=7)  # type: ignore[arg-type]
+    emitter.emit("user_message", source="subagent:7")  # the valid form stays as it is
     emitter.stop()
     records = run_records(emitter)
-    (context,) = entry_contexts(records)
-    assert context["source"] == "7"
+    assert [context["source"] for context in entry_contexts(records)] == ["main", "subagent:7"]
     (error,) = errors(records)
-    assert "source: expected str, got int" in error["context"]["error"]
+    assert "source: expected str, got int; source '7' is neither" in error["context"]["error"]
 
 
 class EqRaises(str):
