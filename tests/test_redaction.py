@@ -415,3 +415,35 @@ def test_private_key_blocks_cut_short_or_pgp_are_redacted(text: str, after: str)
         assert redacted.endswith(after)
         assert "MIIEowIBAAKCAQEA7V" not in redacted
         assert "lQOYBF" not in redacted
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "secret"),
+    [
+        ("clone https://admin:hunter2@git.example.com/repo", "url_credentials", "admin:hunter2"),
+        ("DATABASE_URL=postgres://app:s3cr%40t@db:5432/prod", "url_credentials", "app:s3cr%40t"),
+        (
+            "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_key",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+        (
+            "[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+            "aws_secret_key",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+    ],
+    ids=["https-password", "postgres-password", "aws-secret-env", "aws-secret-credentials-file"],
+)
+def test_url_passwords_and_aws_secret_keys_are_redacted(text: str, kind: str, secret: str) -> None:
+    expected = text.replace(secret, marker(kind, secret))
+    assert Redactor().text(text) == expected
+    assert json.loads(Redactor().encoded(json.dumps({"t": text}).encode()))["t"] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["https://example.com/a@b", "git@github.com:org/repo.git", "http://host:8080/path@x", "mailto:a@b.c"],
+)
+def test_urls_without_a_password_are_left_alone(text: str) -> None:
+    assert Redactor().text(text) == text

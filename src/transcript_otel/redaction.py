@@ -100,6 +100,19 @@ BUILTIN_RULES: Final = (
         r"|(?:(?<=[Bb]asic )|(?<=BASIC ))[A-Za-z0-9+/]{16,}=*",
         follows=("Bearer ", "bearer ", "BEARER ", "Basic ", "basic ", "BASIC "),
     ),
+    # The user and password of a URL (`https://user:pw@host`, `postgres://user:pw@db/x`).
+    BuiltinRule(
+        "url_credentials",
+        r"(?<=://)[^\s/:@\"\\]{1,256}:[^\s/@\"\\]{1,256}(?=@)",
+        follows=("://",),
+    ),
+    # An AWS secret access key where it is named (the environment, a credentials file).
+    BuiltinRule(
+        "aws_secret_key",
+        r"(?:(?<=AWS_SECRET_ACCESS_KEY=)|(?<=aws_secret_access_key=)|(?<=aws_secret_access_key = ))"
+        r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
+        follows=("AWS_SECRET_ACCESS_KEY=", "aws_secret_access_key=", "aws_secret_access_key = "),
+    ),
 )
 _MAX_DEPTH: Final = 64
 
