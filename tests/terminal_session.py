@@ -78,6 +78,17 @@ class TerminalSession:
                     raise AssertionError(f"{pattern!r} never appeared on the terminal:\n{text}")
                 self._changed.wait(min(left, 0.5))
 
+    def wait_quiet(self, quiet_s: float, timeout_s: float = 30.0) -> None:
+        """Until nothing has been printed for `quiet_s` (a full-screen program has drawn its
+        screen and waits for keys), or `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while time.monotonic() < deadline:
+                seen = len(self._output)
+                self._changed.wait(quiet_s)
+                if len(self._output) == seen:
+                    return
+
     def send_keys(self, keys: bytes) -> None:
         assert self.process.stdin is not None
         self.process.stdin.write(keys)

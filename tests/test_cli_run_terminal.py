@@ -64,12 +64,14 @@ def test_the_command_gets_a_terminal_of_the_same_size_resizes_keystrokes_and_ctr
     assert "WRAPPER-STATUS=130" in output
     assert "TERMINAL-RESTORED" in output
     recorded = texts(tmp_path)
-    for line in ("AGENT-SIZE 97x31", "AGENT-RESIZED 120x40", "AGENT-HEARD hello agent"):
-        assert line in recorded  # each line once, without the terminal's "\r"
-    # What the terminal showed: the typed line (echoed), Ctrl-C echoed as ^C.
-    assert "hello agent" in recorded
-    assert "^CAGENT-INTERRUPTED" in recorded
-    assert not any("\r" in text for text in recorded)
+    assert recorded[:2] == ["AGENT-TTY stdin=True stdout=True stderr=True", "AGENT-SIZE 97x31"]
+    # What the terminal showed, the typed line (echoed) and Ctrl-C (`^C`) included. A line's
+    # end that the agent had not yet got through when Ctrl-C came may be lost: the terminal
+    # discards output it holds on a signal key, with or without us (no NOFLSH).
+    joined = "\n".join(recorded)
+    for shown in ("AGENT-RESIZED 120x40", "hello agent", "AGENT-HEARD hello agent", "^CAGENT-INTERRUPTED"):
+        assert shown in joined
+    assert not any("\r" in text for text in recorded)  # lines without the terminal's "\r"
 
 
 def test_ctrl_z_stops_the_job_and_fg_resumes_it(tmp_path: Path) -> None:
@@ -93,7 +95,7 @@ def test_ctrl_z_stops_the_job_and_fg_resumes_it(tmp_path: Path) -> None:
         terminal.expect("WRAPPER-STATUS=130")
         terminal.send_keys(b"exit\r")
         assert terminal.close() == 0
-    assert "^ZAGENT-CONTINUED" in texts(tmp_path)  # as the terminal showed it
+    assert "^ZAGENT-CONTINUED" in "\n".join(texts(tmp_path))  # as the terminal showed it
 
 
 def test_with_stdin_not_a_terminal_the_command_reads_ours(tmp_path: Path) -> None:

@@ -412,15 +412,21 @@ def test_the_interactive_tui_under_run_answers_as_without_it(tmp_path: Path) -> 
             f"cd {shlex.quote(str(work))} && {wrapper} {cli} --no-daemon {prompt}; echo WRAPPER-STATUS=$?"
         )
         with TerminalSession(command, env, columns=120, rows=40) as terminal:
-            answered = dismissed = False
-            for _ in range(600):
+            answered = False
+            dismissed: list[float] = []  # when the announcement was answered
+            for _ in range(900):
                 screen = screen_text(terminal)
                 if "Hello" in screen and "scripted" in screen:
                     answered = True
                     break
-                if not dismissed and "Try new model" in screen and "existing" in screen:
-                    terminal.send_keys(b"2\r")  # an announcement of a newer model: keep ours
-                    dismissed = True
+                # An announcement of a newer model: keep ours ("2", then Enter), once it is drawn
+                # and waits for keys; again if it is still there long after (keys sent too early).
+                if "Try new model" in screen and (not dismissed or time.monotonic() - dismissed[-1] > 20):
+                    terminal.wait_quiet(0.5)
+                    terminal.send_keys(b"2")
+                    time.sleep(0.5)
+                    terminal.send_keys(b"\r")
+                    dismissed.append(time.monotonic())
                 time.sleep(0.1)
             assert answered, screen_text(terminal)[-2000:]
             for _ in range(2):  # Codex asks for a second Ctrl-C while a turn may still run
