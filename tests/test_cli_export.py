@@ -224,3 +224,22 @@ def test_output_dash_is_standard_output(capsysbinary: pytest.CaptureFixture[byte
     assert main(["bundle", run, "-o", "-"]) == 0
     with zipfile.ZipFile(io.BytesIO(capsysbinary.readouterr().out)) as bundle:
         assert "debug_bundle/manifest.json" in bundle.namelist()
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "said"),
+    [
+        ("", "no OTLP endpoint: give --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ("not a url", "not an OTLP endpoint: 'not a url' (give a URL such as http://localhost:4318)"),
+        (
+            "ftp://collector",
+            "not an OTLP endpoint: 'ftp://collector' (give a URL such as http://localhost:4318)",
+        ),
+    ],
+)
+def test_replay_to_an_endpoint_that_is_not_one_is_one_line_and_exit_2(
+    endpoint: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = str(next(iter(FIXTURE_RUNS)))
+    assert main(["replay", run, "--endpoint", endpoint]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"transcript-otel replay: {said}"

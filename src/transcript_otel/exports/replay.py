@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -399,6 +400,18 @@ class _Replayer:
                 self._end(span_id)
 
 
+def _check_endpoint(url: str, protocol: str, given: str) -> None:
+    """Refuse, before anything is read or sent, what no OTLP exporter can send to (`given`:
+    the endpoint as the user gave it, for the message)."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return
+    if protocol == "grpc" and not parts.scheme and ":" in url:  # host:port
+        return
+    example = "localhost:4317" if protocol == "grpc" else "http://localhost:4318"
+    raise ConfigurationError(f"not an OTLP endpoint: {given!r} (give a URL such as {example})")
+
+
 def replay(
     source: RecordSource,
     *,
@@ -414,8 +427,10 @@ def replay(
     traces_protocol, logs_protocol = protocol_for("TRACES", protocol), protocol_for("LOGS", protocol)
     traces_url = endpoint_for("TRACES", endpoint, traces_protocol)
     logs_url = endpoint_for("LOGS", endpoint, logs_protocol)
-    if traces_url is None or logs_url is None:
+    if traces_url is None or logs_url is None or endpoint == "":
         raise ConfigurationError("no OTLP endpoint: give --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT")
+    for url, chosen in ((traces_url, traces_protocol), (logs_url, logs_protocol)):
+        _check_endpoint(url, chosen, endpoint or url)
     plan = _Plan()
     plan.read(source.records())
     if not plan.identity:
