@@ -6,12 +6,11 @@ shared reference real-agents.md and docs/harnesses.md).
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 from anthropic_api import serve
 from claude_scenarios import prompt_for
-from scripted_http import ModelServer, running
+from scripted_http import ModelServer, environment_without, running
 
 
 def model_server(scenario: str, directory: Path) -> contextlib.AbstractContextManager[ModelServer]:
@@ -21,12 +20,8 @@ def model_server(scenario: str, directory: Path) -> contextlib.AbstractContextMa
 
 def offline_environment(model: ModelServer, home: Path) -> dict[str, str]:
     """The environment that runs the real CLI against `model` with nothing else reachable."""
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("ANTHROPIC_", "CLAUDE", "OTEL_", "TRANSCRIPT_OTEL_"))
-    }
-    environment.update(
+    return environment_without(
+        ("ANTHROPIC_", "CLAUDE", "OTEL_", "TRANSCRIPT_OTEL_"),
         HOME=str(home),
         ANTHROPIC_BASE_URL=model.url,
         ANTHROPIC_API_KEY="sk-ant-scripted-model",
@@ -36,4 +31,3 @@ def offline_environment(model: ModelServer, home: Path) -> dict[str, str]:
         DISABLE_ERROR_REPORTING="1",
         IS_SANDBOX="1",  # as root the CLI refuses bypassPermissions without it
     )
-    return environment

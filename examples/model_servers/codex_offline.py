@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 
 from codex_scenarios import MODEL, prompt_for
 from openai_responses import serve
-from scripted_http import ModelServer, running
+from scripted_http import ModelServer, environment_without, running
 
 # The provider's key variable (`env_key`): codex sends its value as the bearer token.
 API_KEY_VARIABLE = "SCRIPTED_MODEL_API_KEY"
@@ -59,14 +58,9 @@ args = [{_toml(str(MCP_SERVER))}]
 
 def offline_environment(codex_home: Path, home: Path) -> dict[str, str]:
     """The environment that runs the real CLI with `codex_home`'s provider and nothing else reachable."""
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("OPENAI_", "CODEX_", "OTEL_", "TRANSCRIPT_OTEL_"))
-    }
-    environment.update(
+    return environment_without(
+        ("OPENAI_", "CODEX_", "OTEL_", "TRANSCRIPT_OTEL_"),
         HOME=str(home),
         CODEX_HOME=str(codex_home),
         **{API_KEY_VARIABLE: "sk-scripted-model"},
     )
-    return environment

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -107,6 +108,15 @@ def http_server(handler: type[BaseHTTPRequestHandler], port: int) -> ThreadingHT
     server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     return server
+
+
+def environment_without(prefixes: tuple[str, ...], **overrides: str) -> dict[str, str]:
+    """This process's environment without the variables starting with `prefixes`, plus
+    `overrides`: what a real CLI run offline starts from (nothing of the user's account or
+    telemetry settings leaks in)."""
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
+    environment.update(overrides)
+    return environment
 
 
 @dataclass

@@ -108,7 +108,7 @@ class LineRecorder:
     def feed(self, line: bytes) -> None:
         lines = self._blocks.take(line) if effective_name(self.adapter) in _TEXT_ADAPTERS else [line]
         for one in lines:
-            self._guarded("map a line", self.adapter.feed, one.decode("utf-8", "backslashreplace"))
+            self._map(one)
 
     def record(self, entries: Sequence[MappedEntry]) -> None:
         """Entries known before the command prints anything (its prompt, from its command line)."""
@@ -120,7 +120,7 @@ class LineRecorder:
     def end(self, error: BaseException | None, counts: LineCounts | None = None) -> None:
         """The adapter's last entries, what could not be recorded, and the end of the run."""
         for block in self._blocks.flush():  # a key cut short: redaction takes it to the end
-            self._guarded("map a line", self.adapter.feed, block.decode("utf-8", "backslashreplace"))
+            self._map(block)
         self._guarded("map the end of the output", self.adapter.flush)
         summary = None if counts is None else counts.summary()
         if counts is not None and summary is not None:
@@ -134,6 +134,9 @@ class LineRecorder:
         if error is not None:  # in the transcript too, not only on the span: `summary` reads it
             self.run.record_failure(error)
         self.run.finish(error)
+
+    def _map(self, line: bytes) -> None:
+        self._guarded("map a line", self.adapter.feed, line.decode("utf-8", "backslashreplace"))
 
     def _guarded(self, what: str, mapping: Any, *arguments: str) -> None:
         try:

@@ -216,6 +216,13 @@ def copy_window_size(to_fd: int) -> None:
         fcntl.ioctl(to_fd, termios.TIOCSWINSZ, fcntl.ioctl(1, termios.TIOCGWINSZ, b"\0" * 8))
 
 
+def _write_stdout(data: bytes) -> None:
+    """All of `data` to our stdout, waiting for a slow reader as a direct pipe would."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view) :]
+
+
 class ExecFailed(Exception):
     def __init__(self, number: int) -> None:
         super().__init__(number)
@@ -422,9 +429,7 @@ class Relay:
         self.capture.add(chunk)
         if self.stdout_open:
             try:
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(1, view) :]
+                _write_stdout(chunk)
             except OSError:  # our reader is gone (`| head`): the command's next write fails too
                 return self._reader_gone()
         return True
@@ -444,9 +449,7 @@ class Relay:
             while size:
                 chunk = os.read(self.output, size)
                 size -= len(chunk)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(1, view) :]
+                _write_stdout(chunk)
         return True
 
     def _reader_gone(self) -> bool:
