@@ -18,7 +18,7 @@ from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.exports.bundle import write_bundle
 from transcript_otel.model import RawJson
 from transcript_otel.reconstruct import read_records
-from transcript_otel.redaction import BUILTIN_RULES, Redactor, marker
+from transcript_otel.redaction import BUILTIN_RULES, BuiltinRule, Redactor, marker
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from conftest import OTelHarness
@@ -68,6 +68,33 @@ def test_bearer_and_basic_credentials_lose_only_the_credential() -> None:
         redactor.text("BASIC dXNlcjpwYXNzd29yZDEyMw==")
         == f"BASIC {marker('bearer', 'dXNlcjpwYXNzd29yZDEyMw==')}"
     )
+
+
+@pytest.mark.parametrize(
+    ("header", "credential"),
+    [
+        ("Authorization: Basic ", "YWRtaW46YWRtaW4="),  # admin:admin, 16 characters
+        ("curl -u: Authorization: basic ", "YTpi"),  # a:b
+        ("Authorization: Bearer\t", BEARER),  # a tab after the scheme
+        ("BASIC\t", "YWRtaW46YWRtaW4="),
+    ],
+)
+def test_short_basic_credentials_and_a_tab_after_the_scheme_are_redacted(
+    header: str, credential: str
+) -> None:
+    redactor = Redactor()
+    assert redactor.text(header + credential) == header + marker("bearer", credential)
+    # In encoded JSON the tab is `\t`: the rules read it there too.
+    encoded = json.dumps({"header": header + credential}).encode()
+    assert json.loads(redactor.encoded(encoded)) == {"header": header + marker("bearer", credential)}
+
+
+@pytest.mark.parametrize(
+    "prose", ["HTTP Basic Auth is on", "a basic idea.", "Basic usage", "basic test", "Basic YWJj"]
+)
+def test_words_after_basic_are_not_credentials(prose: str) -> None:
+    # `YWJj` is base64 of `abc`: no `user:password` in it.
+    assert Redactor().text(prose) == prose
 
 
 def test_the_same_secret_gives_the_same_marker_and_others_differ() -> None:
@@ -240,14 +267,16 @@ KEY = SECRETS["openai_key"]
 LITERALS = [literal for rule in BUILTIN_RULES for literal in (*rule.starts_with, *rule.follows)]
 
 
-def _marker_bytes(kind: str, match: re.Match[bytes]) -> bytes:
-    return marker(kind, match.group().decode("utf-8", "surrogatepass")).encode()
+def _marker_bytes(rule: BuiltinRule, match: re.Match[bytes]) -> bytes:
+    if rule.accepts is not None and not rule.accepts(match.group()):
+        return match.group()
+    return marker(rule.kind, match.group().decode("utf-8", "surrogatepass")).encode()
 
 
 def _whole_text_redaction(data: bytes) -> bytes:
     for rule in BUILTIN_RULES:
         pattern = re.compile(rule.pattern.encode("ascii"))
-        data = pattern.sub(functools.partial(_marker_bytes, rule.kind), data)
+        data = pattern.sub(functools.partial(_marker_bytes, rule), data)
     return data
 
 

@@ -26,6 +26,7 @@ writer makes that pass once for a batch of small entries (`parts_holding_literal
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,12 +51,37 @@ class BuiltinRule:
     pattern: str
     starts_with: tuple[str, ...] = ()
     follows: tuple[str, ...] = ()
+    # For a pattern that also matches ordinary words: whether a match is a secret after all.
+    accepts: Callable[[bytes], bool] | None = None
+
+
+def _basic_credentials(token: bytes) -> bool:
+    """Whether the word after `Basic` is credentials: any long token, and a short one (`admin:admin`
+    is 16 characters) only if it is base64 of `user:password`, not a word (`Basic Auth`)."""
+    if len(token) >= 16:
+        return True
+    try:
+        return b":" in base64.b64decode(token, validate=True)
+    except ValueError:
+        return False
 
 
 # Where a key may start: not right after an ASCII letter, digit or `_` (`\b` on bytes),
 # except the last character of a JSON escape (`\n`, `\t`, `\u001b`), since the
 # patterns read encoded JSON: a key on a line of its own must not hide behind `\n`.
 _KEY_START: Final = r"(?:(?<![A-Za-z0-9_])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4}))"
+
+
+def _scheme_and_gaps(scheme: str) -> list[str]:
+    """An auth scheme as it precedes a credential: the usual three spellings (schemes are
+    case-insensitive), then a space, a tab, or a tab as JSON writes it (the rules read JSON)."""
+    spellings = (scheme.capitalize(), scheme, scheme.upper())
+    return [spelling + gap for spelling in spellings for gap in (" ", "\t", "\\t")]
+
+
+def _after_scheme(scheme: str) -> str:
+    return "(?:" + "|".join(f"(?<={re.escape(literal)})" for literal in _scheme_and_gaps(scheme)) + ")"
+
 
 # In order: where two matches overlap, the earlier rule names the secret
 # (`sk-ant-` before `sk-`).
@@ -92,13 +118,16 @@ BUILTIN_RULES: Final = (
         _KEY_START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
         starts_with=("eyJ",),
     ),
-    # The credential after `Bearer` / `Basic` in an Authorization header or a curl line
-    # (auth schemes are case-insensitive: the usual three spellings of each).
+    # The credential after `Bearer` / `Basic` and a space or tab in an Authorization header or
+    # a curl line. Basic credentials are base64 of any length; a word is not (`Basic Auth`).
     BuiltinRule(
         "bearer",
-        r"(?:(?<=[Bb]earer )|(?<=BEARER ))[A-Za-z0-9._~+/-]{16,}=*"
-        r"|(?:(?<=[Bb]asic )|(?<=BASIC ))[A-Za-z0-9+/]{16,}=*",
-        follows=("Bearer ", "bearer ", "BEARER ", "Basic ", "basic ", "BASIC "),
+        _after_scheme("bearer") + r"[A-Za-z0-9._~+/-]{16,}=*"
+        "|" + _after_scheme("basic") + r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+        r"(?![A-Za-z0-9+/=])"
+        "|" + _after_scheme("basic") + r"[A-Za-z0-9+/]{16,}=*",
+        follows=tuple(_scheme_and_gaps("bearer") + _scheme_and_gaps("basic")),
+        accepts=_basic_credentials,
     ),
     # The user and password of a URL (`https://user:pw@host`, `postgres://user:pw@db/x`).
     BuiltinRule(
@@ -203,7 +232,7 @@ def _match_starts(data: bytes, leftmost: list[tuple[int, int, int]]) -> dict[int
     return {rule: sorted(positions) for rule, positions in starts.items()}
 
 
-def _replace_at(kind: str, pattern: re.Pattern[bytes], data: bytes, starts: list[int]) -> bytes:
+def _replace_at(rule: BuiltinRule, pattern: re.Pattern[bytes], data: bytes, starts: list[int]) -> bytes:
     """`pattern.sub` of markers over `data`, trying only `starts`: the same result when
     every match begins at one of them (a match ending past a start skips it, as `sub` does).
     `pattern.match(data, start)` sees the bytes before `start` for `\\b` and lookbehinds."""
@@ -213,9 +242,9 @@ def _replace_at(kind: str, pattern: re.Pattern[bytes], data: bytes, starts: list
         if start < copied:
             continue
         match = pattern.match(data, start)
-        if match is not None:
+        if match is not None and (rule.accepts is None or rule.accepts(match.group())):
             secret = match.group().decode("utf-8", "surrogatepass")
-            pieces += (data[copied:start], marker(kind, secret).encode("utf-8"))
+            pieces += (data[copied:start], marker(rule.kind, secret).encode("utf-8"))
             copied = match.end()
     if not pieces:
         return data
@@ -233,7 +262,7 @@ def _builtin(data: bytes) -> bytes:
     for rule, pattern in enumerate(_BUILTIN_PATTERNS):
         if rule not in starts:
             continue
-        redacted = _replace_at(BUILTIN_RULES[rule].kind, pattern, data, starts[rule])
+        redacted = _replace_at(BUILTIN_RULES[rule], pattern, data, starts[rule])
         if redacted is not data:
             data = redacted  # the markers moved what follows them: search again
             starts = _match_starts(data, _LEFTMOST_LITERALS.find_matches_as_indexes(data))
