@@ -19,6 +19,7 @@ a backend which went down mid-run did receive the first batch.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import select
 import socket
@@ -264,11 +265,14 @@ class ResetServer(_ContextManaged):
             except OSError:
                 continue
             self.connections += 1
-            if self.read_first:
-                self._read_until_quiet(connection)
-            # SO_LINGER on, 0 s: close() sends RST instead of FIN.
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            connection.close()
+            self._handle(connection)
+
+    def _handle(self, connection: socket.socket) -> None:
+        if self.read_first:
+            self._read_until_quiet(connection)
+        # SO_LINGER on, 0 s: close() sends RST instead of FIN.
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
 
     @staticmethod
     def _read_until_quiet(connection: socket.socket) -> None:
@@ -288,3 +292,26 @@ class ResetServer(_ContextManaged):
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+
+class SilentServer(ResetServer):
+    """Accepts connections and reads what the client sends, but never answers (a hung backend)."""
+
+    def __init__(self) -> None:
+        super().__init__(read_first=True)
+        self._open: list[socket.socket] = []
+
+    def _handle(self, connection: socket.socket) -> None:
+        self._open.append(connection)
+        threading.Thread(target=self._swallow, args=(connection,), daemon=True).start()
+
+    def _swallow(self, connection: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while connection.recv(65536):
+                pass
+
+    def stop(self) -> None:
+        super().stop()
+        for connection in self._open:
+            connection.close()
+        self._open.clear()

@@ -1,25 +1,32 @@
 """The OTLP backend is down: the agent is unaffected and the JSONL mirror is complete.
 
 A subprocess calls `configure()` with OTEL_EXPORTER_OTLP_ENDPOINT at a closed
-loopback port (nothing listens there), emits 2,000 entries inside spans and
-exits normally. The exporters fail and retry; exit must still come within a
-bounded time, with exit code 0, no exception in the agent's code and every
-entry in the JSONL mirror. How long shutdown took is printed, not asserted.
+loopback port (nothing listens there), or at a backend that takes the connection and
+never answers, emits 2,000 entries inside spans and exits normally. The exporters fail
+and retry, or wait; exit must still come within a bounded time, with exit code 0, no
+exception in the agent's code, every entry in the JSONL mirror, and one warning per
+signal saying how many records did not reach the backend and why. How long shutdown
+took is printed, not asserted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+from fault_servers import SilentServer
 
 from helpers import assert_complete_mirror
 from receivers import free_port, subprocess_env
@@ -75,16 +82,31 @@ def marker(stdout: str, name: str) -> dict[str, object]:
     return value
 
 
+@contextlib.contextmanager
+def dead_backend(kind: str) -> Iterator[str]:
+    """The endpoint of a backend that is down: nothing listening, or listening and silent."""
+    if kind == "closed port":
+        yield f"http://127.0.0.1:{free_port()}"  # bound and released: nothing listens there
+    else:
+        with SilentServer() as silent:
+            yield silent.endpoint
+
+
+@pytest.mark.parametrize("backend", ["closed port", "never answers"])
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_dead_backend_neither_hangs_nor_loses_the_mirror(tmp_path: Path, protocol: str) -> None:
+def test_dead_backend_neither_hangs_nor_loses_the_mirror(tmp_path: Path, protocol: str, backend: str) -> None:
     if protocol == "grpc":
         pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    with dead_backend(backend) as endpoint:
+        run_against_dead_backend(tmp_path, protocol, backend, endpoint)
+
+
+def run_against_dead_backend(tmp_path: Path, protocol: str, backend: str, endpoint: str) -> None:
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(AGENT))
     runs = tmp_path / "runs"
-    closed = free_port()  # bound and released: nothing listens there
     env = subprocess_env(
-        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{closed}",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
         OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
         TRANSCRIPT_OTEL_JSONL_DIR=str(runs),
         XDG_STATE_HOME=str(tmp_path / "state"),
@@ -106,14 +128,30 @@ def test_dead_backend_neither_hangs_nor_loses_the_mirror(tmp_path: Path, protoco
     exit_done = marker(process.stdout, "EXIT_DONE")
     assert isinstance(exit_start["wall"], float)
     print(
-        f"\n[{protocol}] closed port {closed}: agent {outcome['agent_s']:.2f} s, "
+        f"\n[{protocol}] {backend} at {endpoint}: agent {outcome['agent_s']:.2f} s, "
         f"shutdown {finished - exit_start['wall']:.2f} s, whole process {finished - started:.2f} s"
     )
     assert outcome["agent_error"] is None
     assert outcome["protocol"] == protocol
-    assert outcome["endpoint"] == f"http://127.0.0.1:{closed}"
+    assert outcome["endpoint"] == endpoint
     assert exit_done["thread_errors"] == []
     assert outcome["dropped"] == 0
 
     # The JSONL mirror holds every entry: start, 2,000 gap-free entries, stop.
     assert_complete_mirror(outcome["jsonl"], runs, spans=SPANS, per_span=ENTRIES // SPANS, span_key="turn")
+
+    # Nothing reached the backend, and stderr says so, with how many and why: for a backend
+    # that never answers, that it did not answer (not a silent exit after the timeout).
+    warnings = {
+        match["items"]: (int(match["count"]), match["why"])
+        for match in re.finditer(
+            r"transcript-otel: (?P<count>\d+) (?P<items>log records|spans?) did not reach the OTLP "
+            r"backend \((?P<why>[^\n]*)\); the JSONL mirror has them",
+            process.stderr,
+        )
+    }
+    assert set(warnings) == {"log records", "spans"}, process.stderr[-4000:]
+    assert warnings["log records"][0] == ENTRIES + 2  # the entries, start and stop
+    assert warnings["spans"][0] >= SPANS
+    if backend == "never answers":
+        assert all("the backend did not answer an export of" in why for _, why in warnings.values())

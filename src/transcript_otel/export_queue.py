@@ -131,6 +131,7 @@ class _BoundedExportQueue:
     """
 
     _ITEMS: str  # what the warnings call the items
+    _ITEM: str  # and one of them
     _THREAD_NAME: str
     _WHERE: str  # where, for the drop metric
 
@@ -170,6 +171,8 @@ class _BoundedExportQueue:
         self._queued_bytes = 0
         self._in_flight = 0
         self._in_flight_bytes = 0
+        self._in_flight_items = 0
+        self._export_started_at = 0.0
         self._flush_waiters = 0
         self._room_waiters = 0
         self._stopping = stopped
@@ -251,6 +254,8 @@ class _BoundedExportQueue:
                 del batch  # `records` alone holds them: a failed export clears it
                 self._in_flight += 1
                 self._in_flight_bytes += batch_bytes
+                self._in_flight_items += len(records)
+                self._export_started_at = time.monotonic()
             exported = False
             try:
                 exported = self._export(records, batch_bytes)
@@ -260,6 +265,7 @@ class _BoundedExportQueue:
                     self._queued_bytes -= batch_bytes
                     self._in_flight -= 1
                     self._in_flight_bytes -= batch_bytes
+                    self._in_flight_items = 0
                     self._backend_keeps_up = exported
                     self._export_done_at = time.monotonic()
                     self._condition.notify_all()
@@ -359,16 +365,24 @@ class _BoundedExportQueue:
         self._worker.join(max(0.0, deadline - time.monotonic()))
         self._exporter.shutdown()
         with self._condition:
-            unsent = self._abandoned + len(self._queue)
+            # A batch still being exported: a backend that took the connection and never
+            # answered (its export is left to the exporter's timeout, past our exit).
+            unanswered = self._in_flight_items
+            unsent = self._abandoned + len(self._queue) + unanswered
             lost = unsent + self.failed
+            waited_s = time.monotonic() - self._export_started_at
         if lost and self._report_losses:
             count_dropped(unsent, self._WHERE)  # failed exports were counted as they failed
+            if unanswered:
+                why = f"the backend did not answer an export of {unanswered} of them in {waited_s:.1f} s"
+            else:
+                why = self.last_failure or "still queued at shutdown"
             _logger.warning(
                 "transcript-otel: %d %s did not reach the OTLP backend (%s); "
                 "the JSONL mirror has them: `transcript-otel replay RUN` sends them",
                 lost,
-                self._ITEMS,
-                self.last_failure or "still queued at shutdown",
+                self._ITEM if lost == 1 else self._ITEMS,
+                why,
             )
 
 
@@ -376,6 +390,7 @@ class BoundedLogRecordProcessor(_BoundedExportQueue, LogRecordProcessor):
     """Batches log records to `exporter` on one thread; the queue is bounded in bytes."""
 
     _ITEMS = "log records"
+    _ITEM = "log record"
     _THREAD_NAME = "transcript-otel-log-export"
     _WHERE = EXPORT
 
@@ -402,6 +417,7 @@ class BoundedSpanProcessor(_BoundedExportQueue, SpanProcessor):
     """Batches finished spans to `exporter` on one thread; the queue is bounded in bytes."""
 
     _ITEMS = "spans"
+    _ITEM = "span"
     _THREAD_NAME = "transcript-otel-span-export"
     _WHERE = SPAN_EXPORT
 
