@@ -28,7 +28,7 @@ import threading
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from receivers import LOOPBACK, answer_otlp_export
 
@@ -72,7 +72,7 @@ class _ContextManaged:
     def stop(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> _ContextManaged:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
