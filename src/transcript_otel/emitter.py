@@ -147,6 +147,7 @@ class TranscriptEmitter:
             backlog = self._backlog
             if len(backlog) >= self._pipeline.backlog_limit:
                 self._run.note_drop()
+                self._pipeline.wake_and_sample()  # the backlog's measure may have changed too
                 return
             # One append, atomic under the GIL: queue order is the order of the sequence
             # numbers the writer gives, for entries of one source from any thread or task.
@@ -163,7 +164,7 @@ class TranscriptEmitter:
                 )
             )
             if len(backlog) >= WAKE_THRESHOLD:
-                self._pipeline.wake_and_sample(detail, raw)
+                self._pipeline.wake_and_sample()
         except Exception as exc:  # non-blocking invariant: report, skip the entry
             self._report_exception("emit failed", exc)
 

@@ -17,13 +17,17 @@ While it works it lets go of the GIL every `YIELD_EVERY_S`: the agent, back from
 would otherwise wait for the interpreter's switch interval (5 ms) to get it back.
 
 Memory bound: the backlog is bounded in bytes (`max_backlog_bytes`, default
-64 MiB) through an entry count the agent thread checks with one `len()`: the
-bound divided by the size of an entry (the writer measures every entry; while
-the backlog is long, the agent thread also samples one entry in 256 itself, so
-a stuck writer cannot hide that entries grew). Sizes go up at once and down
-slowly. When the backlog is full, new entries are dropped *before* they get a
-sequence number (the transcript stays gap-free), counted per run, and reported as
-one `transcript.error` record as soon as the writer catches up.
+64 MiB) of memory it holds, through an entry count the agent thread checks with one
+`len()`: the bound divided by the memory an entry in the backlog holds on average,
+measured (`_held_memory.py`) on 32 entries at a time at random places. The writer
+measures the backlog after each batch. While the backlog is long, the agent thread also
+measures it, and the 256 newest entries, once per 256 it queues, so a burst or a stuck
+writer cannot hide what entries hold: entries that grow get past the bound by at most
+those 256. A larger measurement raises the estimate at once, a smaller one lowers it
+halfway; the first replaces the initial guess (64 KiB, for a cold burst of large
+entries). When the backlog is full, new entries are dropped *before* they get a sequence
+number (the transcript stays gap-free), counted per run, and reported as one
+`transcript.error` record as soon as the writer catches up.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import atexit
 import functools
 import logging
 import os
+import random
 import threading
 import time
 import weakref
@@ -39,10 +44,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
-import orjson
-from opentelemetry.instrumentation.utils import suppress_instrumentation
-
 from transcript_otel._export_drops import let_this_thread_wait, run_before, set_failed_export_handler
+from transcript_otel._held_memory import mean_held_bytes, sample_of
 from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
     DeferredSearch,
@@ -55,6 +58,7 @@ from transcript_otel._records import (
     usable_timestamp,
 )
 from transcript_otel._serialize import preview
+from transcript_otel._suppression import suppress_instrumentation
 from transcript_otel.content import ContentPolicy
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.redaction import Redactor
@@ -89,11 +93,11 @@ _MIN_BACKLOG_ENTRIES: Final = 8
 # Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
 # must not overshoot the bound.
 _INITIAL_ENTRY_BYTES: Final = 64 * 1024
+# Entries measured at a time, to know what the backlog's entries hold on average.
+_MEASURED_ENTRIES: Final = 32
 # Lifecycle records (start/stop/error) may exceed the entry limit by this much before
 # errors are dropped too; start and stop are always kept.
 _LIFECYCLE_HEADROOM: Final = 1024
-# A queued entry holds ~2.5x its JSON size as Python objects (UCS-4 text, dicts), measured.
-_OBJECT_OVERHEAD: Final = 2.5
 
 
 def _repairs_report(record: PreparedRecord) -> PreparedRecord:
@@ -165,9 +169,10 @@ class TranscriptPipeline:
         self.flush_interval_s = flush_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
         self.backlog: deque[QueuedItem | _FlushRequest | _DeferredAction] = deque()
-        self._entry_bytes = 0.0  # estimated memory of one queued entry; 0 = not measured yet
+        self._entry_bytes = 0.0  # measured memory of one queued entry; 0 = not measured yet
         self.backlog_limit = self._limit_for(_INITIAL_ENTRY_BYTES)
         self._samples_due = 0
+        self._random = random.Random(0)  # which entries are measured (`_measure_backlog`)
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()  # someone waits: write now, even mid-burst
         self._room = threading.Event()  # set after each batch written (`wait_for_room`)
@@ -268,24 +273,16 @@ class TranscriptPipeline:
         if not self._wake.is_set():
             self._wake.set()
 
-    def wake_and_sample(self, detail: Any, raw: Any) -> None:
+    def wake_and_sample(self) -> None:
         """`wake()`; called by the agent thread for every entry queued past `WAKE_THRESHOLD`.
 
-        The writer measures entries as it processes them, but a burst can outrun
-        it and a stuck sink stops it: then the agent thread sizes one entry in 256
-        itself (`len(raw)` when given, else the JSON size of `detail`).
+        The writer measures the backlog after each batch, but a burst can outrun it and a
+        stuck sink stops it: then the agent thread measures it, once per 256 entries it queues.
         """
         self._samples_due -= 1
         if self._samples_due <= 0:
             self._samples_due = WAKE_THRESHOLD
-            if isinstance(raw, str):
-                size = 2 * len(raw)  # raw is typically the JSON of the same data as detail
-            else:
-                try:
-                    size = len(orjson.dumps(detail, default=str)) if detail is not None else 0
-                except TypeError:
-                    size = _INITIAL_ENTRY_BYTES
-            self._observe_json_bytes(size, size)
+            self._measure_on_agent_thread()
         self.wake()
 
     def wait_for_room(self, timeout_s: float) -> bool:
@@ -465,7 +462,8 @@ class TranscriptPipeline:
         while True:
             batch: list[PreparedRecord] = []
             deferred: list[DeferredSearch] = []  # entries whose content is searched with the batch
-            batch_bytes = largest = entries = 0
+            batch_bytes = 0
+            taken: list[QueuedItem] = []
             request: _FlushRequest | _DeferredAction | None = None
             # Prepared records hold their JSON until the sinks took them: a batch is
             # bounded in bytes too, or 256 large entries would sit outside the backlog's bound.
@@ -477,19 +475,15 @@ class TranscriptPipeline:
                 if isinstance(item, (_FlushRequest, _DeferredAction)):
                     request = item
                     break
-                entry_bytes = self._prepare(item, batch, deferred)
-                if entry_bytes:
-                    batch_bytes += entry_bytes
-                    entries += 1
-                    if entry_bytes > largest:
-                        largest = entry_bytes
+                taken.append(item)
+                batch_bytes += self._prepare(item, batch, deferred)
                 if time.perf_counter() >= self._yield_at:
                     self._yield_gil()
             if deferred:
                 search_batch(deferred)
             batch = _with_repairs_reports(batch)
-            if entries:
-                self._observe_json_bytes(largest, batch_bytes / entries, entries)
+            if taken:
+                self._measure_on_writer(taken)
             let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
             if batch:
                 self._write_batch(batch)
@@ -569,11 +563,10 @@ class TranscriptPipeline:
             message = f"could not build record: {preview(exc)}"
             batch.append(error_record(run, time.time_ns() if at is None else at, message))
             return 0
-        entry_bytes = 0
-        if event is TranscriptEvent.ENTRY:  # at least 1: an entry with neither detail nor raw counts too
-            entry_bytes = 1 + len(record.detail_json or b"") + len(record.context.get("raw") or "")
         batch.append(record)
-        return entry_bytes
+        if event is TranscriptEvent.ENTRY:
+            return len(record.detail_json or b"") + len(record.context.get("raw") or "")
+        return 0
 
     def _write_batch(self, batch: list[PreparedRecord]) -> None:
         """Every sink takes the whole batch in turn, then flushes it.
@@ -680,18 +673,37 @@ class TranscriptPipeline:
             message,
         )
 
-    def _observe_json_bytes(self, largest: float, mean: float, count: int = 1) -> None:
-        """Fold the JSON sizes of `count` entries into the estimate: up at once to the largest,
-        down slowly towards their mean (a 64th of the way per entry, compounded, as folding
-        them one by one would). Once per batch: per entry, it cost the writer 0.27 µs an entry."""
-        size = (512 + largest) * _OBJECT_OVERHEAD
-        if size >= self._entry_bytes:
-            self._entry_bytes = size
+    def _measure_on_agent_thread(self) -> None:
+        """While the writer is behind: measure entries among the 256 newest (those queued since
+        the last time) and at random places in the whole backlog, and fold the larger mean
+        into the estimate: newer entries that hold more raise it at once (the bound must hold
+        when entries grow), and what the backlog holds, old entries too, lowers it."""
+        backlog, rng = self.backlog, self._random
+        newest = mean_held_bytes(sample_of(backlog, _MEASURED_ENTRIES, rng, WAKE_THRESHOLD))
+        everywhere = mean_held_bytes(sample_of(backlog, _MEASURED_ENTRIES, rng))
+        self._fold(max(newest or 0.0, everywhere or 0.0) or None)
+
+    def _measure_on_writer(self, taken: list[QueuedItem]) -> None:
+        """After a batch: measure entries at random places in what is left in the backlog, or,
+        with little left, in the batch just `taken` (the next are likely similar)."""
+        backlog = self.backlog
+        source: deque[Any] = backlog if len(backlog) >= _MEASURED_ENTRIES else deque(taken)
+        self._fold(mean_held_bytes(sample_of(source, _MEASURED_ENTRIES, self._random)))
+
+    def _fold(self, measured: float | None) -> None:
+        """The first measurement replaces the initial guess; a larger one raises the estimate at
+        once, a smaller one lowers it halfway; the entry limit follows."""
+        if measured is None:
+            return
+        if measured >= self._entry_bytes or not self._entry_bytes:
+            self._set_entry_bytes(measured)
         else:
-            typical = (512 + mean) * _OBJECT_OVERHEAD
-            self._entry_bytes += (typical - self._entry_bytes) * (1 - (63 / 64) ** count)
+            self._set_entry_bytes((self._entry_bytes + measured) / 2)
+
+    def _set_entry_bytes(self, entry_bytes: float) -> None:
+        self._entry_bytes = entry_bytes
         if not self._closed:
-            self.backlog_limit = self._limit_for(self._entry_bytes)
+            self.backlog_limit = self._limit_for(entry_bytes)
 
     def _limit_for(self, entry_bytes: float) -> int:
         return max(_MIN_BACKLOG_ENTRIES, int(self.max_backlog_bytes / entry_bytes))
