@@ -257,6 +257,28 @@ def render_run(run: dict[str, Any]) -> str:
     )
 
 
+def render_import(result: dict[str, Any]) -> str:
+    """One line per statement run in fresh processes; then ours / the OTel APIs'."""
+    lines = [
+        "| `python -c` | import: median [best] | process start to exit: median [best] | modules "
+        "| heavy modules loaded |",
+        "|---|---|---|---|---|",
+    ]
+    for variant in result["variants"]:
+        heavy = ", ".join(variant["heavy"]) or "none"
+        lines.append(
+            f"| {variant['label']} | {variant['import_median_s'] * 1000:.1f} ms "
+            f"[{variant['import_best_s'] * 1000:.1f} ms] | {variant['process_median_s'] * 1000:.1f} ms "
+            f"[{variant['process_best_s'] * 1000:.1f} ms] | {variant['modules']:.0f} | {heavy} |"
+        )
+    for label, ratios in (("import", result["ratio_import"]), ("process", result["ratio_process"])):
+        lines.append(
+            f"| transcript_otel / OTel APIs, {label} | {ratios['median_of_pairs']:.2f}x "
+            f"(median of pairs) [{ratios['of_best']:.2f}x of the best] | | | |"
+        )
+    return "\n".join(lines)
+
+
 def _yes(value: bool) -> str:
     return "yes" if value else "NO"
 
@@ -329,6 +351,15 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
             f"the wrapper alone (`run -- true`) takes {run['startup_s']:.2f} s from start to exit",
             "",
             render_run(run),
+            "",
+        ]
+    imported = results.get("import", {}).get("import")
+    if imported:
+        out += [
+            f"7. `import transcript_otel` in a fresh interpreter against the OTel trace and logs APIs "
+            f"alone; {imported['rounds']} rounds of fresh processes, the variants taking turns",
+            "",
+            render_import(imported),
             "",
         ]
     for name, payload in results.items():

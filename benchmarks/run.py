@@ -23,7 +23,18 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("agent", "baselines", "throughput", "redaction", "otlp", "memory", "outage", "e2e", "run")
+SECTIONS = (
+    "agent",
+    "baselines",
+    "throughput",
+    "redaction",
+    "otlp",
+    "memory",
+    "outage",
+    "e2e",
+    "run",
+    "import",
+)
 # Run only when named in --only: `outage10` takes ten minutes and writes 5.9 GB of mirror.
 ON_DEMAND = ("outage10",)
 
@@ -69,6 +80,10 @@ def _section_main(name: str) -> Callable[[], Any]:
         import bench_run
 
         return bench_run.main
+    if name == "import":
+        import bench_import
+
+        return bench_import.main
     raise SystemExit(f"unknown section {name!r}; choose from {', '.join(SECTIONS + ON_DEMAND)}")
 
 

@@ -14,9 +14,10 @@ Each entry becomes an OTel log record (`transcript.entry`), a span event on the
 current span, and a line of the local JSONL mirror. See README.md and docs/.
 """
 
+from typing import TYPE_CHECKING, Final
+
 from transcript_otel.defaults import get_pipeline, set_pipeline
 from transcript_otel.emitter import TranscriptEmitter
-from transcript_otel.invariants import Violation, check_invariants
 from transcript_otel.model import (
     CANONICAL_ENTRY_TYPES,
     ENVELOPE_KEYS,
@@ -26,17 +27,53 @@ from transcript_otel.model import (
     TranscriptSummary,
     subagent_source,
 )
-from transcript_otel.otlp_records import records_from_otlp
 from transcript_otel.pipeline import TranscriptPipeline
-from transcript_otel.reconstruct import (
-    TranscriptReadWarning,
-    read_located_records,
-    read_records,
-    reconstruct_transcript,
-    summarize,
-)
-from transcript_otel.setup import Configuration, ConfigurationError, configure
 from transcript_otel.version import __version__
+
+if TYPE_CHECKING:
+    from transcript_otel.invariants import Violation, check_invariants
+    from transcript_otel.otlp_records import records_from_otlp
+    from transcript_otel.reconstruct import (
+        TranscriptReadWarning,
+        read_located_records,
+        read_records,
+        reconstruct_transcript,
+        summarize,
+    )
+    from transcript_otel.setup import Configuration, ConfigurationError, configure
+
+# What emitting does not need loads on first use: every agent process imports this package,
+# and `configure()` alone would add importlib.metadata, zipfile and email (issue 30). Name ->
+# the module that defines it; the `TYPE_CHECKING` imports above give type checkers the same.
+_LOADED_ON_FIRST_USE: Final = {
+    "Violation": "transcript_otel.invariants",
+    "check_invariants": "transcript_otel.invariants",
+    "records_from_otlp": "transcript_otel.otlp_records",
+    "TranscriptReadWarning": "transcript_otel.reconstruct",
+    "read_located_records": "transcript_otel.reconstruct",
+    "read_records": "transcript_otel.reconstruct",
+    "reconstruct_transcript": "transcript_otel.reconstruct",
+    "summarize": "transcript_otel.reconstruct",
+    "Configuration": "transcript_otel.setup",
+    "ConfigurationError": "transcript_otel.setup",
+    "configure": "transcript_otel.setup",
+}
+
+# Hidden from type checkers: they would otherwise accept any misspelt attribute of the package.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        module_name = _LOADED_ON_FIRST_USE.get(name)
+        if module_name is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from importlib import import_module
+
+        value = getattr(import_module(module_name), name)
+        globals()[name] = value  # later lookups find it without calling this
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LOADED_ON_FIRST_USE})
 
 
 def flush(timeout_s: float | None = None) -> bool:

@@ -17,7 +17,6 @@ switch, is honoured when set: `false`/`NO_CONTENT` means `metadata`, other value
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
@@ -77,6 +76,8 @@ IDENTIFYING_KEYS: Final = frozenset(
 
 def text_digest(text: str) -> str:
     """What `metadata` keeps of a text: its length and a short SHA-256."""
+    import hashlib  # not at the top: it loads OpenSSL (2-3 ms), which importing us need not (issue 30)
+
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"[text: {len(text)} chars, sha256 {digest}]"
 
