@@ -143,3 +143,67 @@ def test_idle_files_are_closed_and_reopened(
     emitter.emit("user_message", detail={"n": 2})
     emitter.stop()
     assert [c["detail"]["n"] for c in entry_contexts(run_records(emitter))] == [1, 2]
+
+
+def _square(number: int) -> int:
+    time.sleep(0.1)  # work that takes a while: the worker's own writer thread has run meanwhile
+    return number * number
+
+
+def _square_and_record(number: int) -> int:
+    """A pool worker that records one entry in the run it inherited."""
+    emitter = _INHERITED[0]
+    emitter.emit("tool_result", detail={"square": number * number})
+    assert emitter.flush(10.0)
+    return number * number
+
+
+_INHERITED: list[TranscriptEmitter] = []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_pool_workers_that_record_nothing_leave_no_file(
+    jsonl_pipeline: TranscriptPipeline,
+    runs_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A forked pool's workers inherit the run: those that record nothing leave no file (each
+    left one holding only `transcript.start`, so `show sess-1` matched 4 runs); one that
+    records continues as a run of its own that says which run it was forked from."""
+    import multiprocessing
+
+    from transcript_otel.cli import main
+
+    emitter = TranscriptEmitter(prompt_name="pool", adapter="a", session_id="sess-1", pipeline=jsonl_pipeline)
+    emitter.start()
+    emitter.emit("user_message", detail={"text": "square these"})
+    assert emitter.flush()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the writer thread exists, on purpose
+        with multiprocessing.get_context("fork").Pool(3) as pool:
+            assert pool.map(_square, range(12)) == [n * n for n in range(12)]
+    emitter.stop()
+    assert [path.name for path in runs_dir.glob("*.jsonl")] == [Path(str(emitter.jsonl_path)).name]
+    monkeypatch.setenv("TRANSCRIPT_OTEL_JSONL_DIR", str(runs_dir))
+    capsys.readouterr()
+    assert main(["show", "sess-1", "--color", "never"]) == 0
+    assert "square these" in capsys.readouterr().out
+
+    _INHERITED[:] = [
+        TranscriptEmitter(prompt_name="pool", adapter="a", session_id="s2", pipeline=jsonl_pipeline)
+    ]
+    _INHERITED[0].start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            assert pool.map(_square_and_record, [3]) == [9]
+    parent = _INHERITED.pop()
+    parent.stop()
+    (child_file,) = [
+        path for path in runs_dir.glob("*_s2*.jsonl") if path.name != Path(str(parent.jsonl_path)).name
+    ]
+    child = list(read_records(child_file))
+    assert [r["event"] for r in child] == ["transcript.start", "transcript.entry"]
+    assert child[0]["context"]["forked_from_run_id"] == parent.run_id
+    assert child[1]["context"]["detail"] == {"square": 9}

@@ -299,7 +299,9 @@ class TranscriptEmitter:
         """Continue as a new run in the child: own numbers, own file.
 
         The parent keeps writing its run; sharing it would put two processes'
-        sequence numbers into one transcript.
+        sequence numbers into one transcript. The child's `transcript.start` waits for
+        its first record: a worker that records nothing (a forked pool's, most of them)
+        leaves no file behind.
         """
         old = self._run
         self._run = RunInfo(
@@ -311,7 +313,9 @@ class TranscriptEmitter:
         if self._enabled:
             self._pipeline.register_run(self._run)
             if self._started and not self._stopped:
-                self._submit(TranscriptEvent.START, {"forked_from_run_id": old.run_id})
+                self._run.held_start = self._item(
+                    TranscriptEvent.START, {"forked_from_run_id": old.run_id}, None
+                )
 
     def __enter__(self) -> Self:
         self.start()

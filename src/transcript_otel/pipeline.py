@@ -540,6 +540,11 @@ class TranscriptPipeline:
         report of its repairs follows once the batch is searched: `_with_repairs_reports`).
         The entry's JSON size (detail and raw); 0 for anything else."""
         event, run = item[0], item[1]
+        if run.held_start is not None:
+            held, run.held_start = run.held_start, None
+            if event is TranscriptEvent.STOP:
+                return 0  # a run inherited by a forked child that recorded nothing: no file at all
+            self._prepare(held, batch, deferred)
         if run.dropped != run.dropped_reported:
             dropped = run.take_unreported_drops()
             count_dropped(dropped, BACKLOG)

@@ -6,6 +6,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from transcript_otel.model import TranscriptSummary
 
@@ -33,6 +34,9 @@ class RunInfo:
     entries_by_source: dict[str, int] = field(default_factory=dict)
     first_ns: int | None = None
     last_ns: int | None = None
+    # A forked child's `transcript.start` (a queued item), written before the run's first
+    # other record; none comes, and neither is written (`TranscriptPipeline._prepare`).
+    held_start: tuple[Any, ...] | None = None
     _last_ns_by_source: dict[str, int] = field(default_factory=dict, repr=False)
     _drop_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
