@@ -672,3 +672,22 @@ def test_a_report_that_fails_does_not_end_the_export_thread(monkeypatch: pytest.
     assert processor.force_flush(5_000)  # the export thread is still there
     assert processor.failed == 1
     processor.shutdown(1_000)
+
+
+def test_exports_are_not_traced_by_other_instrumentations() -> None:
+    """An HTTP client instrumentation checks `is_instrumentation_enabled()` before it traces a
+    request: our OTLP exports must find it off, as in the SDK's own batch processors."""
+    from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+    seen: list[bool] = []
+
+    class Probe(HeldExporter):
+        def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+            seen.append(is_instrumentation_enabled())
+            return LogRecordExportResult.SUCCESS
+
+    processor = BoundedLogRecordProcessor(Probe(), max_export_batch_size=1)
+    provider_with(processor).get_logger("test").emit(body="one")
+    assert processor.force_flush(5_000)
+    processor.shutdown(1_000)
+    assert seen == [False]

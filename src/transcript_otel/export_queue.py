@@ -56,6 +56,7 @@ from transcript_otel._export_drops import (
     wait_allowed_until,
 )
 from transcript_otel._metrics import count_dropped
+from transcript_otel._suppression import suppress_instrumentation
 from transcript_otel.attributes import FAILED_EXPORT_RECORDS, RUN_ID
 
 _logger = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ class _BoundedExportQueue:
         self._collected_at = time.monotonic()
         self._discarding = stopped  # past the shutdown deadline: drop the rest, export nothing
         self._condition = threading.Condition()
-        self._worker = threading.Thread(target=self._work, name=self._THREAD_NAME, daemon=True)
+        self._worker = threading.Thread(target=self._work_unobserved, name=self._THREAD_NAME, daemon=True)
         if not stopped:
             self._worker.start()
 
@@ -229,6 +230,12 @@ class _BoundedExportQueue:
         if self._max_queue_bytes is None or not (self._queue or self._in_flight):
             return True
         return self._queued_bytes + size <= self._max_queue_bytes
+
+    def _work_unobserved(self) -> None:
+        # An HTTP or gRPC client instrumentation must not trace our own exports (the SDK's
+        # batch processors suppress them too); a thread starts with an empty context.
+        with suppress_instrumentation():
+            self._work()
 
     def _work(self) -> None:
         while True:
