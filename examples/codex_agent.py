@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -105,6 +106,20 @@ def codex_adapter(cli: str, model: ModelServer, workdir: Path) -> Any:
     )
 
 
+def transcript_otel_command() -> str:
+    """How to call `transcript-otel` from any directory: by name when the shell finds this
+    environment's, else by its full path (`make demo`'s .venv-demo is not on PATH)."""
+    beside = Path(sys.executable).parent / "transcript-otel"
+    if not beside.is_file():
+        return "transcript-otel"
+    on_path = shutil.which("transcript-otel")
+    return (
+        "transcript-otel"
+        if on_path and Path(on_path).resolve() == beside.resolve()
+        else str(beside.absolute())
+    )
+
+
 def print_run(path: str, configuration: transcript_otel.Configuration) -> None:
     """The run as `transcript-otel show` and `summary` print it, and where it went."""
     source = open_run(path)
@@ -112,10 +127,8 @@ def print_run(path: str, configuration: transcript_otel.Configuration) -> None:
     for record in source.records():
         writer.write(record)
     print(format_summary(RunDigest.of(source.records())))
-    # The command of this environment (`make demo`'s .venv-demo/bin), else the one on PATH.
-    beside = Path(sys.executable).parent / "transcript-otel"
-    command = shlex.quote(os.path.relpath(beside)) if beside.is_file() else "transcript-otel"
     print(f"JSONL mirror: {path}")
+    command = shlex.quote(transcript_otel_command())
     print(f"  read it again: {command} show {shlex.quote(path)}")
     print(f"  as a page:     {command} export {shlex.quote(path)} --format html -o run.html")
     if configuration.otlp_endpoint:
