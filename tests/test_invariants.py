@@ -162,6 +162,21 @@ def test_2_gap() -> None:
     assert violation == Violation("record 3", 2, "source 'main' of prompt 'p' jumps from 2 to 5 (2 missing)")
 
 
+def test_2_a_gap_the_mirror_declared_is_not_a_violation() -> None:
+    """The JSONL mirror, after a full disk, says which entries it could not write: the jump
+    over exactly those is explained; one over others, or in another source, is not."""
+
+    def gap(missing: dict[str, list[int]]) -> dict[str, Any]:
+        return lifecycle("transcript.error", level="WARNING", sink="jsonl", missing_sequence_numbers=missing)
+
+    assert check_invariants([entry(1), entry(2), gap({"main": [3, 4]}), entry(5)]) == []
+    assert check_invariants([gap({"main": [1, 2]}), entry(3)]) == []
+    violation = only(check_invariants([entry(1), gap({"main": [3, 3]}), entry(5)]))
+    assert violation.message == "source 'main' of prompt 'p' jumps from 1 to 5 (3 missing)"
+    violation = only(check_invariants([entry(1), gap({"subagent:a": [2, 4]}), entry(5)]))
+    assert violation.message == "source 'main' of prompt 'p' jumps from 1 to 5 (3 missing)"
+
+
 def test_2_duplicate() -> None:
     violation = only(check_invariants([entry(1), entry(2), entry(2, timestamp=stamp(3))]))
     assert violation == Violation(

@@ -74,6 +74,9 @@ class _Checker:
         self.violations: list[Violation] = []
         self.sources: dict[tuple[str, str], _SourceState] = {}
         self.adapter_of_prompt: dict[str, str] = {}
+        # Sequence numbers a `transcript.error` said are missing from this file, per (prompt,
+        # source): the JSONL mirror's record of entries a full disk kept out (`sinks/jsonl.py`).
+        self.declared_gaps: dict[tuple[str, str], list[tuple[int, int]]] = {}
 
     def fail(self, location: str, invariant: int, message: str) -> None:
         self.violations.append(Violation(location, invariant, message))
@@ -86,9 +89,13 @@ class _Checker:
             prompt = context.get("prompt_name")
             for key in [key for key in self.sources if key[0] == prompt]:
                 del self.sources[key]
+            for key in [key for key in self.declared_gaps if key[0] == prompt]:
+                del self.declared_gaps[key]
             self.adapter_of_prompt.pop(str(prompt), None)
         if event == TranscriptEvent.ERROR.value and record.get("level") not in (None, "WARNING"):
             self.fail(location, 4, f"transcript.error logged at {record.get('level')!r}, not WARNING")
+        if event == TranscriptEvent.ERROR.value and isinstance(context, Mapping):
+            self.note_declared_gaps(context)
         if event != TranscriptEvent.ENTRY.value:
             return
         if not isinstance(context, Mapping):
@@ -97,6 +104,27 @@ class _Checker:
         if not self.envelope_complete(location, context):
             return
         self.check_entry(location, context)
+
+    def note_declared_gaps(self, context: Mapping[str, Any]) -> None:
+        missing = context.get("missing_sequence_numbers")
+        if not isinstance(missing, Mapping):
+            return
+        for source, span in missing.items():
+            if (
+                isinstance(span, list | tuple)
+                and len(span) == 2
+                and all(type(bound) is int for bound in span)
+                and 1 <= span[0] <= span[1]
+            ):
+                key = (str(context.get("prompt_name")), str(source))
+                self.declared_gaps.setdefault(key, []).append((span[0], span[1]))
+
+    def declared(self, key: tuple[str, str], first: int, last: int) -> bool:
+        """Whether sequence numbers `first`..`last` are all declared missing (see `declared_gaps`)."""
+        for low, high in sorted(self.declared_gaps.get(key, ())):
+            if low <= first <= high + 1:
+                first = high + 1
+        return first > last
 
     def envelope_complete(self, location: str, context: Mapping[str, Any]) -> bool:
         missing = [key for key in REQUIRED_ENVELOPE_KEYS if key not in context]
@@ -155,7 +183,7 @@ class _Checker:
         state = self.sources.get(key)
         label = f"source {key[1]!r} of prompt {key[0]!r}"
         if state is None:
-            if sequence != 1:
+            if sequence != 1 and not self.declared(key, 1, sequence - 1):
                 self.fail(location, 2, f"{label} starts at {sequence}, expected 1")
             self.sources[key] = _SourceState(sequence, timestamp, location)
             return
@@ -166,7 +194,9 @@ class _Checker:
                 f"{label}: sequence_number {sequence} does not increase "
                 f"(previous {state.last_sequence} at {state.location})",
             )
-        elif sequence != state.last_sequence + 1:
+        elif sequence != state.last_sequence + 1 and not self.declared(
+            key, state.last_sequence + 1, sequence - 1
+        ):
             missing = sequence - state.last_sequence - 1
             self.fail(
                 location, 2, f"{label} jumps from {state.last_sequence} to {sequence} ({missing} missing)"
