@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from transcript_otel._serialize import loads
 from transcript_otel.model import TranscriptEntry, TranscriptEvent, TranscriptSummary
 
 _logger = logging.getLogger(__name__)
@@ -32,27 +30,12 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 
 def read_located_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Like `read_records`, each record paired with its `file:line` location."""
-    name = os.fspath(path)
+    """Like `read_records`, each record paired with its `file:line` location. A line longer
+    than a record may take is skipped with a warning, never held (`reading/lines.py`)."""
+    from transcript_otel.reading.lines import LineReader  # it uses this module's warning
+
     with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = loads(line)
-            except ValueError as exc:
-                partial = not line.endswith(b"\n")
-                reason = "partial last line" if partial else f"invalid JSON ({exc})"
-                warnings.warn(f"{name}:{number}: skipped {reason}", TranscriptReadWarning, stacklevel=3)
-                continue
-            if not isinstance(record, dict):
-                warnings.warn(
-                    f"{name}:{number}: skipped a line that is not a JSON object",
-                    TranscriptReadWarning,
-                    stacklevel=3,
-                )
-                continue
-            yield f"{name}:{number}", record
+        yield from LineReader(os.fspath(path)).objects(handle)
 
 
 def entry_from_context(context: Mapping[str, Any]) -> TranscriptEntry:

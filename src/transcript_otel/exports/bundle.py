@@ -68,7 +68,6 @@ import shutil
 import tempfile
 import time
 import uuid
-import warnings
 import zipfile
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -79,7 +78,8 @@ from typing import IO, Any, Final
 
 from transcript_otel._serialize import loads
 from transcript_otel.exports import destination
-from transcript_otel.reconstruct import TranscriptReadWarning
+from transcript_otel.reading.lines import MAX_RECORD_BYTES as MAX_LINE_BYTES  # the readers' one cap
+from transcript_otel.reading.lines import LineReader
 from transcript_otel.version import __version__
 
 __all__ = [
@@ -94,7 +94,6 @@ __all__ = [
 BUNDLE_ROOT: Final = "debug_bundle"
 BUNDLE_FORMAT_VERSION: Final = "1.0.0"  # weakincentives' BUNDLE_FORMAT_VERSION (0.22 to 0.27)
 MAX_MEMBER_BYTES: Final = 4 << 30  # a member declaring more is refused when read (zip bomb)
-MAX_LINE_BYTES: Final = 256 << 20  # a longer line is skipped when read, never held whole
 _MAX_MANIFEST_BYTES: Final = 16 << 20
 
 MANIFEST: Final = "manifest.json"
@@ -177,10 +176,11 @@ def iter_bundle_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, dic
     """Stream the records of a bundle, each with its `<zip>!<member>:<line>` location.
 
     Reads `debug_bundle/logs/app.jsonl`, or `debug_bundle/transcript.jsonl` in a
-    bundle without logs. Lines that are not JSON objects are skipped with a
-    `TranscriptReadWarning`. Raises `ValueError` (at once, not on first use) for a
-    file that is not a zip or not a debug bundle, and for a member declaring more
-    than `MAX_MEMBER_BYTES` uncompressed.
+    bundle without logs. Lines that are not JSON objects, or longer than
+    `MAX_LINE_BYTES`, are skipped with a `TranscriptReadWarning`. Raises `ValueError`
+    (at once, not on first use) for a file that is not a zip or not a debug bundle,
+    and for a member declaring more than `MAX_MEMBER_BYTES` uncompressed, or more
+    than `MAX_INFLATE_RATIO` times its compressed size (a zip bomb).
     """
     name = os.fspath(path)
     member = _check_bundle(path, name)
@@ -606,6 +606,13 @@ def _parse_time(value: str) -> datetime | None:
 
 # --- reading -------------------------------------------------------------------------
 
+# A member may inflate to this many times its compressed size, past its first MiB: ours
+# deflate 2 to 10 times (30 for the most repetitive run of the tests); a zip bomb, up to
+# deflate's 1032. zipfile reads no more than the size a member declares (and fails its
+# CRC if the data goes on), so checking the declared sizes bounds what is read.
+MAX_INFLATE_RATIO: Final = 200
+_INFLATE_FREE_BYTES: Final = 1 << 20
+
 
 def _check_bundle(path: str | os.PathLike[str], name: str) -> str:
     """The member to read: app.jsonl, else transcript.jsonl. Raises ValueError if none."""
@@ -628,48 +635,33 @@ def _check_bundle(path: str | os.PathLike[str], name: str) -> str:
             raise ValueError(f"{name}!{manifest}: not a JSON object")
         for candidate in (f"{BUNDLE_ROOT}/{APP_LOG}", f"{BUNDLE_ROOT}/{TRANSCRIPT}"):
             if candidate in names:
-                size = archive.getinfo(candidate).file_size
-                if size > MAX_MEMBER_BYTES:
-                    raise ValueError(
-                        f"{name}!{candidate}: declares {size} bytes uncompressed, more than the "
-                        f"{MAX_MEMBER_BYTES >> 30} GiB a bundle member may hold; not read"
-                    )
+                _check_member_size(archive.getinfo(candidate), f"{name}!{candidate}")
                 return candidate
     raise ValueError(f"{name}: debug bundle without {BUNDLE_ROOT}/{APP_LOG} or {BUNDLE_ROOT}/{TRANSCRIPT}")
+
+
+def _check_member_size(info: zipfile.ZipInfo, where: str) -> None:
+    """Raises ValueError for a member that would inflate too far to read (a zip bomb)."""
+    size = info.file_size
+    if size > MAX_MEMBER_BYTES:
+        raise ValueError(
+            f"{where}: declares {size} bytes uncompressed, more than the "
+            f"{MAX_MEMBER_BYTES >> 30} GiB a bundle member may hold; not read"
+        )
+    if size > _INFLATE_FREE_BYTES + MAX_INFLATE_RATIO * info.compress_size:
+        raise ValueError(
+            f"{where}: declares {size} bytes uncompressed from {info.compress_size} compressed, "
+            f"more than {MAX_INFLATE_RATIO} times as many (a zip bomb?); not read. "
+            "If you trust it, unzip it and read that file"
+        )
 
 
 def _iter_member(
     path: str | os.PathLike[str], name: str, member: str
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    number = 0
+    reader = LineReader(f"{name}!{member}", max_bytes=MAX_LINE_BYTES)
     try:
         with zipfile.ZipFile(path) as archive, archive.open(member) as handle:
-            while True:
-                line = handle.readline(MAX_LINE_BYTES + 1)
-                if not line:
-                    break
-                number += 1
-                location = f"{name}!{member}:{number}"
-                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                    while (rest := handle.readline(_CHUNK)) and not rest.endswith(b"\n"):
-                        pass
-                    _warn(f"{location}: skipped a line longer than {MAX_LINE_BYTES >> 20} MiB")
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    record = loads(line)
-                except ValueError as exc:
-                    reason = f"invalid JSON ({exc})" if line.endswith(b"\n") else "partial last line"
-                    _warn(f"{location}: skipped {reason}")
-                    continue
-                if not isinstance(record, dict):
-                    _warn(f"{location}: skipped a line that is not a JSON object")
-                    continue
-                yield location, record
+            yield from reader.objects(handle)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, EOFError) as exc:
-        raise ValueError(f"{name}!{member}:{number}: cannot read the bundle: {exc}") from exc
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, TranscriptReadWarning, stacklevel=3)
+        raise ValueError(f"{reader.where}:{reader.number}: cannot read the bundle: {exc}") from exc

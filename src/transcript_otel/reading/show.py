@@ -32,6 +32,7 @@ from typing import Any, BinaryIO, Final, TextIO
 from transcript_otel._genai import tool_failed, tool_identity
 from transcript_otel._serialize import loads
 from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
+from transcript_otel.reading.lines import LineReader
 from transcript_otel.reading.text import ROLES, compact_json, entry_text, tool_input, tool_output, visible
 from transcript_otel.reconstruct import entry_from_context
 
@@ -206,7 +207,7 @@ def follow(
     file has stopped.
     """
     open_runs = 0
-    pending = b""
+    lines = LineReader(os.fspath(path))  # holds a line the writer is still writing, up to its cap
     handle = open(path, "rb")  # noqa: SIM115 (reopened when the file is replaced)
     try:
         while True:
@@ -216,12 +217,10 @@ def follow(
                 if _replaced(path, handle):  # truncated, or another file moved over it
                     handle.close()
                     handle = open(path, "rb")  # noqa: SIM115
-                    pending, open_runs = b"", 0
+                    lines, open_runs = LineReader(os.fspath(path)), 0
                     warnings.warn(f"{path} was replaced or truncated: reading it again", stacklevel=2)
                 continue
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
+            for _, line in lines.feed(chunk):
                 record = _record(line)
                 if record is None:
                     continue
@@ -255,8 +254,6 @@ def _longest_backtick_run(text: str) -> int:
 
 
 def _record(line: bytes) -> dict[str, Any] | None:
-    if not line.strip():
-        return None
     try:
         record = loads(line)
     except ValueError:

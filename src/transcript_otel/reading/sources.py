@@ -26,13 +26,16 @@ from typing import Any, Final, Literal, Protocol
 from transcript_otel._serialize import loads
 from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
 from transcript_otel.otlp_records import NotOtlpError, records_from_otlp
-from transcript_otel.reconstruct import TranscriptReadWarning, read_located_records
+from transcript_otel.reading.lines import LineReader
+from transcript_otel.reconstruct import TranscriptReadWarning
 from transcript_otel.sinks.jsonl import default_directory
 
 RunKind = Literal["jsonl", "bundle", "otlp-json"]
 LATEST: Final = "last"
 _SNIFF_BYTES: Final = 4096
-_TAIL_BYTES: Final = 1 << 16  # enough for a `transcript.stop` record
+# What a run-id lookup reads of each file's first and last line: enough for a
+# `transcript.start` or `transcript.stop` record, and never a hostile line whole.
+_EDGE_BYTES: Final = 1 << 16
 
 
 class RecordSource(Protocol):
@@ -69,7 +72,7 @@ class RunSource:
             return
         read = 0
         for located in (
-            _otlp_json_records(self.path) if self.kind == "otlp-json" else read_located_records(self.path)
+            _otlp_json_records(self.path) if self.kind == "otlp-json" else _jsonl_records(self.path)
         ):
             read += 1
             yield located
@@ -138,13 +141,13 @@ def _has_run_id(path: Path, wanted: str) -> bool:
 
 def _first_record(path: Path) -> Any:
     with open(path, "rb") as handle:
-        return _parse(handle.readline())
+        return _parse(handle.readline(_EDGE_BYTES))  # a longer first line is cut: not JSON
 
 
 def _last_record(path: Path) -> Any:
     with open(path, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, size - _TAIL_BYTES))
+        handle.seek(max(0, size - _EDGE_BYTES))
         lines = handle.read().splitlines()
     return _parse(lines[-1]) if lines else None
 
@@ -161,24 +164,20 @@ def _has_content(path: Path) -> bool:
         return bool(handle.read(_SNIFF_BYTES).strip())
 
 
+def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The records of a JSONL mirror file, one per line."""
+    with open(path, "rb") as handle:
+        yield from LineReader(os.fspath(path)).objects(handle)
+
+
 def _otlp_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """The transcript records of an OTLP/JSON file: one export request per line."""
     with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                request = loads(line)
-            except ValueError as exc:
-                reason = "partial last line" if not line.endswith(b"\n") else f"not OTLP JSON ({exc})"
-                warnings.warn(f"{path}:{number}: skipped {reason}", TranscriptReadWarning, stacklevel=2)
-                continue
+        for location, request in LineReader(os.fspath(path)).values(handle, invalid="not OTLP JSON"):
             try:
                 for record in records_from_otlp([request]):
-                    yield f"{path}:{number}", record
+                    yield location, record
             except NotOtlpError as exc:
                 warnings.warn(
-                    f"{path}:{number}: skipped the rest of the line: {exc}",
-                    TranscriptReadWarning,
-                    stacklevel=2,
+                    f"{location}: skipped the rest of the line: {exc}", TranscriptReadWarning, stacklevel=2
                 )
