@@ -60,6 +60,12 @@ SHAPES: dict[str, Callable[[int], tuple[dict[str, Any], str | None]]] = {
 }
 
 
+# Where drops may begin, as a share of the bound. Behind a stuck writer, one entry at a time is
+# measured: a large one among small ones raises the estimate at once, so with entries of mixed
+# sizes the drops begin early (the safe side), never late.
+LOWEST_SHARE: dict[str, float] = {"1 in 10 of 50 KB": 0.25}
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_the_bound_is_on_the_memory_the_backlog_holds(
     make_pipeline: Callable[..., TranscriptPipeline], shape: str
@@ -87,7 +93,8 @@ def test_the_bound_is_on_the_memory_the_backlog_holds(
     finally:
         tracemalloc.stop()
         stuck.release.set()
-    assert 0.5 * bound < held < 1.3 * bound, f"{held / MIB:.1f} MiB held for a bound of 16 MiB"
+    lowest = LOWEST_SHARE.get(shape, 0.5)
+    assert lowest * bound < held < 1.3 * bound, f"{held / MIB:.1f} MiB held for a bound of 16 MiB"
 
 
 def _emit_many(emitter: TranscriptEmitter, count: int) -> None:

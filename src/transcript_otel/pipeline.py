@@ -42,10 +42,10 @@ import time
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from transcript_otel._export_drops import let_this_thread_wait, run_before, set_failed_export_handler
-from transcript_otel._held_memory import mean_held_bytes, sample_of
+from transcript_otel._held_memory import entry_held_bytes, sample_of
 from transcript_otel._metrics import BACKLOG, count_dropped
 from transcript_otel._records import (
     DeferredSearch,
@@ -93,8 +93,8 @@ _MIN_BACKLOG_ENTRIES: Final = 8
 # Until an entry has been measured, assume large ones: a cold burst of 50 KB entries
 # must not overshoot the bound.
 _INITIAL_ENTRY_BYTES: Final = 64 * 1024
-# Entries measured at a time, to know what the backlog's entries hold on average.
-_MEASURED_ENTRIES: Final = 32
+# Entries the writer measures after a batch, at random places, to know what entries hold.
+_SAMPLED_ENTRIES: Final = 8
 # Lifecycle records (start/stop/error) may exceed the entry limit by this much before
 # errors are dropped too; start and stop are always kept.
 _LIFECYCLE_HEADROOM: Final = 1024
@@ -172,7 +172,8 @@ class TranscriptPipeline:
         self._entry_bytes = 0.0  # measured memory of one queued entry; 0 = not measured yet
         self.backlog_limit = self._limit_for(_INITIAL_ENTRY_BYTES)
         self._samples_due = 0
-        self._random = random.Random(0)  # which entries are measured (`_measure_backlog`)
+        self._random = random.Random(0)  # which entries are measured (`_measure_on_writer`)
+        self._measure_newest = False  # where the agent thread measures next
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()  # someone waits: write now, even mid-burst
         self._room = threading.Event()  # set after each batch written (`wait_for_room`)
@@ -679,31 +680,39 @@ class TranscriptPipeline:
         )
 
     def _measure_on_agent_thread(self) -> None:
-        """While the writer is behind: measure entries among the 256 newest (those queued since
-        the last time) and at random places in the whole backlog, and fold the larger mean
-        into the estimate: newer entries that hold more raise it at once (the bound must hold
-        when entries grow), and what the backlog holds, old entries too, lowers it."""
-        backlog, rng = self.backlog, self._random
-        newest = mean_held_bytes(sample_of(backlog, _MEASURED_ENTRIES, rng, WAKE_THRESHOLD))
-        everywhere = mean_held_bytes(sample_of(backlog, _MEASURED_ENTRIES, rng))
-        self._fold(max(newest or 0.0, everywhere or 0.0) or None)
+        """While the writer is behind: measure one entry, in turn among the 256 newest (queued
+        since the last time) and anywhere in the backlog (old entries count too). 5 µs for a
+        1 KB notification, 60 µs for a nested 50 KB one, once per 256 entries queued."""
+        self._measure_newest = not self._measure_newest
+        newest = WAKE_THRESHOLD if self._measure_newest else None
+        for item in sample_of(self.backlog, 1, self._random, newest):
+            self._fold(entry_held_bytes(item))
 
     def _measure_on_writer(self, taken: list[QueuedItem]) -> None:
         """After a batch: measure entries at random places in what is left in the backlog, or,
-        with little left, in the batch just `taken` (the next are likely similar)."""
-        backlog = self.backlog
-        source: deque[Any] = backlog if len(backlog) >= _MEASURED_ENTRIES else deque(taken)
-        self._fold(mean_held_bytes(sample_of(source, _MEASURED_ENTRIES, self._random)))
-
-    def _fold(self, measured: float | None) -> None:
-        """The first measurement replaces the initial guess; a larger one raises the estimate at
-        once, a smaller one lowers it halfway; the entry limit follows."""
-        if measured is None:
+        with little left, in the batch just `taken` (the next entries are likely similar).
+        Up to 0.1 ms a nested 50 KB entry: the agent may have the GIL between two."""
+        left = sample_of(self.backlog, _SAMPLED_ENTRIES, self._random)
+        if len(left) < _SAMPLED_ENTRIES:
+            left = sample_of(deque(taken), _SAMPLED_ENTRIES, self._random)
+        if not left:
             return
-        if measured >= self._entry_bytes or not self._entry_bytes:
+        total = 0.0
+        for item in left:
+            total += entry_held_bytes(item)
+            if time.perf_counter() >= self._yield_at:
+                self._yield_gil()
+        self._fold(total / len(left))
+
+    def _fold(self, measured: float) -> None:
+        """The first measurement replaces the initial guess; a larger one raises the estimate at
+        once (entries that grow must not overshoot the bound), a smaller one lowers it an eighth
+        of the way (one small entry among large ones must not let many more in); the limit
+        follows."""
+        if not self._entry_bytes or measured > self._entry_bytes:
             self._set_entry_bytes(measured)
         else:
-            self._set_entry_bytes((self._entry_bytes + measured) / 2)
+            self._set_entry_bytes(self._entry_bytes + (measured - self._entry_bytes) / 8)
 
     def _set_entry_bytes(self, entry_bytes: float) -> None:
         self._entry_bytes = entry_bytes
