@@ -257,25 +257,33 @@ def render_run(run: dict[str, Any]) -> str:
     )
 
 
+def _ms(median_s: float | None, best_s: float | None) -> str:
+    if median_s is None or best_s is None:
+        return "—"
+    return f"{median_s * 1000:.1f} ms [{best_s * 1000:.1f} ms]"
+
+
 def render_import(result: dict[str, Any]) -> str:
-    """One line per statement run in fresh processes; then ours / the OTel APIs'."""
+    """One line per statement run in fresh processes; then the ratios to the baselines."""
     lines = [
-        "| `python -c` | import: median [best] | process start to exit: median [best] | modules "
-        "| heavy modules loaded |",
-        "|---|---|---|---|---|",
+        "| `python -c` | statement: median [best] | process start to exit: median [best] | modules "
+        "| ours | heavy modules loaded |",
+        "|---|---|---|---|---|---|",
     ]
     for variant in result["variants"]:
         heavy = ", ".join(variant["heavy"]) or "none"
         lines.append(
-            f"| {variant['label']} | {variant['import_median_s'] * 1000:.1f} ms "
-            f"[{variant['import_best_s'] * 1000:.1f} ms] | {variant['process_median_s'] * 1000:.1f} ms "
-            f"[{variant['process_best_s'] * 1000:.1f} ms] | {variant['modules']:.0f} | {heavy} |"
+            f"| {variant['label']} | {_ms(variant['import_median_s'], variant['import_best_s'])} "
+            f"| {_ms(variant['process_median_s'], variant['process_best_s'])} | {variant['modules']:.0f} "
+            f"| {variant.get('ours', 0):.0f} | {heavy} |"
         )
-    for label, ratios in (("import", result["ratio_import"]), ("process", result["ratio_process"])):
+    for ratio in result["ratios"]:
         lines.append(
-            f"| transcript_otel / OTel APIs, {label} | {ratios['median_of_pairs']:.2f}x "
-            f"(median of pairs) [{ratios['of_best']:.2f}x of the best] | | | |"
+            f"| {ratio['label']} | {ratio['median_of_pairs']:.2f}x "
+            f"(median of pairs) [{ratio['of_best']:.2f}x of the best] | | | | |"
         )
+    if result.get("instrument") is None:
+        lines += ["", "`opentelemetry-instrument` is not installed here: its rows were left out."]
     return "\n".join(lines)
 
 
@@ -356,8 +364,9 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
     imported = results.get("import", {}).get("import")
     if imported:
         out += [
-            f"7. `import transcript_otel` in a fresh interpreter against the OTel trace and logs APIs "
-            f"alone; {imported['rounds']} rounds of fresh processes, the variants taking turns",
+            f"7. `import transcript_otel`, then a first emitter, in a fresh interpreter against the OTel "
+            f"trace and logs APIs alone; `opentelemetry-instrument` with and without our entry points; "
+            f"{imported['rounds']} rounds of fresh processes, the variants taking turns",
             "",
             render_import(imported),
             "",

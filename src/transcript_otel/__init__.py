@@ -16,23 +16,23 @@ current span, and a line of the local JSONL mirror. See README.md and docs/.
 
 from typing import TYPE_CHECKING, Final
 
-from transcript_otel.defaults import get_pipeline, set_pipeline
-from transcript_otel.emitter import TranscriptEmitter
-from transcript_otel.model import (
-    CANONICAL_ENTRY_TYPES,
-    ENVELOPE_KEYS,
-    EntryType,
-    TranscriptEntry,
-    TranscriptEvent,
-    TranscriptSummary,
-    subagent_source,
-)
-from transcript_otel.pipeline import TranscriptPipeline
 from transcript_otel.version import __version__
 
 if TYPE_CHECKING:
+    from transcript_otel.defaults import get_pipeline, set_pipeline
+    from transcript_otel.emitter import TranscriptEmitter
     from transcript_otel.invariants import Violation, check_invariants
+    from transcript_otel.model import (
+        CANONICAL_ENTRY_TYPES,
+        ENVELOPE_KEYS,
+        EntryType,
+        TranscriptEntry,
+        TranscriptEvent,
+        TranscriptSummary,
+        subagent_source,
+    )
     from transcript_otel.otlp_records import records_from_otlp
+    from transcript_otel.pipeline import TranscriptPipeline
     from transcript_otel.reconstruct import (
         TranscriptReadWarning,
         read_located_records,
@@ -42,13 +42,25 @@ if TYPE_CHECKING:
     )
     from transcript_otel.setup import Configuration, ConfigurationError, configure
 
-# What emitting does not need loads on first use: every agent process imports this package,
-# and `configure()` alone would add importlib.metadata, zipfile and email (issue 30). Name ->
-# the module that defines it; the `TYPE_CHECKING` imports above give type checkers the same.
+# Every public name but the version loads on first use (issue 30): importing the package is
+# what every process under `opentelemetry-instrument` pays, whether it records anything or not,
+# and what a process that records pays once more at its first emitter. Name -> the module that
+# defines it; the `TYPE_CHECKING` imports above give type checkers the same.
 _LOADED_ON_FIRST_USE: Final = {
+    "get_pipeline": "transcript_otel.defaults",
+    "set_pipeline": "transcript_otel.defaults",
+    "TranscriptEmitter": "transcript_otel.emitter",
     "Violation": "transcript_otel.invariants",
     "check_invariants": "transcript_otel.invariants",
+    "CANONICAL_ENTRY_TYPES": "transcript_otel.model",
+    "ENVELOPE_KEYS": "transcript_otel.model",
+    "EntryType": "transcript_otel.model",
+    "TranscriptEntry": "transcript_otel.model",
+    "TranscriptEvent": "transcript_otel.model",
+    "TranscriptSummary": "transcript_otel.model",
+    "subagent_source": "transcript_otel.model",
     "records_from_otlp": "transcript_otel.otlp_records",
+    "TranscriptPipeline": "transcript_otel.pipeline",
     "TranscriptReadWarning": "transcript_otel.reconstruct",
     "read_located_records": "transcript_otel.reconstruct",
     "read_records": "transcript_otel.reconstruct",
@@ -78,6 +90,8 @@ if not TYPE_CHECKING:
 
 def flush(timeout_s: float | None = None) -> bool:
     """Write everything emitted so far and push it to the OTel exporters; bounded."""
+    from transcript_otel.defaults import get_pipeline
+
     return get_pipeline().flush(timeout_s, deep=True)
 
 

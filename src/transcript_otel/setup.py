@@ -10,12 +10,10 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Final
 
-from opentelemetry import _logs, metrics, trace
+from opentelemetry import _logs, trace
 from opentelemetry._logs._internal import ProxyLoggerProvider
-from opentelemetry.metrics._internal import _ProxyMeterProvider
 
 from transcript_otel import environment_variables as env
 from transcript_otel import exporters
@@ -81,6 +79,10 @@ def _described_protocol(protocol: str | None, logs_url: str | None, traces_url: 
 
 def instrument_installed() -> list[str]:
     """Instrument every harness of ours whose library is installed; their names."""
+    # Here, not at the top (issue 30): importlib.metadata brings zipfile and email, which
+    # `configure(instrument=False)` does not need.
+    from importlib import metadata
+
     from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
     done: list[str] = []
@@ -102,6 +104,10 @@ def instrument_installed() -> list[str]:
 
 
 def _metrics_configured() -> bool:
+    # The metrics API (4 ms) only when metrics are wanted (issue 30).
+    from opentelemetry import metrics
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
     return not isinstance(metrics.get_meter_provider(), (_ProxyMeterProvider, metrics.NoOpMeterProvider))
 
 
@@ -198,6 +204,8 @@ def configure(
         if create_logger:
             _logs.set_logger_provider(logger_provider)
         if meter_provider is not None:
+            from opentelemetry import metrics
+
             metrics.set_meter_provider(meter_provider)
 
     pipeline = pipeline_from_environment(

@@ -1,19 +1,36 @@
 """The lifecycle every transcript-otel instrumentor shares.
 
-A subclass says which patches it needs (`_build`); this class applies them at
-`instrument()`, and at `uninstrument()` switches its wrappers off (bound methods
-cached before outlive the patch) and restores the originals.
+A subclass says which patches it needs (`_build`) and which modules they patch
+(`patched_modules`). The patches are built when the first of those modules is imported,
+and each module's are applied when its import completes; if one is imported already,
+`instrument()` builds and applies them at once. `uninstrument()` switches the wrappers
+off (bound methods cached before outlive the patch) and restores the originals.
+
+Why not at `instrument()`: the wrappers need the emitter, the pipeline and the mappings
+(about 30 modules), and `opentelemetry-instrument` instruments every Python process it
+starts, most of which never import the harness (issue 30). Until the harness is imported,
+an instrumentor costs a process its own module and a post-import hook per patched module.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import logging
+import sys
+import threading
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+import wrapt
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from transcript_otel.instrumentation._patching import PatchSet
 from transcript_otel.version import __version__
+
+if TYPE_CHECKING:  # `_build` loads it: its dataclasses cost 2 ms, which an idle instrumentor need not
+    from transcript_otel.instrumentation._patching import PatchSet
+
+_logger = logging.getLogger(__name__)
+_logger.addHandler(logging.NullHandler())
 
 
 class Switchable(Protocol):
@@ -23,9 +40,13 @@ class Switchable(Protocol):
 
 
 class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    # The modules the patches of `_build` name (a test checks that they agree). Empty: the
+    # patches are built at `instrument()`.
+    patched_modules: ClassVar[tuple[str, ...]] = ()
     # Class attributes: BaseInstrumentor is a singleton whose __init__ re-runs.
     _state: Switchable | None = None
     _patches: PatchSet | None = None
+    _pending: _PendingBuild | None = None
 
     def _build(self, tracer: trace.Tracer, **kwargs: Any) -> tuple[Switchable, PatchSet]:
         """The shared state and the patches of one `instrument(**kwargs)`."""
@@ -33,12 +54,20 @@ class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         tracer = trace.get_tracer(type(self).__module__, __version__, kwargs.get("tracer_provider"))
-        state, patch_set = self._build(tracer, **kwargs)
-        patch_set.activate()
-        type(self)._state, type(self)._patches = state, patch_set
+        pending = type(self)._pending = _PendingBuild(self, tracer, kwargs)
+        if not self.patched_modules or any(name in sys.modules for name in self.patched_modules):
+            patch_set = pending.build()  # a failure raises from `instrument()`, as it always did
+            if patch_set is not None:
+                patch_set.activate()
+            return
+        # None is imported yet: each gets its hook now, as `activate()` would register them, and
+        # is patched when its own import completes, whichever builds the patches.
+        for module_name in self.patched_modules:
+            wrapt.register_post_import_hook(pending.on_import, module_name)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         cls = type(self)
+        cls._pending = None  # the hooks of its modules not imported yet do nothing now
         if cls._state is not None:
             cls._state.active = False
         if cls._patches is not None:
@@ -49,3 +78,42 @@ class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def applied_patches(self) -> list[str]:
         """`module:attribute` of every patch in place (what the installed library version offers)."""
         return [] if self._patches is None else self._patches.applied
+
+
+class _PendingBuild:
+    """The patches of one `instrument()`, built at most once, when the first patched module is
+    imported; post-import hooks cannot be unregistered, so each checks that its build is still
+    the instrumentor's (not undone by `uninstrument()`)."""
+
+    def __init__(
+        self, instrumentor: PatchingInstrumentor, tracer: trace.Tracer, kwargs: dict[str, Any]
+    ) -> None:
+        self._instrumentor = instrumentor
+        self._tracer = tracer
+        self._kwargs = kwargs
+        self._started = False  # a build that failed is not tried again for every module
+        self._patch_set: PatchSet | None = None
+        # Reentrant: building imports our modules, and this thread may hold it already.
+        self._lock = threading.RLock()
+
+    def build(self) -> PatchSet | None:
+        """The patch set, built by the first call; None once `uninstrument()` undid this
+        `instrument()`, or if building failed."""
+        cls = type(self._instrumentor)
+        with self._lock:
+            if cls._pending is not self:
+                return None
+            if not self._started:
+                self._started = True
+                state, self._patch_set = self._instrumentor._build(self._tracer, **self._kwargs)
+                cls._state, cls._patches = state, self._patch_set
+            return self._patch_set
+
+    def on_import(self, module: ModuleType) -> None:
+        try:
+            patch_set = self.build()
+        except Exception:  # an instrumentor must never break the host's import
+            _logger.exception("%s: could not build the patches", type(self._instrumentor).__name__)
+            return
+        if patch_set is not None:
+            patch_set.activate_imported(module)

@@ -8,7 +8,8 @@ over the 2,000 lines of a Codex turn), a plain function calling the original abo
 
 `PatchSet.activate()` applies every patch whose module is already imported and
 registers a wrapt post-import hook for the others, so a module imported after
-`instrument()` is patched too. Every patch is optional: a module or attribute that
+`instrument()` is patched too; `activate_imported()` applies the patches of one module,
+from a post-import hook of the caller's. Every patch is optional: a module or attribute that
 this version of the library lacks is logged once (at DEBUG) and skipped, never raised.
 `deactivate()` restores exactly the originals it replaced; post-import hooks
 cannot be unregistered, so they check whether their set is still active.
@@ -96,6 +97,15 @@ class PatchSet:
                 if module_name not in self._hooked:
                     self._hooked.add(module_name)
                     wrapt.register_post_import_hook(self._on_import, module_name)
+
+    def activate_imported(self, module: ModuleType) -> None:
+        """Apply the patches of `module`, whose import just completed, and no other: for a set
+        built by a post-import hook, where every other module has a hook of its own. A module
+        found in `sys.modules` then may still be executing (the one that imported `module`):
+        `activate()` would find its attributes missing and never look again."""
+        with self._lock:
+            self._active = True
+            self._apply_module(module)
 
     def deactivate(self) -> None:
         with self._lock:

@@ -16,21 +16,23 @@ OTel logs and in the JSONL mirror; the prompts the program sends are `user_messa
 entries. A conversation that the weakincentives Claude adapter runs is left to its
 own instrumentation.
 
-`instrument(prompt_name=...)` names the runs (default `claude-agent-sdk`).
+`instrument(prompt_name=...)` names the runs (default `claude-agent-sdk`). Until one of
+the patched SDK modules is imported, this module is all the instrumentor loads (the
+wrappers load the emitter and the mappings).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from opentelemetry import trace
 
 from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor, Switchable
-from transcript_otel.instrumentation._patching import PatchSet
-from transcript_otel.instrumentation.claude_agent_sdk import _client, _messages, _query
-from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumentation
 from transcript_otel.instrumentation.claude_agent_sdk.package import _instruments
+
+if TYPE_CHECKING:
+    from transcript_otel.instrumentation._patching import PatchSet
 
 __all__ = ["DEFAULT_PROMPT_NAME", "ClaudeAgentSdkInstrumentor"]
 
@@ -40,10 +42,20 @@ DEFAULT_PROMPT_NAME: Final = "claude-agent-sdk"
 class ClaudeAgentSdkInstrumentor(PatchingInstrumentor):
     """Instruments `query()` and `ClaudeSDKClient` (a singleton, like every BaseInstrumentor)."""
 
+    patched_modules: ClassVar[tuple[str, ...]] = (
+        "claude_agent_sdk._internal.client",  # _query, _messages
+        "claude_agent_sdk.client",  # _client
+        "claude_agent_sdk._internal.message_parser",  # _messages
+    )
+
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
     def _build(self, tracer: trace.Tracer, **kwargs: Any) -> tuple[Switchable, PatchSet]:
+        from transcript_otel.instrumentation._patching import PatchSet
+        from transcript_otel.instrumentation.claude_agent_sdk import _client, _messages, _query
+        from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumentation
+
         prompt_name = kwargs.get("prompt_name")
         state = SdkInstrumentation(
             tracer, prompt_name if isinstance(prompt_name, str) and prompt_name else DEFAULT_PROMPT_NAME

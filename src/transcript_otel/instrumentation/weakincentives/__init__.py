@@ -14,21 +14,22 @@ records, span events, the local JSONL mirror). Versions without a native transcr
 (OpenAI/LiteLLM, Codex 0.25, Claude 0.24/0.25) get one built by our mappings; 0.26+
 entries are mirrored from weakincentives' own emitter, never duplicated.
 Patches apply when a module is imported, also after `instrument()`; a name a
-version lacks is skipped.
+version lacks is skipped. Until the first of them is imported, this module is all the
+instrumentor loads (the wrappers load the emitter and the mappings).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import trace
 
 from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor, Switchable
-from transcript_otel.instrumentation._patching import PatchSet
-from transcript_otel.instrumentation.weakincentives import _acp, _chat, _claude, _codex, _native
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 from transcript_otel.instrumentation.weakincentives.package import _instruments
+
+if TYPE_CHECKING:
+    from transcript_otel.instrumentation._patching import PatchSet
 
 __all__ = ["WeakincentivesInstrumentor"]
 
@@ -36,10 +37,29 @@ __all__ = ["WeakincentivesInstrumentor"]
 class WeakincentivesInstrumentor(PatchingInstrumentor):
     """Instruments the weakincentives agentic adapters (a singleton, like every BaseInstrumentor)."""
 
+    patched_modules: ClassVar[tuple[str, ...]] = (
+        "weakincentives.runtime.transcript",  # _native
+        "weakincentives.adapters.codex_app_server.adapter",  # _codex
+        "weakincentives.adapters.codex_app_server.client",
+        "weakincentives.adapters.codex_app_server._protocol",
+        "weakincentives.adapters.codex_app_server._transcript",
+        "weakincentives.adapters.claude_agent_sdk.adapter",  # _claude
+        "weakincentives.adapters.claude_agent_sdk._transcript_collector",
+        "weakincentives.adapters.acp.adapter",  # _acp
+        "weakincentives.adapters.openai",  # _chat
+        "weakincentives.adapters.litellm",
+        "weakincentives.adapters.inner_loop",
+        "weakincentives.adapters.tool_executor",
+    )
+
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
     def _build(self, tracer: trace.Tracer, **kwargs: Any) -> tuple[Switchable, PatchSet]:
+        from transcript_otel.instrumentation._patching import PatchSet
+        from transcript_otel.instrumentation.weakincentives import _acp, _chat, _claude, _codex, _native
+        from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
+
         state = WinkInstrumentation(tracer)
         patches = [
             *_native.patches(state),
