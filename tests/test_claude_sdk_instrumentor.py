@@ -214,9 +214,10 @@ def test_plain_query_is_one_run_with_a_turn(run_query: Run) -> None:
     assert (root.attributes or {})["gen_ai.conversation.id"] == session_id
     assert (root.attributes or {})["gen_ai.provider.name"] == "anthropic"
     expected_usage = {
-        "gen_ai.usage.input_tokens": 100,
+        "gen_ai.usage.input_tokens": 108,  # the result's 100 plus 5 cache reads and 3 cache writes
         "gen_ai.usage.output_tokens": 20,
         "gen_ai.usage.cache_read.input_tokens": 5,
+        "gen_ai.usage.cache_creation.input_tokens": 3,
         "gen_ai.usage.cache_write.input_tokens": 3,
         "transcript.usage.cost_usd": 0.0123,
     }
@@ -456,7 +457,7 @@ def test_a_client_is_one_run_with_a_turn_per_prompt(cli: str, captured: Callable
         "And again",
     ]
     assert [capture.span_of(p) for p in prompts] == turns
-    assert usage_of(root)["gen_ai.usage.input_tokens"] == 200  # both turns
+    assert usage_of(root)["gen_ai.usage.input_tokens"] == 216  # both turns, 108 each (cache included)
     # The CLI reports the session's running cost: each turn gets its own share.
     assert [usage_of(turn)["transcript.usage.cost_usd"] for turn in turns] == pytest.approx([0.0123, 0.0123])
     assert usage_of(root)["transcript.usage.cost_usd"] == pytest.approx(0.0246)

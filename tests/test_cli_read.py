@@ -91,13 +91,13 @@ def test_summary_counts_every_kind_of_token(capsys: Capture) -> None:
     status, out, _ = cli(capsys, "summary", str(run), "--json")
     assert status == 0
     assert json.loads(out)["tokens"] == {
-        "input": 100,
+        "input": 108,  # Claude's 100 plus the 5 read from and 3 written to the cache
         "output": 20,
         "cached_input": 5,
         "cache_write_input": 3,
     }
     _, text, _ = cli(capsys, "summary", str(run))
-    assert "tokens    100 input · 20 output · 5 cached input · 3 cache write input · $0.0123" in text
+    assert "tokens    108 input · 20 output · 5 cached input · 3 cache write input · $0.0123" in text
 
 
 @pytest.mark.parametrize("run", FIXTURE_RUNS, ids=lambda path: path.stem)

@@ -363,7 +363,7 @@ EXPECTED: dict[str, Expected] = {
         "sdk-test",
         "claude_agent_sdk",
         "completed",
-        (100, 20),
+        (108, 20),  # Claude input with its 5 cache reads and 3 cache writes
         [
             Turn("user", "Count files and read the README"),
             Turn("system", "[event] init…"),
@@ -409,7 +409,7 @@ EXPECTED: dict[str, Expected] = {
             Turn("system", "[event] task notification…2 files"),
             Turn("tool_result", "README says hi"),
             Turn("tool_result", "2 files"),
-            Turn("assistant", "Counted 2 files; README says hi.", tokens=(100, 20)),
+            Turn("assistant", "Counted 2 files; README says hi.", tokens=(108, 20)),
         ],
         cost=0.0123,
     ),

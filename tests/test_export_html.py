@@ -222,7 +222,7 @@ def test_fixture_header_matches_the_digest(path: Path) -> None:
 
 def test_fixture_numbers_are_the_runs_own() -> None:
     page, _ = render(open_run(SUBAGENT_RUN))
-    assert header_field(page, "tokens.input")[0] == "100"
+    assert header_field(page, "tokens.input")[0] == "108"  # 100 + 5 cache reads + 3 cache writes
     assert header_field(page, "tokens.output")[0] == "20"
     assert header_field(page, "cost_usd")[0] == "$0.0123"
     assert header_field(page, "tool_calls")[0] == "4"

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel._genai import RunningUsage, genai_attributes
+from transcript_otel._genai import (
+    RunningUsage,
+    genai_attributes,
+    message_usage,
+    session_usage,
+    tool_identity,
+    usage_attributes,
+)
+from transcript_otel.mappings.codex_exec import CodexExecAdapter
+from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "agents"))
+
+from claude_code import served_usage  # noqa: E402
+
+FIXTURES = TESTS / "fixtures"
+CLAUDE_CODE_SCENARIOS = sorted(path.stem for path in (FIXTURES / "claude_code").glob("*.jsonl"))
+CODEX_EXEC_SCENARIOS = sorted(path.stem for path in (FIXTURES / "codex" / "exec").glob("*.jsonl"))
 
 CALL_ID = "gen_ai.tool.call.id"
 TOOL_NAME = "gen_ai.tool.name"
@@ -16,22 +37,67 @@ INPUT = "gen_ai.usage.input_tokens"
 OUTPUT = "gen_ai.usage.output_tokens"
 CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
 CACHE_WRITE = "gen_ai.usage.cache_write.input_tokens"
+CACHE_CREATION = "gen_ai.usage.cache_creation.input_tokens"
 REASONING = "gen_ai.usage.reasoning.output_tokens"
+
+
+def mirrored_entries(run: str) -> list[tuple[str, str, Any]]:
+    """`(entry type, source, detail)` of each entry of a captured run (`tests/fixtures/runs/`)."""
+    entries = []
+    for line in (FIXTURES / "runs" / run).read_text().splitlines():
+        record = json.loads(line)
+        if record.get("event") == "transcript.entry":
+            context = record["context"]
+            entries.append((context["entry_type"], context["source"], context.get("detail")))
+    return entries
+
+
+def claude_code_entries(scenario: str) -> list[tuple[str, str, Any]]:
+    """What the real Claude Code CLI printed (`tests/fixtures/claude_code/`), as mapped."""
+    adapter = ClaudeStreamJsonAdapter()
+    lines = (FIXTURES / "claude_code" / f"{scenario}.jsonl").read_text().splitlines(keepends=True)
+    mapped = [entry for line in lines for entry in adapter.feed(line)] + adapter.flush()
+    return [(entry.entry_type, entry.source, entry.detail) for entry in mapped]
 
 
 # -- Codex app server -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("entry_type", ["tool_use", "tool_result"])
-def test_codex_item_id_is_the_call_id(entry_type: str) -> None:
+@pytest.mark.parametrize(
+    ("item_type", "name"),
+    [
+        ("commandExecution", "codex:command"),
+        ("fileChange", "codex:file_change"),
+        ("webSearch", "codex:web_search"),
+    ],
+)
+def test_codex_item_id_is_the_call_id_and_its_type_names_the_tool(
+    entry_type: str, item_type: str, name: str
+) -> None:
+    """Codex's command, file-change and web-search items name no tool: their records get the
+    name their spans get (weakincentives' names too)."""
     detail = {
         "notification": {
             "threadId": "thr_1",
             "turnId": "turn_1",
-            "item": {"id": "item_42", "type": "commandExecution", "command": "ls -la", "status": "completed"},
+            "item": {"id": "item_42", "type": item_type, "command": "ls -la", "status": "completed"},
         }
     }
-    assert genai_attributes(entry_type, detail) == {CALL_ID: "item_42"}
+    assert genai_attributes(entry_type, detail) == {CALL_ID: "item_42", TOOL_NAME: name}
+
+
+def test_every_codex_tool_record_is_named_as_its_span() -> None:
+    """On the real Codex demo run (bridged tool, commands, patch, MCP tool, web search), each
+    tool entry's record names the tool as `tool_identity` (the span's name) does."""
+    names = set()
+    for entry_type, _, detail in mirrored_entries("wink-0.27-codex-real-demo.jsonl"):
+        if entry_type in ("tool_use", "tool_result"):
+            call_id, name = tool_identity(detail)
+            assert name is not None
+            assert genai_attributes(entry_type, detail) == {CALL_ID: call_id, TOOL_NAME: name}
+            names.add(name)
+    assert names == {"echo", "codex:command", "codex:file_change", "docs:lookup", "codex:web_search"}
 
 
 def test_codex_mcp_tool_call_has_a_tool_name() -> None:
@@ -130,12 +196,167 @@ def test_claude_usage_in_the_message() -> None:
             },
         }
     }
-    assert genai_attributes("token_usage", detail) == {INPUT: 100, OUTPUT: 20, CACHE_READ: 50, CACHE_WRITE: 7}
+    # Anthropic's input leaves out the cache; the conventions' input is the whole prompt
+    assert genai_attributes("token_usage", detail) == {
+        INPUT: 157,
+        OUTPUT: 20,
+        CACHE_READ: 50,
+        CACHE_CREATION: 7,
+        CACHE_WRITE: 7,
+    }
 
 
 def test_claude_usage_on_the_entry() -> None:
     detail = {"sdk_entry": {"usage": {"input_tokens": 5, "output_tokens": 6}}}
     assert genai_attributes("token_usage", detail) == {INPUT: 5, OUTPUT: 6}
+
+
+# -- token semantics: the conventions' input is the whole prompt, cache included ----------
+
+ANTHROPIC_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def test_claude_result_input_adds_the_cache_reads_and_writes() -> None:
+    """The SDK's `result` (claude-agent-sdk, `claude-sdk-parallel-subagents.jsonl`): 100 input,
+    5 read from the cache, 3 written to it: a prompt of 108, as Phoenix and Langfuse price it."""
+    [detail] = [
+        d for kind, _, d in mirrored_entries("claude-sdk-parallel-subagents.jsonl") if kind == "token_usage"
+    ]
+    assert detail["sdk_entry"]["usage"]["input_tokens"] == 100
+    assert genai_attributes("token_usage", detail) == {
+        INPUT: 108,
+        OUTPUT: 20,
+        CACHE_READ: 5,
+        CACHE_CREATION: 3,
+        CACHE_WRITE: 3,
+    }
+
+
+@pytest.mark.parametrize("scenario", CLAUDE_CODE_SCENARIOS)
+def test_real_claude_cli_usage_counts_the_whole_prompt(scenario: str) -> None:
+    """Every usage the real CLI printed (results, subagents' model calls, the session's
+    `modelUsage`): input is Anthropic's input plus its cache reads and writes."""
+    checked = 0
+    for entry_type, _, detail in claude_code_entries(scenario):
+        raw_usages = []
+        if entry_type == "token_usage":
+            raw_usages.append((detail["sdk_entry"]["usage"], usage_attributes(detail)))
+            if "session_usage" in detail:
+                raw_usages.append((detail["session_usage"], session_usage(detail)))
+        if "message_usage" in detail:
+            raw_usages.append((detail["message_usage"], usage_attributes({"usage": detail["message_usage"]})))
+        for raw, found in raw_usages:
+            assert found[INPUT] == sum(raw[key] for key in ANTHROPIC_KEYS)
+            assert found[CACHE_READ] == raw["cache_read_input_tokens"]
+            assert found[CACHE_CREATION] == found[CACHE_WRITE] == raw["cache_creation_input_tokens"]
+            checked += 1
+    served = json.loads((FIXTURES / "claude_code" / f"{scenario}.served.json").read_text())["served"]
+    assert checked or not any("usage" in answer for answer in served)
+
+
+def test_the_session_input_is_what_the_model_was_served_in_all() -> None:
+    """`tools`: the model was served 1200 + 1300 input tokens, 800 written to and 800 read from
+    the cache over two calls; the session's input total is all of it."""
+    served = json.loads((FIXTURES / "claude_code" / "tools.served.json").read_text())["served"]
+    totals = served_usage(served)
+    last = [d for kind, _, d in claude_code_entries("tools") if kind == "token_usage"][-1]
+    assert session_usage(last)[INPUT] == sum(totals[key] for key in ANTHROPIC_KEYS) > totals["input_tokens"]
+
+
+def test_a_claude_messages_usage_counts_the_whole_prompt() -> None:
+    """A subagent's model call in the stream-json fixture: 400 input + 100 read from the cache."""
+    detail = {
+        "sdk_entry": {
+            "message": {"id": "msg_3", "usage": {"input_tokens": 400, "cache_read_input_tokens": 100}}
+        }
+    }
+    assert message_usage(detail) == ("msg_3", {INPUT: 500, CACHE_READ: 100})
+
+
+@pytest.mark.parametrize("scenario", CODEX_EXEC_SCENARIOS)
+def test_codex_exec_input_already_holds_the_cache(scenario: str) -> None:
+    """`codex exec --json`'s `input_tokens` includes `cached_input_tokens` (OpenAI's way): kept."""
+    adapter = CodexExecAdapter()
+    lines = (FIXTURES / "codex" / "exec" / f"{scenario}.jsonl").read_text().splitlines()
+    entries = [entry for line in lines for entry in adapter.feed(line)] + adapter.flush()
+    for entry in entries:
+        if entry.entry_type == "token_usage":
+            usage = entry.detail["usage"]
+            assert genai_attributes("token_usage", entry.detail) == {
+                INPUT: usage["input_tokens"],
+                OUTPUT: usage["output_tokens"],
+                CACHE_READ: usage["cached_input_tokens"],
+                CACHE_CREATION: usage["cache_write_input_tokens"],
+                CACHE_WRITE: usage["cache_write_input_tokens"],
+                REASONING: usage["reasoning_output_tokens"],
+            }
+
+
+def test_codex_app_server_input_already_holds_the_cache() -> None:
+    """Codex's `totalTokens` is `inputTokens + outputTokens`: its input counts the cached tokens."""
+    reports = [
+        d for kind, _, d in mirrored_entries("wink-0.27-codex-real-demo.jsonl") if kind == "token_usage"
+    ]
+    assert any(d["notification"]["tokenUsage"]["last"]["cachedInputTokens"] for d in reports)
+    for detail in reports:
+        last = detail["notification"]["tokenUsage"]["last"]
+        assert last["totalTokens"] == last["inputTokens"] + last["outputTokens"]
+        found = genai_attributes("token_usage", detail)
+        assert found[INPUT] == last["inputTokens"]
+        assert found[CACHE_READ] == last["cachedInputTokens"]
+        assert found[CACHE_CREATION] == found[CACHE_WRITE] == last["cacheWriteInputTokens"]
+
+
+@pytest.mark.parametrize("run", ["wink-0.24-openai-tool.jsonl", "wink-0.24-litellm-parallel.jsonl"])
+def test_chat_adapter_input_already_holds_the_cache(run: str) -> None:
+    """WINK 0.24's usage (`input_tokens` beside `cached_input_tokens`) counts the cache already."""
+    reports = [d for kind, _, d in mirrored_entries(run) if kind == "token_usage"]
+    assert [genai_attributes("token_usage", d) for d in reports] == [
+        {INPUT: 100, OUTPUT: 20, CACHE_READ: 5, REASONING: 3},
+        {INPUT: 110, OUTPUT: 21, CACHE_READ: 5, REASONING: 3},
+    ]
+
+
+def test_litellm_usage_beside_anthropics_cache_keys_stays_inclusive() -> None:
+    """LiteLLM reports Anthropic's cache counts under Anthropic's names, beside an OpenAI-style
+    `prompt_tokens` that already includes them: nothing is added."""
+    usage = {
+        "prompt_tokens": 150,
+        "completion_tokens": 9,
+        "cache_read_input_tokens": 40,
+        "cache_creation_input_tokens": 10,
+    }
+    assert usage_attributes({"usage": usage}) == {
+        INPUT: 150,
+        OUTPUT: 9,
+        CACHE_READ: 40,
+        CACHE_CREATION: 10,
+        CACHE_WRITE: 10,
+    }
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected_input"),
+    [
+        ({"input_tokens": 10, "cache_read_input_tokens": None, "cache_creation_input_tokens": 4}, 14),
+        ({"input_tokens": 10, "cache_read_input_tokens": "many"}, 10),
+        ({"input_tokens": 2**63 - 1, "cache_read_input_tokens": 5}, 2**63 - 1),  # int64 for OTLP
+    ],
+)
+def test_anthropic_cache_counts_that_are_not_counts_add_nothing(
+    usage: dict[str, Any], expected_input: int
+) -> None:
+    assert usage_attributes({"usage": usage})[INPUT] == expected_input
+
+
+def test_running_usage_of_codex_counts_cache_writes_under_both_names() -> None:
+    running = RunningUsage()
+    report = codex_usage(100, 100, 1)
+    report["notification"]["tokenUsage"]["total"]["cacheWriteInputTokens"] = 7
+    assert running.added(report) == {INPUT: 100, OUTPUT: 1}  # the first report adds its own call
+    report = codex_usage(50, 150, 2)
+    report["notification"]["tokenUsage"]["total"]["cacheWriteInputTokens"] = 9
+    assert running.added(report) == {INPUT: 50, OUTPUT: 1, CACHE_CREATION: 2, CACHE_WRITE: 2}
 
 
 # -- generic shapes --------------------------------------------------------------------

@@ -36,6 +36,17 @@ _USAGE_KEYS: Final = (
         ("reasoningOutputTokens", "reasoning_output_tokens", "reasoning_tokens"),
     ),
 )
+# The conventions' `gen_ai.usage.input_tokens` is the whole prompt, cached tokens included.
+# OpenAI and Codex count it so (`prompt_tokens`, `inputTokens`, and `input_tokens` next to
+# `cached_input_tokens`: Codex's `totalTokens` is `inputTokens + outputTokens`); Anthropic does
+# not: its `input_tokens` leaves out what was read from (`cache_read_input_tokens`) and written
+# to (`cache_creation_input_tokens`) the cache, so those are added. Anthropic usage is told by
+# those two keys of Anthropic's own beside `input_tokens`: Claude's `usage` (messages,
+# `result`), a subagent's `message_usage`, and `modelUsage` summed into `session_usage` (the
+# mapping renames its camelCase keys to these). No OpenAI-style usage we read has them; LiteLLM's
+# does, but beside an inclusive `prompt_tokens`, which is left as it is.
+_ANTHROPIC_INPUT_KEY: Final = "input_tokens"
+_ANTHROPIC_CACHE_KEYS: Final = ("cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def _mapping(value: Any, key: str) -> Mapping[str, Any] | None:
@@ -124,15 +135,33 @@ def _usage_container(detail: Mapping[str, Any]) -> Mapping[str, Any]:
     return detail
 
 
+def _count(value: Any) -> int | None:
+    """`value` if it is a token count OTLP can carry (an int64, not a bool), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    return None
+
+
 def _usage_attributes(detail: Mapping[str, Any]) -> dict[str, int]:
     usage = _usage_container(detail)
     found: dict[str, int] = {}
+    input_key: str | None = None
     for key, candidates in _USAGE_KEYS:
         for candidate in candidates:
-            value = usage.get(candidate)
-            if isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX:
+            value = _count(usage.get(candidate))
+            if value is not None:
                 found[key] = value
+                if key == attr.GEN_AI_USAGE_INPUT_TOKENS:
+                    input_key = candidate
                 break
+    if input_key == _ANTHROPIC_INPUT_KEY and any(key in usage for key in _ANTHROPIC_CACHE_KEYS):
+        cached = sum(_count(usage.get(key)) or 0 for key in _ANTHROPIC_CACHE_KEYS)
+        found[attr.GEN_AI_USAGE_INPUT_TOKENS] = min(
+            found[attr.GEN_AI_USAGE_INPUT_TOKENS] + cached, _INT64_MAX
+        )
+    cache_write = found.get(attr.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS)
+    if cache_write is not None:
+        found[attr.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_write
     return found
 
 
@@ -158,7 +187,8 @@ def tool_identity(detail: Any) -> tuple[str | None, str | None]:
 
 
 def usage_attributes(detail: Any) -> dict[str, int]:
-    """The `gen_ai.usage.*` token counts found in `detail` (Codex, Claude or plain)."""
+    """The `gen_ai.usage.*` token counts found in `detail` (Codex, Claude or plain): input is the
+    whole prompt, cached tokens included, and a cache-write count goes under both its names."""
     return _usage_attributes(detail) if isinstance(detail, Mapping) else {}
 
 
@@ -194,11 +224,18 @@ class RunningUsage:
 
 
 def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:
-    """The `gen_ai.tool.*` / `gen_ai.usage.*` attributes `detail` supports."""
+    """The `gen_ai.tool.*` / `gen_ai.usage.*` attributes `detail` supports. A tool is named as
+    its span names it (`tool_identity`): Codex command, file-change and web-search items too."""
     if not isinstance(detail, Mapping):
         return {}
     if entry_type in ("tool_use", "tool_result"):
-        return dict(_tool_attributes(detail))
+        call_id, name = tool_identity(detail)
+        found: dict[str, str | int] = {}
+        if call_id is not None:
+            found[attr.GEN_AI_TOOL_CALL_ID] = call_id
+        if name is not None:
+            found[attr.GEN_AI_TOOL_NAME] = name
+        return found
     if entry_type == "token_usage":
         return dict(_usage_attributes(detail))
     return {}
