@@ -148,6 +148,7 @@ class RotelSpan:
 
 
 _TOP_LEVEL = re.compile(r"^(ResourceLog|ResourceSpans|ScopeLogs|ScopeSpans|LogRecord|Span|SpanEvent) #\d+")
+_METRIC_BLOCK = re.compile(r"^(ResourceMetrics|ScopeMetrics|Metric|\w*DataPoints) #\d+")
 _ATTRIBUTE = re.compile(r"^\s+-> ([^:]+): (\w+)\((.*)$")
 _FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*: ?(.*)$")
 _EVENT_NAME = re.compile(r"^\s+-> Name: (.*)$")
@@ -189,6 +190,9 @@ def parse_rotel_output(text: str) -> tuple[list[RotelLogRecord], list[RotelSpan]
     in_span_event = False
     last_attribute: tuple[dict[str, Any], str, str] | None = None  # (attributes, key, rotel type)
     for raw_line in _ANSI.sub("", text).splitlines():
+        if _METRIC_BLOCK.match(raw_line):  # printed with `Rotel(metrics=True)`: not a record's lines
+            current, last_attribute = None, None
+            continue
         top = _TOP_LEVEL.match(raw_line)
         if top:
             last_attribute = None
@@ -261,6 +265,136 @@ def parse_rotel_output(text: str) -> tuple[list[RotelLogRecord], list[RotelSpan]
     return logs, spans
 
 
+@dataclass
+class RotelMetricPoint:
+    """One data point (`HistogramDataPoints #n`, `NumberDataPoints #n`) of rotel's detailed
+    debug output, with its metric's descriptor and scope."""
+
+    name: str
+    unit: str
+    data_type: str  # `Histogram`, `Sum`, `Gauge`, ...
+    description: str = ""
+    temporality: str | None = None
+    scope_name: str | None = None
+    scope_version: str | None = None
+    scope_schema_url: str | None = None
+    resource: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    start_timestamp: int | None = None
+    timestamp: int | None = None
+    value: float | None = None  # a number point
+    count: int | None = None  # the rest: a histogram point
+    sum: float | None = None
+    min: float | None = None
+    max: float | None = None
+    explicit_bounds: list[float] = field(default_factory=list)
+    bucket_counts: list[int] = field(default_factory=list)
+
+    @property
+    def series(self) -> tuple[Any, ...]:
+        """What a cumulative export repeats: the same process, scope, metric and attributes."""
+        return (
+            self.resource.get("service.instance.id"),
+            self.scope_name,
+            self.name,
+            frozenset(self.attributes.items()),
+        )
+
+
+_DESCRIPTOR_FIELD = re.compile(r"^\s+-> (\w+): ?(.*)$")
+_INDEXED_FIELD = re.compile(r"^(ExplicitBounds|Buckets) #\d+(?:, Count)?: (.*)$")
+
+
+def parse_rotel_metrics(text: str) -> list[RotelMetricPoint]:
+    """Every metric data point in rotel's `--debug-log metrics --debug-log-verbosity detailed`
+    output, in the order printed. A cumulative metric is printed again at each export: see
+    `latest_points()`. Log and span blocks printed among them are passed over."""
+    points: list[RotelMetricPoint] = []
+    resource: dict[str, Any] = {}
+    scope: dict[str, str | None] = {}
+    descriptor: dict[str, str] = {}
+    point: RotelMetricPoint | None = None
+    section = None  # `resource`, `descriptor`, `attributes`: where `-> ...` lines belong
+    for raw_line in _ANSI.sub("", text).splitlines():
+        block = _METRIC_BLOCK.match(raw_line)
+        if block:
+            kind, section, point = block.group(1), None, None
+            if kind == "ResourceMetrics":
+                resource, scope = {}, {}
+            elif kind == "ScopeMetrics":
+                scope = {}
+            elif kind == "Metric":
+                descriptor = {}
+            else:
+                point = RotelMetricPoint(
+                    name=descriptor.get("Name", ""),
+                    unit=descriptor.get("Unit", ""),
+                    data_type=descriptor.get("DataType", ""),
+                    description=descriptor.get("Description", ""),
+                    temporality=descriptor.get("AggregationTemporality"),
+                    scope_name=scope.get("name"),
+                    scope_version=scope.get("version"),
+                    scope_schema_url=scope.get("schema_url"),
+                    resource=resource,
+                )
+                points.append(point)
+            continue
+        if _TOP_LEVEL.match(raw_line):  # a log or span block: not ours until the next metric block
+            section, point, descriptor, resource = "elsewhere", None, {}, {}
+            continue
+        stripped = raw_line.strip()
+        if stripped == "Resource attributes:":
+            section = "resource"
+        elif stripped == "Descriptor:":
+            section = "descriptor"
+        elif stripped == "Data point attributes:":
+            section = "attributes"
+        elif stripped.startswith("ScopeMetrics SchemaURL:"):
+            scope["schema_url"] = stripped.partition(":")[2].strip() or None
+        elif stripped.startswith("InstrumentationScope "):
+            name, _, version = stripped.removeprefix("InstrumentationScope ").partition(" ")
+            scope.update(name=name, version=version or None)
+        elif section == "descriptor" and (found := _DESCRIPTOR_FIELD.match(raw_line)):
+            descriptor[found.group(1)] = found.group(2).strip()
+        elif section in ("resource", "attributes") and (attribute := _ATTRIBUTE.match(raw_line)):
+            key, kind, rest = attribute.groups()
+            into = resource if section == "resource" else point.attributes if point is not None else None
+            if into is not None:
+                into[key] = _typed(kind, rest[:-1] if rest.endswith(")") else rest)
+        elif point is not None:
+            section = None
+            _point_field(point, stripped)
+    return points
+
+
+def _point_field(point: RotelMetricPoint, line: str) -> None:
+    indexed = _INDEXED_FIELD.match(line)
+    if indexed:
+        if indexed.group(1) == "ExplicitBounds":
+            point.explicit_bounds.append(float(indexed.group(2)))
+        else:
+            point.bucket_counts.append(int(indexed.group(2)))
+        return
+    key, _, value = line.partition(": ")
+    if key == "StartTimestamp":
+        point.start_timestamp = int(value)
+    elif key == "Timestamp":
+        point.timestamp = int(value)
+    elif key == "Count":
+        point.count = int(value)
+    elif key in ("Sum", "Min", "Max", "Value"):
+        setattr(point, key.lower(), float(value))
+
+
+def latest_points(points: list[RotelMetricPoint]) -> list[RotelMetricPoint]:
+    """The last printed point of each series (cumulative exports repeat them all), in the order
+    each series first appeared."""
+    latest: dict[tuple[Any, ...], RotelMetricPoint] = {}
+    for point in points:
+        latest[point.series] = point
+    return list(latest.values())
+
+
 def owns_listening_port(pid: int, port: int) -> bool:
     """Whether process `pid` holds the socket listening on loopback `port` (Linux /proc).
 
@@ -296,11 +430,20 @@ def owns_listening_port(pid: int, port: int) -> bool:
 class Rotel:
     """A rotel collector on two free loopback ports, printing everything it receives."""
 
-    def __init__(self, binary: Path, workdir: Path, routing: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        workdir: Path,
+        routing: Mapping[str, str] | None = None,
+        *,
+        metrics: bool = False,
+    ) -> None:
         self.binary = binary
         self.workdir = workdir
         # `ROTEL_*` variables naming its exporters (collector-config/rotel.env); None: a blackhole.
         self.routing = dict(routing) if routing is not None else None
+        # Print the metrics it receives too (`received_metrics()`); logs and traces always.
+        self.metrics = metrics
         self.grpc_port = 0
         self.http_port = 0
         self.output_path = workdir / "rotel.out"
@@ -341,6 +484,7 @@ class Rotel:
             "logs",
             "--debug-log",
             "traces",
+            *(("--debug-log", "metrics") if self.metrics else ()),
             "--debug-log-verbosity",
             "detailed",
             "--pid-file",
@@ -382,6 +526,23 @@ class Rotel:
 
     def received(self) -> tuple[list[RotelLogRecord], list[RotelSpan]]:
         return parse_rotel_output(self.output())
+
+    def received_metrics(self) -> list[RotelMetricPoint]:
+        """The latest point of each metric series received (started with `metrics=True`)."""
+        return latest_points(parse_rotel_metrics(self.output()))
+
+    def wait_for_metrics(
+        self, condition: Callable[[list[RotelMetricPoint]], bool], timeout_s: float = 10.0
+    ) -> list[RotelMetricPoint]:
+        """Poll the output until `condition(latest points)` holds."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            points = self.received_metrics()
+            if condition(points) or time.monotonic() > deadline:
+                return points
+            if self.process is None or self.process.poll() is not None:
+                raise RuntimeError(f"rotel died: {self.output()[-2000:]}")
+            time.sleep(0.05)
 
     def wait_for(
         self,

@@ -40,7 +40,14 @@ from transcript_otel import (
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from helpers import run_records, strict
-from receivers import Rotel, RotelLogRecord, TapCollector
+from receivers import (
+    Rotel,
+    RotelLogRecord,
+    TapCollector,
+    latest_points,
+    parse_rotel_metrics,
+    parse_rotel_output,
+)
 
 pytestmark = pytest.mark.receiver
 
@@ -311,3 +318,209 @@ def test_a_backend_that_stops_midrun_stops_after_log_records_whichever_signal_co
             time.sleep(0.01)
         with pytest.raises(urllib.error.URLError):
             post(server, "/v1/logs", logs.SerializeToString())
+
+
+# -- rotel's metrics output (`Rotel(metrics=True)`) ------------------------------------------
+
+# Captured from rotel 0.x's `--debug-log metrics --debug-log-verbosity detailed` output: a
+# counter and a histogram exported twice (cumulative: the second export repeats both), a log
+# block printed between the exports, and the start of a `transcript-otel run`'s GenAI metrics
+# (its bucket lines left out). Trailing spaces are taken off the lines.
+ROTEL_METRICS_OUTPUT = """\
+ResourceMetrics #0
+Resource SchemaURL:
+Resource attributes:
+     -> telemetry.sdk.language: Str(python)
+     -> telemetry.sdk.name: Str(opentelemetry)
+     -> telemetry.sdk.version: Str(1.45.2)
+     -> service.instance.id: Str(b7db6f0c-6147-44e6-99bf-1df886b8a892)
+     -> service.name: Str(unknown_service:python)
+ScopeMetrics #0
+ScopeMetrics SchemaURL:
+InstrumentationScope transcript_otel 0.1.0
+Metric #0
+Descriptor:
+     -> Name: transcript_otel.records.dropped
+     -> Description: Transcript records dropped
+     -> Unit: {record}
+     -> DataType: Sum
+     -> IsMonotonic: true
+     -> AggregationTemporality: AGGREGATION_TEMPORALITY_CUMULATIVE
+NumberDataPoints #0
+Data point attributes:
+     -> transcript_otel.dropped.where: Str(backlog)
+StartTimestamp: 1795747659062849079
+Timestamp: 1795747659063072682
+Value: 3
+Metric #1
+Descriptor:
+     -> Name: gen_ai.client.token.usage
+     -> Description:
+     -> Unit: {token}
+     -> DataType: Histogram
+     -> AggregationTemporality: AGGREGATION_TEMPORALITY_CUMULATIVE
+HistogramDataPoints #0
+Data point attributes:
+     -> gen_ai.token.type: Str(input)
+     -> gen_ai.operation.name: Str(chat)
+StartTimestamp: 1795747659063012783
+Timestamp: 1795747659063072682
+Count: 1
+Sum: 5
+Min: 5
+Max: 5
+ExplicitBounds #0: 1
+ExplicitBounds #1: 4
+ExplicitBounds #2: 16
+Buckets #0, Count: 0
+Buckets #1, Count: 0
+Buckets #2, Count: 1
+Buckets #3, Count: 0
+ResourceLog #0
+Resource SchemaURL:
+Resource attributes:
+     -> telemetry.sdk.language: Str(python)
+     -> telemetry.sdk.name: Str(opentelemetry)
+     -> telemetry.sdk.version: Str(1.45.2)
+     -> service.instance.id: Str(903cf1a7-23a4-49c7-9671-4c2e33c004fe)
+     -> service.name: Str(cli-claude)
+ScopeLogs #0
+ScopeLogs SchemaURL:
+InstrumentationScope transcript_otel 0.1.0
+LogRecord #0
+ObservedTimestamp: 1795747646629967592
+Timestamp: 1795747646573305053
+SeverityText: DEBUG
+SeverityNumber: SEVERITY_NUMBER_DEBUG(5)
+EventName: transcript.start
+Body: Str(transcript.start)
+Attributes:
+     -> transcript.run_id: Str(40b062a3020c485c84c2403a8b4c3fc9)
+     -> transcript.prompt_name: Str(cli-claude)
+     -> transcript.adapter: Str(cli)
+    Trace ID       : 0c9f8079965c33798bf219d6085cf5f6
+    Span ID        : 1d588a0d69c462fb
+Flags: 3
+ResourceMetrics #0
+Resource SchemaURL:
+Resource attributes:
+     -> telemetry.sdk.language: Str(python)
+     -> telemetry.sdk.name: Str(opentelemetry)
+     -> telemetry.sdk.version: Str(1.45.2)
+     -> service.instance.id: Str(b7db6f0c-6147-44e6-99bf-1df886b8a892)
+     -> service.name: Str(unknown_service:python)
+ScopeMetrics #0
+ScopeMetrics SchemaURL:
+InstrumentationScope transcript_otel 0.1.0
+Metric #0
+Descriptor:
+     -> Name: transcript_otel.records.dropped
+     -> Description: Transcript records dropped
+     -> Unit: {record}
+     -> DataType: Sum
+     -> IsMonotonic: true
+     -> AggregationTemporality: AGGREGATION_TEMPORALITY_CUMULATIVE
+NumberDataPoints #0
+Data point attributes:
+     -> transcript_otel.dropped.where: Str(backlog)
+StartTimestamp: 1795747659062849079
+Timestamp: 1795747659067473966
+Value: 5
+Metric #1
+Descriptor:
+     -> Name: gen_ai.client.token.usage
+     -> Description:
+     -> Unit: {token}
+     -> DataType: Histogram
+     -> AggregationTemporality: AGGREGATION_TEMPORALITY_CUMULATIVE
+HistogramDataPoints #0
+Data point attributes:
+     -> gen_ai.token.type: Str(input)
+     -> gen_ai.operation.name: Str(chat)
+StartTimestamp: 1795747659063012783
+Timestamp: 1795747659067473966
+Count: 2
+Sum: 12.5
+Min: 5
+Max: 7.5
+ExplicitBounds #0: 1
+ExplicitBounds #1: 4
+ExplicitBounds #2: 16
+Buckets #0, Count: 0
+Buckets #1, Count: 0
+Buckets #2, Count: 2
+Buckets #3, Count: 0
+ResourceMetrics #0
+Resource SchemaURL:
+Resource attributes:
+     -> telemetry.sdk.language: Str(python)
+     -> telemetry.sdk.name: Str(opentelemetry)
+     -> telemetry.sdk.version: Str(1.45.2)
+     -> service.instance.id: Str(903cf1a7-23a4-49c7-9671-4c2e33c004fe)
+     -> service.name: Str(cli-claude)
+ScopeMetrics #0
+ScopeMetrics SchemaURL: https://opentelemetry.io/schemas/1.41.0
+InstrumentationScope transcript_otel 0.1.0
+Metric #0
+Descriptor:
+     -> Name: gen_ai.client.token.usage
+     -> Description: Number of input and output tokens used.
+     -> Unit: {token}
+     -> DataType: Histogram
+     -> AggregationTemporality: AGGREGATION_TEMPORALITY_CUMULATIVE
+HistogramDataPoints #0
+Data point attributes:
+     -> gen_ai.operation.name: Str(chat)
+     -> gen_ai.token.type: Str(input)
+StartTimestamp: 1795747646691687901
+Timestamp: 1795747646704887587
+Count: 2
+Sum: 3300
+Min: 1200
+Max: 2100
+2026-11-27T02:47:40.570889Z  INFO Shutdown signal received.
+"""
+
+
+def test_parse_rotel_metrics_reads_points_and_keeps_the_latest_of_each_series() -> None:
+    points = parse_rotel_metrics(ROTEL_METRICS_OUTPUT)
+    assert [(p.name, p.count, p.value) for p in points] == [
+        ("transcript_otel.records.dropped", None, 3),
+        ("gen_ai.client.token.usage", 1, None),
+        ("transcript_otel.records.dropped", None, 5),
+        ("gen_ai.client.token.usage", 2, None),
+        ("gen_ai.client.token.usage", 2, None),
+    ]
+    dropped, histogram, genai = latest_points(points)
+    assert (dropped.data_type, dropped.unit, dropped.value) == ("Sum", "{record}", 5)
+    assert dropped.attributes == {"transcript_otel.dropped.where": "backlog"}
+    assert dropped.temporality == "AGGREGATION_TEMPORALITY_CUMULATIVE"
+    assert (histogram.data_type, histogram.unit, histogram.description) == ("Histogram", "{token}", "")
+    assert histogram.attributes == {"gen_ai.token.type": "input", "gen_ai.operation.name": "chat"}
+    assert (histogram.count, histogram.sum, histogram.min, histogram.max) == (2, 12.5, 5, 7.5)
+    assert (histogram.explicit_bounds, histogram.bucket_counts) == ([1, 4, 16], [0, 0, 2, 0])
+    assert (histogram.start_timestamp, histogram.timestamp) == (1795747659063012783, 1795747659067473966)
+    assert (histogram.scope_name, histogram.scope_version, histogram.scope_schema_url) == (
+        "transcript_otel",
+        "0.1.0",
+        None,
+    )
+    # The second process's point: its own resource and scope, nothing of the log block between.
+    assert genai.resource["service.name"] == "cli-claude"
+    assert genai.scope_schema_url == "https://opentelemetry.io/schemas/1.41.0"
+    assert (genai.description, genai.count, genai.sum, genai.explicit_bounds) == (
+        "Number of input and output tokens used.",
+        2,
+        3300,
+        [],
+    )
+    assert all("transcript.run_id" not in {**p.attributes, **p.resource} for p in points)
+    # The log parser, on the same output, sees the one log record and no metric line.
+    (record,), spans = parse_rotel_output(ROTEL_METRICS_OUTPUT)
+    assert spans == []
+    assert record.event_name == "transcript.start"
+    assert record.attributes == {
+        "transcript.run_id": "40b062a3020c485c84c2403a8b4c3fc9",
+        "transcript.prompt_name": "cli-claude",
+        "transcript.adapter": "cli",
+    }

@@ -60,6 +60,7 @@ from transcript_otel._genai import (
     tool_identity,
     usage_attributes,
 )
+from transcript_otel._genai_metrics import record_span_end
 from transcript_otel._records import EntryPlacement
 from transcript_otel._span_records import span_fields
 from transcript_otel.content import text_digest
@@ -703,6 +704,8 @@ class AgentRun(EntryPlacement):
             fields = span_fields(span, end_time, final.error_type) if final.keeps_record else None
             if fields is not None:
                 self.emitter.span_ended(fields, slot.context, end_time)
+            # Last: it reads the attributes set above. Only with a MeterProvider; never raises.
+            record_span_end(span, end_time, final.usage, final.error_type)
         except Exception as exc:
             self._report("could not complete a span", exc)
         finally:
