@@ -33,13 +33,20 @@ APP = "debug_bundle/logs/app.jsonl"
 TOO_LONG = f"skipped a line longer than the {MAX_RECORD_BYTES >> 20} MiB a record may take"
 Capture = pytest.CaptureFixture[str]
 
+# The peak of this process alone: Linux's `ru_maxrss` keeps, across exec, the peak of the process
+# that forked it (the test run itself, hundreds of MiB deep into the suite); `VmHWM` does not.
 _MEASURED = """
 import resource, sys
 from transcript_otel.cli import main
 status = main(sys.argv[1:])
 sys.stdout.flush()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(f"peak-rss {peak if sys.platform == 'darwin' else peak * 1024}", file=sys.stderr)
+try:
+    with open("/proc/self/status") as status_file:
+        peak = next(int(line.split()[1]) * 1024 for line in status_file if line.startswith("VmHWM:"))
+except OSError:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak if sys.platform == "darwin" else peak * 1024
+print(f"peak-rss {peak}", file=sys.stderr)
 sys.exit(status)
 """
 
