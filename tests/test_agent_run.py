@@ -23,11 +23,13 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline
+from transcript_otel.cli.capture import LineRecorder
 from transcript_otel.content import ContentPolicy
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.codex import CodexMapper
+from transcript_otel.mappings.lines import select_adapter
 
 from conftest import OTelHarness
 from helpers import ReprRaises, entry_contexts, run_records
@@ -756,3 +758,188 @@ def test_record_never_raises(start: Start) -> None:
     # machine): those are dropped and counted, never lost silently.
     dropped = driver.run.emitter.dropped_entries
     assert len(records) + dropped == 4 * 7 * len(HOSTILE_DETAILS) + 1
+
+
+# -- models, responses, the tools' agents and the subagents' ids (from the entries) ------------
+
+LINE_STREAMS = Path(__file__).parent / "fixtures" / "line_streams"
+CLAUDE_MODEL = "claude-opus-5-5"  # the init message's, and every message's, in the fixture
+RESPONSE_KEYS = (
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "gen_ai.response.id",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.usage.cost",
+    "transcript.usage.cost_usd",
+)
+
+
+def replay(start: Start, fmt: str, fixture: str) -> dict[str, list[ReadableSpan]]:
+    """A recorded output read as `transcript-otel run` reads it (the run it makes), into spans."""
+    driver = start(
+        adapter="run",
+        session_id=None,
+        provider=None,
+        model=None,
+        count_message_usage=False,
+        subagents_named_by_call_id=True,
+    )
+    recorder = LineRecorder(driver.run, select_adapter(fmt))
+    for line in (LINE_STREAMS / fixture).read_bytes().splitlines():
+        recorder.feed(line)
+    recorder.end(None)
+    return driver.finish()
+
+
+def picked(span: ReadableSpan, keys: Sequence[str] = RESPONSE_KEYS) -> dict[str, Any]:
+    attributes = span.attributes or {}
+    return {key: attributes[key] for key in keys if key in attributes}
+
+
+def test_claude_stream_json_chats_get_the_model_and_their_responses(start: Start) -> None:
+    spans = replay(start, "claude-stream-json", "claude-stream-json.jsonl")
+    first, second = sorted(
+        spans[f"chat {CLAUDE_MODEL}"], key=lambda s: str((s.attributes or {})["transcript.turn"])
+    )
+    assert "chat" not in spans  # renamed once the init message told the model
+    cost = 0.01878
+    assert picked(first) == {
+        "gen_ai.request.model": CLAUDE_MODEL,  # the init message's
+        "gen_ai.response.model": CLAUDE_MODEL,
+        "gen_ai.response.id": "msg_scripted_0002",  # the turn's last message
+        "gen_ai.response.finish_reasons": ("stop",),  # the result's `end_turn`
+        "gen_ai.usage.cost": pytest.approx(cost),
+        "transcript.usage.cost_usd": pytest.approx(cost),
+    }
+    assert picked(second) == {
+        "gen_ai.request.model": CLAUDE_MODEL,
+        "gen_ai.response.model": CLAUDE_MODEL,
+        "gen_ai.response.id": "msg_scripted_0005",
+        "gen_ai.response.finish_reasons": ("stop",),
+    }
+    # The root gets the request model only; the subagent keeps its own and no response facts.
+    assert picked(only(spans, ROOT)) == {
+        "gen_ai.request.model": CLAUDE_MODEL,
+        "transcript.usage.cost_usd": pytest.approx(cost),
+    }
+    assert picked(only(spans, "invoke_agent general-purpose")) == {}
+
+
+def test_claude_stream_json_tools_name_their_agent_and_the_launcher_its_transfer(start: Start) -> None:
+    spans = replay(start, "claude-stream-json", "claude-stream-json.jsonl")
+    session = "dc1b2197-f9d0-47e4-9d02-2c424b9929d4"
+    keys = (
+        "gen_ai.conversation.id",
+        "gen_ai.agent.name",
+        "gen_ai.agent.id",
+        "gen_ai.transfer.mode",
+        "gen_ai.transfer.target.name",
+        "gen_ai.transfer.target.type",
+        "transcript.subagent.call_id",
+    )
+    assert picked(only(spans, "execute_tool Agent"), keys) == {
+        "gen_ai.conversation.id": session,
+        "gen_ai.agent.name": "review",  # the root's: the main thread called it
+        "gen_ai.transfer.mode": "return_to_caller",
+        "gen_ai.transfer.target.name": "general-purpose",
+    }
+    assert picked(only(spans, "execute_tool Bash"), keys) == {
+        "gen_ai.conversation.id": session,
+        "gen_ai.agent.name": "general-purpose",  # the subagent called it
+    }
+    assert picked(only(spans, "invoke_agent general-purpose"), keys) == {
+        "gen_ai.conversation.id": session,
+        "gen_ai.agent.name": "general-purpose",
+        "gen_ai.agent.id": "a4531e32b9a28a619",  # `task_started`'s task id, not the call id
+        "transcript.subagent.call_id": "toolu_agent_bg",
+    }
+
+
+def test_codex_json_chat_says_only_what_codex_tells(start: Start) -> None:
+    spans = replay(start, "codex-json", "codex-json.jsonl")
+    # `codex exec --json` names no model: the chat stays `chat`, its finish reason is derived.
+    assert picked(only(spans, "chat")) == {"gen_ai.response.finish_reasons": ("stop",)}
+    tools = [span for name, group in spans.items() if name.startswith("execute_tool") for span in group]
+    assert len(tools) == 5
+    for tool in tools:
+        assert picked(tool, ("gen_ai.conversation.id", "gen_ai.agent.name")) == {
+            "gen_ai.conversation.id": "01a219cd-3b13-7f91-bd4b-7dd823fa3e95",  # `thread.started`, later
+            "gen_ai.agent.name": "review",
+        }
+
+
+def test_rtf1_chat_requested_the_model_that_answered(start: Start) -> None:
+    spans = replay(start, "rtf1", "rtf1.txt")
+    assert picked(only(spans, "chat gpt-4.1-mini")) == {
+        "gen_ai.request.model": "gpt-4.1-mini",  # the run has none: the first response's
+        "gen_ai.response.model": "gpt-4.1-mini",
+        "gen_ai.response.finish_reasons": ("stop",),
+    }
+    assert "gen_ai.request.model" not in (only(spans, ROOT).attributes or {})
+
+
+def claude_message(message_id: str, model: str, stop_reason: str | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"id": message_id, "model": model, "stop_reason": stop_reason, "usage": {}}
+    return {"type": "assistant", "message": {**message, "content": [{"type": "text", "text": "a"}]}}
+
+
+def test_without_a_turn_report_the_last_message_tells_the_finish_reason(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", provider="anthropic", model=None)
+    driver.run.begin_turn()
+    driver.line(claude_message("msg_1", "claude-a", "tool_use"))
+    driver.line(claude_message("msg_2", "claude-b", "max_tokens"))
+    spans = driver.finish()
+    assert picked(only(spans, "chat claude-a")) == {
+        "gen_ai.request.model": "claude-a",  # what was asked first
+        "gen_ai.response.model": "claude-b",  # the last to answer
+        "gen_ai.response.id": "msg_2",
+        "gen_ai.response.finish_reasons": ("length",),
+    }
+
+
+def test_a_turn_whose_last_output_is_a_tool_call_finishes_with_it(start: Start) -> None:
+    driver = start(turns_start_with_user_message=True)
+    driver.feed(driver.codex.user_message("go"))
+    driver.notify("item/started", command("c1"))
+    driver.notify("item/completed", command("c1", exitCode=0))
+    driver.run.end_turn()
+    spans = driver.finish()
+    assert picked(only(spans, CHAT)) == {
+        "gen_ai.request.model": MODEL,
+        "gen_ai.response.finish_reasons": ("tool_call",),
+    }
+
+
+def test_a_failed_turn_finishes_with_an_error(start: Start) -> None:
+    driver = start(turns_start_with_user_message=True)
+    driver.feed(driver.codex.user_message("go"))
+    driver.notify("turn/completed", failed_turn("usageLimitExceeded"))
+    driver.run.end_turn()
+    spans = driver.finish()
+    assert (only(spans, CHAT).attributes or {})["gen_ai.response.finish_reasons"] == ("error",)
+
+
+def test_a_late_session_id_reaches_open_tools_and_subagents(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", provider="anthropic", model=None, session_id=None)
+    driver.run.begin_turn()
+    driver.line(claude_assistant("msg_1", task("task_1", "P", "Explore"), usage={}))
+    driver.line(subagent_prompt("P"), "subagent:a1")
+    driver.run.set_session_id("s9")
+    driver.line(task_result("task_1"))
+    spans = driver.finish()
+    for span in (only(spans, "execute_tool Task"), only(spans, "invoke_agent Explore"), only(spans, "chat")):
+        assert (span.attributes or {})["gen_ai.conversation.id"] == "s9", span.name
+
+
+def test_a_subagent_named_by_its_call_learns_its_agent_id_from_its_messages(start: Start) -> None:
+    driver = start(adapter="claude_agent_sdk", subagents_named_by_call_id=True)
+    driver.run.begin_turn()
+    driver.line(claude_assistant("msg_1", task("task_1", "P", "Explore"), usage={}))
+    driver.line(subagent_prompt("P"), "subagent:task_1")  # opens the span: only the call id is known
+    message = {"type": "assistant", "parent_tool_use_id": "task_1", "agent_id": "agent_7", "message": {}}
+    driver.run.record("assistant_message", source="subagent:task_1", detail={"sdk_entry": message})
+    driver.line(task_result("task_1"))
+    spans = driver.finish()
+    attributes = only(spans, "invoke_agent Explore").attributes or {}
+    assert attributes["gen_ai.agent.id"] == "agent_7"
+    assert attributes["transcript.subagent.call_id"] == "task_1"

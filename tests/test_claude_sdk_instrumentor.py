@@ -53,6 +53,7 @@ from codex_agent import write_launcher  # noqa: E402  (the demo's launcher of a 
 FAKE_CLI = EXAMPLES / "fake_agents" / "fake_claude_stream.py"
 PROMPT_NAME = "sdk-test"
 ROOT = f"invoke_agent {PROMPT_NAME}"
+CHAT = "chat claude-opus-4-6"  # named after the fake CLI's model, from its init message
 SDK_VERSION = tuple(int(part) for part in claude_agent_sdk.__version__.split(".")[:3])
 # Before 0.1.5x the SDK raised on message types it did not know; since, it skips them.
 SDK_SKIPS_UNKNOWN_TYPES = SDK_VERSION >= (0, 1, 50)
@@ -208,7 +209,7 @@ def test_plain_query_is_one_run_with_a_turn(run_query: Run) -> None:
     assert {entry["adapter"] for entry in capture.entries} == {"claude_agent_sdk"}
     assert json.loads(usage["raw"])["total_cost_usd"] == 0.0123
 
-    root, chat = capture.span(ROOT), capture.span("chat claude-opus-4-6")
+    root, chat = capture.span(ROOT), capture.span(CHAT)
     assert root.parent is None
     assert capture.parent_of(chat) is root
     assert (root.attributes or {})["gen_ai.conversation.id"] == session_id
@@ -221,7 +222,7 @@ def test_plain_query_is_one_run_with_a_turn(run_query: Run) -> None:
         "gen_ai.usage.cache_write.input_tokens": 3,
         "transcript.usage.cost_usd": 0.0123,
     }
-    assert usage_of(chat) == expected_usage
+    assert usage_of(chat) == {**expected_usage, "gen_ai.usage.cost": 0.0123}  # the turn's model calls
     assert usage_of(root) == expected_usage
     # Entries are span events of their span and log records correlated with it.
     assert [event.name for event in chat.events] == ["transcript.entry"] * 4
@@ -278,7 +279,7 @@ def test_a_tool_call_is_an_execute_tool_span_holding_its_use_and_result(run_quer
     capture = run_query("tool", "List the files")
     assert capture.types() == TOOL_TURN
     bash = capture.span("execute_tool Bash")
-    assert capture.parent_of(bash) is capture.span("chat")
+    assert capture.parent_of(bash) is capture.span(CHAT)
     assert (bash.attributes or {})["gen_ai.tool.call.id"] == "toolu_bash_1"
     assert bash.status.status_code is StatusCode.UNSET
     use, result = capture.entries[3], capture.entries[4]
@@ -295,14 +296,26 @@ def test_a_tool_call_is_an_execute_tool_span_holding_its_use_and_result(run_quer
 def test_parallel_subagents_nest_under_the_calls_that_launched_them(run_query: Run) -> None:
     capture = run_query("parallel", "Count files and read the README")
 
-    chat = capture.span("chat")
+    chat = capture.span(CHAT)
     task_a, task_b = capture.tool("toolu_task_a"), capture.tool("toolu_task_b")
     assert capture.parent_of(task_a) is chat
     assert capture.parent_of(task_b) is chat
     counter, reader = capture.span("invoke_agent counter"), capture.span("invoke_agent reader")
     assert capture.parent_of(counter) is task_a
     assert capture.parent_of(reader) is task_b
-    assert (counter.attributes or {})["gen_ai.agent.id"] == "toolu_task_a"
+    # The span is named by the launching call; `task_started` tells the real agent (task) id.
+    for agent, agent_id, call_id in [(counter, "task-a", "toolu_task_a"), (reader, "task-b", "toolu_task_b")]:
+        assert (agent.attributes or {})["gen_ai.agent.id"] == agent_id
+        assert (agent.attributes or {})["transcript.subagent.call_id"] == call_id
+    # The launchers call a subagent and wait for its answer; the subagents' tools are theirs.
+    for launcher, target in [(task_a, "counter"), (task_b, "reader")]:
+        assert (launcher.attributes or {})["gen_ai.transfer.mode"] == "return_to_caller"
+        assert (launcher.attributes or {})["gen_ai.transfer.target.name"] == target
+        assert (launcher.attributes or {})["gen_ai.agent.name"] == PROMPT_NAME
+    assert (capture.tool("toolu_a_1").attributes or {})["gen_ai.agent.name"] == "counter"
+    assert (capture.tool("toolu_b_1").attributes or {})["gen_ai.agent.name"] == "reader"
+    assert (chat.attributes or {})["gen_ai.response.finish_reasons"] == ("stop",)
+    assert (chat.attributes or {})["gen_ai.request.model"] == "claude-opus-4-6"
     assert capture.parent_of(capture.tool("toolu_a_1")) is counter
     assert capture.parent_of(capture.tool("toolu_b_1")) is reader
     assert capture.tool("toolu_a_1").name == "execute_tool Bash"
@@ -359,7 +372,7 @@ def test_an_error_result_is_an_error_entry_an_error_turn_and_a_failed_run(
     result_error, exception = capture.entries[4], capture.entries[5]
     assert result_error["detail"]["sdk_entry"]["errors"] == ["fake claude failure"]
     assert exception["detail"]["exception"]["type"] == type(raised.value).__name__
-    chat = capture.span("chat")
+    chat = capture.span(CHAT)
     assert chat.status.status_code is StatusCode.ERROR
     assert (chat.attributes or {})["error.type"] == "error_during_execution"
     root = capture.span(ROOT)
@@ -421,7 +434,7 @@ def test_a_consumer_that_stops_early_ends_every_span_without_an_error(
         assert message.content[0].text == "chunk 0"
     capture = captured()
     assert_invariants(capture)
-    assert {span.name for span in capture.spans} == {ROOT, "chat"}  # both ended
+    assert {span.name for span in capture.spans} == {ROOT, CHAT}  # both ended
     assert capture.records[-1]["event"] == "transcript.stop"
     assert "error" not in capture.types()
     assert capture.types().count("assistant_message") < 40  # it stopped reading
@@ -447,7 +460,7 @@ def test_a_client_is_one_run_with_a_turn_per_prompt(cli: str, captured: Callable
     capture = captured()
     assert_invariants(capture)
     root = capture.span(ROOT)
-    turns = sorted(capture.named("chat"), key=turn_of)
+    turns = sorted(capture.named(CHAT), key=turn_of)
     assert [turn_of(span) for span in turns] == [1, 2]
     assert all(capture.parent_of(turn) is root for turn in turns)
     assert len(capture.named("execute_tool Bash")) == 2
@@ -474,7 +487,7 @@ def test_a_streamed_prompt_gives_a_turn_per_message(run_query: Run) -> None:
             yield {"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": None}
 
     capture = run_query("tool", prompts())
-    turns = sorted(capture.named("chat"), key=turn_of)
+    turns = sorted(capture.named(CHAT), key=turn_of)
     assert [turn_of(span) for span in turns] == [1, 2]
     prompts_recorded = [entry for entry in capture.entries if entry["entry_type"] == "user_message"]
     assert [p["detail"]["sdk_entry"]["message"]["content"] for p in prompts_recorded] == [
@@ -506,7 +519,7 @@ def test_a_client_that_stops_waiting_and_reads_on_keeps_one_turn(
     capture = captured()
     assert_invariants(capture)
     assert "error" not in capture.types()
-    (turn,) = capture.named("chat")
+    (turn,) = capture.named(CHAT)
     assert turn.status.status_code is StatusCode.UNSET
     assert capture.types().count("assistant_message") == 40
 

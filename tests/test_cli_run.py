@@ -163,7 +163,9 @@ def test_spans_and_log_records_reach_a_real_receiver(tmp_path: Path) -> None:
     tools = [span for span in spans if span.name.startswith("execute_tool ")]
     assert sorted(span.name for span in tools) == ["execute_tool pytest", "execute_tool shell"]
     for tool in tools:
-        assert by_id[tool.parent_span_id].name == "chat"
+        assert (
+            by_id[tool.parent_span_id].name == "chat gpt-4.1-mini"
+        )  # named after the model its usage line reports
         assert by_id[by_id[tool.parent_span_id].parent_span_id] is root
         assert tool.end_time_unix_nano > tool.start_time_unix_nano
     failed = next(span for span in tools if span.name == "execute_tool pytest")

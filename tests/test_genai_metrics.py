@@ -118,6 +118,18 @@ def by_attributes(metric: Metric) -> dict[frozenset[tuple[str, Any]], HistogramD
     return {frozenset((point.attributes or {}).items()): point for point in points(metric)}
 
 
+# The model each recorded output names (Claude's init and messages, RTF1's usage line; `codex exec
+# --json` names none): requested and answering, on each chat span and so on its metrics.
+OUTPUT_MODELS: dict[str, dict[str, str]] = {
+    "claude-stream-json": {
+        "gen_ai.request.model": "claude-opus-5-5",
+        "gen_ai.response.model": "claude-opus-5-5",
+    },
+    "rtf1": {"gen_ai.request.model": "gpt-4.1-mini", "gen_ai.response.model": "gpt-4.1-mini"},
+    "codex-json": {},
+}
+
+
 def spans_of(spans: list[ReadableSpan], operation: str) -> list[ReadableSpan]:
     return [span for span in spans if (span.attributes or {}).get(OPERATION) == operation]
 
@@ -156,8 +168,9 @@ def test_token_usage_counts_each_chat_span_once(
         assert point.sum == sum(counted)
         assert (point.min, point.max) == (min(counted), max(counted))
         assert list(point.explicit_bounds) == list(genai_metrics.TOKEN_USAGE_BUCKETS)
-        # `run` knows no provider or model for these formats: nothing is made up.
-        assert dict(point.attributes or {}) == {OPERATION: "chat", "gen_ai.token.type": token_type}
+        # `run` knows no provider for these formats: nothing is made up; the model is the output's.
+        expected = {OPERATION: "chat", "gen_ai.token.type": token_type, **OUTPUT_MODELS[fmt]}
+        assert dict(point.attributes or {}) == expected
     if fmt == "claude-stream-json":  # two turns; not the root's 4250, nor the subagent's 950
         assert by_type["input"].sum == 2100 + 1200
 
@@ -170,7 +183,7 @@ def test_operation_duration_is_each_chat_spans_duration(
     duration = our_metrics(meter_reader)[genai_metrics.OPERATION_DURATION]
     assert duration.unit == "s"
     (point,) = points(duration)
-    assert dict(point.attributes or {}) == {OPERATION: "chat"}
+    assert dict(point.attributes or {}) == {OPERATION: "chat", **OUTPUT_MODELS[fmt]}
     assert point.count == len(chats)
     assert math.isclose(point.sum, sum(duration_s(span) for span in chats), rel_tol=1e-9, abs_tol=1e-9)
     assert list(point.explicit_bounds) == list(genai_metrics.OPERATION_DURATION_BUCKETS)
@@ -223,7 +236,14 @@ def test_agent_duration_for_the_root_and_each_subagent(
     assert duration.unit == "s"
     found = by_attributes(duration)
     for span in agents:
-        point = found[frozenset({("gen_ai.agent.name", (span.attributes or {})["gen_ai.agent.name"])})]
+        attributes = span.attributes or {}
+        # The root requested the model the init message names; the subagent's is not told.
+        series = {
+            (key, attributes[key])
+            for key in ("gen_ai.agent.name", "gen_ai.request.model")
+            if key in attributes
+        }
+        point = found[frozenset(series)]
         assert point.count == 1
         assert math.isclose(point.sum, duration_s(span), abs_tol=1e-9)
         assert list(point.explicit_bounds) == list(genai_metrics.AGENT_DURATION_BUCKETS)
@@ -239,7 +259,11 @@ def test_tool_duration_for_each_tool_that_returned(
     expected: dict[frozenset[tuple[str, Any]], list[float]] = {}
     for span in tools:
         attributes = span.attributes or {}
-        key = {("gen_ai.tool.name", attributes["gen_ai.tool.name"]), ("gen_ai.tool.type", "extension")}
+        key = {
+            ("gen_ai.tool.name", attributes["gen_ai.tool.name"]),
+            ("gen_ai.tool.type", "extension"),
+            ("gen_ai.agent.name", "cli-codex-json"),  # the run's agent called every tool
+        }
         if "error.type" in attributes:
             key.add(("error.type", attributes["error.type"]))
         expected.setdefault(frozenset(key), []).append(duration_s(span))
@@ -248,6 +272,7 @@ def test_tool_duration_for_each_tool_that_returned(
             {
                 ("gen_ai.tool.name", "codex:command"),
                 ("gen_ai.tool.type", "extension"),
+                ("gen_ai.agent.name", "cli-codex-json"),
                 ("error.type", "tool_error"),
             }
         )

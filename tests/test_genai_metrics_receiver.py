@@ -112,6 +112,13 @@ def test_run_exports_genai_metrics_that_match_its_spans(
     # The wrapper exports at exit (the MeterProvider's shutdown); rotel prints it within ~200 ms.
     metrics = by_name(mine(rotel_with_metrics.wait_for_metrics(arrived, timeout_s=15)))
 
+    # The models the output names (Claude's, none for `codex exec --json`), the same on every chat.
+    models = {
+        key: chats[0]["attributes"][key]
+        for key in ("gen_ai.request.model", "gen_ai.response.model")
+        if key in chats[0]["attributes"]
+    }
+    assert all({key: chat["attributes"].get(key) for key in models} == models for chat in chats)
     # gen_ai.client.token.usage: one point per chat span and token type, summing their usage.
     tokens = {point.attributes["gen_ai.token.type"]: point for point in metrics[genai_metrics.TOKEN_USAGE]}
     assert set(tokens) == {"input", "output"}
@@ -122,7 +129,7 @@ def test_run_exports_genai_metrics_that_match_its_spans(
         point = tokens[token_type]
         assert_histogram(point, "{token}", genai_metrics.TOKEN_USAGE_BUCKETS)
         counted = [span["attributes"][usage_key] for span in chats]
-        assert point.attributes == {OPERATION: "chat", "gen_ai.token.type": token_type}
+        assert point.attributes == {OPERATION: "chat", "gen_ai.token.type": token_type, **models}
         assert (point.count, point.sum, point.min, point.max) == (
             len(chats),
             sum(counted),
@@ -133,7 +140,7 @@ def test_run_exports_genai_metrics_that_match_its_spans(
     # gen_ai.client.operation.duration: each chat span's duration.
     (duration,) = metrics[genai_metrics.OPERATION_DURATION]
     assert_histogram(duration, "s", genai_metrics.OPERATION_DURATION_BUCKETS)
-    assert duration.attributes == {OPERATION: "chat"}
+    assert duration.attributes == {OPERATION: "chat", **models}
     assert duration.count == len(chats)
     assert duration.sum is not None
     assert math.isclose(duration.sum, sum(duration_s(span) for span in chats), rel_tol=1e-6)
@@ -160,7 +167,7 @@ def test_run_exports_genai_metrics_that_match_its_spans(
             continue
         series = frozenset(
             (k, attributes[k])
-            for k in ("gen_ai.tool.name", "gen_ai.tool.type", "error.type")
+            for k in ("gen_ai.tool.name", "gen_ai.tool.type", "gen_ai.agent.name", "error.type")
             if k in attributes
         )
         expected_tools[series].append(duration_s(span))

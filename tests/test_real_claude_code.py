@@ -212,9 +212,13 @@ def test_each_subagent_runs_under_the_call_that_launched_it_with_its_own_usage(
     for call_id, conversation in calls.items():
         launcher = run.tool(call_id)
         (subagent,) = [
-            s for s in run.named("invoke_agent") if s["attributes"].get("gen_ai.agent.id") == call_id
+            s
+            for s in run.named("invoke_agent")
+            if s["attributes"].get("transcript.subagent.call_id") == call_id
         ]
         assert subagent["parent_span_id"] == launcher["span_id"]
+        # Named by its launching call; its agent id is the one the CLI's `task_started` tells.
+        assert subagent["attributes"]["gen_ai.agent.id"] != call_id
         # The call covers the subagent's real work (it goes on after its "launched" result).
         assert launcher["start_time_unix_nano"] <= subagent["start_time_unix_nano"]
         assert launcher["end_time_unix_nano"] >= subagent["end_time_unix_nano"]

@@ -7,10 +7,11 @@ that span's context, so its log record and span event land there:
 * `invoke_agent {prompt}`: the root span (`gen_ai.agent.name` = prompt name,
   `gen_ai.conversation.id` = session id, provider, model, token totals);
 * `chat {model}`: one per turn (the prompt sent to the model and everything until
-  the turn completes), with the turn's token usage, ERROR and `error.type` when the
-  turn failed;
+  the turn completes), with the turn's model, response facts (`TurnFacts`) and token
+  usage, ERROR and `error.type` when the turn failed;
 * `execute_tool {name}`: from a `tool_use` entry to the `tool_result` with the same
-  call id, ERROR when the result says the tool failed;
+  call id, ERROR when the result says the tool failed; a `Task`/`Agent` call is a
+  transfer to the subagent it names;
 * `invoke_agent {subagent type}`: a subagent's entries (source `subagent:<id>`),
   nested under the `Task`/`Agent` tool call that launched it.
 
@@ -60,11 +61,13 @@ from transcript_otel._genai import (
     tool_identity,
     usage_attributes,
 )
+from transcript_otel._genai_facts import init_model, response_facts, subagent_agent_id
 from transcript_otel._genai_metrics import record_span_end
 from transcript_otel._records import EntryPlacement
 from transcript_otel._span_records import span_fields
 from transcript_otel.content import text_digest
 from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.instrumentation._turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import result_error_type
 from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, DetailInRaw, EntryType, RawJson
@@ -82,8 +85,16 @@ ERROR_TYPE: Final = "error.type"
 TURN_NUMBER: Final = "transcript.turn"
 TRANSCRIPT_ADAPTER: Final = "transcript.adapter"
 TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
-# No semantic convention names a cost yet: ours, in US dollars as the harness reports it.
+# Ours, in US dollars as the harness reports it (kept beside the conventions' newer name).
 USAGE_COST_USD: Final = "transcript.usage.cost_usd"
+GEN_AI_USAGE_COST: Final = "gen_ai.usage.cost"
+# A stream-json subagent's span is named by the call that launched it: that call's id.
+SUBAGENT_CALL_ID: Final = "transcript.subagent.call_id"
+# semantic-conventions-genai's agent-as-a-tool refinement of `execute_tool` (a `Task`/`Agent`
+# call names the subagent type it starts, and waits for its answer).
+GEN_AI_TRANSFER_MODE: Final = "gen_ai.transfer.mode"
+GEN_AI_TRANSFER_TARGET_NAME: Final = "gen_ai.transfer.target.name"
+TRANSFER_RETURNS_TO_CALLER: Final = "return_to_caller"
 
 # Tools that start a Claude subagent.
 _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
@@ -93,6 +104,10 @@ _MAX_CAUSES: Final = 8
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 _ENTRY_SYSTEM_EVENT: Final = EntryType.SYSTEM_EVENT.value
+_ENTRY_ASSISTANT_MESSAGE: Final = EntryType.ASSISTANT_MESSAGE.value
+_ENTRY_TOKEN_USAGE: Final = EntryType.TOKEN_USAGE.value
+# Entries that may tell the model that answered, its response id and why it stopped.
+_RESPONSE_ENTRIES: Final = frozenset({_ENTRY_ASSISTANT_MESSAGE, _ENTRY_TOKEN_USAGE})
 # What a harness reports as its turn ends: its usage, or why it failed.
 TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
@@ -127,6 +142,12 @@ class _SpanSlot:
     error_type: str | None = None
     # A turn: the harness announced it (Claude Code's `init`), so its next announcement is another turn.
     announced: bool = False
+    # A turn: what its entries say about its model responses (None for other spans).
+    facts: TurnFacts | None = None
+    # The root and subagents: the `gen_ai.agent.name` of the tools they call.
+    agent_name: str | None = None
+    # A subagent named by its launching call id: its real agent id is known (set on the span).
+    agent_id_learned: bool = False
 
     @classmethod
     def open(
@@ -155,6 +176,8 @@ class _FinalState(NamedTuple):
     cost_usd: float
     error_type: str | None
     keeps_record: bool
+    # A turn's response facts (`TurnFacts.final_attributes`); empty for other spans.
+    attributes: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -215,6 +238,8 @@ class AgentRun(EntryPlacement):
         # so a subagent's file may be read after its `Task` call's result.
         self._ended_launchers: deque[_ToolSlot] = deque(maxlen=_MAX_ENDED_LAUNCHERS)
         self._usage_by_message: dict[str, dict[str, int]] = {}
+        # Real agent ids learned (stream-json's `task_started`) before their subagent spoke.
+        self._agent_ids_by_call: dict[str, str] = {}
         self._finished = False
         # Agent side: `begin_turn()` was called since the last `end_turn()`.
         self._turn_asked = False
@@ -241,6 +266,7 @@ class AgentRun(EntryPlacement):
                 attr.RUN_ID: self.emitter.run_id,
             },
         )
+        self._root.agent_name = prompt_name
         # `transcript.start` belongs to the root span, like everything of the run.
         token = otel_context.attach(self._root.context)
         try:
@@ -352,12 +378,19 @@ class AgentRun(EntryPlacement):
             usage = usage_attributes({"usage": detail.get("message_usage")})
             if usage:  # a subagent's model call: its own span and the run's totals, not the turn's
                 self._add_usage(subagent, usage, turn=None)
+        if self._subagents_named_by_call_id and (
+            entry_type == _ENTRY_SYSTEM_EVENT or (subagent is not None and not subagent.agent_id_learned)
+        ):
+            self._learn_agent_id(detail)
         turn = self._turn
         if source == MAIN_SOURCE and entry_type in TURN_REPORTS and self._turns_awaiting_result:
             turn = self._turns_awaiting_result[0]  # the oldest turn still waits for its result
+        if subagent is None:  # the main thread's model: the turn's (a subagent's stays its own)
+            self._note_turn_facts(entry_type, detail, turn)
         base = subagent or turn or self._root
         if entry_type == _ENTRY_TOOL_USE:
-            return self._open_tool(source, detail, base, timestamp_ns)
+            caller = subagent or self._root  # the agent that called the tool
+            return self._open_tool(source, detail, base, timestamp_ns, caller.agent_name)
         if entry_type == _ENTRY_TOOL_RESULT:
             call_id, _ = tool_identity(detail)
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
@@ -370,6 +403,55 @@ class AgentRun(EntryPlacement):
         elif entry_type == EntryType.ERROR.value:
             base.error_type = _error_type(detail)
         return base
+
+    def _note_turn_facts(self, entry_type: Any, detail: Any, turn: _SpanSlot | None) -> None:
+        """A main-thread entry's facts about the model: the init message's model (the run's request
+        model when it has none), a response's model, id and finish reason (the turn's)."""
+        if entry_type == _ENTRY_SYSTEM_EVENT:
+            model = init_model(detail) if self._model is None else None
+            if model is not None:
+                self._set_request_model(model)
+            return
+        facts = turn.facts if turn is not None else None
+        if facts is None:
+            return
+        if entry_type == _ENTRY_TOOL_USE:
+            facts.last_output_was_tool_call = True
+            return
+        if entry_type not in _RESPONSE_ENTRIES:
+            return
+        if entry_type == _ENTRY_ASSISTANT_MESSAGE:
+            facts.last_output_was_tool_call = False
+        response = response_facts(entry_type, detail)
+        if response.model is None and response.response_id is None and response.finish_reason is None:
+            return
+        reports_turn = entry_type == _ENTRY_TOKEN_USAGE
+        if facts.note_response(response, reports_turn=reports_turn) and turn is not None:
+            _name_chat(turn, facts.request_model)
+
+    def _set_request_model(self, model: str) -> None:
+        """The run's model, learned from its entries: the root's and every open turn's request model."""
+        self._model = model
+        self._root.span.set_attribute(GEN_AI_REQUEST_MODEL, model)
+        for turn in (self._turn, *self._turns_awaiting_result):
+            if turn is not None and turn.facts is not None and turn.facts.request_model is None:
+                turn.facts.request_model = model
+                _name_chat(turn, model)
+
+    def _learn_agent_id(self, detail: Any) -> None:
+        """A stream-json subagent's real agent id (`task_started`, or its messages' `agent_id`):
+        its span, named by the launching call id, gets it as `gen_ai.agent.id`."""
+        identity = subagent_agent_id(detail)
+        if identity is None or identity.call_id is None:
+            return
+        slot = self._subagents.get(SUBAGENT_SOURCE_PREFIX + identity.call_id)
+        if slot is None:  # it has not spoken yet: its span gets the id as it opens
+            if len(self._agent_ids_by_call) >= _MAX_KNOWN_LAUNCHERS:
+                del self._agent_ids_by_call[next(iter(self._agent_ids_by_call))]
+            self._agent_ids_by_call[identity.call_id] = identity.agent_id
+        elif not slot.agent_id_learned:
+            slot.span.set_attribute(GEN_AI_AGENT_ID, identity.agent_id)
+            slot.agent_id_learned = True
 
     def set_session_id(self, session_id: str) -> None:
         """The harness told its session id after the run began: spans and later entries get it."""
@@ -385,7 +467,9 @@ class AgentRun(EntryPlacement):
 
     def _set_span_session_id(self, session_id: str) -> None:
         with self._lock:
-            for slot in (self._root, self._turn):
+            slots: list[_SpanSlot | None] = [self._root, self._turn, *self._turns_awaiting_result]
+            slots += [*self._tools.values(), *self._background_calls.values(), *self._subagents.values()]
+            for slot in slots:
                 if slot is not None:
                     slot.span.set_attribute(attr.GEN_AI_CONVERSATION_ID, session_id)
 
@@ -435,14 +519,13 @@ class AgentRun(EntryPlacement):
 
     def _open_turn(self, start_ns: int) -> None:
         self._turn_count += 1
-        operation = "chat"
         self._turn = _SpanSlot.open(
             self._tracer,
-            f"{operation} {self._model}" if self._model else operation,
+            chat_span_name(self._model),
             self._root.context,
             SpanKind.CLIENT,
             {
-                GEN_AI_OPERATION_NAME: operation,
+                GEN_AI_OPERATION_NAME: CHAT_OPERATION,
                 GEN_AI_PROVIDER_NAME: self._provider,
                 GEN_AI_REQUEST_MODEL: self._model,
                 attr.GEN_AI_CONVERSATION_ID: self._session_id,
@@ -450,6 +533,7 @@ class AgentRun(EntryPlacement):
             },
             start_ns,
         )
+        self._turn.facts = TurnFacts(request_model=self._model)
 
     def end_turn(self, error: BaseException | None = None) -> None:
         """End the open turn (and the tool and subagent spans still open in it)."""
@@ -482,7 +566,9 @@ class AgentRun(EntryPlacement):
 
     # -- tools and subagents ----------------------------------------------------------
 
-    def _open_tool(self, source: str, detail: Any, parent: _SpanSlot, start_ns: int) -> _SpanSlot:
+    def _open_tool(
+        self, source: str, detail: Any, parent: _SpanSlot, start_ns: int, agent_name: str | None
+    ) -> _SpanSlot:
         call_id, name = tool_identity(detail)
         if call_id is None:
             return parent  # a call without an id cannot be matched with its result
@@ -498,6 +584,8 @@ class AgentRun(EntryPlacement):
                 attr.GEN_AI_TOOL_NAME: name,
                 attr.GEN_AI_TOOL_CALL_ID: call_id,
                 GEN_AI_TOOL_TYPE: "function" if _is_bridged_tool(detail) else "extension",
+                attr.GEN_AI_CONVERSATION_ID: self._session_id,
+                GEN_AI_AGENT_NAME: agent_name,
             },
             start_ns,
         )
@@ -509,6 +597,13 @@ class AgentRun(EntryPlacement):
             prompt, subagent_type = arguments.get("prompt"), arguments.get("subagent_type")
             tool.subagent_prompt = prompt if isinstance(prompt, str) else None
             tool.subagent_type = subagent_type if isinstance(subagent_type, str) else None
+            if tool.subagent_type:  # the call names the agent it starts, and waits for its answer
+                tool.span.set_attributes(
+                    {
+                        GEN_AI_TRANSFER_MODE: TRANSFER_RETURNS_TO_CALLER,
+                        GEN_AI_TRANSFER_TARGET_NAME: tool.subagent_type,
+                    }
+                )
         self._tools[(source, call_id)] = tool
         return tool
 
@@ -540,6 +635,9 @@ class AgentRun(EntryPlacement):
             launcher = self._launcher_of(detail)
         parent = launcher or self._turn or self._root
         subagent_type = launcher.subagent_type if launcher is not None else None
+        # Named by its launching call (stream-json): the real agent id, where already told.
+        call_id = agent_id if self._subagents_named_by_call_id else None
+        learned_id = self._agent_ids_by_call.pop(call_id, None) if call_id is not None else None
         slot = _SpanSlot.open(
             self._tracer,
             f"invoke_agent {subagent_type or 'subagent'}",
@@ -548,12 +646,15 @@ class AgentRun(EntryPlacement):
             {
                 GEN_AI_OPERATION_NAME: "invoke_agent",
                 GEN_AI_AGENT_NAME: subagent_type or agent_id,
-                GEN_AI_AGENT_ID: agent_id,
+                GEN_AI_AGENT_ID: learned_id or agent_id,
                 GEN_AI_PROVIDER_NAME: self._provider,
                 attr.GEN_AI_CONVERSATION_ID: self._session_id,
+                SUBAGENT_CALL_ID: call_id,
             },
             start_ns,
         )
+        slot.agent_name = subagent_type or agent_id
+        slot.agent_id_learned = learned_id is not None or call_id is None
         if launcher is not None:
             launcher.subagent_source = source
         self._subagents[source] = slot
@@ -686,7 +787,9 @@ class AgentRun(EntryPlacement):
         # Decided and read now, in queue order as the span ends: later entries may still
         # count usage on the root before the span's events are written.
         keeps_record = not self._spans_closed and self.emitter.keeps_span_records()
-        final = _FinalState(dict(slot.usage), slot.cost_usd, slot.error_type, keeps_record)
+        failed = slot.error_type is not None
+        attributes = slot.facts.final_attributes(failed) if slot.facts is not None else {}
+        final = _FinalState(dict(slot.usage), slot.cost_usd, slot.error_type, keeps_record, attributes)
         self.emitter.after_written(functools.partial(self._complete, slot, end_time, final, ends))
 
     def _complete(self, slot: _SpanSlot, end_time: int, final: _FinalState, ends: bool) -> None:
@@ -694,10 +797,14 @@ class AgentRun(EntryPlacement):
         (queued where the span ended), then its end. Off the agent's thread: it costs ~10 µs."""
         span = slot.span
         try:
+            if final.attributes:
+                span.set_attributes(final.attributes)
             if final.usage:
                 span.set_attributes(final.usage)
             if final.cost_usd:
                 span.set_attribute(USAGE_COST_USD, final.cost_usd)
+                if slot.facts is not None:  # a turn: the model calls the cost is for
+                    span.set_attribute(GEN_AI_USAGE_COST, final.cost_usd)
             if final.error_type is not None:
                 span.set_attribute(ERROR_TYPE, final.error_type)
                 span.set_status(Status(StatusCode.ERROR, final.error_type))
@@ -756,6 +863,13 @@ def _tool_input(detail: Any) -> Any:
         if isinstance(notification, Mapping):
             return notification.get("arguments")
     return None
+
+
+def _name_chat(turn: _SpanSlot, model: str | None) -> None:
+    """The turn's model is known: its request model and its span's name `chat {model}`."""
+    if model:
+        turn.span.set_attribute(GEN_AI_REQUEST_MODEL, model)
+        turn.span.update_name(chat_span_name(model))
 
 
 def _keep_bounded(calls: dict[str, _ToolSlot], call_id: str, tool: _ToolSlot) -> None:
