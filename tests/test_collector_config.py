@@ -29,7 +29,6 @@ import pytest
 import yaml
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, attributes
-from transcript_otel.instrumentation import _agent_run
 from transcript_otel.model import CANONICAL_ENTRY_TYPES
 from transcript_otel.sinks import OTelLogSink
 
@@ -450,7 +449,7 @@ def test_the_dashboards_line_filters_match_the_bodies_of_our_records(
 
 def test_the_dashboards_traceql_reads_attributes_our_spans_carry(dashboard: Any) -> None:
     span_attributes = {
-        _agent_run.GEN_AI_OPERATION_NAME,
+        attributes.GEN_AI_OPERATION_NAME,
         attributes.RUN_ID,
         attributes.GEN_AI_TOOL_NAME,
         attributes.GEN_AI_CONVERSATION_ID,

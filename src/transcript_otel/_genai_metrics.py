@@ -44,6 +44,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 from transcript_otel import attributes as attr
+from transcript_otel.attributes import (
+    ERROR_TYPE,
+    GEN_AI_AGENT_ID,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_TOKEN_TYPE,
+    GEN_AI_TOOL_TYPE,
+)
 from transcript_otel.version import __version__
 
 if TYPE_CHECKING:
@@ -73,18 +84,6 @@ AGENT_DURATION_BUCKETS: Final[Sequence[float]] = (
 )
 # fmt: on
 TOOL_DURATION_BUCKETS: Final = OPERATION_DURATION_BUCKETS
-
-GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
-GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
-GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
-GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
-GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
-GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
-GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
-ERROR_TYPE: Final = "error.type"
-# `AgentRun` marks a tool span the turn's or run's end closed, its result never seen.
-_TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
 
 _CHAT: Final = "chat"
 _INVOKE_AGENT: Final = "invoke_agent"
@@ -284,7 +283,7 @@ def record_span_end(span: object, end_ns: int, usage: Mapping[str, int], error_t
                 }
             )
             _instruments(meter_provider).agent_duration.record(duration_s, agent)
-        elif operation == _EXECUTE_TOOL and not attributes.get(_TOOL_RESULT_MISSING):
+        elif operation == _EXECUTE_TOOL and not attributes.get(attr.TOOL_RESULT_MISSING):
             tool = _tool_attributes(
                 attributes.get(attr.GEN_AI_TOOL_NAME),
                 attributes.get(GEN_AI_TOOL_TYPE),

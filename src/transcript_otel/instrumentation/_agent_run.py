@@ -65,6 +65,16 @@ from transcript_otel._genai_facts import init_model, response_facts, subagent_ag
 from transcript_otel._genai_metrics import record_span_end
 from transcript_otel._records import EntryPlacement
 from transcript_otel._span_records import span_fields
+from transcript_otel.attributes import (
+    ERROR_TYPE,
+    GEN_AI_AGENT_ID,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_TOOL_TYPE,
+    TOOL_RESULT_MISSING,
+)
 from transcript_otel.content import text_digest
 from transcript_otel.emitter import TranscriptEmitter
 from transcript_otel.instrumentation._turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
@@ -75,16 +85,8 @@ from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, DetailInR
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
 
-GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
-GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
-GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
-GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
-GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
-ERROR_TYPE: Final = "error.type"
 TURN_NUMBER: Final = "transcript.turn"
 TRANSCRIPT_ADAPTER: Final = "transcript.adapter"
-TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
 # Ours, in US dollars as the harness reports it (kept beside the conventions' newer name).
 USAGE_COST_USD: Final = "transcript.usage.cost_usd"
 GEN_AI_USAGE_COST: Final = "gen_ai.usage.cost"

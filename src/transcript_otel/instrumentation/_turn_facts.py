@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from transcript_otel._genai_facts import ResponseFacts
-
-GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
-GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
-GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
-GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+from transcript_otel.attributes import (
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_MODEL,
+)
 
 CHAT_OPERATION: Final = "chat"
 
