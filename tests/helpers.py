@@ -161,3 +161,33 @@ class ListRun:
 
     def records(self) -> Iterator[dict[str, Any]]:
         return iter(self.list)
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+MappedEntry = tuple[str, str, Any]  # (entry type, source, detail)
+
+
+def mirrored_entries(run: str) -> list[MappedEntry]:
+    """The entries of a captured run (`tests/fixtures/runs/`)."""
+    entries = []
+    for line in (FIXTURES / "runs" / run).read_text().splitlines():
+        record = json.loads(line)
+        if record.get("event") == "transcript.entry":
+            context = record["context"]
+            entries.append((context["entry_type"], context["source"], context.get("detail")))
+    return entries
+
+
+def stream_json_entries(path: Path) -> list[MappedEntry]:
+    """What a `claude -p --output-format stream-json` run printed, as mapped."""
+    from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter
+
+    adapter = ClaudeStreamJsonAdapter()
+    lines = path.read_text().splitlines(keepends=True)
+    mapped = [entry for line in lines for entry in adapter.feed(line)] + adapter.flush()
+    return [(entry.entry_type, entry.source, entry.detail) for entry in mapped]
+
+
+def claude_code_entries(scenario: str) -> list[MappedEntry]:
+    """What the real Claude Code CLI printed (`tests/fixtures/claude_code/`), as mapped."""
+    return stream_json_entries(FIXTURES / "claude_code" / f"{scenario}.jsonl")

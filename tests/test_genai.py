@@ -20,12 +20,13 @@ from transcript_otel._genai import (
     usage_attributes,
 )
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
-from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 from claude_code import served_usage  # noqa: E402
+
+from helpers import claude_code_entries, mirrored_entries  # noqa: E402
 
 FIXTURES = TESTS / "fixtures"
 CLAUDE_CODE_SCENARIOS = sorted(path.stem for path in (FIXTURES / "claude_code").glob("*.jsonl"))
@@ -39,25 +40,6 @@ CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
 CACHE_WRITE = "gen_ai.usage.cache_write.input_tokens"
 CACHE_CREATION = "gen_ai.usage.cache_creation.input_tokens"
 REASONING = "gen_ai.usage.reasoning.output_tokens"
-
-
-def mirrored_entries(run: str) -> list[tuple[str, str, Any]]:
-    """`(entry type, source, detail)` of each entry of a captured run (`tests/fixtures/runs/`)."""
-    entries = []
-    for line in (FIXTURES / "runs" / run).read_text().splitlines():
-        record = json.loads(line)
-        if record.get("event") == "transcript.entry":
-            context = record["context"]
-            entries.append((context["entry_type"], context["source"], context.get("detail")))
-    return entries
-
-
-def claude_code_entries(scenario: str) -> list[tuple[str, str, Any]]:
-    """What the real Claude Code CLI printed (`tests/fixtures/claude_code/`), as mapped."""
-    adapter = ClaudeStreamJsonAdapter()
-    lines = (FIXTURES / "claude_code" / f"{scenario}.jsonl").read_text().splitlines(keepends=True)
-    mapped = [entry for line in lines for entry in adapter.feed(line)] + adapter.flush()
-    return [(entry.entry_type, entry.source, entry.detail) for entry in mapped]
 
 
 # -- Codex app server -------------------------------------------------------------------

@@ -25,37 +25,14 @@ from transcript_otel._genai_facts import (
     subagent_agent_id,
 )
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
-from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter
+
+from helpers import MappedEntry, claude_code_entries, mirrored_entries, stream_json_entries
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CLAUDE_CODE_SCENARIOS = sorted(path.stem for path in (FIXTURES / "claude_code").glob("*.jsonl"))
-Entry = tuple[str, str, Any]  # (entry type, source, detail)
 
 
-def mirrored_entries(run: str) -> list[Entry]:
-    """The entries of a captured run (`tests/fixtures/runs/`)."""
-    entries = []
-    for line in (FIXTURES / "runs" / run).read_text().splitlines():
-        record = json.loads(line)
-        if record.get("event") == "transcript.entry":
-            context = record["context"]
-            entries.append((context["entry_type"], context["source"], context.get("detail")))
-    return entries
-
-
-def stream_json_entries(path: Path) -> list[Entry]:
-    """What a `claude -p --output-format stream-json` run printed, as mapped."""
-    adapter = ClaudeStreamJsonAdapter()
-    lines = path.read_text().splitlines(keepends=True)
-    mapped = [entry for line in lines for entry in adapter.feed(line)] + adapter.flush()
-    return [(entry.entry_type, entry.source, entry.detail) for entry in mapped]
-
-
-def claude_code_entries(scenario: str) -> list[Entry]:
-    return stream_json_entries(FIXTURES / "claude_code" / f"{scenario}.jsonl")
-
-
-def facts_told(entries: list[Entry]) -> list[tuple[str, str, ResponseFacts]]:
+def facts_told(entries: list[MappedEntry]) -> list[tuple[str, str, ResponseFacts]]:
     return [
         (entry_type, source, facts)
         for entry_type, source, detail in entries
