@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import random
 import sys
-from collections import deque
+from collections.abc import Sequence
 from typing import Any, Final
 
 from transcript_otel.model import RawJson
@@ -36,7 +36,7 @@ def entry_held_bytes(item: tuple[Any, ...]) -> float:
     return _ITEM_BYTES + _object_bytes(item[5], item[6])
 
 
-def sample_of(backlog: deque[Any], size: int, rng: random.Random, newest: int | None = None) -> list[Any]:
+def sample_of(backlog: Sequence[Any], size: int, rng: random.Random, newest: int | None = None) -> list[Any]:
     """Up to `size` queued entries at random places in `backlog`, or among its `newest` items.
     Random, not evenly spaced: entries of alternating sizes would alias with an even spacing."""
     count = len(backlog) if newest is None else min(newest, len(backlog))

@@ -694,7 +694,7 @@ class TranscriptPipeline:
         Up to 0.1 ms a nested 50 KB entry: the agent may have the GIL between two."""
         left = sample_of(self.backlog, _SAMPLED_ENTRIES, self._random)
         if len(left) < _SAMPLED_ENTRIES:
-            left = sample_of(deque(taken), _SAMPLED_ENTRIES, self._random)
+            left = sample_of(taken, _SAMPLED_ENTRIES, self._random)
         if not left:
             return
         total = 0.0
