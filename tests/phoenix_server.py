@@ -5,6 +5,7 @@ builds: about 850 MB, so nowhere else). It takes 15-25 s to start, so the test
 session launches it as soon as collection shows a test that needs it, and the
 fixture only waits for it. It runs offline on two free loopback ports, with its
 SQLite database in a temporary directory, and is stopped when the session ends.
+Spans are read back over REST; cost and sessions only GraphQL gives (`graphql()`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,82 @@ class Phoenix:
             if len(spans) >= count or time.monotonic() > deadline:
                 return spans
             time.sleep(0.1)
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The `data` of a GraphQL query (`POST /graphql`); its errors raise, with the query."""
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(
+            f"{self.base_url}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer = json.loads(response.read())
+        if answer.get("errors"):
+            raise RuntimeError(f"Phoenix GraphQL errors: {answer['errors']}\nquery: {query}")
+        data: dict[str, Any] = answer["data"]
+        return data
+
+    def project_id(self, name: str) -> str:
+        """The GraphQL global id of the project `name` (REST `GET /v1/projects`)."""
+        cursor: str | None = None
+        while True:
+            query = {"limit": "100", **({"cursor": cursor} if cursor else {})}
+            path = f"/v1/projects?{urllib.parse.urlencode(query)}"
+            with urllib.request.urlopen(self.base_url + path, timeout=10) as response:
+                page = json.loads(response.read())
+            for project in page["data"]:
+                if project["name"] == name:
+                    return str(project["id"])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                raise KeyError(f"no Phoenix project {name!r}")
+
+    def span_costs(self, span_ids: Iterable[str]) -> dict[str, float | None]:
+        """Each span's total cost as Phoenix priced it (`costSummary.total.cost`; None where
+        Phoenix did not price the span). `span_ids` are the REST spans' `id`s, which are the
+        GraphQL global ids."""
+        ids = list(dict.fromkeys(span_ids))
+        costs: dict[str, float | None] = {}
+        for start in range(0, len(ids), 50):  # one request per 50 spans, each an aliased `node`
+            batch = ids[start : start + 50]
+            declarations = ", ".join(f"$id{index}: ID!" for index in range(len(batch)))
+            selections = " ".join(
+                f"s{index}: node(id: $id{index}) {{ ...SpanCost }}" for index in range(len(batch))
+            )
+            fragment = "fragment SpanCost on Span { costSummary { total { cost tokens } } }"
+            data = self.graphql(
+                f"query({declarations}) {{ {selections} }} {fragment}",
+                {f"id{index}": span_id for index, span_id in enumerate(batch)},
+            )
+            for index, span_id in enumerate(batch):
+                summary = (data[f"s{index}"] or {}).get("costSummary")
+                cost = ((summary or {}).get("total") or {}).get("cost")
+                costs[span_id] = float(cost) if cost is not None else None
+        return costs
+
+    def sessions(self, project: str) -> list[dict[str, Any]]:
+        """The project's sessions as Phoenix's UI lists them (GraphQL `Project.sessions`): each
+        `{"sessionId", "firstInput": {"value"} | None, "lastOutput": {"value"} | None, "numTraces"}`."""
+        query = """
+            query($id: ID!, $after: String) {
+              node(id: $id) {
+                ... on Project {
+                  sessions(first: 100, after: $after) {
+                    edges { node { sessionId firstInput { value } lastOutput { value } numTraces } }
+                    pageInfo { hasNextPage endCursor }
+                  }
+                }
+              }
+            }
+        """
+        project_id = self.project_id(project)
+        sessions: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            page = self.graphql(query, {"id": project_id, "after": after})["node"]["sessions"]
+            sessions.extend(edge["node"] for edge in page["edges"])
+            if not page["pageInfo"]["hasNextPage"]:
+                return sessions
+            after = page["pageInfo"]["endCursor"]
 
     def log_tail(self, characters: int = 3000) -> str:
         try:

@@ -117,6 +117,12 @@ def only(spans: dict[str, list[ReadableSpan]], name: str) -> ReadableSpan:
     return span
 
 
+def turn_span(spans: dict[str, list[ReadableSpan]], name: str = "chat") -> ReadableSpan:
+    """The one main turn named `name` (a subagent's model calls have a chat span of their own)."""
+    (span,) = [span for span in spans[name] if "transcript.turn" in (span.attributes or {})]
+    return span
+
+
 def span_id(span: ReadableSpan) -> int:
     assert span.context is not None
     return int(span.context.span_id)
@@ -510,16 +516,18 @@ def test_codex_token_usage_follows_the_running_total_into_turn_and_root(start: S
     first, second = sorted(spans[CHAT], key=lambda span: span.start_time or 0)
     root = only(spans, ROOT)
 
-    def usage(span: ReadableSpan) -> tuple[Any, ...]:
+    def usage(span: ReadableSpan, prefix: str = "gen_ai.usage.") -> tuple[Any, ...]:
         attributes = span.attributes or {}
         return tuple(
-            attributes.get(f"gen_ai.usage.{key}")
+            attributes.get(f"{prefix}{key}")
             for key in ("input_tokens", "output_tokens", "cache_read.input_tokens")
         )
 
     assert usage(first) == (150, 15, 40)
     assert usage(second) == (7, 3, 0)
-    assert usage(root) == (157, 18, 40)
+    # The root says the run's totals under its own names: a trace counts each token once.
+    assert usage(root, "transcript.usage.") == (157, 18, 40)
+    assert usage(root) == (None, None, None)
 
 
 def test_claude_message_usage_counts_once_per_message_id(start: Start) -> None:
@@ -532,11 +540,12 @@ def test_claude_message_usage_counts_once_per_message_id(start: Start) -> None:
     driver.line(claude_assistant("msg_2", {"type": "text", "text": "b"}, usage={"input_tokens": 3}))
     driver.line(claude_assistant("msg_3", {"type": "text", "text": "c"}, usage={}))
     spans = driver.finish()
-    for span in (only(spans, ROOT), only(spans, CHAT)):
+    # The chat span counts them; the root says the same totals under its own names.
+    for span, prefix in ((only(spans, CHAT), "gen_ai.usage."), (only(spans, ROOT), "transcript.usage.")):
         assert span.attributes is not None
-        assert span.attributes["gen_ai.usage.input_tokens"] == 113  # msg_1's 10 + 100 cached, msg_2's 3
-        assert span.attributes["gen_ai.usage.output_tokens"] == 5
-        assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 100
+        assert span.attributes[f"{prefix}input_tokens"] == 113  # msg_1's 10 + 100 cached, msg_2's 3
+        assert span.attributes[f"{prefix}output_tokens"] == 5
+        assert span.attributes[f"{prefix}cache_read.input_tokens"] == 100
 
 
 def test_subagent_span_nests_under_its_task_call(start: Start) -> None:
@@ -549,8 +558,11 @@ def test_subagent_span_nests_under_its_task_call(start: Start) -> None:
     spans = driver.finish()
 
     tool, subagent = only(spans, "execute_tool Task"), only(spans, "invoke_agent Explore")
-    assert parent_id(tool) == span_id(only(spans, "chat"))
+    assert parent_id(tool) == span_id(turn_span(spans))
     assert parent_id(subagent) == span_id(tool)
+    # Its model calls: a chat span of its own, under it.
+    (subagent_chat,) = [span for span in spans["chat"] if parent_id(span) == span_id(subagent)]
+    assert (subagent_chat.attributes or {})["gen_ai.operation.name"] == "chat"
     assert subagent.attributes is not None
     assert subagent.attributes["gen_ai.agent.id"] == "a1"
     assert subagent.attributes["gen_ai.agent.name"] == "Explore"
@@ -612,7 +624,7 @@ def test_subagent_without_a_task_call_nests_under_the_turn(start: Start) -> None
     driver.line(subagent_prompt("orphan"), "subagent:zz")
     spans = driver.finish()
     subagent = only(spans, "invoke_agent subagent")
-    assert parent_id(subagent) == span_id(only(spans, "chat"))
+    assert parent_id(subagent) == span_id(turn_span(spans))
     assert (subagent.attributes or {})["gen_ai.agent.name"] == "zz"
 
 
@@ -655,7 +667,7 @@ def test_full_codex_run_ends_every_span(start: Start) -> None:
     spans = driver.finish()
     assert {name: len(group) for name, group in spans.items()} == {ROOT: 1, CHAT: 3, COMMAND: 6}
     assert [t.status.status_code for t in spans[COMMAND]].count(StatusCode.ERROR) == 3
-    assert (only(spans, ROOT).attributes or {})["gen_ai.usage.input_tokens"] == 3
+    assert (only(spans, ROOT).attributes or {})["transcript.usage.input_tokens"] == 3
     records = driver.records()
     assert len(records) == 3 * 8
     assert all("span_id" in context for context in records)
@@ -798,9 +810,8 @@ def picked(span: ReadableSpan, keys: Sequence[str] = RESPONSE_KEYS) -> dict[str,
 
 def test_claude_stream_json_chats_get_the_model_and_their_responses(start: Start) -> None:
     spans = replay(start, "claude-stream-json", "claude-stream-json.jsonl")
-    first, second = sorted(
-        spans[f"chat {CLAUDE_MODEL}"], key=lambda s: str((s.attributes or {})["transcript.turn"])
-    )
+    turns = [s for s in spans[f"chat {CLAUDE_MODEL}"] if "transcript.turn" in (s.attributes or {})]
+    first, second = sorted(turns, key=lambda s: str((s.attributes or {})["transcript.turn"]))
     assert "chat" not in spans  # renamed once the init message told the model
     cost = 0.01878
     assert picked(first) == {
@@ -927,7 +938,7 @@ def test_a_late_session_id_reaches_open_tools_and_subagents(start: Start) -> Non
     driver.run.set_session_id("s9")
     driver.line(task_result("task_1"))
     spans = driver.finish()
-    for span in (only(spans, "execute_tool Task"), only(spans, "invoke_agent Explore"), only(spans, "chat")):
+    for span in (only(spans, "execute_tool Task"), only(spans, "invoke_agent Explore"), *spans["chat"]):
         assert (span.attributes or {})["gen_ai.conversation.id"] == "s9", span.name
 
 

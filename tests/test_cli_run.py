@@ -580,6 +580,117 @@ def test_claude_stream_json_spans_nest_subagents_and_count_usage_once(tmp_path: 
     whole_prompt = (
         session["inputTokens"] + session["cacheReadInputTokens"] + session["cacheCreationInputTokens"]
     )
-    assert attributes["gen_ai.usage.input_tokens"] == whole_prompt
-    assert attributes["gen_ai.usage.output_tokens"] == session["outputTokens"]
+    # The root says the session's totals under its own names; the chat spans (the turns', the
+    # subagent's) count the tokens, each once: together they are the same totals.
+    assert attributes["transcript.usage.input_tokens"] == whole_prompt
+    assert attributes["transcript.usage.output_tokens"] == session["outputTokens"]
+    assert not [key for key in attributes if key.startswith("gen_ai.usage.")]
+    chats = [span for span in spans if span.name.startswith("chat")]
+    assert any(by_id[chat.parent_span_id] in subagents for chat in chats)
+    counted = Counter[str]()
+    for chat in chats:
+        usage = {a.key: a.value.int_value for a in chat.attributes if a.key.startswith("gen_ai.usage.")}
+        counted.update(usage)
+    assert counted["gen_ai.usage.input_tokens"] == whole_prompt
+    # (Output differs: a subagent's stream-json messages carry the output count of their first
+    # chunk, 1; only the session's totals know what it wrote in all.)
     assert session["inputTokens"] > sum(result["usage"]["input_tokens"] for result in results)
+
+
+# -- what the output and the command line tell about the agent ----------------------------------
+
+
+def span_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r["context"] for r in records if r["event"] == "transcript.span"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "adapter", "provider"),
+    [
+        ("claude-stream-json", None, "anthropic"),  # chosen by auto
+        ("claude-stream-json", "claude-stream-json", "anthropic"),
+        ("codex-json", None, "openai"),  # not a `codex exec` command line: the output tells
+        ("rtf1", None, None),  # any agent may print it
+    ],
+)
+def test_the_line_adapter_tells_the_provider_of_the_root_and_chat_spans(
+    fmt: str, adapter: str | None, provider: str | None, tmp_path: Path
+) -> None:
+    result = run_wrapper(tmp_path, fmt, adapter=adapter)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    spans = span_records(mirror(tmp_path))
+    (root,) = [span for span in spans if span["name"] == f"invoke_agent cli-{fmt}"]
+    chats = [span for span in spans if span["name"].split(" ")[0] == "chat"]
+    assert chats
+    for span in [root, *chats]:
+        assert span["attributes"].get("gen_ai.provider.name") == provider, span["name"]
+
+
+def fake_claude(directory: Path) -> str:
+    """A `claude` on disk that ignores its arguments and prints the claude-stream-json fixture."""
+    launcher = directory / "claude"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{AGENT}" claude-stream-json\n')
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
+def test_a_claude_command_lines_system_prompt_is_on_the_root_and_chat_spans(tmp_path: Path) -> None:
+    claude = fake_claude(tmp_path)
+    system_prompt = ["--system-prompt", "You list files.", "--append-system-prompt=Be terse."]
+    command = [*WRAPPER, "--prompt-name", "cli-claude", "--", claude, "-p", *system_prompt, "hi"]
+    result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert result.stdout == (FIXTURES / "claude-stream-json.jsonl").read_bytes()
+    spans = span_records(mirror(tmp_path))
+    (root,) = [span for span in spans if span["name"] == "invoke_agent cli-claude"]
+    # The main thread's turns (a subagent's chat span is told no system prompt of the run's).
+    turns = [span for span in spans if span["attributes"].get("transcript.turn") is not None]
+    assert len(turns) == 2
+    for span in [root, *turns]:
+        parts = json.loads(span["attributes"]["gen_ai.system_instructions"])
+        assert [part["content"] for part in parts] == ["You list files.\n\nBe terse."], span["name"]
+        assert span["attributes"]["gen_ai.provider.name"] == "anthropic"
+
+
+@pytest.mark.parametrize(
+    ("command", "told"),
+    [
+        (["claude", "-p", "--system-prompt", "Be brief.", "hi"], "Be brief."),
+        (["/usr/local/bin/claude", "--print", "--system-prompt=a=b", "hi"], "a=b"),
+        (["claude", "-p", "--append-system-prompt", "And kind.", "hi"], "And kind."),
+        (["npx", "@anthropic-ai/claude-code", "-p", "--append-system-prompt", "X", "hi"], "X"),
+        (["claude", "-p", "--system-prompt", "A", "--append-system-prompt", "B"], "A\n\nB"),
+        (["claude", "-p", "--system-prompt", "A", "--system-prompt", "C"], "C"),  # the last
+        (["claude", "-p", "--", "--system-prompt", "not an option"], None),  # the prompt
+        (["claude", "-p", "--system-prompt", "", "hi"], None),
+        (["claude", "-p", "hi"], None),
+    ],
+)
+def test_claude_command_reads_the_system_prompt_options(command: list[str], told: str | None) -> None:
+    from transcript_otel.cli.run_command import ClaudeCommand
+
+    facts = ClaudeCommand.of(command)
+    assert facts is not None
+    assert facts.system_instructions == told
+
+
+def test_claude_command_reads_prompt_files_and_only_claude(tmp_path: Path) -> None:
+    from transcript_otel.cli.run_command import MAX_SYSTEM_PROMPT_FILE_BYTES, ClaudeCommand
+
+    prompt, appended, huge = tmp_path / "prompt.md", tmp_path / "more.md", tmp_path / "huge.md"
+    prompt.write_text("From a file.")
+    appended.write_text("Appended.")
+    huge.write_bytes(b"x" * (MAX_SYSTEM_PROMPT_FILE_BYTES + 1))
+    files = ["--system-prompt-file", str(prompt), "--append-system-prompt-file", str(appended)]
+    facts = ClaudeCommand.of(["claude", "-p", *files, "hi"])
+    assert facts is not None
+    assert facts.system_instructions == "From a file.\n\nAppended."
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # a pipe is the agent's to read: never opened
+    for unread in (huge, tmp_path / "missing.md", fifo, tmp_path):
+        facts = ClaudeCommand.of(["claude", "-p", "--system-prompt-file", str(unread), "hi"])
+        assert facts is not None
+        assert facts.system_instructions is None
+    assert ClaudeCommand.of(["codex", "exec", "--system-prompt", "x"]) is None
+    assert ClaudeCommand.of(["python", "claude", "--system-prompt", "x"]) is None
+    assert ClaudeCommand.of([]) is None

@@ -668,3 +668,77 @@ def test_configure_sets_up_metrics_only_when_asked(tmp_path: Path, variable: str
     }
     _, outcome = run_scenario(tmp_path, body, env)
     assert outcome["provider"] == expected
+
+
+# -- (h) GenAI content beside the transcript -------------------------------------------------
+
+GENAI_SCENARIO = """
+from dataclasses import asdict
+from opentelemetry import context
+
+trace.set_tracer_provider(app_tracer_provider)
+_logs.set_logger_provider(app_logger_provider)
+cfg = transcript_otel.configure(instrument=False, **json.loads(os.environ["SCENARIO_KWARGS"]))
+with trace.get_tracer("agent").start_as_current_span("chat"):
+    cfg.pipeline.emit_genai_event(
+        "gen_ai.client.inference.operation.details",
+        {"gen_ai.operation.name": "chat"},
+        context.get_current(),
+        time.time_ns(),
+    )
+result(
+    genai=asdict(transcript_otel.get_pipeline().genai_content),
+    mode=cfg.pipeline.content_policy.mode,
+    events=[r.log_record.event_name for r in app_logs.get_finished_logs()],
+)
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "kwargs", "genai", "mode"),
+    [
+        pytest.param({}, {}, (True, False, False, 16384), "full", id="defaults"),
+        pytest.param({}, {"openinference": True}, (True, False, True, 16384), "full", id="openinference"),
+        pytest.param({}, {"backend_profile": "phoenix"}, (True, False, True, 65536), "full", id="phoenix"),
+        pytest.param(
+            {"TRANSCRIPT_OTEL_OPENINFERENCE": "true"},
+            {"backend_profile": "phoenix", "openinference": False},
+            (True, False, False, 65536),
+            "full",
+            id="argument-beats-env-and-profile",
+        ),
+        pytest.param(
+            {
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_and_event",
+                "TRANSCRIPT_OTEL_OPENINFERENCE": "1",
+                "TRANSCRIPT_OTEL_GENAI_CONTENT_MAX_LENGTH": "500",
+            },
+            {"backend_profile": "grafana"},
+            (True, True, True, 500),
+            "full",
+            id="env-beats-profile",
+        ),
+        pytest.param(
+            {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "NO_CONTENT"},
+            {},
+            (False, False, False, 16384),
+            "metadata",
+            id="no-content",
+        ),
+    ],
+)
+def test_genai_content_settings_reach_the_pipeline(
+    tmp_path: Path, env: dict[str, str], kwargs: dict[str, Any], genai: tuple[Any, ...], mode: str
+) -> None:
+    scenario_env = {**env, "TRANSCRIPT_OTEL_JSONL": "false", "SCENARIO_KWARGS": json.dumps(kwargs)}
+    _, outcome = run_scenario(tmp_path, GENAI_SCENARIO, scenario_env, app_providers=True)
+    on_spans, in_events, openinference, max_length = genai
+    assert outcome["genai"] == {
+        "on_spans": on_spans,
+        "in_events": in_events,
+        "openinference": openinference,
+        "max_length": max_length,
+    }
+    assert outcome["mode"] == mode
+    # The event hook sends through the application's logger provider (log records are on).
+    assert outcome["events"] == ["gen_ai.client.inference.operation.details"]

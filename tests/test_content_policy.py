@@ -128,6 +128,9 @@ def test_one_category_can_be_kept_as_metadata(run: Run) -> None:
         ({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}, ContentPolicy("metadata")),
         ({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "NO_CONTENT"}, ContentPolicy("metadata")),
         ({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_AND_EVENT"}, ContentPolicy()),
+        ({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}, ContentPolicy()),
+        ({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY"}, ContentPolicy()),
+        ({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}, ContentPolicy()),
         (
             {
                 "TRANSCRIPT_OTEL_CONTENT": "full",
@@ -180,7 +183,8 @@ def test_a_bad_variable_keeps_less_not_more(
 
 
 @pytest.mark.parametrize(
-    ("profile", "span_limit", "log_limit"), [("jaeger", 4096, None), ("grafana", 2048, 16384)]
+    ("profile", "span_limit", "log_limit"),
+    [("jaeger", 4096, None), ("grafana", 2048, 16384), ("phoenix", 4096, None)],
 )
 def test_backend_profiles_cut_what_backends_keep_and_the_mirror_keeps_every_byte(
     profile: str,
@@ -221,6 +225,6 @@ def test_backend_profiles_cut_what_backends_keep_and_the_mirror_keeps_every_byte
 
 def test_an_unknown_profile_is_a_clear_error() -> None:
     with pytest.raises(
-        ValueError, match="backend profile must be one of generic, jaeger, grafana, not 'tempo'"
+        ValueError, match="backend profile must be one of generic, jaeger, grafana, phoenix, not 'tempo'"
     ):
         pipeline_from_environment(backend_profile="tempo")

@@ -254,6 +254,21 @@ def cost_usd(detail: Any) -> float:
     return 0.0
 
 
+# Tokens are counted once in a trace, on the `chat` spans (`gen_ai.usage.*`); the root and
+# subagent spans say their totals under our own names, which no backend sums with them.
+_GEN_AI_USAGE_PREFIX: Final = "gen_ai.usage."
+TOTAL_USAGE_PREFIX: Final = "transcript.usage."
+
+
+def run_totals(usage: Mapping[str, int]) -> dict[str, int]:
+    """`gen_ai.usage.*` counts as `transcript.usage.*` totals (the cache write once, as `cache_write`)."""
+    return {
+        TOTAL_USAGE_PREFIX + key.removeprefix(_GEN_AI_USAGE_PREFIX): value
+        for key, value in usage.items()
+        if key != attr.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+    }
+
+
 def session_usage(detail: Any) -> dict[str, int]:
     """The session's own running token totals a `token_usage` entry reports (Claude Code's
     `modelUsage`, subagents included, as the mapping put it in `detail.session_usage`)."""

@@ -34,6 +34,7 @@ _ERROR_FINISH_REASON: Final = "error"
 
 # stream-json `system` subtype of a subagent's start: its task id is the agent id.
 _TASK_STARTED: Final = "task_started"
+_TASK_NOTIFICATION: Final = "task_notification"
 
 
 class ResponseFacts(NamedTuple):
@@ -148,3 +149,12 @@ def final_answer(detail: Any) -> str | None:
     if result is None or result.get("is_error") is True:
         return None
     return _text(result, "result")
+
+
+def task_notification(detail: Any) -> str | None:
+    """What Claude Code tells the model as a background task ends (stream-json's `system`
+    `task_notification`): the task's summary, the news a following model call reads."""
+    entry = _mapping(detail, "sdk_entry")
+    if entry is None or entry.get("type") != "system" or entry.get("subtype") != _TASK_NOTIFICATION:
+        return None
+    return _text(entry, "summary")

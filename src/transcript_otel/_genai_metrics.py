@@ -55,7 +55,7 @@ from transcript_otel.attributes import (
     GEN_AI_TOKEN_TYPE,
     GEN_AI_TOOL_TYPE,
 )
-from transcript_otel.version import __version__
+from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Histogram, MeterProvider
@@ -64,7 +64,7 @@ _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
 
 METER_NAME: Final = "transcript_otel"
-SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.41.0"
+SCHEMA_URL: Final = SEMCONV_SCHEMA_URL
 
 TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 OPERATION_DURATION: Final = "gen_ai.client.operation.duration"

@@ -22,7 +22,8 @@ FAILED_EXPORT_RECORDS: Final = "transcript.failed_export_records"
 TRUNCATED_SUFFIX: Final = ".truncated"
 ORIGINAL_LENGTH_SUFFIX: Final = ".original_length"
 
-# GenAI semantic conventions (development status; the mapping is in docs/design.md).
+# GenAI semantic conventions (development status; the mapping is in docs/design.md), as of
+# `version.SEMCONV_SCHEMA_URL`.
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
@@ -50,3 +51,21 @@ GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
 # A tool span the turn's or run's end closed, its result never seen.
 TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
+
+# GenAI content (`_genai_content`): JSON strings in the semantic conventions' shapes (v1.41), on
+# chat, agent and tool spans when the content policy keeps everything.
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+# True on a span whose content attributes were cut (texts shortened, oldest messages left out)
+# to fit the length limit or the memory a span may hold; absent otherwise.
+CONTENT_TRUNCATED: Final = "transcript.content.truncated"
+# OpenInference's values (what Arize Phoenix shows as a span's Input/Output and a session's first
+# input and last output), set beside the GenAI attributes when asked for.
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"

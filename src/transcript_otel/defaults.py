@@ -5,11 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
 from transcript_otel import environment_variables as env
-from transcript_otel.content import ContentPolicy, policy_from
+from transcript_otel.content import (
+    DEFAULT_GENAI_CONTENT_MAX_LENGTH,
+    ContentPolicy,
+    GenAiContent,
+    genai_content_from,
+    policy_from,
+)
 from transcript_otel.pipeline import (
     DEFAULT_MAX_BACKLOG_BYTES,
     DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -46,11 +52,15 @@ def pipeline_from_environment(
     redactor: Redactor | None = None,
     content_policy: ContentPolicy | None = None,
     backend_profile: str | None = None,
+    openinference: bool | None = None,
+    genai_content: GenAiContent | None = None,
 ) -> TranscriptPipeline:
     """The JSONL mirror, OTel log records and span events, as a pipeline.
 
     Each setting is the argument when given, else its `TRANSCRIPT_OTEL_*`
-    variable, else the default. `logger_provider=None` means the global one.
+    variable, else the default (the backend profile's for lengths and OpenInference).
+    `logger_provider=None` means the global one. `genai_content` replaces what
+    `genai_content_from()` would read (an `openinference` given too still applies).
     """
     sinks: list[Sink] = []
     if _choose(jsonl, env.env_flag(env.TRANSCRIPT_OTEL_JSONL, True)):
@@ -74,12 +84,21 @@ def pipeline_from_environment(
         )
     backlog = env.env_number(env.TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES, DEFAULT_MAX_BACKLOG_BYTES)
     timeout = env.env_number(env.TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_S)
+    if genai_content is None:
+        genai_content = genai_content_from(
+            openinference=openinference,
+            profile_openinference=profile.openinference,
+            profile_max_length=profile.span_content_length,
+        )
+    elif openinference is not None:
+        genai_content = replace(genai_content, openinference=openinference)
     return TranscriptPipeline(
         sinks,
         max_backlog_bytes=int(_choose(max_backlog_bytes, backlog)),
         shutdown_timeout_s=_choose(shutdown_timeout_s, timeout),
         redactor=redactor,
         content_policy=content_policy or policy_from(),
+        genai_content=genai_content,
     )
 
 
@@ -89,16 +108,23 @@ class BackendLimits:
 
     span_event_value_length: int
     log_value_length: int | None
+    # Characters per GenAI content attribute on spans (`gen_ai.input.messages`, ...).
+    span_content_length: int
+    # Whether spans also get OpenInference's `input.value`/`output.value` by default.
+    openinference: bool = False
 
 
 # `generic`: any OTLP backend; log records whole, so the transcript reads back from it.
 # `jaeger`: stores no logs; span tags to 4 KB. `grafana`: Tempo drops attributes over
 # 2 KB; Loki keeps OTLP attributes as structured metadata, 64 KB per line by default,
-# so the detail is cut at 16 KB.
+# so the detail is cut at 16 KB. `phoenix`: Arize Phoenix keeps long attributes and shows
+# the messages of LLM spans, and fills its Input/Output columns (session first input, last
+# output) only from OpenInference's `input.value`/`output.value`; its events and logs as generic.
 BACKEND_PROFILES: Final = {
-    "generic": BackendLimits(DEFAULT_MAX_VALUE_LENGTH, None),
-    "jaeger": BackendLimits(DEFAULT_MAX_VALUE_LENGTH, None),
-    "grafana": BackendLimits(2048, 16 * 1024),
+    "generic": BackendLimits(DEFAULT_MAX_VALUE_LENGTH, None, DEFAULT_GENAI_CONTENT_MAX_LENGTH),
+    "jaeger": BackendLimits(DEFAULT_MAX_VALUE_LENGTH, None, 4096),
+    "grafana": BackendLimits(2048, 16 * 1024, 2048),
+    "phoenix": BackendLimits(DEFAULT_MAX_VALUE_LENGTH, None, 64 * 1024, openinference=True),
 }
 
 

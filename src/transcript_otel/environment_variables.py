@@ -13,10 +13,15 @@
 | `TRANSCRIPT_OTEL_SPAN_EVENT_MAX_BYTES` | `4194304` | Span events one span keeps whole (4 MiB). |
 | `TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES` | `67108864` | Bound of the in-memory backlog (64 MiB). |
 | `TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT` | `5` | Seconds that flush and shutdown may take at most. |
-| `TRANSCRIPT_OTEL_BACKEND_PROFILE` | `generic` | `generic`, `jaeger` or `grafana`: attribute length limits. |
+| `TRANSCRIPT_OTEL_BACKEND_PROFILE` | `generic` | `generic`, `jaeger`, `grafana`, `phoenix`: length limits. |
 | `TRANSCRIPT_OTEL_CONTENT` | `full` | `full`, `metadata` (no text) or `none` (see `content.py`). |
 | `TRANSCRIPT_OTEL_CONTENT_EXCLUDE` | unset | Categories kept as metadata only (comma-separated). |
-| `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` | unset | `false` means `metadata` if unset above. |
+| `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` | unset | GenAI content to spans and/or events. |
+| `TRANSCRIPT_OTEL_OPENINFERENCE` | profile's: `false` | Also `input.value`/`output.value` on spans. |
+| `TRANSCRIPT_OTEL_GENAI_CONTENT_MAX_LENGTH` | profile's: `16384` | Longest GenAI content attribute. |
+
+The capture variable: `SPAN_ONLY` (as unset), `EVENT_ONLY`, `SPAN_AND_EVENT` (as `true`) or
+`NO_CONTENT` (as `false`, which also means `metadata` entries if `TRANSCRIPT_OTEL_CONTENT` is unset).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Mapping
 from typing import Final
 
 TRANSCRIPT_OTEL_EMISSION: Final = "TRANSCRIPT_OTEL_EMISSION"
@@ -38,15 +44,18 @@ TRANSCRIPT_OTEL_SPAN_EVENT_MAX_BYTES: Final = "TRANSCRIPT_OTEL_SPAN_EVENT_MAX_BY
 TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES: Final = "TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES"
 TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT: Final = "TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT"
 TRANSCRIPT_OTEL_BACKEND_PROFILE: Final = "TRANSCRIPT_OTEL_BACKEND_PROFILE"
+TRANSCRIPT_OTEL_OPENINFERENCE: Final = "TRANSCRIPT_OTEL_OPENINFERENCE"
+TRANSCRIPT_OTEL_GENAI_CONTENT_MAX_LENGTH: Final = "TRANSCRIPT_OTEL_GENAI_CONTENT_MAX_LENGTH"
 
 _logger = logging.getLogger(__name__)
 _TRUE: Final = frozenset(("1", "true", "yes", "on"))
 _FALSE: Final = frozenset(("0", "false", "no", "off"))
 
 
-def env_flag(name: str, default: bool) -> bool:
-    """A boolean variable; an unreadable value warns and keeps the default."""
-    value = os.environ.get(name)
+def env_flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """A boolean variable (of `environ`, else the process's); an unreadable value warns and keeps
+    the default."""
+    value = (os.environ if environ is None else environ).get(name)
     if value is None or not value.strip():
         return default
     lowered = value.strip().lower()
@@ -58,9 +67,10 @@ def env_flag(name: str, default: bool) -> bool:
     return default
 
 
-def env_number(name: str, default: float) -> float:
-    """A positive number; an unreadable value warns and keeps the default."""
-    value = os.environ.get(name)
+def env_number(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
+    """A positive number (of `environ`, else the process's); an unreadable value warns and keeps
+    the default."""
+    value = (os.environ if environ is None else environ).get(name)
     if value is None or not value.strip():
         return default
     try:

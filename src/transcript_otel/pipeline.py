@@ -42,7 +42,7 @@ import time
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from transcript_otel._export_drops import let_this_thread_wait, run_before, set_failed_export_handler
 from transcript_otel._held_memory import entry_held_bytes, sample_of
@@ -59,11 +59,14 @@ from transcript_otel._records import (
 )
 from transcript_otel._serialize import preview
 from transcript_otel._suppression import suppress_instrumentation
-from transcript_otel.content import ContentPolicy
+from transcript_otel.content import ContentPolicy, GenAiContent
 from transcript_otel.model import TranscriptEvent
 from transcript_otel.redaction import Redactor
 from transcript_otel.run import RunInfo
 from transcript_otel.sinks.base import Sink
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 # No NullHandler: a failing sink's one warning must reach stderr even when the
 # application has not configured logging (Python's last-resort handler prints it).
@@ -159,12 +162,16 @@ class TranscriptPipeline:
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
         redactor: Redactor | None = None,
         content_policy: ContentPolicy | None = None,
+        genai_content: GenAiContent | None = None,
     ) -> None:
         self.sinks: list[Sink] = list(sinks)
         # Secrets go before any sink sees an entry (`redaction.py`); on by default.
         self.redactor = Redactor() if redactor is None else redactor
         # How much content every sink gets (`content.py`); everything by default.
         self.content_policy = ContentPolicy() if content_policy is None else content_policy
+        # Where GenAI content goes beside the transcript (spans, events), read by the span
+        # wiring; only what `content_policy` keeps `full` goes anywhere.
+        self.genai_content = GenAiContent() if genai_content is None else genai_content
         self.max_backlog_bytes = max_backlog_bytes
         self.flush_interval_s = flush_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -415,6 +422,29 @@ class TranscriptPipeline:
         return actions
 
     # -- writer thread -----------------------------------------------------------------
+
+    def emit_genai_event(
+        self, name: str, attributes: Mapping[str, Any], context: Context, timestamp_ns: int
+    ) -> None:
+        """One OTel event (a log record with event_name) through every OTel log sink; never raises.
+
+        For the span wiring, on the writer thread (where spans end): not a transcript
+        record, so it counts in no run's entries, and it is not in the mirror. A no-op
+        without an OTel log sink (log records switched off) and once the sinks are released.
+        """
+        if self._released:
+            return  # the sinks (and maybe the providers) are shut down
+        # Here, not at the top: a pipeline without OTel log records need not load the logs API.
+        from transcript_otel.sinks.otel_logs import OTelLogSink
+
+        for sink in self._active_sinks():
+            if not isinstance(sink, OTelLogSink):
+                continue
+            try:
+                sink.emit_event(name, attributes, context, timestamp_ns)
+            except Exception as exc:
+                # An optional copy of what the spans carry: not worth a transcript.error.
+                _logger.debug("transcript-otel: could not emit the %s event: %r", name, exc)
 
     def _writer_loop(self) -> None:
         # Our own OTel calls must not be traced by other instrumentations.

@@ -145,6 +145,7 @@ def configure(
     content: str | None = None,
     content_exclude: Iterable[str] | None = None,
     backend_profile: str | None = None,
+    openinference: bool | None = None,
     instrument: bool = True,
 ) -> Configuration:
     """Set up transcript capture for this process in one call.
@@ -161,9 +162,17 @@ def configure(
       else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, else `full`) for every
       sink, lowered to `metadata` for the categories in `content_exclude`
       (`user_text`, `assistant_text`, `thinking`, `tool_arguments`, `tool_results`).
-    * Limits: `backend_profile` (`generic`, `jaeger`, `grafana`; else
-      `TRANSCRIPT_OTEL_BACKEND_PROFILE`) sets how long span-event and log-record
-      attribute values may be (cut JSON-preserving, marked); the mirror keeps all.
+    * GenAI content on spans: the content the policy keeps `full` also goes into the
+      spans' GenAI attributes (`gen_ai.input.messages`, ...) and/or
+      `gen_ai.client.inference.operation.details` events, as
+      `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` says (unset: spans only), up to
+      `TRANSCRIPT_OTEL_GENAI_CONTENT_MAX_LENGTH` characters per attribute (else the
+      profile's). `openinference` (else `TRANSCRIPT_OTEL_OPENINFERENCE`, else the
+      profile's) adds OpenInference's `input.value`/`output.value`, for Arize Phoenix.
+    * Limits: `backend_profile` (`generic`, `jaeger`, `grafana`, `phoenix`; else
+      `TRANSCRIPT_OTEL_BACKEND_PROFILE`) sets how long span-event, log-record and GenAI
+      content attribute values may be (cut JSON-preserving, marked); the mirror keeps
+      all. `phoenix` also turns OpenInference on.
     * Redaction, always on: secrets (API keys and tokens of the common providers,
       bearer credentials, private keys) are replaced in every entry before any sink
       sees it; `redact_patterns` adds `(kind, regex)` pairs, `redact` a function
@@ -222,6 +231,7 @@ def configure(
         redactor=Redactor(redact_patterns, redact),
         content_policy=_content_policy(content, content_exclude),
         backend_profile=_checked_profile(backend_profile),
+        openinference=openinference,
     )
     mirror = next((sink for sink in pipeline.sinks if isinstance(sink, JsonlMirror)), None)
     # Only what we created is ours to shut down; the application's providers are its own.

@@ -29,7 +29,7 @@ from typing import Any, Final
 from transcript_otel.cli import relay
 from transcript_otel.instrumentation._agent_run import TURN_CONTENT, TURN_REPORTS, AgentRun, starts_new_turn
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings.lines import LineAdapter, capabilities_of, effective_name
+from transcript_otel.mappings.lines import AutoAdapter, LineAdapter, capabilities_of, effective_name
 from transcript_otel.model import MAIN_SOURCE
 
 _logger = logging.getLogger(__name__)
@@ -95,15 +95,20 @@ _PRIVATE_KEY: Final = b"PRIVATE KEY"
 _END: Final = b"-----END "
 MAX_BLOCK_BYTES: Final = 64 << 10
 _TEXT_ADAPTERS: Final = frozenset({"plain", "rtf1"})  # JSON adapters' lines hold a block whole
+# The provider (`gen_ai.provider.name`) of the agents whose output a line adapter reads.
+ADAPTER_PROVIDERS: Final = {"claude-stream-json": "anthropic", "codex-json": "openai"}
 
 
 class LineRecorder:
     """Maps lines of the command's output and records the entries, turns included."""
 
-    def __init__(self, run: AgentRun, adapter: LineAdapter) -> None:
+    def __init__(self, run: AgentRun, adapter: LineAdapter, *, provider_known: bool = False) -> None:
         self.run = run
         self.adapter = adapter
         self._blocks = PrivateKeyBlocks()
+        # Whether the run's provider is settled: known from the command line, or learned
+        # from the adapter (`auto`'s once it chose one).
+        self._provider_settled = provider_known
 
     def feed(self, line: bytes) -> None:
         lines = self._blocks.take(line) if effective_name(self.adapter) in _TEXT_ADAPTERS else [line]
@@ -149,6 +154,8 @@ class LineRecorder:
         session_id = getattr(self.adapter, "session_id", None)
         if isinstance(session_id, str) and session_id:
             self.run.set_session_id(session_id)
+        if not self._provider_settled:
+            self._learn_provider()
         turns = capabilities_of(self.adapter).turns
         ends_turn = False
         for entry in entries:
@@ -162,6 +169,16 @@ class LineRecorder:
             ends_turn |= reports_turn
         if turns and ends_turn:  # after the whole report: an error that follows the usage fails the turn
             self.run.end_turn()
+
+    def _learn_provider(self) -> None:
+        """The run's provider from the adapter that reads the output (`auto`'s choice, once it
+        made one): the agents that print `claude-stream-json` and `codex-json` are known."""
+        if isinstance(self.adapter, AutoAdapter) and self.adapter.chosen is None:
+            return
+        self._provider_settled = True
+        provider = ADAPTER_PROVIDERS.get(effective_name(self.adapter))
+        if provider is not None:
+            self.run.set_provider(provider)
 
 
 class OutputCapture:

@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -56,12 +56,14 @@ from transcript_otel._genai import (
     RunningUsage,
     cost_usd,
     message_usage,
+    run_totals,
     session_usage,
     tool_failed,
     tool_identity,
     usage_attributes,
 )
-from transcript_otel._genai_facts import init_model, response_facts, subagent_agent_id
+from transcript_otel._genai_content import AgentContent, ChatContent, ToolContent
+from transcript_otel._genai_facts import init_model, response_facts, subagent_agent_id, task_notification
 from transcript_otel._genai_metrics import record_span_end
 from transcript_otel._records import EntryPlacement
 from transcript_otel._span_records import span_fields
@@ -72,11 +74,21 @@ from transcript_otel.attributes import (
     GEN_AI_OPERATION_NAME,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_TOOL_TYPE,
     TOOL_RESULT_MISSING,
 )
 from transcript_otel.content import text_digest
 from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.instrumentation._span_content import (
+    OPERATION_DETAILS_EVENT,
+    AgentDescription,
+    SpanContent,
+    add_content,
+    content_rules,
+    operation_details,
+    span_content,
+)
 from transcript_otel.instrumentation._turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import result_error_type
@@ -150,6 +162,12 @@ class _SpanSlot:
     agent_name: str | None = None
     # A subagent named by its launching call id: its real agent id is known (set on the span).
     agent_id_learned: bool = False
+    # A subagent: the `chat` span of its model calls (its tokens, model and conversation).
+    chat: _SpanSlot | None = None
+    # What the span's entries said, where content goes onto spans (`_span_content`).
+    content: SpanContent | None = None
+    # The root and the main turns: they carry the system prompt and tool definitions.
+    described: bool = False
 
     @classmethod
     def open(
@@ -180,6 +198,8 @@ class _FinalState(NamedTuple):
     keeps_record: bool
     # A turn's response facts (`TurnFacts.final_attributes`); empty for other spans.
     attributes: dict[str, Any]
+    # Its content attributes (`_span_content`), for the span and the operation-details event.
+    content: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -242,6 +262,12 @@ class AgentRun(EntryPlacement):
         self._usage_by_message: dict[str, dict[str, int]] = {}
         # Real agent ids learned (stream-json's `task_started`) before their subagent spoke.
         self._agent_ids_by_call: dict[str, str] = {}
+        # What the harness told the model before the conversation (`describe_agent()`).
+        self._description = AgentDescription()
+        # The model the harness resolved (`note_model()`): a turn's response model until one answers.
+        # Background tasks' notifications no model call has read yet (content only).
+        self._unread_notifications: list[str] = []
+        self._harness_model: str | None = None
         self._finished = False
         # Agent side: `begin_turn()` was called since the last `end_turn()`.
         self._turn_asked = False
@@ -269,6 +295,11 @@ class AgentRun(EntryPlacement):
             },
         )
         self._root.agent_name = prompt_name
+        self._root.described = True
+        # Content on spans, where the settings and the policy let it (None: none is kept).
+        self._content_rules = content_rules(self.emitter.pipeline, self._root.span.is_recording())
+        if self._content_rules is not None:
+            self._root.content = AgentContent()
         # `transcript.start` belongs to the root span, like everything of the run.
         token = otel_context.attach(self._root.context)
         try:
@@ -375,11 +406,11 @@ class AgentRun(EntryPlacement):
             and entry_type == EntryType.USER_MESSAGE.value
         ):
             self._open_turn(timestamp_ns)
-        subagent = self._subagent_slot(source, detail, timestamp_ns)
+        subagent = self._subagent_slot(source, entry_type, detail, timestamp_ns)
         if subagent is not None and isinstance(detail, Mapping):
             usage = usage_attributes({"usage": detail.get("message_usage")})
-            if usage:  # a subagent's model call: its own span and the run's totals, not the turn's
-                self._add_usage(subagent, usage, turn=None)
+            if usage:  # a subagent's model call: its own spans and the run's totals, not the turn's
+                self._count_usage(subagent, usage, turn=None)
         if self._subagents_named_by_call_id and (
             entry_type == _ENTRY_SYSTEM_EVENT or (subagent is not None and not subagent.agent_id_learned)
         ):
@@ -389,16 +420,23 @@ class AgentRun(EntryPlacement):
             turn = self._turns_awaiting_result[0]  # the oldest turn still waits for its result
         if subagent is None:  # the main thread's model: the turn's (a subagent's stays its own)
             self._note_turn_facts(entry_type, detail, turn)
+        elif entry_type != _ENTRY_SYSTEM_EVENT:
+            self._note_turn_facts(entry_type, detail, subagent.chat)
         base = subagent or turn or self._root
+        if self._content_rules is not None:
+            self._keep_content(entry_type, detail, subagent, turn)
         if entry_type == _ENTRY_TOOL_USE:
             caller = subagent or self._root  # the agent that called the tool
             return self._open_tool(source, detail, base, timestamp_ns, caller.agent_name)
         if entry_type == _ENTRY_TOOL_RESULT:
             call_id, _ = tool_identity(detail)
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
-            return tool if tool is not None else base
+            if tool is None:
+                return base
+            add_content(entry_type, detail, tool)
+            return tool
         if entry_type == EntryType.TOKEN_USAGE.value:
-            self._add_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
+            self._count_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
             self._session_usage = session_usage(detail) or self._session_usage
         elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
             self._add_message_usage(base, detail)
@@ -406,9 +444,33 @@ class AgentRun(EntryPlacement):
             base.error_type = _error_type(detail)
         return base
 
+    def _keep_content(
+        self, entry_type: Any, detail: Any, subagent: _SpanSlot | None, turn: _SpanSlot | None
+    ) -> None:
+        """The entry in what its spans will say: a subagent's or the root's, and its chat's.
+
+        A background task's notification is news for the main agent's next model call: it
+        joins that call's input, in this turn or in the one it starts."""
+        if subagent is not None:
+            add_content(entry_type, detail, subagent, subagent.chat)
+            return
+        if entry_type == _ENTRY_SYSTEM_EVENT:
+            news = task_notification(detail)
+            if news is not None and len(self._unread_notifications) < _MAX_CAUSES:
+                self._unread_notifications.append(news)
+            return
+        if entry_type == _ENTRY_ASSISTANT_MESSAGE and turn is not None:
+            self._deliver_notifications(turn)
+        add_content(entry_type, detail, self._root, turn)
+
+    def _deliver_notifications(self, chat: _SpanSlot) -> None:
+        for news in self._unread_notifications:
+            add_content(EntryType.USER_MESSAGE.value, {"text": news}, chat)
+        self._unread_notifications.clear()
+
     def _note_turn_facts(self, entry_type: Any, detail: Any, turn: _SpanSlot | None) -> None:
-        """A main-thread entry's facts about the model: the init message's model (the run's request
-        model when it has none), a response's model, id and finish reason (the turn's)."""
+        """An entry's facts about the model: the init message's model (the run's request model when
+        it has none), a response's model, id and finish reason (the turn's, or a subagent's chat)."""
         if entry_type == _ENTRY_SYSTEM_EVENT:
             model = init_model(detail) if self._model is None else None
             if model is not None:
@@ -471,6 +533,7 @@ class AgentRun(EntryPlacement):
         with self._lock:
             slots: list[_SpanSlot | None] = [self._root, self._turn, *self._turns_awaiting_result]
             slots += [*self._tools.values(), *self._background_calls.values(), *self._subagents.values()]
+            slots += [subagent.chat for subagent in self._subagents.values()]
             for slot in slots:
                 if slot is not None:
                     slot.span.set_attribute(attr.GEN_AI_CONVERSATION_ID, session_id)
@@ -478,6 +541,55 @@ class AgentRun(EntryPlacement):
     @property
     def session_id(self) -> str | None:
         return self._session_id
+
+    def describe_agent(
+        self,
+        *,
+        system_instructions: str | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """What the harness told the model before the conversation: its system prompt and the
+        tools it may call (`{"name", "description"?, "parameters"?}`). Content: the root and
+        every chat span carry them where the content settings let them. Never raises."""
+        self._on_writer(
+            "could not describe the agent", self._set_agent_description, system_instructions, tool_definitions
+        )
+
+    def _set_agent_description(
+        self, system_instructions: str | None, tool_definitions: Sequence[Mapping[str, Any]] | None
+    ) -> None:
+        with self._lock:
+            if system_instructions is not None:
+                self._description.system_instructions = system_instructions
+            if tool_definitions is not None:
+                self._description.tool_definitions = tuple(tool_definitions)
+
+    def set_provider(self, provider: str) -> None:
+        """The provider (`gen_ai.provider.name`), learned after the run began (`run` learns it
+        from the lines the agent prints): the root's, and every span's opened from now on."""
+        self._on_writer("could not set the provider", self._set_provider, provider)
+
+    def _set_provider(self, provider: str) -> None:
+        with self._lock:
+            self._provider = provider
+            for slot in (self._root, self._turn, *self._turns_awaiting_result):
+                if slot is not None:
+                    slot.span.set_attribute(GEN_AI_PROVIDER_NAME, provider)
+
+    def note_model(self, model: str) -> None:
+        """The model the harness resolved for the session (Codex's `thread/start` answer): the
+        request model where the run has none, and the response model of turns whose entries
+        name none."""
+        self._on_writer("could not note the model", self._note_model, model)
+
+    def _note_model(self, model: str) -> None:
+        with self._lock:
+            self._harness_model = model
+            if self._model is None:
+                self._set_request_model(model)
+            for turn in (self._turn, *self._turns_awaiting_result):
+                if turn is not None and turn.facts is not None and turn.facts.response_model is None:
+                    turn.facts.response_model = model
 
     def describe(self, key: str, value: str | int | float | bool) -> None:
         """Add an attribute to the run's root span (what only the end of the run tells)."""
@@ -535,7 +647,11 @@ class AgentRun(EntryPlacement):
             },
             start_ns,
         )
-        self._turn.facts = TurnFacts(request_model=self._model)
+        self._turn.facts = TurnFacts(request_model=self._model, response_model=self._harness_model)
+        self._turn.described = True
+        if self._content_rules is not None:
+            self._turn.content = ChatContent()
+            self._deliver_notifications(self._turn)
 
     def end_turn(self, error: BaseException | None = None) -> None:
         """End the open turn (and the tool and subagent spans still open in it)."""
@@ -593,6 +709,9 @@ class AgentRun(EntryPlacement):
         )
         tool.name = name
         tool.call_id = call_id
+        if self._content_rules is not None:
+            tool.content = ToolContent()
+            add_content(_ENTRY_TOOL_USE, detail, tool)
         if name in _SUBAGENT_TOOLS and self._subagents_named_by_call_id:
             _keep_bounded(self._launchers, call_id, tool)
         if name in _SUBAGENT_TOOLS and isinstance(arguments, Mapping):
@@ -624,7 +743,7 @@ class AgentRun(EntryPlacement):
             tool.error_type = "tool_error"
         self._end(tool, end_ns)
 
-    def _subagent_slot(self, source: str, detail: Any, start_ns: int) -> _SpanSlot | None:
+    def _subagent_slot(self, source: str, entry_type: Any, detail: Any, start_ns: int) -> _SpanSlot | None:
         if not source.startswith(SUBAGENT_SOURCE_PREFIX):
             return None
         slot = self._subagents.get(source)
@@ -657,6 +776,28 @@ class AgentRun(EntryPlacement):
         )
         slot.agent_name = subagent_type or agent_id
         slot.agent_id_learned = learned_id is not None or call_id is None
+        # Its model calls: a `chat` span of its own, so that its tokens are counted once, on a chat
+        # span (never on the main turn), and priced at its own model.
+        slot.chat = _SpanSlot.open(
+            self._tracer,
+            chat_span_name(None),
+            slot.context,
+            SpanKind.CLIENT,
+            {
+                GEN_AI_OPERATION_NAME: CHAT_OPERATION,
+                GEN_AI_PROVIDER_NAME: self._provider,
+                attr.GEN_AI_CONVERSATION_ID: self._session_id,
+                GEN_AI_AGENT_NAME: slot.agent_name,
+            },
+            start_ns,
+        )
+        slot.chat.facts = TurnFacts()
+        if self._content_rules is not None:
+            slot.content, slot.chat.content = AgentContent(), ChatContent()
+            prompt = launcher.subagent_prompt if launcher is not None else None
+            if prompt is not None and entry_type != EntryType.USER_MESSAGE.value:
+                # Its stream does not say its prompt (stream-json): the launching call does.
+                add_content(EntryType.USER_MESSAGE.value, {"text": prompt}, slot, slot.chat)
         if launcher is not None:
             launcher.subagent_source = source
         self._subagents[source] = slot
@@ -682,11 +823,20 @@ class AgentRun(EntryPlacement):
 
     # -- usage ------------------------------------------------------------------------
 
-    def _add_usage(
-        self, slot: _SpanSlot, usage: Mapping[str, int], turn: _SpanSlot | None, cost_usd: float = 0.0
+    def _count_usage(
+        self, base: _SpanSlot, usage: Mapping[str, int], turn: _SpanSlot | None, cost_usd: float = 0.0
     ) -> None:
-        """Count usage on `slot`, on `turn` and on the root (each once)."""
-        for target in {id(s): s for s in (slot, turn, self._root) if s is not None}.values():
+        """Count usage where `base` holds it: a subagent on its chat span and itself, never on the
+        main turn; anything else on `base`, on `turn` and on the root (each once)."""
+        if base.chat is not None:
+            self._add_usage((base.chat, base), usage, cost_usd)
+        else:
+            self._add_usage((base, turn), usage, cost_usd)
+
+    def _add_usage(
+        self, slots: Iterable[_SpanSlot | None], usage: Mapping[str, int], cost_usd: float
+    ) -> None:
+        for target in {id(s): s for s in (*slots, self._root) if s is not None}.values():
             target.usage.update(usage)
             target.cost_usd += cost_usd
 
@@ -697,7 +847,7 @@ class AgentRun(EntryPlacement):
             return
         message_id, usage = counted
         self._usage_by_message[message_id] = usage
-        self._add_usage(slot, usage, self._turn)
+        self._count_usage(slot, usage, self._turn)
 
     # -- ending -----------------------------------------------------------------------
 
@@ -782,7 +932,10 @@ class AgentRun(EntryPlacement):
         self._end(tool, end_ns)
 
     def _end(self, slot: _SpanSlot, end_ns: int) -> None:
-        """End the span at `end_ns`, once what was emitted inside it is written."""
+        """End the span at `end_ns` (a subagent's chat span first), once what was emitted inside
+        it is written."""
+        if slot.chat is not None:
+            self._complete_when_written(slot.chat, end_ns, ends=True)
         self._complete_when_written(slot, end_ns, ends=True)
 
     def _complete_when_written(self, slot: _SpanSlot, end_time: int, *, ends: bool) -> None:
@@ -791,7 +944,16 @@ class AgentRun(EntryPlacement):
         keeps_record = not self._spans_closed and self.emitter.keeps_span_records()
         failed = slot.error_type is not None
         attributes = slot.facts.final_attributes(failed) if slot.facts is not None else {}
-        final = _FinalState(dict(slot.usage), slot.cost_usd, slot.error_type, keeps_record, attributes)
+        content: dict[str, Any] = {}
+        if slot.content is not None and self._content_rules is not None:
+            reasons = attributes.get(GEN_AI_RESPONSE_FINISH_REASONS)
+            description = self._description if slot.described else None
+            content = span_content(
+                slot.content, self._content_rules, reasons[0] if reasons else None, description
+            )
+        final = _FinalState(
+            dict(slot.usage), slot.cost_usd, slot.error_type, keeps_record, attributes, content
+        )
         self.emitter.after_written(functools.partial(self._complete, slot, end_time, final, ends))
 
     def _complete(self, slot: _SpanSlot, end_time: int, final: _FinalState, ends: bool) -> None:
@@ -801,8 +963,16 @@ class AgentRun(EntryPlacement):
         try:
             if final.attributes:
                 span.set_attributes(final.attributes)
-            if final.usage:
-                span.set_attributes(final.usage)
+            settings = self.emitter.pipeline.genai_content
+            if final.content and settings.on_spans:
+                span.set_attributes(final.content)
+            if final.usage:  # tokens are counted once: on chat spans; the others say the totals
+                span.set_attributes(final.usage if slot.facts is not None else run_totals(final.usage))
+            if final.content and settings.in_events and slot.facts is not None:
+                event = operation_details(
+                    getattr(span, "attributes", None), {**final.attributes, **final.usage}, final.content
+                )
+                self.emitter.pipeline.emit_genai_event(OPERATION_DETAILS_EVENT, event, slot.context, end_time)
             if final.cost_usd:
                 span.set_attribute(USAGE_COST_USD, final.cost_usd)
                 if slot.facts is not None:  # a turn: the model calls the cost is for

@@ -24,7 +24,7 @@ import wrapt
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from transcript_otel.version import __version__
+from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
 if TYPE_CHECKING:  # `_build` loads it: its dataclasses cost 2 ms, which an idle instrumentor need not
     from transcript_otel.instrumentation._patching import PatchSet
@@ -53,7 +53,9 @@ class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         raise NotImplementedError
 
     def _instrument(self, **kwargs: Any) -> None:
-        tracer = trace.get_tracer(type(self).__module__, __version__, kwargs.get("tracer_provider"))
+        tracer = trace.get_tracer(
+            type(self).__module__, __version__, kwargs.get("tracer_provider"), schema_url=SEMCONV_SCHEMA_URL
+        )
         pending = type(self)._pending = _PendingBuild(self, tracer, kwargs)
         if not self.patched_modules or any(name in sys.modules for name in self.patched_modules):
             patch_set = pending.build()  # a failure raises from `instrument()`, as it always did

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_logger
+from opentelemetry.context import Context
 
 from transcript_otel._export_drops import ExportQueueFull, take_drop
 from transcript_otel._otel_attributes import record_attributes, truncated_attributes
@@ -65,6 +68,35 @@ class OTelLogSink(Sink):
         if reason is not None:
             raise ExportQueueFull(reason)
 
+    def emit_event(
+        self, name: str, attributes: Mapping[str, Any], context: Context, timestamp_ns: int
+    ) -> None:
+        """One OTel event: an INFO log record named `name`, no body, `attributes` as given.
+
+        Not a transcript record (`gen_ai.client.inference.operation.details`, from the span
+        wiring): the SDK >= 1.45 keeps nested lists and maps in log attributes, so
+        structured messages go as they are, cut by the caller.
+        """
+        if not self._event_enabled(name, context):
+            return  # no SDK behind the API (or filtered): skip the record
+        take_drop()  # a mark left by another record emitted on this thread is not this one's
+        self._logger.emit(
+            LogRecord(
+                timestamp=timestamp_ns,
+                observed_timestamp=time.time_ns(),
+                context=context,
+                severity_text="INFO",
+                severity_number=SeverityNumber.INFO,
+                body=None,
+                attributes=attributes,
+                event_name=name,
+            )
+        )
+        # A full export queue drops the event here; it is a copy of what the spans carry,
+        # so the mark is cleared (the next transcript record must not take the blame) and
+        # nothing is reported.
+        take_drop()
+
     def _enabled(self, record: PreparedRecord, severity: SeverityNumber) -> bool:
         enabled = getattr(self._logger, "enabled", None)  # Logger.enabled() is API >= 1.45
         if enabled is None:
@@ -72,6 +104,12 @@ class OTelLogSink(Sink):
         return bool(
             enabled(context=record.otel_context, severity_number=severity, event_name=record.event.value)
         )
+
+    def _event_enabled(self, name: str, context: Context) -> bool:
+        enabled = getattr(self._logger, "enabled", None)  # as in `_enabled`
+        if enabled is None:
+            return True
+        return bool(enabled(context=context, severity_number=SeverityNumber.INFO, event_name=name))
 
     def force_flush(self, timeout_s: float) -> None:
         """Ask the provider to export what it holds; return after `timeout_s` at most.

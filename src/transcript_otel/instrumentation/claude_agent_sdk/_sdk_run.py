@@ -4,7 +4,9 @@
 
 * the prompts the program sends (`prompt()`): a string or the user-message dicts of
   a streamed prompt, as the message the SDK writes to the CLI;
-* each message the CLI prints (`message()`), mapped by `ClaudeStreamMapper`.
+* each message the CLI prints (`message()`), mapped by `ClaudeStreamMapper`; its `init`
+  message names the tools the CLI offers the model (`AgentRun.describe_agent()`; the
+  options' system prompt is told as the run starts, `SdkInstrumentation.start_run()`).
 
 A turn is one prompt and everything until its `result` message. The CLI answers
 prompts one after another, so a prompt sent while a turn is under way waits (in
@@ -63,6 +65,8 @@ class SdkRun:
         self._awaiting_result = False
         self._first_message_seen = False
         self._recorded_main = False
+        # The tool names of the last `init` message, as the run was told them.
+        self._described_tools: tuple[str, ...] | None = None
 
     @contextmanager
     def step(self) -> Iterator[None]:
@@ -109,6 +113,7 @@ class SdkRun:
             with self._lock:
                 self._first_message_seen = True
             self._next_turn()
+            self._describe_tools(data)
             entries = self._mapper.message(data)
             ends_turn = (
                 isinstance(data, dict) and data.get("type") == "result" and source_of(data) == MAIN_SOURCE
@@ -144,6 +149,21 @@ class SdkRun:
         self.run.finish(error)
 
     # -- internals ---------------------------------------------------------------------
+
+    def _describe_tools(self, data: Any) -> None:
+        """The tools the CLI offers the model, as its `init` message names them (every turn
+        prints one; the run is told when the list changes): tool definitions by name."""
+        if not (isinstance(data, dict) and data.get("type") == "system" and data.get("subtype") == "init"):
+            return
+        tools = data.get("tools")
+        if not isinstance(tools, list) or source_of(data) != MAIN_SOURCE:
+            return
+        names = tuple(name for name in tools if isinstance(name, str) and name)
+        with self._lock:
+            if names == self._described_tools:
+                return
+            self._described_tools = names
+        self.run.describe_agent(tool_definitions=[{"name": name} for name in names])
 
     def _next_turn(self) -> None:
         """Record the next waiting prompt, opening its turn, if its turn has come."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -67,7 +68,25 @@ class SdkInstrumentation:
             _logger.debug("transcript-otel: could not start a claude-agent-sdk run", exc_info=True)
             return None
         self.runs.add(run)
+        instructions = system_instructions(getattr(options, "system_prompt", None))
+        if instructions is not None:
+            run.describe_agent(system_instructions=instructions)
         return SdkRun(run)
+
+
+def system_instructions(system_prompt: Any) -> str | None:
+    """The text of `ClaudeAgentOptions.system_prompt` that the program wrote: the prompt itself
+    (a string, or `{"type": "custom", "prompt": ...}`), or what a preset appends to Claude
+    Code's own prompt (`{"type": "preset", "append": ...}`, the rest of which no one here
+    knows). None for a preset without `append`, a prompt file, or no prompt."""
+    if isinstance(system_prompt, str):
+        return system_prompt or None
+    if isinstance(system_prompt, Mapping):
+        kind = system_prompt.get("type")
+        text = system_prompt.get("append") if kind == "preset" else system_prompt.get("prompt")
+        if kind in ("preset", "custom") and isinstance(text, str) and text:
+            return text
+    return None
 
 
 def _text_option(options: Any, name: str) -> str | None:

@@ -45,6 +45,7 @@ class WeakincentivesInstrumentor(PatchingInstrumentor):
         "weakincentives.adapters.codex_app_server._transcript",
         "weakincentives.adapters.claude_agent_sdk.adapter",  # _claude
         "weakincentives.adapters.claude_agent_sdk._transcript_collector",
+        "weakincentives.adapters.claude_agent_sdk._sdk_options",
         "weakincentives.adapters.acp.adapter",  # _acp
         "weakincentives.adapters.openai",  # _chat
         "weakincentives.adapters.litellm",

@@ -5,10 +5,17 @@ the `TranscriptCollector._emit_entry` patch maps each line to canonical entries 
 `ClaudeTranscriptMapper`, source `main` or `subagent:<id>` from the file it came from.
 0.26+ map lines natively (mirrored by `_native`). In every version one turn span covers
 `_run_with_prompt_context`: the SDK conversation and the collector's final read.
+
+The WINK tools the adapter serves Claude (an in-process MCP server named `wink`, made by
+`create_mcp_server(bridged_tools)`) are the run's tool definitions, named as the model
+sees them (`mcp__wink__<name>`). Claude Code's own tools and system prompt are not
+known here: weakincentives sets no system prompt, and the CLI's `init` message, which
+names every tool, is not in the transcript files.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 from transcript_otel.instrumentation._agent_run import AgentRun
@@ -22,6 +29,10 @@ from transcript_otel.model import MAIN_SOURCE
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.claude_agent_sdk.adapter"
 COLLECTOR_MODULE: Final = "weakincentives.adapters.claude_agent_sdk._transcript_collector"
+# 0.26+ build the SDK options here (0.24/0.25 in the adapter module).
+OPTIONS_MODULE: Final = "weakincentives.adapters.claude_agent_sdk._sdk_options"
+# How Claude Code names a tool of the adapter's MCP server (weakincentives' `MCP_TOOL_PREFIX`).
+WINK_TOOL_PREFIX: Final = "mcp__wink__"
 ADAPTER_CLASS: Final = "ClaudeAgentSDKAdapter"
 
 SPEC: Final = AdapterSpec(default_name="claude_agent_sdk", provider="anthropic", model=nested_model("_model"))
@@ -35,7 +46,32 @@ def _transcript_line(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any
     run.record_mapped(mapper.line(line, source if isinstance(source, str) else MAIN_SOURCE))
 
 
+def _bridged_tools(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """`create_mcp_server(bridged_tools, ...)`: the WINK tools served to Claude, as definitions."""
+    tools = argument(args, kwargs, "bridged_tools", 0)
+    if isinstance(tools, Iterable):
+        definitions = [d for d in map(_tool_definition, tools) if d is not None]
+        if definitions:
+            run.describe_agent(tool_definitions=definitions)
+
+
+def _tool_definition(tool: Any) -> dict[str, Any] | None:
+    """A `BridgedTool`'s `{name, description?, parameters?}`, named as Claude Code offers it."""
+    name = getattr(tool, "name", None)
+    if not isinstance(name, str) or not name:
+        return None
+    definition: dict[str, Any] = {"name": WINK_TOOL_PREFIX + name}
+    description = getattr(tool, "description", None)
+    if isinstance(description, str):
+        definition["description"] = description
+    schema = getattr(tool, "input_schema", None)
+    if isinstance(schema, dict):
+        definition["parameters"] = schema
+    return definition
+
+
 def patches(state: WinkInstrumentation) -> list[Patch]:
+    describes_tools = observing(state, "WINK tools", _bridged_tools)
     return [
         Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}.evaluate", evaluate_wrapper(state, SPEC)),
         Patch(
@@ -48,4 +84,7 @@ def patches(state: WinkInstrumentation) -> list[Patch]:
             "TranscriptCollector._emit_entry",
             observing(state, "transcript line", _transcript_line),
         ),
+        # The module-level name each version calls (0.24/0.25 the adapter's, 0.26+ the options').
+        Patch(ADAPTER_MODULE, "create_mcp_server", describes_tools),
+        Patch(OPTIONS_MODULE, "create_mcp_server", describes_tools),
     ]

@@ -8,11 +8,16 @@ entry for every line the client could not parse. 0.26+ emit entries natively
 and what their bridge loses with Codex 0.171: reasoning items, warnings and errors
 (added as `CodexMapper` maps them, only where the bridge emitted nothing) and diffs (its
 `unknown` recorded as the `system_event` 0.25 gets), so both give the same entries.
+
+In every version the client's `thread/start` request tells the run what no entry does:
+the WINK tools offered to Codex (its `dynamicTools`, the adapter's `dynamic_tool_specs`)
+as tool definitions, and the model Codex resolved (its answer's `thread.model`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from typing import Any, Final
 
@@ -163,12 +168,77 @@ def _try_parse(state: WinkInstrumentation) -> Factory:
     return make
 
 
+THREAD_START: Final = "thread/start"
+
+
+def _send_request(state: WinkInstrumentation) -> Wrapper:
+    """`CodexAppServerClient.send_request(method, params, timeout)` (the same in 0.25 to 0.27):
+    of `thread/start`, the tools it offers and the model in its answer describe the run. Other
+    requests pass untouched; nothing is recorded as an entry."""
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        run = state.run()
+        if run is None or argument(args, kwargs, "method", 0) != THREAD_START:
+            return wrapped(*args, **kwargs)
+        guarded("thread tools", _describe_tools, run, argument(args, kwargs, "params", 1))
+        if not inspect.iscoroutinefunction(wrapped):
+            answer = wrapped(*args, **kwargs)
+            guarded("thread model", _note_model, run, answer)
+            return answer
+
+        async def noting_model() -> Any:  # the request is made when the caller awaits it, as before
+            result = await wrapped(*args, **kwargs)
+            guarded("thread model", _note_model, run, result)
+            return result
+
+        return noting_model()
+
+    return wrapper
+
+
+def _describe_tools(run: AgentRun, params: Any) -> None:
+    """The WINK tools a thread offers Codex: `dynamicTools` (`{name, description, inputSchema}`,
+    absent when the prompt has none). Codex's own tools are not told."""
+    specs = params.get("dynamicTools") if isinstance(params, Mapping) else None
+    if isinstance(specs, list) and specs:
+        definitions = [_tool_definition(spec) for spec in specs if isinstance(spec, Mapping)]
+        run.describe_agent(tool_definitions=[d for d in definitions if d is not None])
+
+
+def _tool_definition(spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`{name, description?, parameters?}` of a WINK tool spec (`inputSchema` = JSON schema)."""
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    definition: dict[str, Any] = {"name": name}
+    if isinstance(spec.get("description"), str):
+        definition["description"] = spec["description"]
+    if isinstance(spec.get("inputSchema"), Mapping):
+        definition["parameters"] = spec["inputSchema"]
+    return definition
+
+
+def _note_model(run: AgentRun, result: Any) -> None:
+    """The model of the thread Codex started: `result.thread.model` (else `result.model`)."""
+    if not isinstance(result, Mapping):
+        return
+    thread = result.get("thread")
+    model = thread.get("model") if isinstance(thread, Mapping) else None
+    if not isinstance(model, str) or not model:
+        model = result.get("model")
+    if isinstance(model, str) and model:
+        run.note_model(model)
+
+
 def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
     ends_turn = turn_wrapper(state, opens=False, closes=True)
     opens_turn = turn_wrapper(state, opens=True, closes=False)
     return [
         Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}.evaluate", evaluate_wrapper(state, SPEC)),
         Replacement(CLIENT_MODULE, "CodexAppServerClient._try_parse", _try_parse(state)),
+        Patch(CLIENT_MODULE, "CodexAppServerClient.send_request", _send_request(state)),
         # 0.25: methods of the adapter; we build the transcript.
         Patch(
             ADAPTER_MODULE, f"{ADAPTER_CLASS}._start_turn", observing(state, "user message", _user_message)
