@@ -446,7 +446,9 @@ def test_chat_spans_are_priced_llm_calls(run: AdapterRun, phoenix: Phoenix) -> N
     assert chats
     # Claude Code sometimes reports a turn in which it called no model (its `result` says
     # `num_turns: 0`, no tokens): an honest LLM span of nothing, which Phoenix cannot price.
-    idle = [span for span in chats if not entries_in(run, span, "assistant_message")]
+    # (A subagent's chat span is the one of its model calls: its entries are its agent span's.)
+    turns = [span for span in chats if "transcript.turn" in span["attributes"]]
+    idle = [span for span in turns if not entries_in(run, span, "assistant_message")]
     for span in idle:
         reports = entries_in(run, span, "token_usage")
         assert [r["detail"]["sdk_entry"].get("num_turns") for r in reports] == [0], describe(span)

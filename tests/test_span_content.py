@@ -291,3 +291,64 @@ def test_secrets_in_content_are_redacted(replay: Replay, tmp_path: Path) -> None
     values = [str(value) for span in spans for key, value in attributes(span).items() if key in CONTENT_KEYS]
     assert values
     assert not [value for value in values if secret in value]
+
+
+def stream_json_run(lines: list[dict[str, Any]]) -> Callable[[AgentRun], None]:
+    """Feed stream-json messages (the real CLI's shapes) as `run` reads them, before the fixture."""
+
+    def feed(agent_run: AgentRun) -> None:
+        recorder = LineRecorder(agent_run, select_adapter("claude-stream-json"))
+        for line in lines:
+            recorder.feed(json.dumps(line).encode())
+
+    return feed
+
+
+def init() -> dict[str, Any]:
+    return {"type": "system", "subtype": "init", "model": "claude-opus-5-5", "session_id": "s"}
+
+
+def answer(message_id: str, text: str) -> dict[str, Any]:
+    message = {"id": message_id, "model": "claude-opus-5-5", "content": [{"type": "text", "text": text}]}
+    return {"type": "assistant", "message": {**message, "usage": {"input_tokens": 5, "output_tokens": 1}}}
+
+
+def result(text: str, num_turns: int) -> dict[str, Any]:
+    usage = {"input_tokens": 5 * num_turns, "output_tokens": num_turns}
+    return {"type": "result", "subtype": "success", "result": text, "num_turns": num_turns, "usage": usage}
+
+
+def notification(call_id: str, summary: str) -> dict[str, Any]:
+    return {"type": "system", "subtype": "task_notification", "tool_use_id": call_id, "summary": summary}
+
+
+def test_a_notification_waits_for_the_turn_that_calls_the_model(replay: Replay, tmp_path: Path) -> None:
+    # A turn that makes no model call (`num_turns: 0`) passes its notification to the next one;
+    # a foreground task's notification, followed by its call's result, is no turn's input.
+    call = {"type": "tool_use", "id": "toolu_fg", "name": "Agent", "input": {"prompt": "p"}}
+    tool_use = {"type": "assistant", "message": {"id": "m0", "model": "claude-opus-5-5", "content": [call]}}
+    tool_result = {"type": "tool_result", "tool_use_id": "toolu_fg", "content": "done"}
+    lines = [
+        init(),
+        tool_use,
+        notification("toolu_fg", "foreground done"),
+        {"type": "user", "message": {"role": "user", "content": [tool_result]}},
+        answer("m1", "started"),
+        notification("toolu_bg", "background done"),
+        result("started", 1),
+        init(),
+        result("", 0),
+        init(),
+        answer("m2", "all done"),
+        result("all done", 1),
+    ]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    spans = replay(empty, "claude-stream-json", before=stream_json_run(lines))
+    first, idle, third = turns(spans)
+    assert texts(messages(first, "gen_ai.output.messages")[0]) == ["started"]
+    assert "gen_ai.output.messages" not in attributes(idle)
+    third_input = [texts(m) for m in messages(third, "gen_ai.input.messages")]
+    assert third_input == [["background done"]]
+    all_inputs = [str(attributes(turn).get("gen_ai.input.messages")) for turn in turns(spans)]
+    assert not [text for text in all_inputs if "foreground done" in text]

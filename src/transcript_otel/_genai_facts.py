@@ -151,10 +151,11 @@ def final_answer(detail: Any) -> str | None:
     return _text(result, "result")
 
 
-def task_notification(detail: Any) -> str | None:
+def task_notification(detail: Any) -> tuple[str | None, str] | None:
     """What Claude Code tells the model as a background task ends (stream-json's `system`
-    `task_notification`): the task's summary, the news a following model call reads."""
+    `task_notification`): the call that launched the task, and the task's summary."""
     entry = _mapping(detail, "sdk_entry")
     if entry is None or entry.get("type") != "system" or entry.get("subtype") != _TASK_NOTIFICATION:
         return None
-    return _text(entry, "summary")
+    summary = _text(entry, "summary")
+    return (_text(entry, "tool_use_id"), summary) if summary is not None else None

@@ -168,6 +168,9 @@ class _SpanSlot:
     content: SpanContent | None = None
     # The root and the main turns: they carry the system prompt and tool definitions.
     described: bool = False
+    # A main turn: the task notifications it began with, and whether the model answered in it.
+    notified: dict[str, str] | None = None
+    answered: bool = False
 
     @classmethod
     def open(
@@ -266,7 +269,7 @@ class AgentRun(EntryPlacement):
         self._description = AgentDescription()
         # The model the harness resolved (`note_model()`): a turn's response model until one answers.
         # Background tasks' notifications no model call has read yet (content only).
-        self._unread_notifications: list[str] = []
+        self._unread_notifications: dict[str, str] = {}
         self._harness_model: str | None = None
         self._finished = False
         # Agent side: `begin_turn()` was called since the last `end_turn()`.
@@ -449,24 +452,36 @@ class AgentRun(EntryPlacement):
     ) -> None:
         """The entry in what its spans will say: a subagent's or the root's, and its chat's.
 
-        A background task's notification is news for the main agent's next model call: it
-        joins that call's input, in this turn or in the one it starts."""
+        A background task's notification is what Claude Code starts its next turn with: that
+        turn's input. A task whose call's result comes after it ran in the foreground: the
+        result tells the model its answer, the notification nothing more."""
         if subagent is not None:
             add_content(entry_type, detail, subagent, subagent.chat)
             return
         if entry_type == _ENTRY_SYSTEM_EVENT:
-            news = task_notification(detail)
-            if news is not None and len(self._unread_notifications) < _MAX_CAUSES:
-                self._unread_notifications.append(news)
+            notification = task_notification(detail)
+            if notification is not None and len(self._unread_notifications) < _MAX_KNOWN_LAUNCHERS:
+                call_id, summary = notification
+                self._unread_notifications[call_id or str(len(self._unread_notifications))] = summary
             return
+        if entry_type == _ENTRY_TOOL_RESULT and self._unread_notifications:
+            call_id, _ = tool_identity(detail)
+            self._unread_notifications.pop(call_id or "", None)
         if entry_type == _ENTRY_ASSISTANT_MESSAGE and turn is not None:
-            self._deliver_notifications(turn)
+            turn.answered = True
         add_content(entry_type, detail, self._root, turn)
 
-    def _deliver_notifications(self, chat: _SpanSlot) -> None:
-        for news in self._unread_notifications:
-            add_content(EntryType.USER_MESSAGE.value, {"text": news}, chat)
-        self._unread_notifications.clear()
+    def _deliver_notifications(self, turn: _SpanSlot) -> None:
+        if self._unread_notifications:
+            turn.notified, self._unread_notifications = self._unread_notifications, {}
+            for summary in turn.notified.values():
+                add_content(EntryType.USER_MESSAGE.value, {"text": summary}, turn)
+
+    def _pass_on_notifications(self, turn: _SpanSlot) -> None:
+        """A turn that ends without the model answering (Claude Code's `num_turns: 0`) leaves its
+        notifications to the next turn, which calls the model with them."""
+        if turn.notified and not turn.answered:
+            self._unread_notifications = {**turn.notified, **self._unread_notifications}
 
     def _note_turn_facts(self, entry_type: Any, detail: Any, turn: _SpanSlot | None) -> None:
         """An entry's facts about the model: the init message's model (the run's request model when
@@ -668,6 +683,7 @@ class AgentRun(EntryPlacement):
                     self._close_open_tools(end_ns)
             if turn is None:
                 return
+            self._pass_on_notifications(turn)
         if error is not None and turn.error_type is None:
             turn.error_type = _exception_type(error)
         self._end(turn, end_ns)
