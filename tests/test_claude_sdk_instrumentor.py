@@ -37,7 +37,7 @@ from claude_agent_sdk import (
 )
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
@@ -113,6 +113,22 @@ class Capture:
 
     def named(self, name: str) -> list[ReadableSpan]:
         return [span for span in self.spans if span.name == name]
+
+    def turns(self) -> list[ReadableSpan]:
+        """The main agent's chat spans, in turn order (a subagent's own chat span has no turn)."""
+        chats = [s for s in self.spans if (s.attributes or {}).get("gen_ai.operation.name") == "chat"]
+        return sorted([s for s in chats if "transcript.turn" in (s.attributes or {})], key=turn_of)
+
+    def chat_of(self, agent: ReadableSpan) -> ReadableSpan:
+        """A subagent's own chat span: the one chat span among its children."""
+        (found,) = [
+            s
+            for s in self.spans
+            if s.parent is not None
+            and s.parent.span_id == agent.context.span_id
+            and (s.attributes or {}).get("gen_ai.operation.name") == "chat"
+        ]
+        return found
 
     def tool(self, call_id: str) -> ReadableSpan:
         (found,) = [s for s in self.spans if (s.attributes or {}).get("gen_ai.tool.call.id") == call_id]
@@ -214,16 +230,24 @@ def test_plain_query_is_one_run_with_a_turn(run_query: Run) -> None:
     assert capture.parent_of(chat) is root
     assert (root.attributes or {})["gen_ai.conversation.id"] == session_id
     assert (root.attributes or {})["gen_ai.provider.name"] == "anthropic"
-    expected_usage = {
+    # Tokens are counted once, on the chat span (the turn's model calls, and their cost)...
+    assert usage_of(chat) == {
         "gen_ai.usage.input_tokens": 108,  # the result's 100 plus 5 cache reads and 3 cache writes
         "gen_ai.usage.output_tokens": 20,
         "gen_ai.usage.cache_read.input_tokens": 5,
         "gen_ai.usage.cache_creation.input_tokens": 3,
         "gen_ai.usage.cache_write.input_tokens": 3,
         "transcript.usage.cost_usd": 0.0123,
+        "gen_ai.usage.cost": 0.0123,
     }
-    assert usage_of(chat) == {**expected_usage, "gen_ai.usage.cost": 0.0123}  # the turn's model calls
-    assert usage_of(root) == expected_usage
+    # ...the root says the run's totals under names of ours (the cache write once).
+    assert usage_of(root) == {
+        "transcript.usage.input_tokens": 108,
+        "transcript.usage.output_tokens": 20,
+        "transcript.usage.cache_read.input_tokens": 5,
+        "transcript.usage.cache_write.input_tokens": 3,
+        "transcript.usage.cost_usd": 0.0123,
+    }
     # Entries are span events of their span and log records correlated with it.
     assert [event.name for event in chat.events] == ["transcript.entry"] * 4
     assert capture.span_of(prompt) is chat
@@ -296,7 +320,8 @@ def test_a_tool_call_is_an_execute_tool_span_holding_its_use_and_result(run_quer
 def test_parallel_subagents_nest_under_the_calls_that_launched_them(run_query: Run) -> None:
     capture = run_query("parallel", "Count files and read the README")
 
-    chat = capture.span(CHAT)
+    (chat,) = capture.turns()
+    assert capture.parent_of(chat) is capture.span(ROOT)
     task_a, task_b = capture.tool("toolu_task_a"), capture.tool("toolu_task_b")
     assert capture.parent_of(task_a) is chat
     assert capture.parent_of(task_b) is chat
@@ -318,6 +343,35 @@ def test_parallel_subagents_nest_under_the_calls_that_launched_them(run_query: R
     assert (chat.attributes or {})["gen_ai.request.model"] == "claude-opus-4-6"
     assert capture.parent_of(capture.tool("toolu_a_1")) is counter
     assert capture.parent_of(capture.tool("toolu_b_1")) is reader
+    # Each subagent's model calls are a chat span of its own, under it: its agent's name, its model,
+    # no turn number (main turns have one); the chat spans are the turn and the two subagents'.
+    chats = [s for s in capture.spans if (s.attributes or {}).get("gen_ai.operation.name") == "chat"]
+    assert len(chats) == 3
+    for agent, name in [(counter, "counter"), (reader, "reader")]:
+        own = capture.chat_of(agent)
+        attributes = own.attributes or {}
+        assert own.kind is SpanKind.CLIENT
+        assert own.name == CHAT  # renamed once a response named the model
+        assert attributes["gen_ai.agent.name"] == name
+        assert attributes["gen_ai.request.model"] == "claude-opus-4-6"
+        assert attributes["gen_ai.provider.name"] == "anthropic"
+        assert "transcript.turn" not in attributes
+        assert own.end_time is not None
+        assert agent.end_time is not None
+        assert own.end_time <= agent.end_time
+        # Its two messages' tokens (10 in, 5 out each) are counted on its chat span; its own span
+        # says the same total under names of ours.
+        assert usage_of(own) == {"gen_ai.usage.input_tokens": 20, "gen_ai.usage.output_tokens": 10}
+        assert usage_of(agent) == {"transcript.usage.input_tokens": 20, "transcript.usage.output_tokens": 10}
+    # The turn counts the result's usage only (the subagents' is theirs); the root the run's total.
+    assert usage_of(chat)["gen_ai.usage.input_tokens"] == 108
+    assert usage_of(chat)["gen_ai.usage.output_tokens"] == 20
+    root_usage = usage_of(capture.span(ROOT))
+    assert not [key for key in root_usage if key.startswith("gen_ai.usage")]
+    for key in ("input_tokens", "output_tokens"):
+        counted = sum(usage_of(span)[f"gen_ai.usage.{key}"] for span in chats)
+        assert root_usage[f"transcript.usage.{key}"] == counted
+    assert root_usage["transcript.usage.input_tokens"] == 108 + 20 + 20
     assert capture.tool("toolu_a_1").name == "execute_tool Bash"
     assert capture.tool("toolu_b_1").name == "execute_tool Read"
 
@@ -441,6 +495,85 @@ def test_a_consumer_that_stops_early_ends_every_span_without_an_error(
     assert capture.span(ROOT).status.status_code is StatusCode.UNSET
 
 
+# -- what the agent was told: its system prompt and tools --------------------------------------
+
+# The tools the fake CLI's `init` message names.
+FAKE_CLI_TOOLS = [{"name": "Task"}, {"name": "Bash"}, {"name": "Read"}, {"name": "Write"}]
+
+
+@pytest.fixture
+def described(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What each `AgentRun.describe_agent()` call of the test was told (the call still runs)."""
+    from transcript_otel.instrumentation._agent_run import AgentRun
+
+    calls: list[dict[str, Any]] = []
+    original = AgentRun.describe_agent
+
+    def spy(self: AgentRun, **description: Any) -> None:
+        calls.append(description)
+        original(self, **description)
+
+    monkeypatch.setattr(AgentRun, "describe_agent", spy)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("system_prompt", "told"),
+    [
+        ("You are a terse file lister.", "You are a terse file lister."),
+        ({"type": "preset", "preset": "claude_code", "append": "Answer in French."}, "Answer in French."),
+        ({"type": "preset", "preset": "claude_code"}, None),  # Claude Code's own: not known here
+    ],
+    ids=["text", "preset-append", "preset"],
+)
+@pytest.mark.usefixtures("instrumented")
+def test_the_options_system_prompt_and_the_inits_tools_describe_the_agent(
+    run_query: Run, described: list[dict[str, Any]], system_prompt: Any, told: str | None
+) -> None:
+    capture = run_query("tool", "List the files", system_prompt=system_prompt)
+    instructions = [call["system_instructions"] for call in described if "system_instructions" in call]
+    assert instructions == ([] if told is None else [told])
+    tools = [call["tool_definitions"] for call in described if "tool_definitions" in call]
+    assert tools == [FAKE_CLI_TOOLS]  # the CLI's `init` message names them
+    # The root and the chat span carry them (content is on: the policy is `full`).
+    for span in (capture.span(ROOT), capture.span(CHAT)):
+        attributes = span.attributes or {}
+        if told is None:
+            assert "gen_ai.system_instructions" not in attributes
+        else:
+            parts = json.loads(str(attributes["gen_ai.system_instructions"]))
+            assert [part["content"] for part in parts] == [told]
+        definitions = json.loads(str(attributes["gen_ai.tool.definitions"]))
+        assert [definition["name"] for definition in definitions] == [t["name"] for t in FAKE_CLI_TOOLS]
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_the_tools_are_described_again_only_when_they_change(
+    cli: str, captured: Callable[[], Capture], described: list[dict[str, Any]]
+) -> None:
+    async def conversation() -> None:
+        async with ClaudeSDKClient(options=options(cli, "tool")) as client:
+            for prompt in ["List the files", "And again"]:  # an `init` message each
+                await client.query(prompt)
+                _ = [message async for message in client.receive_response()]
+
+    asyncio.run(conversation())
+    capture = captured()
+    assert len([e for e in capture.entries if e["detail"].get("subtype") == "init"]) == 2
+    assert described == [{"tool_definitions": FAKE_CLI_TOOLS}]
+
+
+def test_system_instructions_read_every_form_of_the_option() -> None:
+    from transcript_otel.instrumentation.claude_agent_sdk._state import system_instructions
+
+    assert system_instructions("Be brief.") == "Be brief."
+    assert system_instructions({"type": "custom", "prompt": "Be brief."}) == "Be brief."
+    preset = {"type": "preset", "preset": "claude_code"}
+    assert system_instructions({**preset, "append": "And kind."}) == "And kind."
+    for unknown in (None, "", preset, {"type": "file", "path": "p.md"}, 3):
+        assert system_instructions(unknown) is None
+
+
 # -- ClaudeSDKClient ---------------------------------------------------------------------------
 
 
@@ -461,6 +594,7 @@ def test_a_client_is_one_run_with_a_turn_per_prompt(cli: str, captured: Callable
     assert_invariants(capture)
     root = capture.span(ROOT)
     turns = sorted(capture.named(CHAT), key=turn_of)
+    assert turns == capture.turns()
     assert [turn_of(span) for span in turns] == [1, 2]
     assert all(capture.parent_of(turn) is root for turn in turns)
     assert len(capture.named("execute_tool Bash")) == 2
@@ -470,7 +604,10 @@ def test_a_client_is_one_run_with_a_turn_per_prompt(cli: str, captured: Callable
         "And again",
     ]
     assert [capture.span_of(p) for p in prompts] == turns
-    assert usage_of(root)["gen_ai.usage.input_tokens"] == 216  # both turns, 108 each (cache included)
+    # Both turns, 108 each (cache included): counted on the turns, the root says their total.
+    assert [usage_of(turn)["gen_ai.usage.input_tokens"] for turn in turns] == [108, 108]
+    assert usage_of(root)["transcript.usage.input_tokens"] == 216
+    assert not [key for key in usage_of(root) if key.startswith("gen_ai.usage")]
     # The CLI reports the session's running cost: each turn gets its own share.
     assert [usage_of(turn)["transcript.usage.cost_usd"] for turn in turns] == pytest.approx([0.0123, 0.0123])
     assert usage_of(root)["transcript.usage.cost_usd"] == pytest.approx(0.0246)

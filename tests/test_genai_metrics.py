@@ -42,7 +42,11 @@ FIXTURE_FILES = {
 }
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+# What the root and subagent spans say instead: the totals of the chat spans under them.
+TOTAL_INPUT_TOKENS = "transcript.usage.input_tokens"
+TOTAL_OUTPUT_TOKENS = "transcript.usage.output_tokens"
 OPERATION = "gen_ai.operation.name"
+TURN = "transcript.turn"
 
 
 @pytest.fixture
@@ -128,10 +132,21 @@ OUTPUT_MODELS: dict[str, dict[str, str]] = {
     "rtf1": {"gen_ai.request.model": "gpt-4.1-mini", "gen_ai.response.model": "gpt-4.1-mini"},
     "codex-json": {},
 }
+# The provider `run` learns from the line adapter that reads the output (none for RTF1).
+RUN_PROVIDERS: dict[str, dict[str, str]] = {
+    "claude-stream-json": {"gen_ai.provider.name": "anthropic"},
+    "codex-json": {"gen_ai.provider.name": "openai"},
+    "rtf1": {},
+}
 
 
 def spans_of(spans: list[ReadableSpan], operation: str) -> list[ReadableSpan]:
     return [span for span in spans if (span.attributes or {}).get(OPERATION) == operation]
+
+
+def main_turns(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    """The main agent's turns: the chat spans numbered `transcript.turn` (a subagent's are not)."""
+    return [span for span in spans_of(spans, "chat") if TURN in (span.attributes or {})]
 
 
 def usage_of(span: ReadableSpan, key: str) -> int:
@@ -156,23 +171,47 @@ def test_token_usage_counts_each_chat_span_once(
     spans = replay(fmt)
     chats = spans_of(spans, "chat")
     assert chats
+    # Tokens are counted once, on chat spans: the root and subagent spans carry none of them.
+    for span in spans_of(spans, "invoke_agent"):
+        assert not [key for key in span.attributes or {} if key.startswith("gen_ai.usage.")]
     token_usage = our_metrics(meter_reader)[genai_metrics.TOKEN_USAGE]
     assert token_usage.unit == "{token}"
-    by_type = {(point.attributes or {})["gen_ai.token.type"]: point for point in points(token_usage)}
+    token_points = points(token_usage)
+    by_type = {(point.attributes or {})["gen_ai.token.type"]: point for point in token_points}
+    assert len(token_points) == len(by_type) == 2
     assert set(by_type) == {"input", "output"}
     for token_type, usage_key in (("input", INPUT_TOKENS), ("output", OUTPUT_TOKENS)):
         point = by_type[token_type]
         counted = [usage_of(span, usage_key) for span in chats]
-        # One point per chat span; the root and subagent spans repeat these counts and add none.
+        # One point per chat span (a subagent's own included); the root and subagent spans add none.
         assert point.count == len(chats)
         assert point.sum == sum(counted)
         assert (point.min, point.max) == (min(counted), max(counted))
         assert list(point.explicit_bounds) == list(genai_metrics.TOKEN_USAGE_BUCKETS)
-        # `run` knows no provider for these formats: nothing is made up; the model is the output's.
-        expected = {OPERATION: "chat", "gen_ai.token.type": token_type, **OUTPUT_MODELS[fmt]}
+        # The provider is the line adapter's (RTF1 names none: nothing is made up); the model the output's.
+        expected = {
+            OPERATION: "chat",
+            "gen_ai.token.type": token_type,
+            **RUN_PROVIDERS[fmt],
+            **OUTPUT_MODELS[fmt],
+        }
         assert dict(point.attributes or {}) == expected
-    if fmt == "claude-stream-json":  # two turns; not the root's 4250, nor the subagent's 950
-        assert by_type["input"].sum == 2100 + 1200
+    (root,) = [span for span in spans_of(spans, "invoke_agent") if span.parent is None]
+    if fmt == "claude-stream-json":
+        # Two turns and the subagent's own chat span (its 950 is on it, not on a turn); the root's
+        # input total is the session's (`modelUsage`), which the three add up to.
+        assert [usage_of(span, INPUT_TOKENS) for span in main_turns(spans)] == [2100, 1200]
+        (subagent,) = [span for span in spans_of(spans, "invoke_agent") if span.parent is not None]
+        (subagent_chat,) = [span for span in chats if span.parent == subagent.context]
+        assert usage_of(subagent_chat, INPUT_TOKENS) == usage_of(subagent, TOTAL_INPUT_TOKENS) == 950
+        assert usage_of(subagent_chat, OUTPUT_TOKENS) == usage_of(subagent, TOTAL_OUTPUT_TOKENS) == 2
+        assert by_type["input"].sum == 2100 + 1200 + 950 == usage_of(root, TOTAL_INPUT_TOKENS)
+        # The session's output total (`modelUsage`) counts more than the turns' results report.
+        assert usage_of(root, TOTAL_OUTPUT_TOKENS) == 108
+        assert by_type["output"].sum == 52 + 14 + 2
+    else:  # one agent, no session totals: the root's totals are its chat spans' sums
+        assert by_type["input"].sum == usage_of(root, TOTAL_INPUT_TOKENS)
+        assert by_type["output"].sum == usage_of(root, TOTAL_OUTPUT_TOKENS)
 
 
 @pytest.mark.parametrize("fmt", ["claude-stream-json", "codex-json"])
@@ -183,7 +222,7 @@ def test_operation_duration_is_each_chat_spans_duration(
     duration = our_metrics(meter_reader)[genai_metrics.OPERATION_DURATION]
     assert duration.unit == "s"
     (point,) = points(duration)
-    assert dict(point.attributes or {}) == {OPERATION: "chat", **OUTPUT_MODELS[fmt]}
+    assert dict(point.attributes or {}) == {OPERATION: "chat", **RUN_PROVIDERS[fmt], **OUTPUT_MODELS[fmt]}
     assert point.count == len(chats)
     assert math.isclose(point.sum, sum(duration_s(span) for span in chats), rel_tol=1e-9, abs_tol=1e-9)
     assert list(point.explicit_bounds) == list(genai_metrics.OPERATION_DURATION_BUCKETS)
@@ -217,7 +256,11 @@ def test_a_failed_turn_has_its_error_type_and_no_made_up_tokens(
     assert INPUT_TOKENS not in (chat.attributes or {})
     found = our_metrics(meter_reader)
     (duration,) = points(found[genai_metrics.OPERATION_DURATION])
-    assert dict(duration.attributes or {}) == {OPERATION: "chat", "error.type": "turn_failed"}
+    assert dict(duration.attributes or {}) == {
+        OPERATION: "chat",
+        "gen_ai.provider.name": "openai",
+        "error.type": "turn_failed",
+    }
     assert genai_metrics.TOKEN_USAGE not in found
 
 
@@ -403,7 +446,8 @@ def test_a_broken_meter_provider_never_reaches_the_agent(
     monkeypatch.setattr(metrics_api, "_METER_PROVIDER", _BrokenMeterProvider(meter_fails=meter_fails))
     # Every span still ends, with its attributes, and the run reports no error (`replay` checks).
     spans = replay("claude-stream-json")
-    assert len(spans_of(spans, "chat")) == 2
+    assert len(main_turns(spans)) == 2
+    assert len(spans_of(spans, "chat")) == 3  # the two turns and the subagent's chat span
     assert all(span.end_time is not None for span in spans)
     genai_metrics.record_chat(duration_s=1.0, input_tokens=1, output_tokens=1)
     genai_metrics.record_agent(duration_s=1.0)

@@ -36,6 +36,8 @@ AGENT = TESTS / "agents" / "line_agent.py"
 WRAPPER = [sys.executable, "-m", "transcript_otel.cli", "run"]
 CUMULATIVE = "AGGREGATION_TEMPORALITY_CUMULATIVE"
 OPERATION = "gen_ai.operation.name"
+# The provider `run` learns from the line adapter that reads the output.
+PROVIDERS = {"claude-stream-json": "anthropic", "codex-json": "openai"}
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +103,13 @@ def test_run_exports_genai_metrics_that_match_its_spans(
     agents = [span for span in spans if operation_of(span) == "invoke_agent"]
     assert chats
     assert agents
+    # Tokens are counted once, on chat spans: the agents' spans say their totals under names of ours.
+    for agent in agents:
+        assert not [key for key in agent["attributes"] if key.startswith("gen_ai.usage.")]
+    (root,) = [span for span in agents if span["attributes"]["gen_ai.agent.name"] == f"cli-{fmt}"]
+    # The run's input total is what its chat spans count (Claude's session total says the same).
+    chat_input = sum(span["attributes"]["gen_ai.usage.input_tokens"] for span in chats)
+    assert root["attributes"]["transcript.usage.input_tokens"] == chat_input > 0
 
     def mine(points: list[RotelMetricPoint]) -> list[RotelMetricPoint]:
         return [point for point in points if point.resource.get("service.name") == service]
@@ -112,12 +121,15 @@ def test_run_exports_genai_metrics_that_match_its_spans(
     # The wrapper exports at exit (the MeterProvider's shutdown); rotel prints it within ~200 ms.
     metrics = by_name(mine(rotel_with_metrics.wait_for_metrics(arrived, timeout_s=15)))
 
-    # The models the output names (Claude's, none for `codex exec --json`), the same on every chat.
+    # The provider the line adapter tells, and the models the output names (Claude's, none for
+    # `codex exec --json`): the same on every chat (a subagent's own included).
     models = {
         key: chats[0]["attributes"][key]
         for key in ("gen_ai.request.model", "gen_ai.response.model")
         if key in chats[0]["attributes"]
     }
+    assert (fmt == "codex-json") == (not models)
+    models["gen_ai.provider.name"] = PROVIDERS[fmt]
     assert all({key: chat["attributes"].get(key) for key in models} == models for chat in chats)
     # gen_ai.client.token.usage: one point per chat span and token type, summing their usage.
     tokens = {point.attributes["gen_ai.token.type"]: point for point in metrics[genai_metrics.TOKEN_USAGE]}

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ class ClaudeRun(CapturedRun):
     """A Claude Code run; its `result` messages as the transcript kept them."""
 
     prompt_name: str = "claude-code"
+    prompt: str = ""  # the prompt the model server's scenario expects
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -69,20 +71,41 @@ class ClaudeRun(CapturedRun):
             if e["entry_type"] == "token_usage" and e["source"] == "main" and "sdk_entry" in e["detail"]
         ]
 
+    def chats(self) -> list[dict[str, Any]]:
+        """Every chat span: the main turns' and each subagent's own."""
+        return [span for span in self.spans if span["attributes"].get("gen_ai.operation.name") == "chat"]
+
+    def turns(self) -> list[dict[str, Any]]:
+        """The main agent's turns, in order: the chat spans with a `transcript.turn` (a subagent's
+        chat span has none)."""
+        turns = [span for span in self.chats() if "transcript.turn" in span["attributes"]]
+        return sorted(turns, key=lambda span: span["attributes"]["transcript.turn"])
+
+    def subagent_chat(self, subagent: dict[str, Any]) -> dict[str, Any]:
+        """A subagent's own chat span: the one chat span among its children."""
+        (chat,) = [span for span in self.chats() if span["parent_span_id"] == subagent["span_id"]]
+        return chat
+
 
 def span_usage(span: dict[str, Any]) -> dict[str, int]:
+    """A span's token counts: a chat span's `gen_ai.usage.*`, an `invoke_agent` span's totals
+    (`transcript.usage.*`: tokens are counted once in a trace, on the chat spans)."""
     attributes = span["attributes"]
+    chat = attributes.get("gen_ai.operation.name") == "chat"
+    prefix = "gen_ai.usage." if chat else "transcript.usage."
+    other = "transcript.usage." if chat else "gen_ai.usage."
+    assert not [key for key in attributes if key.startswith(other) and key != "transcript.usage.cost_usd"]
     names = {
-        "input_tokens": "gen_ai.usage.input_tokens",
-        "output_tokens": "gen_ai.usage.output_tokens",
-        "cache_read_input_tokens": "gen_ai.usage.cache_read.input_tokens",
-        "cache_creation_input_tokens": "gen_ai.usage.cache_write.input_tokens",
+        "input_tokens": "input_tokens",
+        "output_tokens": "output_tokens",
+        "cache_read_input_tokens": "cache_read.input_tokens",
+        "cache_creation_input_tokens": "cache_write.input_tokens",
     }
-    # The cache writes go out under both names, v1.41's and the genai repo's.
-    assert attributes.get("gen_ai.usage.cache_creation.input_tokens") == attributes.get(
-        names["cache_creation_input_tokens"]
-    )
-    return {key: attributes.get(name, 0) for key, name in names.items()}
+    if chat:  # the cache writes go out under both names, v1.41's and the genai repo's
+        assert attributes.get("gen_ai.usage.cache_creation.input_tokens") == attributes.get(
+            "gen_ai.usage.cache_write.input_tokens"
+        )
+    return {key: attributes.get(prefix + name, 0) for key, name in names.items()}
 
 
 def as_recorded(usage: dict[str, Any]) -> dict[str, int]:
@@ -107,7 +130,13 @@ def wrapped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ClaudeRun]:
             (path,) = mirror.glob("*.jsonl")
             records = list(read_records(path))
             run = ClaudeRun(
-                scenario, records, recorded.served, recorded.stdout, recorded.stderr, recorded.exit_code
+                scenario,
+                records,
+                recorded.served,
+                recorded.stdout,
+                recorded.stderr,
+                recorded.exit_code,
+                prompt=recorded.prompt,
             )
             self[scenario] = run
             return run
@@ -132,9 +161,19 @@ def test_every_scenario_under_run_keeps_the_exit_status_and_a_valid_transcript(
     run = wrapped[scenario]
     assert run.exit_code == expected_exit(scenario)
     assert check_invariants(run.records) == []
+    # `claude -p PROMPT`: the prompt, which the CLI never prints, is the run's first entry (from
+    # the command line); prompts on stdin are not on it.
+    prompts = [e for e in run.entries if e["entry_type"] == "user_message" and e["source"] == "main"]
+    if CASES[scenario].follow_ups:
+        assert prompts == []
+    else:
+        assert run.entries[0]["entry_type"] == "user_message"
+        assert run.entries[0]["detail"] == {"text": run.prompt}
+        assert run.prompt == claude_code.case_arguments(scenario, CASES[scenario])[-1]
+        assert run.span(run.entries[0]["span_id"]) == run.turns()[0]  # in the first turn
     if scenario == "unknown_flag":  # the CLI refuses before printing anything
         assert "unknown option '--no-such-flag'" in run.stderr
-        assert [e["entry_type"] for e in run.entries] == ["error"]
+        assert [e["entry_type"] for e in run.entries] == ["user_message", "error"]
         return
     assert run.messages[0]["type"] == "system"
     assert run.messages[0]["subtype"] == "init"
@@ -156,6 +195,28 @@ def test_tokens_and_cost_are_what_the_model_served_and_the_cli_charged(
     assert digest.cost_usd == pytest.approx(charged)
     assert run.root["attributes"].get("transcript.usage.cost_usd", 0.0) == pytest.approx(charged)
     assert span_usage(run.root) == as_recorded(served)
+    if scenario == "mid_stream_error":
+        # The CLI's `result` counts the input of the attempt whose stream broke too (700 twice),
+        # its session totals (`modelUsage`) only what was served: the turn keeps the result's
+        # count, the root the session's.
+        (turn,) = run.chats()
+        assert span_usage(turn)["input_tokens"] == 2 * span_usage(run.root)["input_tokens"] == 1400
+    else:
+        assert_chat_spans_add_up_to_the_root(run)
+
+
+def assert_chat_spans_add_up_to_the_root(run: ClaudeRun) -> None:
+    """Tokens are counted once, on chat spans (the turns' and each subagent's own): their input
+    and cache tokens add up to the run's totals on its root (the session's, as the CLI tells
+    them). Output adds up to at most the root's: a subagent's stream-json messages tell the
+    output counted as each began, not all that the model served."""
+    counted = sum((Counter(span_usage(chat)) for chat in run.chats()), Counter())
+    totals = span_usage(run.root)
+    for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+        assert counted[key] == totals[key], key
+    assert counted["output_tokens"] <= totals["output_tokens"]
+    if not [span for span in run.named("invoke_agent") if span is not run.root]:
+        assert counted["output_tokens"] == totals["output_tokens"]
 
 
 @pytest.mark.parametrize("scenario", [s for s in CASES if s != "unknown_flag"])
@@ -167,8 +228,13 @@ def test_each_turn_is_a_chat_span_with_its_results_usage(
 
 
 def assert_turns_match_results(run: ClaudeRun) -> None:
-    turns = run.chat_spans()
+    turns = run.turns()
     assert len(turns) == len(run.results)
+    # The other chat spans are the subagents' own: one under each subagent span, with its name.
+    subagents = [span for span in run.named("invoke_agent") if span is not run.root]
+    assert sorted(span["span_id"] for span in run.chats() if span not in turns) == sorted(
+        run.subagent_chat(subagent)["span_id"] for subagent in subagents
+    )
     for turn, result in zip(turns, run.results, strict=True):
         assert {k: v for k, v in span_usage(turn).items() if v} == {
             key: count for key, count in as_recorded(result["usage"]).items() if count
@@ -226,9 +292,18 @@ def test_each_subagent_runs_under_the_call_that_launched_it_with_its_own_usage(
         assert subagent_entries
         assert all(e["span_id"] != run.root["span_id"] for e in subagent_entries)
         assert "transcript.tool.result_missing" not in launcher["attributes"]
-        # Its model calls' input and cache tokens are exactly what the model served it.
+        # Its model calls are a chat span of its own, under its span: its agent's name, no turn.
+        chat = run.subagent_chat(subagent)
+        assert chat["kind"] == "CLIENT"
+        assert chat["attributes"]["gen_ai.agent.name"] == subagent["attributes"]["gen_ai.agent.name"]
+        assert chat["attributes"]["gen_ai.provider.name"] == "anthropic"
+        assert chat["name"] == f"chat {chat['attributes']['gen_ai.response.model']}"
+        assert "transcript.turn" not in chat["attributes"]
+        # Their input and cache tokens are exactly what the model served it, counted on the chat
+        # span; the subagent's span says the same totals (`transcript.usage.*`).
         served = as_recorded(served_usage(run.served, conversation))
-        usage = span_usage(subagent)
+        usage = span_usage(chat)
+        assert span_usage(subagent) == usage
         for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
             assert usage[key] == served[key], key
         # Its Bash call is its own child.
@@ -242,7 +317,7 @@ def test_a_background_subagents_notification_turn_is_a_turn_of_its_own(
     run = wrapped["background_subagent"]
     inits = [m for m in run.messages if m.get("subtype") == "init"]
     assert len(inits) == len(run.results) == 2  # the CLI's own turns
-    first, second = run.chat_spans()
+    first, second = run.turns()
     texts = {
         e["span_id"]: e["detail"]["sdk_entry"]["message"]["content"][0]["text"]
         for e in run.entries
@@ -374,6 +449,7 @@ def assert_numbers_are_the_clis(run: ClaudeRun) -> None:
     served = served_usage(run.served)
     assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == as_recorded(served)
     assert span_usage(run.root) == as_recorded(served)
+    assert_chat_spans_add_up_to_the_root(run)
     charged = max((r.get("total_cost_usd") or 0.0 for r in run.results), default=0.0)
     assert digest.cost_usd == pytest.approx(charged)
     assert_turns_match_results(run)
@@ -389,6 +465,7 @@ def test_query_with_the_real_cli(sdk_run: Any, scenario: str) -> None:
         assert launcher["name"] == "execute_tool Agent"
         assert launcher["end_time_unix_nano"] >= subagent["end_time_unix_nano"]
         assert span_usage(subagent)["input_tokens"] > 0
+        assert span_usage(run.subagent_chat(subagent)) == span_usage(subagent)
 
 
 def test_query_raising_an_error_result_records_it_readably(sdk_run: Any) -> None:
@@ -400,7 +477,8 @@ def test_query_raising_an_error_result_records_it_readably(sdk_run: Any) -> None
     digest = RunDigest.of(run.records)
     assert digest.status == "failed"
     assert digest.errors[0].startswith("api_error 400: API Error: 400 scripted failure 400")
-    (turn,) = run.chat_spans()
+    (turn,) = run.turns()
+    assert run.chats() == [turn]
     assert turn["status"] == "ERROR"
     assert run.root["status"] == "ERROR"
 

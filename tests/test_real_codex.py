@@ -66,7 +66,16 @@ def require_cli() -> Path:
 
 
 def span_usage(span: dict[str, Any]) -> dict[str, int]:
-    return {name: span["attributes"].get(key, 0) for name, key in SPAN_USAGE.items()}
+    """A chat span's `gen_ai.usage.*`, or an `invoke_agent` span's totals (`transcript.usage.*`:
+    tokens are counted once in a trace, on the chat spans)."""
+    attributes = span["attributes"]
+    if attributes.get("gen_ai.operation.name") == "chat":
+        return {name: attributes.get(key, 0) for name, key in SPAN_USAGE.items()}
+    assert not [key for key in attributes if key.startswith("gen_ai.usage.")]
+    return {
+        name: attributes.get(key.replace("gen_ai.usage.", "transcript.usage."), 0)
+        for name, key in SPAN_USAGE.items()
+    }
 
 
 def has_reasoning(scenario: str) -> bool:
@@ -151,6 +160,8 @@ def test_exec_run_status_follows_codex_outcome(exec_runs: dict[str, CapturedRun]
     """Warnings and retries Codex recovers from are system events; only a failed turn fails the run."""
     run = exec_runs[scenario]
     (chat,) = run.chat_spans()  # one turn, also when it failed before any item
+    assert chat["attributes"]["gen_ai.provider.name"] == "openai"
+    assert chat["attributes"]["transcript.turn"] == 1
     errors = [e for e in run.entries if e["entry_type"] == "error"]
     if scenario in FAILING:
         (failed,) = [m for m in run.messages if m["type"] == "turn.failed"]
@@ -283,6 +294,19 @@ def root_usage(run: Any, prompt_name: str) -> dict[str, int]:
     return span_usage(root)
 
 
+def chat_usage(run: Any, prompt_name: str) -> dict[str, int]:
+    """The token counts of the run's chat spans, added up (tokens are counted on them only)."""
+    chats = [
+        r["context"]
+        for r in run.mirror[prompt_name]
+        if r["event"] == "transcript.span"
+        and r["context"]["attributes"].get("gen_ai.operation.name") == "chat"
+    ]
+    assert chats
+    counted = sum((Counter(span_usage(chat)) for chat in chats), Counter())
+    return {name: counted[name] for name in SPAN_USAGE}
+
+
 @pytest.mark.wink
 @pytest.mark.parametrize("version", WINK_VERSIONS)
 def test_app_server_runs_follow_codex(app_server_runs: dict[tuple[str, bool], Any], version: str) -> None:
@@ -298,6 +322,7 @@ def test_app_server_runs_follow_codex(app_server_runs: dict[tuple[str, bool], An
         assert "unknown" not in types, scenario
         assert ("thinking" in types) is has_reasoning(scenario), scenario
         assert root_usage(run, name) == served_usage(result["served"]), scenario
+        assert chat_usage(run, name) == root_usage(run, name), scenario
         # The OTLP export holds the spans the mirror holds.
         exported = sorted(span.name for span in run.tree(name))
         mirrored = sorted(r["context"]["name"] for r in run.mirror[name] if r["event"] == "transcript.span")
@@ -322,6 +347,7 @@ def test_a_usage_report_repeated_after_a_stream_retry_counts_once(
     assert sum(r["last"]["inputTokens"] for r in reports) == 6500  # what adding up every report gave
     assert (
         root_usage(run, name)["input_tokens"]
+        == chat_usage(run, name)["input_tokens"]
         == 4400
         == served_usage(run.results[name]["served"])["input_tokens"]
     )
@@ -379,6 +405,7 @@ def test_opentelemetry_instrument_gives_the_same_entries(
             entry_shape(e) for e in configured.entries(name)
         ]
         assert root_usage(zero_code, name) == served_usage(zero_code.results[name]["served"])
+        assert chat_usage(zero_code, name) == root_usage(zero_code, name)
 
 
 # -- the interactive TUI, under `run`, at a terminal ---------------------------------------------

@@ -169,7 +169,9 @@ def test_codex_plain_answer(codex_run: WinkRun) -> None:
     (turn,) = codex_run.children(root)
     assert attributes(turn)["gen_ai.operation.name"] == "chat"
     assert attributes(turn)["gen_ai.usage.input_tokens"] > 0
-    assert attributes(root)["gen_ai.usage.input_tokens"] == attributes(turn)["gen_ai.usage.input_tokens"]
+    # Tokens are counted once, on the chat span; the root says the run's total under its own name.
+    assert attributes(root)["transcript.usage.input_tokens"] == attributes(turn)["gen_ai.usage.input_tokens"]
+    assert not [key for key in attributes(root) if key.startswith("gen_ai.usage.")]
 
 
 def test_codex_rich_turn_maps_every_item_and_folds_deltas(codex_run: WinkRun) -> None:
@@ -270,11 +272,51 @@ def test_claude_subagent_span_nests_under_the_task_tool(run: WinkRun) -> None:
     (subagent,) = run.children(task)
     assert subagent.name.startswith("invoke_agent ")
     assert attributes(subagent)["gen_ai.agent.id"] == "a1b2c3"
-    (bash,) = run.children(subagent)
+    # Its children: its tool call and the chat span of its own model calls.
+    children = run.children(subagent)
+    (bash,) = [s for s in children if attributes(s)["gen_ai.operation.name"] == "execute_tool"]
+    (chat,) = [s for s in children if attributes(s)["gen_ai.operation.name"] == "chat"]
+    assert sorted(s.span_id for s in children) == sorted([bash.span_id, chat.span_id])
     assert bash.name == "execute_tool Bash"
     assert attributes(bash)["gen_ai.tool.call.id"] == "toolu_sub_1"
     sub_entries = [e for e in run.entries("claude-rich") if e["source"] == "subagent:a1b2c3"]
     assert {e["span_id"] for e in sub_entries} == {subagent.span_id.hex(), bash.span_id.hex()}
+
+
+def test_claude_subagent_has_its_own_chat_span_and_tokens_are_counted_once(run: WinkRun) -> None:
+    """A subagent's model calls are a `chat` span under its `invoke_agent` span, with its usage,
+    model and response; only chat spans carry `gen_ai.usage.*`, the agents' spans say totals."""
+    root = run.root_span("claude-rich")
+    (turn,) = run.children(root)
+    (task,) = [s for s in run.children(turn) if s.name == "execute_tool Task"]
+    (subagent,) = run.children(task)
+    (chat,) = [s for s in run.children(subagent) if attributes(s)["gen_ai.operation.name"] == "chat"]
+    found = attributes(chat)
+    assert chat.kind == 3  # SPAN_KIND_CLIENT
+    assert chat.name == "chat claude-opus-4-6"  # the model its response named
+    assert found["gen_ai.agent.name"] == attributes(subagent)["gen_ai.agent.name"] == "general-purpose"
+    assert found["gen_ai.provider.name"] == "anthropic"
+    assert found["gen_ai.response.model"] == "claude-opus-4-6"
+    assert "transcript.turn" not in found  # main turns have one
+    assert attributes(turn)["transcript.turn"] == 1
+    # The subagent's answer (10 in, 5 out) is on its chat span, not on the main turn (whose two
+    # messages are its own 20 and 10); the agents' spans carry totals under names of ours. (Its
+    # message that only calls Bash is a `tool_use` entry, which carries no message usage.)
+    assert (found["gen_ai.usage.input_tokens"], found["gen_ai.usage.output_tokens"]) == (10, 5)
+    turn_usage = attributes(turn)
+    assert (turn_usage["gen_ai.usage.input_tokens"], turn_usage["gen_ai.usage.output_tokens"]) == (20, 10)
+    sub_usage = attributes(subagent)
+    sub_totals = (sub_usage["transcript.usage.input_tokens"], sub_usage["transcript.usage.output_tokens"])
+    assert sub_totals == (10, 5)
+    chats = [s for s in run.tree("claude-rich") if attributes(s)["gen_ai.operation.name"] == "chat"]
+    assert len(chats) == 2
+    root_usage = attributes(root)
+    for key in ("input_tokens", "output_tokens"):
+        total = sum(attributes(s)[f"gen_ai.usage.{key}"] for s in chats)
+        assert root_usage[f"transcript.usage.{key}"] == total
+    for span in run.tree("claude-rich"):
+        if attributes(span)["gen_ai.operation.name"] != "chat":
+            assert not [key for key in attributes(span) if key.startswith("gen_ai.usage.")], span.name
 
 
 def test_claude_error_result(run: WinkRun) -> None:

@@ -141,4 +141,6 @@ class CapturedRun:
         return found
 
     def chat_spans(self) -> list[dict[str, Any]]:
-        return sorted(self.named("chat"), key=lambda span: span["attributes"]["transcript.turn"])
+        """The main turns' chat spans, in order (a subagent's chat span has no turn number)."""
+        turns = [span for span in self.named("chat") if "transcript.turn" in span["attributes"]]
+        return sorted(turns, key=lambda span: span["attributes"]["transcript.turn"])
