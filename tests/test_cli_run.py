@@ -667,15 +667,40 @@ def test_a_claude_command_lines_system_prompt_is_on_the_root_and_chat_spans(tmp_
     ],
 )
 def test_claude_command_reads_the_system_prompt_options(command: list[str], told: str | None) -> None:
-    from transcript_otel.cli.run_command import ClaudeCommand
+    from transcript_otel.cli.claude_command import ClaudeCommand
 
     facts = ClaudeCommand.of(command)
     assert facts is not None
     assert facts.system_instructions == told
 
 
+@pytest.mark.parametrize(
+    ("command", "prompt"),
+    [
+        (
+            ["claude", "-p", "--output-format", "stream-json", "--verbose", "Count the files"],
+            "Count the files",
+        ),
+        (["claude", "-p", "--thinking", "enabled", "fix the bug"], "fix the bug"),  # a hidden option
+        (["claude", "-p", "--allowedTools", "Bash", "Read", "--", "the prompt"], "the prompt"),  # a list
+        (["claude", "-p", "-r", "--model", "m", "hi"], "hi"),  # an optional value not taken
+        (["claude", "-p", "-r", "session-1", "hi"], "hi"),  # an optional value taken
+        (["claude", "-p", "--some-new-option", "x", "fix"], None),  # unknown: x or fix? none told
+        (["claude", "-p", "--some-new-option=x", "fix"], "fix"),  # its value is its own
+        (["claude", "mcp", "list"], None),  # a command, not a prompt
+        (["claude", "-p", "--input-format", "stream-json"], None),  # the prompt comes on stdin
+    ],
+)
+def test_claude_command_reads_the_prompt_as_claude_does(command: list[str], prompt: str | None) -> None:
+    from transcript_otel.cli.claude_command import ClaudeCommand
+
+    facts = ClaudeCommand.of(command)
+    assert facts is not None
+    assert facts.prompt == prompt
+
+
 def test_claude_command_reads_prompt_files_and_only_claude(tmp_path: Path) -> None:
-    from transcript_otel.cli.run_command import MAX_SYSTEM_PROMPT_FILE_BYTES, ClaudeCommand
+    from transcript_otel.cli.claude_command import MAX_SYSTEM_PROMPT_FILE_BYTES, ClaudeCommand
 
     prompt, appended, huge = tmp_path / "prompt.md", tmp_path / "more.md", tmp_path / "huge.md"
     prompt.write_text("From a file.")

@@ -325,14 +325,23 @@ def notification(call_id: str, summary: str) -> dict[str, Any]:
 def test_a_notification_waits_for_the_turn_that_calls_the_model(replay: Replay, tmp_path: Path) -> None:
     # A turn that makes no model call (`num_turns: 0`) passes its notification to the next one;
     # a foreground task's notification, followed by its call's result, is no turn's input.
-    call = {"type": "tool_use", "id": "toolu_fg", "name": "Agent", "input": {"prompt": "p"}}
-    tool_use = {"type": "assistant", "message": {"id": "m0", "model": "claude-opus-5-5", "content": [call]}}
+    call: dict[str, Any] = {"type": "tool_use", "id": "toolu_fg", "name": "Agent", "input": {"prompt": "p"}}
+    message: dict[str, Any] = {"id": "m0", "model": "claude-opus-5-5", "content": [call]}
+    tool_use = {"type": "assistant", "message": message}
     tool_result = {"type": "tool_result", "tool_use_id": "toolu_fg", "content": "done"}
+    background = {**call, "id": "toolu_bg", "input": {"prompt": "q", "run_in_background": True}}
+    launched = {"type": "tool_result", "tool_use_id": "toolu_bg", "content": "launched"}
     lines = [
         init(),
         tool_use,
         notification("toolu_fg", "foreground done"),
         {"type": "user", "message": {"role": "user", "content": [tool_result]}},
+        {"type": "assistant", "message": {**message, "id": "m0b", "content": [background]}},
+        {
+            "type": "user",
+            "message": {"role": "user", "content": [launched]},
+            "tool_use_result": {"status": "async_launched"},
+        },
         answer("m1", "started"),
         notification("toolu_bg", "background done"),
         result("started", 1),

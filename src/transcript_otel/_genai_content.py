@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -93,6 +94,9 @@ _FALLBACK_TOOL_NAME: Final = "tool"  # what the span tree names a call without a
 # What an agent's prompt and answer come from.
 # What an agent span keeps of its run's entries to find its prompt and its answer.
 _PROMPT_CANDIDATES: Final = 4
+# What a secret may be made of, at the end of a text cut before redaction.
+_TOKEN_TAIL: Final = re.compile(r"[A-Za-z0-9+/_=.-]+\Z")
+_LONGEST_SECRET: Final = 512
 _ANSWER_CANDIDATES: Final = 4
 
 
@@ -344,15 +348,25 @@ def _pieces(entry_type: str, detail: Any) -> list[_Piece]:
     return []
 
 
+def _cut(text: str, room: int) -> str:
+    """The start of `text`, without the run of token characters the cut may have split: the
+    redactor runs later and would not know half a key."""
+    if len(text) <= room:
+        return text
+    cut = text[:room]
+    tail = _TOKEN_TAIL.search(cut, max(room - _LONGEST_SECRET, 0))
+    return cut[: tail.start()] if tail is not None else cut
+
+
 def _bounded(piece: _Piece, keep_chars: int) -> _Piece:
     """`piece` holding at most `keep_chars` characters (a copy of the start of what it said)."""
     room = max(keep_chars - _SECRET_MARGIN, 0)
-    texts = ("\n".join(piece.texts)[:room],) if piece.texts else ()
+    texts = (_cut("\n".join(piece.texts), room),) if piece.texts else ()
     value = piece.value
     if isinstance(value, str):
-        value = value[:room]
+        value = _cut(value, room)
     elif isinstance(value, Mapping):
-        value = {key: item[:room] if isinstance(item, str) else item for key, item in value.items()}
+        value = {key: _cut(item, room) if isinstance(item, str) else item for key, item in value.items()}
     return piece._replace(texts=texts, value=value, size=min(piece.size, room))
 
 

@@ -17,7 +17,7 @@ the adapter reports, `execute_tool` spans, every entry as a log record, span eve
 JSONL line. What capture could not keep up with is counted and reported once: one
 `transcript.error` in the transcript and one line on stderr after the command's output.
 The command line tells the run what the output does not: `codex exec`'s prompt and model
-(`ExecCommand`), `claude`'s system prompt (`ClaudeCommand`); the line adapter that reads
+(`ExecCommand`), `claude`'s prompt and system prompt (`ClaudeCommand`); the line adapter that reads
 the output tells its provider (`capture.ADAPTER_PROVIDERS`).
 
 The wrapper exits with the command's exit status; when the command is killed by a
@@ -35,11 +35,9 @@ import contextlib
 import logging
 import os
 import signal
-import stat
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -48,6 +46,7 @@ from opentelemetry import propagate, trace
 
 from transcript_otel.cli import relay
 from transcript_otel.cli.capture import LineRecorder, OutputCapture
+from transcript_otel.cli.claude_command import ClaudeCommand
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
@@ -115,162 +114,6 @@ def _exec_command(command: Sequence[str]) -> ExecCommand | None:
     except Exception:  # a command line we misread must not stop the capture
         _logger.debug("transcript-otel: could not read the codex exec command line", exc_info=True)
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class ClaudeCommand:
-    """What a `claude` command line says that its stream-json output does not: the prompt (its
-    first argument; `claude -p` never prints it), the system prompt it sets
-    (`--system-prompt[-file]`) and what it appends to Claude Code's own
-    (`--append-system-prompt[-file]`), in that order, joined by a blank line."""
-
-    system_instructions: str | None
-    prompt: str | None = None
-
-    @classmethod
-    def of(cls, command: Sequence[str]) -> ClaudeCommand | None:
-        """The facts of `command` if it runs `claude`, else None. Never raises."""
-        names = [os.path.basename(word) for word in command[:2]]
-        if names[:1] == ["claude"]:
-            start = 1
-        elif len(names) == 2 and names[0] in _LAUNCHERS and names[1] in _CLAUDE_PACKAGES:
-            start = 2
-        else:
-            return None
-        found: dict[str, str] = {}
-        arguments: list[str] = []
-        words = list(command[start:])
-        at = 0
-        while at < len(words):
-            word = words[at]
-            at += 1
-            if word == "--":
-                arguments += words[at:]  # the rest are arguments
-                break
-            if not word.startswith("-") or word == "-":
-                arguments.append(word)
-                continue
-            name, equals, value = word.partition("=")
-            if not equals:  # the words the option takes, as the CLI's parser (commander) takes them
-                taken = _taken_words(name, words, at)
-                value = " ".join(words[at : at + taken])
-                at += taken
-            if name in _SYSTEM_PROMPT_OPTIONS:  # given twice, the last one counts (as for the CLI)
-                found[name] = value
-        parts = [
-            text
-            for options in _SYSTEM_PROMPT_PARTS
-            if (text := _option_text(found, *options)) is not None and text.strip()
-        ]
-        # `claude mcp ...`, `claude doctor`...: a command, no prompt.
-        prompt = arguments[0] if arguments and arguments[0] not in _CLAUDE_COMMANDS else None
-        return cls("\n\n".join(parts) if parts else None, prompt or None)
-
-
-def _taken_words(option: str, words: Sequence[str], at: int) -> int:
-    """How many of `words[at:]` the option takes: one for `<value>`, every word up to the next
-    option for `<values...>`, the next unless it is an option for `[value]` (commander's rules)."""
-    if option in _CLAUDE_VALUE_OPTIONS:
-        return 1 if at < len(words) else 0
-    taken = 0
-    if option in _CLAUDE_LIST_OPTIONS:
-        while at + taken < len(words) and not words[at + taken].startswith("-"):
-            taken += 1
-    elif option in _CLAUDE_OPTIONAL_VALUE_OPTIONS and at < len(words) and not words[at].startswith("-"):
-        taken = 1
-    return taken
-
-
-# The options of `claude` 2.1 that take words (`claude --help`, and the hidden ones the SDKs pass).
-_CLAUDE_VALUE_OPTIONS: Final = frozenset(
-    {
-        "--agent",
-        "--agents",
-        "--append-system-prompt",
-        "--append-system-prompt-file",
-        "--autocompact",
-        "--debug-file",
-        "--effort",
-        "--environment",
-        "--fallback-model",
-        "--input-format",
-        "--json-schema",
-        "--max-budget-usd",
-        "--max-thinking-tokens",
-        "--max-turns",
-        "--model",
-        "-n",
-        "--name",
-        "--output-format",
-        "--permission-mode",
-        "--permission-prompt-tool",
-        "--permission-prompts",
-        "--plugin-dir",
-        "--plugin-url",
-        "--remote-control-session-name-prefix",
-        "--session-id",
-        "--setting-sources",
-        "--settings",
-        "--system-prompt",
-        "--system-prompt-file",
-        "--system-prompt-snapshot",
-    }
-)
-_CLAUDE_LIST_OPTIONS: Final = frozenset(
-    {
-        "--add-dir",
-        "--allowedTools",
-        "--allowed-tools",
-        "--betas",
-        "--disallowedTools",
-        "--disallowed-tools",
-        "--file",
-        "--mcp-config",
-        "--tools",
-    }
-)
-_CLAUDE_OPTIONAL_VALUE_OPTIONS: Final = frozenset(
-    {"--cloud", "-d", "--debug", "--from-pr", "--prompt-suggestions", "--remote-control", "-r", "--resume"}
-    | {"--teleport", "-w", "--worktree"}
-)
-_CLAUDE_COMMANDS: Final = frozenset(
-    {"agents", "attach", "auth", "auto-mode", "doctor", "gateway", "import", "install", "logs", "mcp"}
-    | {"plugin", "plugins", "purge", "respawn", "setup-token", "update", "upgrade", "migrate-installer"}
-)
-
-
-# Programs that run the program named after them (`npx @anthropic-ai/claude-code -p ...`).
-_LAUNCHERS: Final = frozenset({"npx", "pnpx", "bunx", "env"})
-_CLAUDE_PACKAGES: Final = frozenset({"claude", "@anthropic-ai/claude-code", "claude-code"})
-# The system prompt, then what is appended to it: (text option, file option) each.
-_SYSTEM_PROMPT_PARTS: Final = (
-    ("--system-prompt", "--system-prompt-file"),
-    ("--append-system-prompt", "--append-system-prompt-file"),
-)
-_SYSTEM_PROMPT_OPTIONS: Final = frozenset(name for pair in _SYSTEM_PROMPT_PARTS for name in pair)
-# A prompt file larger than this is not read (it is not what a system prompt is).
-MAX_SYSTEM_PROMPT_FILE_BYTES: Final = 1 << 20
-
-
-def _option_text(found: dict[str, str], text_option: str, file_option: str) -> str | None:
-    """The text an option gives, or that of the regular file it names (none where it is
-    unreadable, too large, or not a regular file: a pipe such as `/dev/stdin` or `<(...)`
-    is the agent's to read, not ours)."""
-    if text_option in found:
-        return found[text_option]
-    path = found.get(file_option)
-    if not path:
-        return None
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb") as file:
-            data = file.read(MAX_SYSTEM_PROMPT_FILE_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_SYSTEM_PROMPT_FILE_BYTES:
-        return None
-    return data.decode("utf-8", "replace")
 
 
 def _claude_command(command: Sequence[str]) -> ClaudeCommand | None:

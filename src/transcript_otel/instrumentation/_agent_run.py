@@ -462,7 +462,10 @@ class AgentRun(EntryPlacement):
             notification = task_notification(detail)
             if notification is not None and len(self._unread_notifications) < _MAX_KNOWN_LAUNCHERS:
                 call_id, summary = notification
-                self._unread_notifications[call_id or str(len(self._unread_notifications))] = summary
+                if call_id is None:
+                    self._unread_notifications[str(len(self._unread_notifications))] = summary
+                elif call_id in self._background_calls or (MAIN_SOURCE, call_id) in self._tools:
+                    self._unread_notifications[call_id] = summary  # else: its result told it already
             return
         if entry_type == _ENTRY_TOOL_RESULT and self._unread_notifications:
             call_id, _ = tool_identity(detail)

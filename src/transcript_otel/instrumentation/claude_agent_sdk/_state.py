@@ -68,7 +68,11 @@ class SdkInstrumentation:
             _logger.debug("transcript-otel: could not start a claude-agent-sdk run", exc_info=True)
             return None
         self.runs.add(run)
-        instructions = system_instructions(getattr(options, "system_prompt", None))
+        try:
+            instructions = system_instructions(getattr(options, "system_prompt", None))
+        except Exception:  # options we misread must not reach the program
+            _logger.debug("transcript-otel: could not read the system prompt", exc_info=True)
+            instructions = None
         if instructions is not None:
             run.describe_agent(system_instructions=instructions)
         return SdkRun(run)
