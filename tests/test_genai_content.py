@@ -1154,3 +1154,34 @@ def test_phoenix_converter_reads_every_message() -> None:
             assert "tool.parameters" in converted
         if attr.GEN_AI_TOOL_CALL_RESULT in span:
             assert converted["output.value"] == span[attr.GEN_AI_TOOL_CALL_RESULT]
+
+
+def test_images_in_tool_results_are_neither_kept_nor_sent() -> None:
+    # A turn of screenshots: each result holds a 256 KiB base64 image. The chat span keeps what
+    # the block was, not its data, and the memory it holds stays small.
+    import tracemalloc
+
+    chat = ChatContent()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for number in range(100):
+            data = f"{number:08d}" + "A" * (256 * 1024)
+            image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+            call = {"type": "tool_use", "id": f"t{number}", "name": "screenshot", "input": {}}
+            chat.add("tool_use", {"sdk_entry": call})
+            chat.add(
+                "tool_result",
+                {"sdk_entry": {"type": "tool_result", "tool_use_id": f"t{number}", "content": [image]}},
+            )
+            del data, image  # only the chat content could hold them now
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held - before < 4 * 1024 * 1024
+    chat.add("assistant_message", {"text": "Done."})
+    found = chat.attributes(rules(65536), "stop")
+    messages = json.loads(str(found[attr.GEN_AI_INPUT_MESSAGES]))
+    responses = [p["response"] for m in messages for p in m["parts"] if p["type"] == "tool_call_response"]
+    assert responses
+    assert all(response == [{"type": "image"}] for response in responses)

@@ -41,6 +41,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Final, Literal, NamedTuple
 
 from transcript_otel import attributes as attr
@@ -97,6 +98,11 @@ _PROMPT_CANDIDATES: Final = 4
 # What a secret may be made of, at the end of a text cut before redaction.
 _TOKEN_TAIL: Final = re.compile(r"[A-Za-z0-9+/_=.-]+\Z")
 _LONGEST_SECRET: Final = 512
+# How deep and how wide `_size_of` looks into a structured value (tool arguments, results).
+_SIZE_DEPTH: Final = 6
+_SIZE_ITEMS: Final = 64
+# Claude content blocks whose data (base64) no backend shows as text.
+_MEDIA_BLOCKS: Final = frozenset({"image", "document"})
 _ANSWER_CANDIDATES: Final = 4
 
 
@@ -162,23 +168,24 @@ def _first_texts(detail: Any, *paths: tuple[str, ...]) -> tuple[str, ...]:
     return ()
 
 
-def _shallow_size(value: Any) -> int:
-    """About how many characters `value` holds, looking one level deep (cheap, bounded)."""
+def _size_of(value: Any, depth: int = _SIZE_DEPTH) -> int:
+    """About how many characters `value` holds: nested strings counted, a long container
+    measured on its first `_SIZE_ITEMS` items and scaled, below `_SIZE_DEPTH` levels a guess
+    per item. Cheap and bounded, yet an image's base64 inside a tool result is seen."""
     if isinstance(value, str):
         return len(value)
-    items: Iterable[Any]
+    items: list[Any]
     if isinstance(value, Mapping):
-        items = value.values()
+        items = list(islice(value.values(), _SIZE_ITEMS))
     elif isinstance(value, list | tuple):
-        items = value
+        items = list(value[:_SIZE_ITEMS])
     else:
         return 8
-    size = 0
-    for count, item in enumerate(items):
-        if count >= 256:  # a long container: the rest counted as small items
-            return size + 8 * (len(value) - count)
-        size += len(item) if isinstance(item, str) else 8
-    return size + 2
+    count = len(value)
+    if depth <= 0:
+        return 64 * count
+    measured = sum(_size_of(item, depth - 1) for item in items)
+    return (measured * count // len(items) if count > len(items) else measured) + 2
 
 
 def _piece(
@@ -190,7 +197,7 @@ def _piece(
     name: str | None = None,
     group: str | None = None,
 ) -> _Piece:
-    size = sum(map(len, texts)) + (0 if value is None else _shallow_size(value))
+    size = sum(map(len, texts)) + (0 if value is None else _size_of(value))
     return _Piece(kind, category, texts, value, call_id, name, group, size)
 
 
@@ -306,12 +313,20 @@ def _response(detail: Mapping[str, Any]) -> tuple[tuple[str, ...], Any]:
     if isinstance(entry, Mapping) and "content" in entry:  # Claude: a string or blocks
         content = entry["content"]
         texts = _texts(content)
-        return (texts, None) if texts else ((), content or None)
+        return (texts, None) if texts else ((), _without_media(content) or None)
     for key in ("output", "content", "text"):  # RTF1, chat
         texts = _texts(detail.get(key))
         if texts:
             return texts, None
     return (), None
+
+
+def _without_media(content: Any) -> Any:
+    """Claude result blocks with what an image or a document holds (its base64) left out: the
+    block says what it was, `{"type": "image"}`."""
+    if not isinstance(content, list | tuple):
+        return content
+    return [{"type": block["type"]} if _get(block, "type") in _MEDIA_BLOCKS else block for block in content]
 
 
 def _call_piece(detail: Mapping[str, Any]) -> _Piece:
@@ -365,8 +380,12 @@ def _bounded(piece: _Piece, keep_chars: int) -> _Piece:
     value = piece.value
     if isinstance(value, str):
         value = _cut(value, room)
-    elif isinstance(value, Mapping):
+    elif isinstance(value, Mapping):  # arguments: their long strings cut, their keys kept
         value = {key: _cut(item, room) if isinstance(item, str) else item for key, item in value.items()}
+    if value is not None and not isinstance(value, str) and _size_of(value) > room:
+        # Too large a structure to keep by reference (an image's base64 inside a result): the
+        # start of its JSON, a copy, so the structure itself is not kept alive.
+        value = _cut(_dumps(value), room)
     return piece._replace(texts=texts, value=value, size=min(piece.size, room))
 
 

@@ -460,7 +460,9 @@ class AgentRun(EntryPlacement):
             return
         if entry_type == _ENTRY_SYSTEM_EVENT:
             notification = task_notification(detail)
-            if notification is not None and len(self._unread_notifications) < _MAX_KNOWN_LAUNCHERS:
+            # Its summary is the subagent's answer: kept where assistant text may be.
+            keeps = self._keeps(_ENTRY_ASSISTANT_MESSAGE)
+            if notification is not None and keeps and len(self._unread_notifications) < _MAX_KNOWN_LAUNCHERS:
                 call_id, summary = notification
                 if call_id is None:
                     self._unread_notifications[str(len(self._unread_notifications))] = summary
@@ -473,6 +475,12 @@ class AgentRun(EntryPlacement):
         if entry_type == _ENTRY_ASSISTANT_MESSAGE and turn is not None:
             turn.answered = True
         add_content(entry_type, detail, self._root, turn)
+
+    def _keeps(self, entry_type: str) -> bool:
+        """Whether content of `entry_type`'s category may go on spans (a text taken from one entry
+        into another's place keeps its own category's rule)."""
+        rules = self._content_rules
+        return rules is not None and rules.policy.mode_for(entry_type) == "full"
 
     def _deliver_notifications(self, turn: _SpanSlot) -> None:
         if self._unread_notifications:
@@ -814,7 +822,11 @@ class AgentRun(EntryPlacement):
         if self._content_rules is not None:
             slot.content, slot.chat.content = AgentContent(), ChatContent()
             prompt = launcher.subagent_prompt if launcher is not None else None
-            if prompt is not None and entry_type != EntryType.USER_MESSAGE.value:
+            if (
+                prompt is not None
+                and entry_type != EntryType.USER_MESSAGE.value
+                and self._keeps(_ENTRY_TOOL_USE)
+            ):
                 # Its stream does not say its prompt (stream-json): the launching call does.
                 add_content(EntryType.USER_MESSAGE.value, {"text": prompt}, slot, slot.chat)
         if launcher is not None:
