@@ -1,0 +1,101 @@
+"""The end of an `AgentRun` (`finish()`): every span of the run ends, the root span last.
+
+Its turns, tools and subagents end (a tool whose result never came says so), the root span
+gets its last attributes (the session's usage, the exception that ended the run, redacted),
+and the root's `transcript.span` record and `transcript.stop` come before the root span ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from collections import Counter
+
+from opentelemetry import context as otel_context
+from opentelemetry.semconv.attributes.exception_attributes import (
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    EXCEPTION_TYPE,
+)
+from opentelemetry.trace import Span
+
+from transcript_otel.content import text_digest
+from transcript_otel.instrumentation._details import _exception_type, message_of
+from transcript_otel.instrumentation._run_tools import _Tools
+from transcript_otel.instrumentation._run_turns import _Turns
+from transcript_otel.model import EntryType
+
+
+class _Ending(_Turns, _Tools):
+    """Ending the run: on the agent's thread, then on the writer."""
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """End the run: open spans, `transcript.stop`, then the root span. Never raises."""
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            end_time = time.time_ns()
+            self._on_writer("could not end the run's spans", self._close_run_spans, error, end_time)
+            root = self._root
+            # The root's `transcript.span` record comes before `transcript.stop`, the run's last,
+            # and the root span ends after it: `transcript.stop` is one of its events.
+            token = otel_context.attach(root.context)
+            try:
+                self.emitter.stop(wait=False)
+            finally:
+                otel_context.detach(token)
+            self.emitter.after_written(functools.partial(root.span.end, end_time=end_time))
+        except Exception as exc:
+            self._report("could not end the run's spans", exc)
+
+    def _close_run_spans(self, error: BaseException | None, end_ns: int) -> None:
+        """On the writer, where `finish()` was called: every span but the root's ends, the root gets
+        its last attributes and `transcript.span` record, and what ends later keeps none."""
+        try:
+            while self._turns_awaiting_result or self._turn is not None:
+                self._end_turn(error, end_ns)
+            with self._lock:
+                self._close_open_spans(end_ns)
+            root = self._root
+            if self._session_usage:
+                root.usage = Counter(self._session_usage)
+            if error is not None:
+                root.error_type = _exception_type(error)
+                self._record_exception(root.span, error)
+            self._complete_when_written(root, end_ns, ends=False)
+        finally:
+            self._spans_closed = True
+
+    def _record_exception(self, span: Span, error: BaseException) -> None:
+        """The span's `exception` event, redacted like every entry: messages and stack traces
+        carry what the agent saw (keys in a failing request's headers, a prompt). The message
+        is kept only where the content policy keeps error text."""
+        pipeline = self.emitter.pipeline
+        message = message_of(error)
+        if pipeline.content_policy.mode_for(EntryType.ERROR.value) == "full":
+            stack_trace = "".join(traceback.format_exception(error))
+        else:  # the frames only: the messages of the error and its causes are content
+            message = text_digest(message)
+            frames = traceback.TracebackException.from_exception(error).stack.format()
+            stack_trace = "".join(["Traceback (most recent call last):\n", *frames])
+            stack_trace += f"{_exception_type(error)}: {message}\n"
+        span.add_event(
+            "exception",
+            {
+                EXCEPTION_TYPE: _exception_type(error),
+                EXCEPTION_MESSAGE: pipeline.redactor.text(message),
+                EXCEPTION_STACKTRACE: pipeline.redactor.text(stack_trace),
+            },
+        )
+
+    def _close_open_spans(self, end_ns: int) -> None:
+        """At the run's end: end every tool and subagent span still open; caller holds the lock."""
+        tools, self._tools = list(self._tools.values()), {}
+        subagents, self._subagents = list(self._subagents.values()), {}
+        background, self._background_calls = list(self._background_calls.values()), {}
+        for slot in subagents:
+            self._end(slot, end_ns)
+        for tool in [*tools, *background]:
+            self._end_missing(tool, end_ns)

@@ -1,0 +1,105 @@
+"""What the model responses of an `AgentRun` tell: token usage and cost, and a turn's model facts.
+
+Usage is counted once on each span it belongs to (a subagent's chat span and itself, else the
+span of the entry, its turn and the root); the model the run asked for and the model, id and
+finish reason of each response go to the turn's `TurnFacts` (or a subagent's chat span's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from transcript_otel._genai import message_usage
+from transcript_otel._genai_facts import init_model, response_facts
+from transcript_otel.attributes import GEN_AI_REQUEST_MODEL
+from transcript_otel.instrumentation._details import (
+    _ENTRY_ASSISTANT_MESSAGE,
+    _ENTRY_SYSTEM_EVENT,
+    _ENTRY_TOKEN_USAGE,
+    _ENTRY_TOOL_USE,
+)
+from transcript_otel.instrumentation._run_state import _RunState
+from transcript_otel.instrumentation._span_slot import _name_chat, _SpanSlot
+
+# Entries that may tell the model that answered, its response id and why it stopped.
+_RESPONSE_ENTRIES: Final = frozenset({_ENTRY_ASSISTANT_MESSAGE, _ENTRY_TOKEN_USAGE})
+
+
+class _Responses(_RunState):
+    """Counting usage and noting response facts, on the writer as entries are placed."""
+
+    def _count_usage(
+        self, base: _SpanSlot, usage: Mapping[str, int], turn: _SpanSlot | None, cost_usd: float = 0.0
+    ) -> None:
+        """Count usage where `base` holds it: a subagent on its chat span and itself, never on the
+        main turn; anything else on `base`, on `turn` and on the root (each once)."""
+        if base.chat is not None:
+            self._add_usage((base.chat, base), usage, cost_usd)
+        else:
+            self._add_usage((base, turn), usage, cost_usd)
+
+    def _add_usage(
+        self, slots: Iterable[_SpanSlot | None], usage: Mapping[str, int], cost_usd: float
+    ) -> None:
+        for target in {id(s): s for s in (*slots, self._root) if s is not None}.values():
+            target.usage.update(usage)
+            target.cost_usd += cost_usd
+
+    def _add_message_usage(self, slot: _SpanSlot, detail: dict[str, Any] | None) -> None:
+        """Claude writes a message's usage on each of its lines: count each message once."""
+        counted = message_usage(detail)
+        if counted is None or counted[0] in self._usage_by_message:
+            return
+        message_id, usage = counted
+        self._usage_by_message[message_id] = usage
+        self._count_usage(slot, usage, self._turn)
+
+    def _note_turn_facts(self, entry_type: Any, detail: Any, turn: _SpanSlot | None) -> None:
+        """An entry's facts about the model: the init message's model (the run's request model when
+        it has none), a response's model, id and finish reason (the turn's, or a subagent's chat)."""
+        if entry_type == _ENTRY_SYSTEM_EVENT:
+            model = init_model(detail) if self._model is None else None
+            if model is not None:
+                self._set_request_model(model)
+            return
+        facts = turn.facts if turn is not None else None
+        if facts is None:
+            return
+        if entry_type == _ENTRY_TOOL_USE:
+            facts.last_output_was_tool_call = True
+            return
+        if entry_type not in _RESPONSE_ENTRIES:
+            return
+        if entry_type == _ENTRY_ASSISTANT_MESSAGE:
+            facts.last_output_was_tool_call = False
+        response = response_facts(entry_type, detail)
+        if response.model is None and response.response_id is None and response.finish_reason is None:
+            return
+        reports_turn = entry_type == _ENTRY_TOKEN_USAGE
+        if facts.note_response(response, reports_turn=reports_turn) and turn is not None:
+            _name_chat(turn, facts.request_model)
+
+    def _set_request_model(self, model: str) -> None:
+        """The run's model, learned from its entries: the root's and every open turn's request model."""
+        self._model = model
+        self._root.span.set_attribute(GEN_AI_REQUEST_MODEL, model)
+        for turn in (self._turn, *self._turns_awaiting_result):
+            if turn is not None and turn.facts is not None and turn.facts.request_model is None:
+                turn.facts.request_model = model
+                _name_chat(turn, model)
+
+    def note_model(self, model: str) -> None:
+        """The model the harness resolved for the session (Codex's `thread/start` answer): the
+        request model where the run has none, and the response model of turns whose entries
+        name none."""
+        self._on_writer("could not note the model", self._note_model, model)
+
+    def _note_model(self, model: str) -> None:
+        with self._lock:
+            self._harness_model = model
+            if self._model is None:
+                self._set_request_model(model)
+            for turn in (self._turn, *self._turns_awaiting_result):
+                if turn is not None and turn.facts is not None and turn.facts.response_model is None:
+                    turn.facts.response_model = model
