@@ -85,8 +85,24 @@ def _taken_words(option: str, words: Sequence[str], at: int) -> int:
 
 
 # The options of `claude` 2.1.332 that take words: the sets its binary scans its arguments with
-# (those of `claude --help` and the hidden ones the SDKs and its own launchers pass).
-_CLAUDE_VALUE_OPTIONS: Final = frozenset(
+# (those of `claude --help` and the hidden ones the SDKs and its own launchers pass). A list
+# option takes every word up to the next option; a value option (lists included) one.
+_CLAUDE_LIST_OPTIONS: Final = frozenset(
+    {
+        "--allowedTools",
+        "--allowed-tools",
+        "--disallowedTools",
+        "--disallowed-tools",
+        "--tools",
+        "--add-dir",
+        "--mcp-config",
+        "--betas",
+        "--file",
+        "--channels",
+        "--dangerously-load-development-channels",
+    }
+)
+_CLAUDE_VALUE_OPTIONS: Final = _CLAUDE_LIST_OPTIONS | frozenset(
     {
         "--prefill",
         "--prefill-b64",
@@ -133,17 +149,6 @@ _CLAUDE_VALUE_OPTIONS: Final = frozenset(
         "--agents",
         "--name",
         "-n",
-        "--allowedTools",
-        "--allowed-tools",
-        "--disallowedTools",
-        "--disallowed-tools",
-        "--tools",
-        "--add-dir",
-        "--mcp-config",
-        "--betas",
-        "--file",
-        "--channels",
-        "--dangerously-load-development-channels",
         "--plugin-dir",
         "--plugin-dir-no-mcp",
         "--plugin-url",
@@ -178,21 +183,6 @@ _CLAUDE_VALUE_OPTIONS: Final = frozenset(
         "--attach-serve",
         "--runner-declares",
         "--session-began-as-copy",
-    }
-)
-_CLAUDE_LIST_OPTIONS: Final = frozenset(
-    {
-        "--allowedTools",
-        "--allowed-tools",
-        "--disallowedTools",
-        "--disallowed-tools",
-        "--tools",
-        "--add-dir",
-        "--mcp-config",
-        "--betas",
-        "--file",
-        "--channels",
-        "--dangerously-load-development-channels",
     }
 )
 _CLAUDE_OPTIONAL_VALUE_OPTIONS: Final = frozenset(
