@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 import tempfile
@@ -46,9 +47,15 @@ async def run_agent(cli: str, scenario: str, workdir: Path) -> list[Any]:
     home, work = workdir / "home", workdir / "work"
     home.mkdir()
     work.mkdir()
+    # claude-agent-sdk 0.1 has no `cli_path`: it runs the `claude` it finds on PATH.
+    located: dict[str, Any] = {}
+    if "cli_path" in {field.name for field in dataclasses.fields(ClaudeAgentOptions)}:
+        located["cli_path"] = cli
+    else:
+        os.environ["PATH"] = f"{Path(cli).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     with model_server(scenario, workdir) as model:
         options = ClaudeAgentOptions(
-            cli_path=cli,
+            **located,
             env=offline_environment(model, home),
             cwd=str(work),
             permission_mode="bypassPermissions",
