@@ -24,8 +24,8 @@ from typing import Any
 from entries import make_entry
 from harness import peak_rss_bytes, percentile, perf_ns, rss_bytes, run_child
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel._records import PreparedRecord
-from transcript_otel.run import RunInfo
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks.base import Sink
 
 ENTRIES = 10_000

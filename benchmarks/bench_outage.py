@@ -88,7 +88,7 @@ def _baseline_logger_provider() -> SdkLogs:
     """The SDK's batch processor, batches of 64, into the exporter `configure()` would build."""
     from opentelemetry._logs import set_logger_provider
 
-    from transcript_otel import exporters
+    from transcript_otel.otlp import exporters
 
     url = exporters.endpoint_for("LOGS")
     if url is None:

@@ -1,6 +1,6 @@
 """Section 3c: redaction on the writer, and what finding its literals costs by each approach.
 
-The redactor (`transcript_otel.redaction`) tries a built-in pattern only where one of
+The redactor (`transcript_otel.records.redaction`) tries a built-in pattern only where one of
 its literals occurs, so searching every entry's detail JSON and raw for those
 literals is what redaction costs when there is no secret (nearly always). Each way
 of doing that search is timed here on the same entries, in the same process, one
@@ -26,7 +26,7 @@ import orjson
 from entries import SIZES, Entry, make_entry
 from harness import Stat, loop_ns_per_call, perf_ns, repeat
 from results import Row
-from transcript_otel.redaction import _LEFTMOST_LITERALS, BUILTIN_RULES, Redactor
+from transcript_otel.records.redaction import _LEFTMOST_LITERALS, BUILTIN_RULES, Redactor
 
 SECTION = "3c. redaction on the writer, per entry (detail JSON + raw, one thread)"
 LOOSE_LITERALS: Final = (

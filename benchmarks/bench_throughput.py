@@ -37,8 +37,9 @@ from entries import SIZES, Entry, make_entry
 from harness import THREADED_RUNS, RunPercentiles, Stat, perf_ns, repeat, sleep_overshoots
 from otel_setup import CountingLogExporter, ExporterMessages, SdkLogs, export_queue_of, sdk_logs, sdk_tracer
 from results import Row
-from transcript_otel import TranscriptEmitter, TranscriptPipeline, exporters
-from transcript_otel.exporters import EXPORT_QUEUE_BYTES, LOG_EXPORT_BATCH_SIZE
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.otlp import exporters
+from transcript_otel.otlp.exporters import EXPORT_QUEUE_BYTES, LOG_EXPORT_BATCH_SIZE
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
@@ -203,7 +204,7 @@ def sdk_default_providers(endpoint: str) -> OtlpProviders:
 
 
 def configure_providers(endpoint: str) -> OtlpProviders:
-    """Exactly the providers `configure()` builds (`transcript_otel.exporters`).
+    """Exactly the providers `configure()` builds (`transcript_otel.otlp.exporters`).
 
     The log exporter is wrapped (the `wrap` hook `replay` uses) only to count what it
     exported; the export queue counts what it dropped and what failed.

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from transcript_otel import TranscriptPipeline, defaults, set_pipeline
+from transcript_otel import TranscriptPipeline, set_pipeline
+from transcript_otel.capture import defaults
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 

@@ -24,12 +24,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline
 from transcript_otel.cli.capture import LineRecorder
-from transcript_otel.content import ContentPolicy
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.codex import CodexMapper
 from transcript_otel.mappings.lines import select_adapter
+from transcript_otel.records.content import ContentPolicy
 
 from conftest import OTelHarness
 from helpers import ReprRaises, entry_contexts, run_records

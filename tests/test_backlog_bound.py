@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel._records import PreparedRecord
+from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks import JsonlMirror, Sink
 
 from helpers import entry_contexts, run_records

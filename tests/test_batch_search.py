@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel._joined_search import parts_holding
-from transcript_otel._records import (
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.records.content import ContentPolicy
+from transcript_otel.records.joined_search import parts_holding
+from transcript_otel.records.prepared import (
     BATCH_SEARCH_MAX_BYTES,
     DeferredSearch,
     PreparedRecord,
@@ -25,10 +27,8 @@ from transcript_otel._records import (
     prepare_entry,
     search_batch,
 )
-from transcript_otel.content import ContentPolicy
-from transcript_otel.model import TranscriptEvent
-from transcript_otel.redaction import Redactor
-from transcript_otel.run import RunInfo
+from transcript_otel.records.redaction import Redactor
+from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks import JsonlMirror
 
 from helpers import run_records

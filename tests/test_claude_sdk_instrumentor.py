@@ -41,7 +41,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
-from transcript_otel.invariants import check_invariants
+from transcript_otel.model.invariants import check_invariants
 
 from conftest import OTelHarness
 from receivers import TapCollector, run_to_completion, subprocess_env

@@ -27,7 +27,7 @@ pytest.importorskip("opentelemetry.sdk")
 
 from transcript_otel import read_records
 from transcript_otel.cli.run_command import FORWARDED_SIGNALS
-from transcript_otel.invariants import check_invariants
+from transcript_otel.model.invariants import check_invariants
 
 from receivers import TapCollector, free_port, run_to_completion, subprocess_env
 

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from transcript_otel import read_records
-from transcript_otel.invariants import check_invariants
+from transcript_otel.model.invariants import check_invariants
 
 from receivers import subprocess_env
 from terminal_session import TerminalSession

@@ -28,8 +28,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from transcript_otel import TranscriptEmitter, TranscriptPipeline, attributes
-from transcript_otel.model import CANONICAL_ENTRY_TYPES
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.model.entries import CANONICAL_ENTRY_TYPES
+from transcript_otel.otel import attributes
 from transcript_otel.sinks import OTelLogSink
 
 from conftest import OTelHarness
@@ -249,7 +250,7 @@ def test_loki_accepts_otlp_logs_with_their_attributes() -> None:
 
 
 def test_tempo_keeps_span_event_values_of_every_backend_profile_whole() -> None:
-    from transcript_otel.defaults import BACKEND_PROFILES
+    from transcript_otel.capture.defaults import BACKEND_PROFILES
 
     longest_characters = max(p.span_event_value_length for p in BACKEND_PROFILES.values())
     limit = load_yaml(TEMPO_CONFIG)["distributor"]["max_attribute_bytes"]

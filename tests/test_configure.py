@@ -477,7 +477,7 @@ def test_instrumentors_of_our_distribution_are_instrumented(tmp_path: Path) -> N
     body = """
     from importlib import metadata
     import fake_harness
-    from transcript_otel.setup import instrument_installed
+    from transcript_otel.otlp.setup import instrument_installed
 
     cfg = transcript_otel.configure(jsonl=False)
     again = instrument_installed()

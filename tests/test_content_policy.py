@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel.content import ContentPolicy, policy_from, text_digest
-from transcript_otel.defaults import pipeline_from_environment
-from transcript_otel.reconstruct import read_records
+from transcript_otel.capture.defaults import pipeline_from_environment
+from transcript_otel.reading.reconstruct import read_records
+from transcript_otel.records.content import ContentPolicy, policy_from, text_digest
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from conftest import OTelHarness

@@ -24,11 +24,11 @@ from transcript_otel import (
     get_pipeline,
     set_pipeline,
 )
-from transcript_otel._records import PreparedRecord, QueuedItem, prepare_entry
-from transcript_otel.invariants import check_invariants
-from transcript_otel.model import REQUIRED_ENVELOPE_KEYS, DetailInRaw, TranscriptEvent
-from transcript_otel.redaction import Redactor
-from transcript_otel.run import RunInfo
+from transcript_otel.model.entries import REQUIRED_ENVELOPE_KEYS, DetailInRaw, TranscriptEvent
+from transcript_otel.model.invariants import check_invariants
+from transcript_otel.records.prepared import PreparedRecord, QueuedItem, prepare_entry
+from transcript_otel.records.redaction import Redactor
+from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks import JsonlMirror
 
 from conftest import OTelHarness
@@ -533,7 +533,7 @@ def test_stop_summary_timestamps_match_the_transcript(
     The clock is pinned to 999 ns past a microsecond so that rounding and truncating
     to microseconds give different answers deterministically.
     """
-    import transcript_otel.emitter as emitter_module
+    import transcript_otel.capture.emitter as emitter_module
 
     class PinnedClock:
         @staticmethod
@@ -679,7 +679,7 @@ def test_flush_writes_everything_emitted_so_far(make_emitter: MakeEmitter) -> No
 
 
 def test_default_pipeline_is_used_without_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import transcript_otel.defaults as defaults
+    import transcript_otel.capture.defaults as defaults
 
     monkeypatch.setattr(defaults, "_pipeline", None)  # the original default comes back after the test
     pipeline = TranscriptPipeline([JsonlMirror(tmp_path / "default")])

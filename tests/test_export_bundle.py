@@ -21,7 +21,7 @@ import pytest
 from transcript_otel import read_records
 from transcript_otel.exports import bundle
 from transcript_otel.exports.bundle import BundleInfo, iter_bundle_records, write_bundle
-from transcript_otel.reconstruct import TranscriptReadWarning
+from transcript_otel.reading.reconstruct import TranscriptReadWarning
 from transcript_otel.version import __version__
 
 from helpers import FIXTURE_RUNS

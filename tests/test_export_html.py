@@ -25,9 +25,9 @@ import pytest
 
 from transcript_otel.exports.html import write_html
 from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.reconstruct import read_records
 from transcript_otel.reading.sources import open_run
 from transcript_otel.reading.text import assistant_parts, compact_json, entry_text, tool_output
-from transcript_otel.reconstruct import read_records
 
 from helpers import ListRun
 

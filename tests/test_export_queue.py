@@ -29,9 +29,11 @@ from opentelemetry._logs import LogRecord
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
-from transcript_otel import TranscriptEmitter, TranscriptPipeline, _export_drops, export_queue
-from transcript_otel._export_drops import let_this_thread_wait, take_drop
-from transcript_otel.export_queue import (
+from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.otel import export_drops as _export_drops
+from transcript_otel.otel.export_drops import let_this_thread_wait, take_drop
+from transcript_otel.otlp import export_queue
+from transcript_otel.otlp.export_queue import (
     BACKPRESSURE_WAIT_S,
     RECORD_OVERHEAD_BYTES,
     BoundedLogRecordProcessor,
@@ -498,7 +500,7 @@ def test_spans_are_bounded_in_bytes_and_their_drops_are_counted_and_announced_on
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("test")
-    with caplog.at_level(logging.WARNING, logger="transcript_otel.export_queue"):
+    with caplog.at_level(logging.WARNING, logger="transcript_otel.otlp.export_queue"):
         for number in range(40):
             span = tracer.start_span(f"execute_tool {number}")
             span.add_event("transcript.entry", {"transcript.detail": TEXT})

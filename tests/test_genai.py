@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel._genai import (
+from transcript_otel.genai.attributes import (
     RunningUsage,
     genai_attributes,
     message_usage,

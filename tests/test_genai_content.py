@@ -24,9 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai import tool_identity
-from transcript_otel._genai_content import (
+from transcript_otel.genai.attributes import tool_identity
+from transcript_otel.genai.content import (
     KEEP_CHARS,
     AgentContent,
     ChatContent,
@@ -36,9 +35,10 @@ from transcript_otel._genai_content import (
     system_instructions_attributes,
     tool_definitions_attributes,
 )
-from transcript_otel.content import ContentPolicy
 from transcript_otel.mappings.lines import select_adapter
-from transcript_otel.redaction import Redactor
+from transcript_otel.otel import attributes as attr
+from transcript_otel.records.content import ContentPolicy
+from transcript_otel.records.redaction import Redactor
 
 from helpers import FIXTURE_RUNS, FIXTURES, JSONISH, MappedEntry, ReprRaises, mirrored_entries
 

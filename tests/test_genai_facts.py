@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel._genai_facts import (
+from transcript_otel.genai.facts import (
     ResponseFacts,
     SubagentIdentity,
     final_answer,

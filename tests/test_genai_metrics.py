@@ -1,4 +1,4 @@
-"""GenAI metrics (`transcript_otel._genai_metrics`) recorded as an `AgentRun`'s spans end.
+"""GenAI metrics (`transcript_otel.genai.metrics`) recorded as an `AgentRun`'s spans end.
 
 Recorded line streams (`tests/fixtures/line_streams/`) are replayed through `LineRecorder` and
 `AgentRun`, as `transcript-otel run` does, with a real SDK tracer provider and a real SDK
@@ -25,8 +25,8 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 from opentelemetry.sdk.trace import ReadableSpan
 
 from transcript_otel import TranscriptPipeline
-from transcript_otel import _genai_metrics as genai_metrics
 from transcript_otel.cli.capture import LineRecorder
+from transcript_otel.genai import metrics as genai_metrics
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings.lines import select_adapter
 

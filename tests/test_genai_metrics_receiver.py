@@ -23,8 +23,8 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-from transcript_otel import _genai_metrics as genai_metrics
 from transcript_otel import read_records
+from transcript_otel.genai import metrics as genai_metrics
 from transcript_otel.version import __version__
 
 from receivers import Rotel, RotelMetricPoint, rotel_binary, subprocess_env

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from transcript_otel import TranscriptPipeline
-from transcript_otel.content import ContentPolicy, GenAiContent, genai_content_from, policy_from
-from transcript_otel.defaults import BACKEND_PROFILES, backend_limits, pipeline_from_environment
+from transcript_otel.capture.defaults import BACKEND_PROFILES, backend_limits, pipeline_from_environment
+from transcript_otel.records.content import ContentPolicy, GenAiContent, genai_content_from, policy_from
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
 
 from conftest import OTelHarness
@@ -330,10 +330,10 @@ def test_a_failing_log_sink_never_raises_and_the_others_still_get_the_event(
     from opentelemetry import context as otel_context
 
     pipeline = make_pipeline([_BrokenLogSink(otel.logger_provider), OTelLogSink(otel.logger_provider)])
-    with caplog.at_level(logging.DEBUG, logger="transcript_otel.pipeline"):
+    with caplog.at_level(logging.DEBUG, logger="transcript_otel.capture.pipeline"):
         pipeline.emit_genai_event(EVENT, _event_attributes(), otel_context.get_current(), 1)
     assert [log.log_record.event_name for log in otel.finished_logs()] == [EVENT]
-    (note,) = [r for r in caplog.records if r.name == "transcript_otel.pipeline"]
+    (note,) = [r for r in caplog.records if r.name == "transcript_otel.capture.pipeline"]
     assert note.levelno == logging.DEBUG  # an optional copy of the span's content: no warning
     assert "exporter exploded" in note.getMessage()
     assert pipeline.sink_failures == {}  # not a transcript record: no transcript.error either

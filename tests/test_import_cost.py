@@ -23,13 +23,13 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.instrumentation.utils import suppress_instrumentation as upstream_suppress_instrumentation
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel._records import PreparedRecord
-from transcript_otel._suppression import suppress_instrumentation
 from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor
 from transcript_otel.instrumentation._patching import Patch, PatchSet
 from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
 from transcript_otel.instrumentation.weakincentives import WeakincentivesInstrumentor
-from transcript_otel.redaction import BUILTIN_RULES, _hidden_literals, _literal_targets
+from transcript_otel.otel.suppression import suppress_instrumentation
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.redaction import BUILTIN_RULES, _hidden_literals, _literal_targets
 from transcript_otel.sinks import Sink
 
 # Each adds milliseconds to every agent process: wrapt (through
@@ -48,13 +48,13 @@ HEAVY_MODULES = (
 )
 # What emitting loads, which neither the import nor an idle instrumentor may.
 EMITTING_MODULES = (
-    "transcript_otel.emitter",
-    "transcript_otel.pipeline",
-    "transcript_otel.defaults",
+    "transcript_otel.capture.emitter",
+    "transcript_otel.capture.pipeline",
+    "transcript_otel.capture.defaults",
     "transcript_otel.sinks",
     "transcript_otel.sinks.jsonl",
-    "transcript_otel.redaction",
-    "transcript_otel.model",
+    "transcript_otel.records.redaction",
+    "transcript_otel.model.entries",
     "transcript_otel.mappings",
 )
 # All `opentelemetry-instrument` loads of ours until a harness is imported: the entry points.
@@ -132,7 +132,11 @@ def test_names_left_to_first_use_still_import() -> None:
         "assert all(getattr(transcript_otel, name) is not None for name in transcript_otel.__all__)"
     )
     loaded = _modules_after(statement)
-    assert {"transcript_otel.setup", "transcript_otel.emitter", "transcript_otel.reconstruct"} <= loaded
+    assert {
+        "transcript_otel.otlp.setup",
+        "transcript_otel.capture.emitter",
+        "transcript_otel.reading.reconstruct",
+    } <= loaded
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
@@ -145,7 +149,7 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
 def test_redaction_tables_are_built_by_the_first_redactor() -> None:
     statement = (
         "import sys\n"
-        "import transcript_otel.redaction as redaction\n"
+        "import transcript_otel.records.redaction as redaction\n"
         "assert '_LEFTMOST_LITERALS' not in vars(redaction), 'built at import'\n"
         "assert 'hashlib' not in sys.modules\n"
         "redactor = redaction.Redactor()\n"
@@ -155,7 +159,9 @@ def test_redaction_tables_are_built_by_the_first_redactor() -> None:
     )
     assert "hashlib" in _modules_after(statement)  # the marker's hash, once a secret was found
     # Read from outside before any Redactor, the tables are built then.
-    _modules_after("from transcript_otel.redaction import _LEFTMOST_LITERALS\nassert _LEFTMOST_LITERALS")
+    _modules_after(
+        "from transcript_otel.records.redaction import _LEFTMOST_LITERALS\nassert _LEFTMOST_LITERALS"
+    )
 
 
 def test_hidden_literals_are_those_of_every_pair() -> None:
@@ -178,7 +184,7 @@ def test_hidden_literals_are_those_of_every_pair() -> None:
 def test_metrics_api_is_loaded_by_the_first_count() -> None:
     statement = (
         "import sys\n"
-        "from transcript_otel._metrics import count_dropped\n"
+        "from transcript_otel.otel.metrics import count_dropped\n"
         "assert 'opentelemetry.metrics' not in sys.modules, 'loaded at import'\n"
         "count_dropped(1, 'backlog')"
     )
@@ -198,7 +204,7 @@ def test_instrumentor_builds_its_patches_when_the_harness_is_imported() -> None:
         "from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor\n"
         "instrumentor = ClaudeAgentSdkInstrumentor()\n"
         "instrumentor.instrument()\n"
-        "assert 'transcript_otel.emitter' not in sys.modules, 'loaded by instrument()'\n"
+        "assert 'transcript_otel.capture.emitter' not in sys.modules, 'loaded by instrument()'\n"
         "assert instrumentor.applied_patches == []\n"
         "import claude_agent_sdk\n"
         "assert 'claude_agent_sdk.client:ClaudeSDKClient.connect' in instrumentor.applied_patches\n"
@@ -206,7 +212,7 @@ def test_instrumentor_builds_its_patches_when_the_harness_is_imported() -> None:
         "assert instrumentor.applied_patches == []\n"
         "assert not hasattr(claude_agent_sdk.ClaudeSDKClient.connect, '__wrapped__')"
     )
-    assert "transcript_otel.emitter" in _modules_after(statement)
+    assert "transcript_otel.capture.emitter" in _modules_after(statement)
 
 
 def test_uninstrument_before_the_harness_is_imported_builds_nothing() -> None:
@@ -219,7 +225,7 @@ def test_uninstrument_before_the_harness_is_imported_builds_nothing() -> None:
         "assert instrumentor.applied_patches == []\n"
         "assert not hasattr(claude_agent_sdk.ClaudeSDKClient.connect, '__wrapped__')"
     )
-    assert "transcript_otel.emitter" not in _modules_after(statement)
+    assert "transcript_otel.capture.emitter" not in _modules_after(statement)
 
 
 class _Switch:

@@ -286,7 +286,7 @@ def test_a_disk_that_stays_full_leaves_whole_lines_and_one_warning(
     emit(emitter, range(1, 11))
     assert emitter.flush()
     disk.room = 100
-    with caplog.at_level(logging.WARNING, logger="transcript_otel.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="transcript_otel.capture.pipeline"):
         emit(emitter, range(11, 21))  # never raises, never waits for the disk
         emitter.stop()
         pipeline.shutdown(5.0)

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import CANONICAL_ENTRY_TYPES
-from transcript_otel._genai import usage_attributes
+from transcript_otel.genai.attributes import usage_attributes
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.chat import ChatMapper, usage_entry
-from transcript_otel.model import RawJson
+from transcript_otel.model.entries import RawJson
 
 from helpers import JSONISH
 

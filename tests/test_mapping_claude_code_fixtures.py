@@ -15,7 +15,7 @@ import pytest
 
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter
-from transcript_otel.model import RawJson
+from transcript_otel.model.entries import RawJson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "agents"))
 

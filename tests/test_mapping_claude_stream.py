@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from transcript_otel import CANONICAL_ENTRY_TYPES
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
-from transcript_otel.model import RawJson, is_valid_source
+from transcript_otel.model.entries import RawJson, is_valid_source
 
 from helpers import JSONISH
 

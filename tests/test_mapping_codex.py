@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from transcript_otel import CANONICAL_ENTRY_TYPES
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.codex import STREAMING_DELTAS, TOOL_ITEM_TYPES, CodexMapper, native_detail
-from transcript_otel.model import DetailInRaw, RawJson
+from transcript_otel.model.entries import DetailInRaw, RawJson
 
 TOOL_TYPES = sorted(TOOL_ITEM_TYPES)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from transcript_otel._genai import RunningUsage
+from transcript_otel.genai.attributes import RunningUsage
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex import CodexMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter

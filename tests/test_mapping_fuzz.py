@@ -18,8 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel._records import prepare_entry
-from transcript_otel._serialize import dumps
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.chat import ChatMapper, usage_entry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
@@ -28,8 +26,10 @@ from transcript_otel.mappings.codex import CodexMapper, native_detail
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter, PlainAdapter
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
-from transcript_otel.model import CANONICAL_ENTRY_TYPES, DetailInRaw, TranscriptEvent
-from transcript_otel.run import RunInfo
+from transcript_otel.model.entries import CANONICAL_ENTRY_TYPES, DetailInRaw, TranscriptEvent
+from transcript_otel.records.prepared import prepare_entry
+from transcript_otel.records.run import RunInfo
+from transcript_otel.records.serialize import dumps
 
 from helpers import Opaque, ReprRaises
 

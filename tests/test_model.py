@@ -17,7 +17,7 @@ from transcript_otel import (
     TranscriptSummary,
     subagent_source,
 )
-from transcript_otel.model import MAIN_SOURCE, REQUIRED_ENVELOPE_KEYS, SUBAGENT_SOURCE_PREFIX
+from transcript_otel.model.entries import MAIN_SOURCE, REQUIRED_ENVELOPE_KEYS, SUBAGENT_SOURCE_PREFIX
 
 SPEC_ENTRY_TYPES = (
     "user_message",

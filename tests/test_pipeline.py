@@ -25,11 +25,11 @@ from transcript_otel import (
     read_records,
     reconstruct_transcript,
 )
-from transcript_otel._records import PreparedRecord
-from transcript_otel.defaults import pipeline_from_environment
-from transcript_otel.model import TranscriptEvent
-from transcript_otel.pipeline import MAX_DEFER_S
-from transcript_otel.run import RunInfo
+from transcript_otel.capture.defaults import pipeline_from_environment
+from transcript_otel.capture.pipeline import MAX_DEFER_S
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks import JsonlMirror, Sink
 
 from helpers import entry_contexts, run_records

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from transcript_otel.otlp_records import record_from_otlp
+from transcript_otel.reading.otlp_records import record_from_otlp
 
 from phoenix_server import Phoenix
 from receivers import (

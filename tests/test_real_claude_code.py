@@ -29,7 +29,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from transcript_otel import read_records
-from transcript_otel.invariants import check_invariants
+from transcript_otel.model.invariants import check_invariants
 from transcript_otel.reading.digest import RunDigest
 
 TESTS = Path(__file__).resolve().parent

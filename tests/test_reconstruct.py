@@ -22,7 +22,7 @@ from transcript_otel import (
     reconstruct_transcript,
     summarize,
 )
-from transcript_otel.reconstruct import entry_from_context
+from transcript_otel.reading.reconstruct import entry_from_context
 
 from helpers import run_records
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.exports.bundle import write_bundle
-from transcript_otel.model import RawJson
-from transcript_otel.reconstruct import read_records
-from transcript_otel.redaction import BUILTIN_RULES, BuiltinRule, Redactor, marker
+from transcript_otel.model.entries import RawJson
+from transcript_otel.reading.reconstruct import read_records
+from transcript_otel.records.redaction import BUILTIN_RULES, BuiltinRule, Redactor, marker
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from conftest import OTelHarness

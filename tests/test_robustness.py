@@ -13,8 +13,8 @@ import pytest
 
 import transcript_otel.sinks.jsonl as jsonl_module
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, TranscriptReadWarning, read_records
-from transcript_otel._records import PreparedRecord
-from transcript_otel.otlp_records import record_from_otlp
+from transcript_otel.reading.otlp_records import record_from_otlp
+from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks import JsonlMirror, Sink
 
 from helpers import entry_contexts, run_records
@@ -90,7 +90,7 @@ def test_error_fields_cannot_overwrite_the_run_identity(jsonl_pipeline: Transcri
 def test_non_finite_settings_fall_back_to_defaults(
     monkeypatch: pytest.MonkeyPatch, make_pipeline: MakePipeline
 ) -> None:
-    from transcript_otel.defaults import pipeline_from_environment
+    from transcript_otel.capture.defaults import pipeline_from_environment
 
     monkeypatch.setenv("TRANSCRIPT_OTEL_SPAN_EVENT_MAX_LENGTH", "inf")
     monkeypatch.setenv("TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES", "nan")

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.cli import capture, relay
 from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings.lines import PlainAdapter
-from transcript_otel.pipeline import TranscriptPipeline
 
 from helpers import run_records
 

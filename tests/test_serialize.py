@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel._serialize import dumps, iso_timestamp, loads, safe_text
+from transcript_otel.records.serialize import dumps, iso_timestamp, loads, safe_text
 
 from helpers import Opaque, ReprRaises
 

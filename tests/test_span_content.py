@@ -21,12 +21,13 @@ pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from transcript_otel import TranscriptPipeline, defaults
+from transcript_otel import TranscriptPipeline
+from transcript_otel.capture import defaults
+from transcript_otel.capture.defaults import set_pipeline
 from transcript_otel.cli.capture import LineRecorder
-from transcript_otel.content import ContentPolicy, GenAiContent
-from transcript_otel.defaults import set_pipeline
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings.lines import select_adapter
+from transcript_otel.records.content import ContentPolicy, GenAiContent
 from transcript_otel.sinks.jsonl import JsonlMirror
 from transcript_otel.sinks.otel_logs import OTelLogSink
 from transcript_otel.sinks.span_events import SpanEventSink

@@ -294,7 +294,7 @@ def test_a_span_past_its_event_budget_gets_previews_and_a_new_span_full_values(
 def test_the_span_event_budget_is_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, make_pipeline: Callable[..., TranscriptPipeline]
 ) -> None:
-    from transcript_otel.defaults import pipeline_from_environment
+    from transcript_otel.capture.defaults import pipeline_from_environment
 
     def span_sink(pipeline: TranscriptPipeline) -> SpanEventSink:
         (sink,) = [s for s in pipeline.sinks if isinstance(s, SpanEventSink)]

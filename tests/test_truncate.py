@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel._otel_attributes import truncated_attributes
-from transcript_otel._records import prepare_entry
-from transcript_otel._truncate import truncate_json
-from transcript_otel.model import TranscriptEvent
-from transcript_otel.redaction import Redactor
-from transcript_otel.run import RunInfo
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.records.prepared import prepare_entry
+from transcript_otel.records.redaction import Redactor
+from transcript_otel.records.run import RunInfo
+from transcript_otel.records.truncate import truncate_json
 from transcript_otel.sinks import SpanEventSink
+from transcript_otel.sinks.record_attributes import truncated_attributes
 
 from conftest import OTelHarness
 

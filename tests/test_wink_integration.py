@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from transcript_otel.invariants import check_invariants
+from transcript_otel.model.invariants import check_invariants
 
 from wink_harness import CODEX_VERSIONS, VERSIONS, WinkRun, attributes, run_driver
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transcript_otel.otlp_records import record_from_otlp
+from transcript_otel.reading.otlp_records import record_from_otlp
 
 from receivers import TapCollector, run_to_completion, subprocess_env
 

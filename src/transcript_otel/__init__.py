@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Final
 from transcript_otel.version import __version__
 
 if TYPE_CHECKING:
-    from transcript_otel.defaults import get_pipeline, set_pipeline
-    from transcript_otel.emitter import TranscriptEmitter
-    from transcript_otel.invariants import Violation, check_invariants
-    from transcript_otel.model import (
+    from transcript_otel.capture.defaults import get_pipeline, set_pipeline
+    from transcript_otel.capture.emitter import TranscriptEmitter
+    from transcript_otel.capture.pipeline import TranscriptPipeline
+    from transcript_otel.model.entries import (
         CANONICAL_ENTRY_TYPES,
         ENVELOPE_KEYS,
         EntryType,
@@ -31,44 +31,44 @@ if TYPE_CHECKING:
         TranscriptSummary,
         subagent_source,
     )
-    from transcript_otel.otlp_records import records_from_otlp
-    from transcript_otel.pipeline import TranscriptPipeline
-    from transcript_otel.reconstruct import (
+    from transcript_otel.model.invariants import Violation, check_invariants
+    from transcript_otel.otlp.setup import Configuration, ConfigurationError, configure
+    from transcript_otel.reading.otlp_records import records_from_otlp
+    from transcript_otel.reading.reconstruct import (
         TranscriptReadWarning,
         read_located_records,
         read_records,
         reconstruct_transcript,
         summarize,
     )
-    from transcript_otel.setup import Configuration, ConfigurationError, configure
 
 # Every public name but the version loads on first use (issue 30): importing the package is
 # what every process under `opentelemetry-instrument` pays, whether it records anything or not,
 # and what a process that records pays once more at its first emitter. Name -> the module that
 # defines it; the `TYPE_CHECKING` imports above give type checkers the same.
 _LOADED_ON_FIRST_USE: Final = {
-    "get_pipeline": "transcript_otel.defaults",
-    "set_pipeline": "transcript_otel.defaults",
-    "TranscriptEmitter": "transcript_otel.emitter",
-    "Violation": "transcript_otel.invariants",
-    "check_invariants": "transcript_otel.invariants",
-    "CANONICAL_ENTRY_TYPES": "transcript_otel.model",
-    "ENVELOPE_KEYS": "transcript_otel.model",
-    "EntryType": "transcript_otel.model",
-    "TranscriptEntry": "transcript_otel.model",
-    "TranscriptEvent": "transcript_otel.model",
-    "TranscriptSummary": "transcript_otel.model",
-    "subagent_source": "transcript_otel.model",
-    "records_from_otlp": "transcript_otel.otlp_records",
-    "TranscriptPipeline": "transcript_otel.pipeline",
-    "TranscriptReadWarning": "transcript_otel.reconstruct",
-    "read_located_records": "transcript_otel.reconstruct",
-    "read_records": "transcript_otel.reconstruct",
-    "reconstruct_transcript": "transcript_otel.reconstruct",
-    "summarize": "transcript_otel.reconstruct",
-    "Configuration": "transcript_otel.setup",
-    "ConfigurationError": "transcript_otel.setup",
-    "configure": "transcript_otel.setup",
+    "get_pipeline": "transcript_otel.capture.defaults",
+    "set_pipeline": "transcript_otel.capture.defaults",
+    "TranscriptEmitter": "transcript_otel.capture.emitter",
+    "Violation": "transcript_otel.model.invariants",
+    "check_invariants": "transcript_otel.model.invariants",
+    "CANONICAL_ENTRY_TYPES": "transcript_otel.model.entries",
+    "ENVELOPE_KEYS": "transcript_otel.model.entries",
+    "EntryType": "transcript_otel.model.entries",
+    "TranscriptEntry": "transcript_otel.model.entries",
+    "TranscriptEvent": "transcript_otel.model.entries",
+    "TranscriptSummary": "transcript_otel.model.entries",
+    "subagent_source": "transcript_otel.model.entries",
+    "records_from_otlp": "transcript_otel.reading.otlp_records",
+    "TranscriptPipeline": "transcript_otel.capture.pipeline",
+    "TranscriptReadWarning": "transcript_otel.reading.reconstruct",
+    "read_located_records": "transcript_otel.reading.reconstruct",
+    "read_records": "transcript_otel.reading.reconstruct",
+    "reconstruct_transcript": "transcript_otel.reading.reconstruct",
+    "summarize": "transcript_otel.reading.reconstruct",
+    "Configuration": "transcript_otel.otlp.setup",
+    "ConfigurationError": "transcript_otel.otlp.setup",
+    "configure": "transcript_otel.otlp.setup",
 }
 
 # Hidden from type checkers: they would otherwise accept any misspelt attribute of the package.
@@ -90,7 +90,7 @@ if not TYPE_CHECKING:
 
 def flush(timeout_s: float | None = None) -> bool:
     """Write everything emitted so far and push it to the OTel exporters; bounded."""
-    from transcript_otel.defaults import get_pipeline
+    from transcript_otel.capture.defaults import get_pipeline
 
     return get_pipeline().flush(timeout_s, deep=True)
 

@@ -15,6 +15,6 @@ class TranscriptOtelConfigurator:
     """SDK providers and OTLP exporters from the `OTEL_*` variables, plus the transcript sinks."""
 
     def configure(self, **kwargs: Any) -> None:
-        from transcript_otel.setup import configure
+        from transcript_otel.otlp.setup import configure
 
         configure(instrument=False)

@@ -128,9 +128,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         parser.error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
+    from transcript_otel.capture.pipeline import shutdown_all
     from transcript_otel.cli.run_command import block_forwarded_signals, run_command
-    from transcript_otel.pipeline import shutdown_all
-    from transcript_otel.setup import configure
+    from transcript_otel.otlp.setup import configure
 
     block_forwarded_signals()  # before any thread of ours starts: they all hold them
     prompt_name = args.prompt_name or os.path.basename(command[0])
@@ -143,7 +143,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     held = _HeldWarnings()
-    for name in ("transcript_otel.pipeline", "transcript_otel.export_queue"):
+    for name in ("transcript_otel.capture.pipeline", "transcript_otel.otlp.export_queue"):
         logging.getLogger(name).addHandler(held)
         logging.getLogger(name).propagate = False
     # Registered before capture starts, so it runs after the exit's own bounded flush

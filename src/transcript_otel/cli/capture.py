@@ -30,7 +30,7 @@ from transcript_otel.cli import relay
 from transcript_otel.instrumentation._agent_run import TURN_CONTENT, TURN_REPORTS, AgentRun, starts_new_turn
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.lines import AutoAdapter, LineAdapter, capabilities_of, effective_name
-from transcript_otel.model import MAIN_SOURCE
+from transcript_otel.model.entries import MAIN_SOURCE
 
 _logger = logging.getLogger(__name__)
 

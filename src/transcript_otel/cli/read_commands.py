@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from transcript_otel.invariants import INVARIANTS, check_invariants
+from transcript_otel.model.invariants import INVARIANTS, check_invariants
 from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.reconstruct import TranscriptReadWarning
 from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
 from transcript_otel.reading.sources import open_run
 from transcript_otel.reading.text import visible
-from transcript_otel.reconstruct import TranscriptReadWarning
 
 RUN_HELP = (
     "a JSONL mirror file, a debug bundle (.zip), an OTLP JSON export, or a run id, session id or "

@@ -51,7 +51,7 @@ from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
 from transcript_otel.mappings.lines import ADAPTER_VARIABLE, LineAdapter, select_adapter
-from transcript_otel.model import EntryType
+from transcript_otel.model.entries import EntryType
 from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
 _logger = logging.getLogger(__name__)

@@ -76,10 +76,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Final
 
-from transcript_otel._serialize import loads
 from transcript_otel.exports import destination
 from transcript_otel.reading.lines import MAX_RECORD_BYTES as MAX_LINE_BYTES  # the readers' one cap
 from transcript_otel.reading.lines import LineReader
+from transcript_otel.records.serialize import loads
 from transcript_otel.version import __version__
 
 __all__ = [

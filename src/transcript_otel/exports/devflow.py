@@ -82,13 +82,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from transcript_otel._genai import RunningUsage, message_usage, tool_failed, tool_identity
-from transcript_otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
 from transcript_otel.exports import destination
-from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
+from transcript_otel.genai.attributes import RunningUsage, message_usage, tool_failed, tool_identity
+from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
+from transcript_otel.otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
 from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import assistant_parts, entry_text, tool_input, tool_output
-from transcript_otel.reconstruct import entry_from_context
 
 if TYPE_CHECKING:
     from transcript_otel.reading.sources import RecordSource

@@ -30,10 +30,16 @@ from html import escape
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from transcript_otel._genai import cost_usd, message_usage, tool_failed, tool_identity, usage_attributes
-from transcript_otel._serialize import dumps, safe_text
-from transcript_otel.model import TranscriptEvent
+from transcript_otel.genai.attributes import (
+    cost_usd,
+    message_usage,
+    tool_failed,
+    tool_identity,
+    usage_attributes,
+)
+from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.digest import TOKEN_NAMES, RunDigest
+from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import (
     ROLES,
     assistant_parts,
@@ -42,7 +48,7 @@ from transcript_otel.reading.text import (
     tool_input,
     tool_output,
 )
-from transcript_otel.reconstruct import entry_from_context
+from transcript_otel.records.serialize import dumps, safe_text
 
 if TYPE_CHECKING:
     from transcript_otel.reading.sources import RecordSource

@@ -36,20 +36,20 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from transcript_otel import _span_records as fields
-from transcript_otel._records import PreparedRecord
-from transcript_otel._serialize import dumps
-from transcript_otel.exporters import (
+from transcript_otel.model import span_records as fields
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.otlp.exporters import (
     ConfigurationError,
     endpoint_for,
     logger_provider,
     protocol_for,
     resource,
 )
-from transcript_otel.exporters import tracer_provider as sdk_tracer_provider
-from transcript_otel.model import TranscriptEvent
+from transcript_otel.otlp.exporters import tracer_provider as sdk_tracer_provider
 from transcript_otel.reading.sources import RecordSource
-from transcript_otel.run import RunInfo
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.run import RunInfo
+from transcript_otel.records.serialize import dumps
 from transcript_otel.sinks.otel_logs import OTelLogSink
 from transcript_otel.sinks.span_events import SpanEventSink
 from transcript_otel.version import __version__

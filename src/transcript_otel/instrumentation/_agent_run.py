@@ -50,8 +50,8 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai import (
+from transcript_otel.capture.emitter import TranscriptEmitter
+from transcript_otel.genai.attributes import (
     RunningUsage,
     cost_usd,
     session_usage,
@@ -59,15 +59,7 @@ from transcript_otel._genai import (
     tool_identity,
     usage_attributes,
 )
-from transcript_otel._genai_content import AgentContent
-from transcript_otel._records import EntryPlacement
-from transcript_otel.attributes import (
-    GEN_AI_AGENT_NAME,
-    GEN_AI_OPERATION_NAME,
-    GEN_AI_PROVIDER_NAME,
-    GEN_AI_REQUEST_MODEL,
-)
-from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.genai.content import AgentContent
 from transcript_otel.instrumentation._details import (
     _ENTRY_SYSTEM_EVENT,
     _ENTRY_TOOL_RESULT,
@@ -91,7 +83,15 @@ from transcript_otel.instrumentation._run_turns import TURN_NUMBER
 from transcript_otel.instrumentation._span_content import AgentDescription, add_content, content_rules
 from transcript_otel.instrumentation._span_slot import _SpanSlot, _ToolSlot
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import MAIN_SOURCE, DetailInRaw, EntryType, RawJson
+from transcript_otel.model.entries import MAIN_SOURCE, DetailInRaw, EntryType, RawJson
+from transcript_otel.otel import attributes as attr
+from transcript_otel.otel.attributes import (
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+)
+from transcript_otel.records.prepared import EntryPlacement
 
 __all__ = [
     "GEN_AI_TRANSFER_MODE",

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import result_error_type
-from transcript_otel.model import MAIN_SOURCE, EntryType
+from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 
 _ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
 _ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value

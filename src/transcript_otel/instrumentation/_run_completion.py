@@ -13,10 +13,8 @@ from typing import Any, Final
 
 from opentelemetry.trace import Status, StatusCode
 
-from transcript_otel._genai import run_totals
-from transcript_otel._genai_metrics import record_span_end
-from transcript_otel._span_records import span_fields
-from transcript_otel.attributes import ERROR_TYPE, GEN_AI_RESPONSE_FINISH_REASONS, TOOL_RESULT_MISSING
+from transcript_otel.genai.attributes import run_totals
+from transcript_otel.genai.metrics import record_span_end
 from transcript_otel.instrumentation._run_state import _RunState
 from transcript_otel.instrumentation._span_content import (
     OPERATION_DETAILS_EVENT,
@@ -24,6 +22,8 @@ from transcript_otel.instrumentation._span_content import (
     span_content,
 )
 from transcript_otel.instrumentation._span_slot import _FinalState, _SpanSlot, _ToolSlot
+from transcript_otel.model.span_records import span_fields
+from transcript_otel.otel.attributes import ERROR_TYPE, GEN_AI_RESPONSE_FINISH_REASONS, TOOL_RESULT_MISSING
 
 # Ours, in US dollars as the harness reports it (kept beside the conventions' newer name).
 USAGE_COST_USD: Final = "transcript.usage.cost_usd"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transcript_otel._genai import tool_identity
-from transcript_otel._genai_facts import task_notification
+from transcript_otel.genai.attributes import tool_identity
+from transcript_otel.genai.facts import task_notification
 from transcript_otel.instrumentation._details import (
     _ENTRY_ASSISTANT_MESSAGE,
     _ENTRY_SYSTEM_EVENT,
@@ -20,7 +20,7 @@ from transcript_otel.instrumentation._details import (
 from transcript_otel.instrumentation._run_state import _RunState
 from transcript_otel.instrumentation._span_content import add_content
 from transcript_otel.instrumentation._span_slot import _MAX_KNOWN_LAUNCHERS, _SpanSlot
-from transcript_otel.model import MAIN_SOURCE, EntryType
+from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 
 
 class _Content(_RunState):

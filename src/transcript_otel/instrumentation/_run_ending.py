@@ -20,11 +20,11 @@ from opentelemetry.semconv.attributes.exception_attributes import (
 )
 from opentelemetry.trace import Span
 
-from transcript_otel.content import text_digest
 from transcript_otel.instrumentation._details import _exception_type, message_of
 from transcript_otel.instrumentation._run_tools import _Tools
 from transcript_otel.instrumentation._run_turns import _Turns
-from transcript_otel.model import EntryType
+from transcript_otel.model.entries import EntryType
+from transcript_otel.records.content import text_digest
 
 
 class _Ending(_Turns, _Tools):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from transcript_otel import attributes as attr
-from transcript_otel.attributes import GEN_AI_PROVIDER_NAME
 from transcript_otel.instrumentation._run_state import _RunState
 from transcript_otel.instrumentation._span_slot import _SpanSlot
+from transcript_otel.otel import attributes as attr
+from transcript_otel.otel.attributes import GEN_AI_PROVIDER_NAME
 
 
 class _Harness(_RunState):

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from transcript_otel._genai import message_usage
-from transcript_otel._genai_facts import init_model, response_facts
-from transcript_otel.attributes import GEN_AI_REQUEST_MODEL
+from transcript_otel.genai.attributes import message_usage
+from transcript_otel.genai.facts import init_model, response_facts
 from transcript_otel.instrumentation._details import (
     _ENTRY_ASSISTANT_MESSAGE,
     _ENTRY_SYSTEM_EVENT,
@@ -21,6 +20,7 @@ from transcript_otel.instrumentation._details import (
 )
 from transcript_otel.instrumentation._run_state import _RunState
 from transcript_otel.instrumentation._span_slot import _name_chat, _SpanSlot
+from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
 # Entries that may tell the model that answered, its response id and why it stopped.
 _RESPONSE_ENTRIES: Final = frozenset({_ENTRY_ASSISTANT_MESSAGE, _ENTRY_TOKEN_USAGE})

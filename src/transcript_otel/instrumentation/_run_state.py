@@ -16,9 +16,9 @@ from typing import Any
 
 from opentelemetry import trace
 
-from transcript_otel._genai import RunningUsage
-from transcript_otel._genai_content import ContentRules
-from transcript_otel.emitter import TranscriptEmitter
+from transcript_otel.capture.emitter import TranscriptEmitter
+from transcript_otel.genai.attributes import RunningUsage
+from transcript_otel.genai.content import ContentRules
 from transcript_otel.instrumentation._span_content import AgentDescription
 from transcript_otel.instrumentation._span_slot import _SpanSlot, _ToolSlot
 

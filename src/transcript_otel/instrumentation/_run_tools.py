@@ -14,17 +14,9 @@ from typing import Any, Final
 
 from opentelemetry.trace import SpanKind
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai import tool_identity
-from transcript_otel._genai_content import AgentContent, ChatContent, ToolContent
-from transcript_otel._genai_facts import subagent_agent_id
-from transcript_otel.attributes import (
-    GEN_AI_AGENT_ID,
-    GEN_AI_AGENT_NAME,
-    GEN_AI_OPERATION_NAME,
-    GEN_AI_PROVIDER_NAME,
-    GEN_AI_TOOL_TYPE,
-)
+from transcript_otel.genai.attributes import tool_identity
+from transcript_otel.genai.content import AgentContent, ChatContent, ToolContent
+from transcript_otel.genai.facts import subagent_agent_id
 from transcript_otel.instrumentation._details import (
     _ENTRY_TOOL_USE,
     _first_user_text,
@@ -41,7 +33,15 @@ from transcript_otel.instrumentation._span_slot import (
     _ToolSlot,
 )
 from transcript_otel.instrumentation._turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
-from transcript_otel.model import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType
+from transcript_otel.model.entries import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType
+from transcript_otel.otel import attributes as attr
+from transcript_otel.otel.attributes import (
+    GEN_AI_AGENT_ID,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_TOOL_TYPE,
+)
 
 # A stream-json subagent's span is named by the call that launched it: that call's id.
 SUBAGENT_CALL_ID: Final = "transcript.subagent.call_id"

@@ -13,15 +13,15 @@ from typing import Final
 
 from opentelemetry.trace import SpanKind
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai_content import ChatContent
-from transcript_otel.attributes import GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL
+from transcript_otel.genai.content import ChatContent
 from transcript_otel.instrumentation._details import _exception_type
 from transcript_otel.instrumentation._run_completion import _Completion
 from transcript_otel.instrumentation._run_content import _Content
 from transcript_otel.instrumentation._span_slot import _SpanSlot
 from transcript_otel.instrumentation._turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
-from transcript_otel.model import MAIN_SOURCE
+from transcript_otel.model.entries import MAIN_SOURCE
+from transcript_otel.otel import attributes as attr
+from transcript_otel.otel.attributes import GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL
 
 TURN_NUMBER: Final = "transcript.turn"
 

@@ -20,8 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai_content import (
+from transcript_otel.genai.content import (
     AgentContent,
     ChatContent,
     ContentRules,
@@ -29,9 +28,10 @@ from transcript_otel._genai_content import (
     system_instructions_attributes,
     tool_definitions_attributes,
 )
+from transcript_otel.otel import attributes as attr
 
 if TYPE_CHECKING:
-    from transcript_otel.pipeline import TranscriptPipeline
+    from transcript_otel.capture.pipeline import TranscriptPipeline
 
 SpanContent = ChatContent | AgentContent | ToolContent
 

@@ -16,9 +16,9 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind
 
-from transcript_otel.attributes import GEN_AI_REQUEST_MODEL
 from transcript_otel.instrumentation._span_content import SpanContent
 from transcript_otel.instrumentation._turn_facts import TurnFacts, chat_span_name
+from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
 _MAX_KNOWN_LAUNCHERS: Final = 1024
 

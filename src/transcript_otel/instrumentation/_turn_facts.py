@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from transcript_otel._genai_facts import ResponseFacts
-from transcript_otel.attributes import (
+from transcript_otel.genai.facts import ResponseFacts
+from transcript_otel.otel.attributes import (
     GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_RESPONSE_ID,
     GEN_AI_RESPONSE_MODEL,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transcript_otel.model import MAIN_SOURCE, EntryType, RawJson
+from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson
 
 
 class MappedEntry(NamedTuple):

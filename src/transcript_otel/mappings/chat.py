@@ -31,7 +31,7 @@ import json
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import EntryType, RawJson
+from transcript_otel.model.entries import EntryType, RawJson
 
 _PROMPT_ROLES: Final = frozenset({"system", "user", "developer"})
 _RESULT_ROLES: Final = frozenset({"tool", "function"})

@@ -47,7 +47,7 @@ from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import MAIN_SOURCE, EntryType, RawJson, subagent_source
+from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson, subagent_source
 
 _THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 _TOOL_USE_BLOCKS: Final = frozenset({"tool_use", "server_tool_use"})

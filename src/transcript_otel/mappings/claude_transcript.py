@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from transcript_otel._serialize import safe_text
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import EntryType
+from transcript_otel.model.entries import EntryType
+from transcript_otel.records.serialize import safe_text
 
 _TYPE_MAP: Final = {
     "user": EntryType.USER_MESSAGE,

@@ -36,9 +36,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from transcript_otel._serialize import safe_text
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import DetailInRaw, EntryType, RawJson
+from transcript_otel.model.entries import DetailInRaw, EntryType, RawJson
+from transcript_otel.records.serialize import safe_text
 
 TOOL_ITEM_TYPES: Final = frozenset({"commandExecution", "fileChange", "mcpToolCall", "webSearch"})
 STREAMING_DELTAS: Final = frozenset(

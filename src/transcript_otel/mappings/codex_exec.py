@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.model import EntryType
+from transcript_otel.model.entries import EntryType
 
 TOOL_ITEMS: Final = {
     "command_execution": "codex:command",

@@ -33,7 +33,7 @@ from transcript_otel.mappings._entry import MappedEntry, assistant_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
-from transcript_otel.model import EntryType, RawJson
+from transcript_otel.model.entries import EntryType, RawJson
 
 ADAPTER_VARIABLE: Final = "TRANSCRIPT_OTEL_LINE_ADAPTER"
 _CODEX_EVENTS: Final = frozenset(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
-from transcript_otel.model import EntryType
+from transcript_otel.model.entries import EntryType
 
 PREFIX: Final = "@@RALPH@@ "
 TEXT_TAGS: Final = {

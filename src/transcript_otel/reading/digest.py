@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from transcript_otel._genai import (
+from transcript_otel.genai.attributes import (
     RunningUsage,
     cost_usd,
     message_usage,
@@ -25,16 +25,16 @@ from transcript_otel._genai import (
     tool_failed,
     tool_identity,
 )
-from transcript_otel.attributes import (
+from transcript_otel.model.entries import TranscriptEvent, TranscriptSummary
+from transcript_otel.otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
 )
-from transcript_otel.model import TranscriptEvent, TranscriptSummary
+from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import entry_text
-from transcript_otel.reconstruct import entry_from_context
 
 # Each usage attribute's short name, in the order reports show them.
 TOKEN_NAMES: Final = {

@@ -15,8 +15,8 @@ import warnings
 from collections.abc import Iterator
 from typing import IO, Any, Final
 
-from transcript_otel._serialize import loads
-from transcript_otel.reconstruct import TranscriptReadWarning
+from transcript_otel.reading.reconstruct import TranscriptReadWarning
+from transcript_otel.records.serialize import loads
 
 # Far above what a record of ours weighs (a `run` line is recorded in 1 MiB pieces; an OTLP
 # request of collector-config/'s 512 log records, ~8 MiB), low enough that a hostile line

@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Final, TextIO
 
-from transcript_otel._genai import tool_failed, tool_identity
-from transcript_otel._serialize import loads
-from transcript_otel.model import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
+from transcript_otel.genai.attributes import tool_failed, tool_identity
+from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
 from transcript_otel.reading.lines import LineReader
+from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import ROLES, compact_json, entry_text, tool_input, tool_output, visible
-from transcript_otel.reconstruct import entry_from_context
+from transcript_otel.records.serialize import loads
 
 SYMBOLS: Final = {"system": "⚙️", "user": "👤", "assistant": "🤖", "tool": "🔧"}
 _LABELS: Final = {

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
-from transcript_otel._serialize import loads
 from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
-from transcript_otel.otlp_records import NotOtlpError, records_from_otlp
 from transcript_otel.reading.lines import LineReader
-from transcript_otel.reconstruct import TranscriptReadWarning
+from transcript_otel.reading.otlp_records import NotOtlpError, records_from_otlp
+from transcript_otel.reading.reconstruct import TranscriptReadWarning
+from transcript_otel.records.serialize import loads
 from transcript_otel.sinks.jsonl import default_directory
 
 RunKind = Literal["jsonl", "bundle", "otlp-json"]

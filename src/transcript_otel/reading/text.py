@@ -12,14 +12,14 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from transcript_otel._genai import tool_identity, usage_attributes
-from transcript_otel.attributes import (
+from transcript_otel.genai.attributes import tool_identity, usage_attributes
+from transcript_otel.mappings.claude_stream import result_error_type
+from transcript_otel.otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
 )
-from transcript_otel.mappings.claude_stream import result_error_type
 
 # The role each entry type plays, as the role-based transcript seed names them.
 ROLES: Final = {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from transcript_otel._records import PreparedRecord
-from transcript_otel.run import RunInfo
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.run import RunInfo
 
 
 class Sink:

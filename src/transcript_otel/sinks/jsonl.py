@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from transcript_otel._records import PreparedRecord, encode_line, error_record
-from transcript_otel._serialize import iso_timestamp, loads
-from transcript_otel.model import TranscriptEvent
-from transcript_otel.run import RunInfo
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.records.prepared import PreparedRecord, encode_line, error_record
+from transcript_otel.records.run import RunInfo
+from transcript_otel.records.serialize import iso_timestamp, loads
 from transcript_otel.sinks.base import Sink
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")

@@ -14,11 +14,11 @@ from typing import Any
 from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_logger
 from opentelemetry.context import Context
 
-from transcript_otel._export_drops import ExportQueueFull, take_drop
-from transcript_otel._otel_attributes import record_attributes, truncated_attributes
-from transcript_otel._records import PreparedRecord
-from transcript_otel.model import TranscriptEvent
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.otel.export_drops import ExportQueueFull, take_drop
+from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks.base import Sink
+from transcript_otel.sinks.record_attributes import record_attributes, truncated_attributes
 from transcript_otel.version import __version__
 
 SCOPE_NAME = "transcript_otel"

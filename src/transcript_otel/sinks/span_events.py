@@ -22,11 +22,11 @@ from typing import Final
 
 from opentelemetry import trace
 
-from transcript_otel import attributes as attr
-from transcript_otel._otel_attributes import Scalar, truncated_attributes
-from transcript_otel._records import PreparedRecord
-from transcript_otel.model import TranscriptEvent
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.otel import attributes as attr
+from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks.base import Sink
+from transcript_otel.sinks.record_attributes import Scalar, truncated_attributes
 
 DEFAULT_MAX_VALUE_LENGTH: Final = 4096
 DEFAULT_MAX_SPAN_BYTES: Final = 4 * 1024 * 1024

@@ -28,7 +28,7 @@ from typing import Any, Final
 from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun, message_of, starts_new_turn
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper, source_of
-from transcript_otel.model import MAIN_SOURCE
+from transcript_otel.model.entries import MAIN_SOURCE
 
 # Prompts waiting for their turn; a CLI that never answers cannot grow this further.
 _MAX_WAITING_PROMPTS: Final = 1_000

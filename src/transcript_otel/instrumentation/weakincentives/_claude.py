@@ -25,7 +25,7 @@ from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, ev
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
-from transcript_otel.model import MAIN_SOURCE
+from transcript_otel.model.entries import MAIN_SOURCE
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.claude_agent_sdk.adapter"
 COLLECTOR_MODULE: Final = "weakincentives.adapters.claude_agent_sdk._transcript_collector"

@@ -35,7 +35,7 @@ from transcript_otel.mappings.codex import (
     bridge_drops,
     native_detail,
 )
-from transcript_otel.model import EntryType
+from transcript_otel.model.entries import EntryType
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.codex_app_server.adapter"
 PROTOCOL_MODULE: Final = "weakincentives.adapters.codex_app_server._protocol"

@@ -14,9 +14,9 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from transcript_otel import attributes as attr
-from transcript_otel._serialize import iso_timestamp, loads
-from transcript_otel.reconstruct import TranscriptReadWarning
+from transcript_otel.otel import attributes as attr
+from transcript_otel.reading.reconstruct import TranscriptReadWarning
+from transcript_otel.records.serialize import iso_timestamp, loads
 
 _CONTEXT_SKIP = frozenset((attr.RUN_ID,))
 _JSON_ATTRIBUTES = frozenset((attr.DETAIL, "transcript.entries_by_source", "transcript.entries_by_type"))

@@ -44,24 +44,10 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai_content_chat import ChatContent
-from transcript_otel._genai_content_rules import (
-    APPLICATION_JSON,
-    TEXT_PLAIN,
-    ContentAttributes,
-    ContentRules,
-    _finished,
-    _full,
-    _Message,
-    _openinference,
-    _put,
-    _response_content,
-    _text_part,
-)
-from transcript_otel._genai_facts import final_answer
-from transcript_otel._genai_fit import _Builder
-from transcript_otel._genai_pieces import (
+from transcript_otel.genai.chat_content import ChatContent
+from transcript_otel.genai.facts import final_answer
+from transcript_otel.genai.fit import _Builder
+from transcript_otel.genai.pieces import (
     _ANSWER,
     _CALL,
     _MIN_KEEP_CHARS,
@@ -78,7 +64,21 @@ from transcript_otel._genai_pieces import (
     _pieces,
     _response,
 )
-from transcript_otel._serialize import safe_text
+from transcript_otel.genai.rules import (
+    APPLICATION_JSON,
+    TEXT_PLAIN,
+    ContentAttributes,
+    ContentRules,
+    _finished,
+    _full,
+    _Message,
+    _openinference,
+    _put,
+    _response_content,
+    _text_part,
+)
+from transcript_otel.otel import attributes as attr
+from transcript_otel.records.serialize import safe_text
 
 __all__ = [
     "APPLICATION_JSON",

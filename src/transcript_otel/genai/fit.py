@@ -14,9 +14,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NamedTuple
 
-from transcript_otel._genai_pieces import _dumps, _get
-from transcript_otel._serialize import safe_text
-from transcript_otel._truncate import truncate_plain
+from transcript_otel.genai.pieces import _dumps, _get
+from transcript_otel.records.serialize import safe_text
+from transcript_otel.records.truncate import truncate_plain
 
 # Texts are shortened to this many characters before any message is left out.
 _TEXT_FLOOR: Final = 128

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from transcript_otel.model import TranscriptSummary
+from transcript_otel.model.entries import TranscriptSummary
 
 
 @dataclass(slots=True, eq=False, weakref_slot=True)

@@ -44,10 +44,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from transcript_otel._export_drops import let_this_thread_wait, run_before, set_failed_export_handler
-from transcript_otel._held_memory import entry_held_bytes, sample_of
-from transcript_otel._metrics import BACKLOG, count_dropped
-from transcript_otel._records import (
+from transcript_otel.capture.held_memory import entry_held_bytes, sample_of
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.otel.export_drops import let_this_thread_wait, run_before, set_failed_export_handler
+from transcript_otel.otel.metrics import BACKLOG, count_dropped
+from transcript_otel.otel.suppression import suppress_instrumentation
+from transcript_otel.records.content import ContentPolicy, GenAiContent
+from transcript_otel.records.prepared import (
     DeferredSearch,
     PreparedRecord,
     QueuedItem,
@@ -57,12 +60,9 @@ from transcript_otel._records import (
     search_batch,
     usable_timestamp,
 )
-from transcript_otel._serialize import preview
-from transcript_otel._suppression import suppress_instrumentation
-from transcript_otel.content import ContentPolicy, GenAiContent
-from transcript_otel.model import TranscriptEvent
-from transcript_otel.redaction import Redactor
-from transcript_otel.run import RunInfo
+from transcript_otel.records.redaction import Redactor
+from transcript_otel.records.run import RunInfo
+from transcript_otel.records.serialize import preview
 from transcript_otel.sinks.base import Sink
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from transcript_otel.model import (
+from transcript_otel.model.entries import (
     CANONICAL_ENTRY_TYPES,
     MAIN_SOURCE,
     REQUIRED_ENVELOPE_KEYS,

@@ -16,14 +16,14 @@ from opentelemetry import _logs, trace
 from opentelemetry._logs._internal import ProxyLoggerProvider
 
 from transcript_otel import environment_variables as env
-from transcript_otel import exporters
-from transcript_otel.content import ContentPolicy, policy_from
-from transcript_otel.defaults import backend_limits, pipeline_from_environment, set_pipeline
-from transcript_otel.exporters import ConfigurationError
-from transcript_otel.pipeline import (
+from transcript_otel.capture.defaults import backend_limits, pipeline_from_environment, set_pipeline
+from transcript_otel.capture.pipeline import (
     TranscriptPipeline,
 )
-from transcript_otel.redaction import Redactor
+from transcript_otel.otlp import exporters
+from transcript_otel.otlp.exporters import ConfigurationError
+from transcript_otel.records.content import ContentPolicy, policy_from
+from transcript_otel.records.redaction import Redactor
 from transcript_otel.sinks.jsonl import JsonlMirror
 
 __all__ = ["Configuration", "ConfigurationError", "configure", "instrument_installed"]

@@ -11,20 +11,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Final
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai_content_rules import (
-    ContentAttributes,
-    ContentRules,
-    _finished,
-    _full,
-    _Message,
-    _openinference,
-    _put,
-    _response_content,
-    _text_part,
-)
-from transcript_otel._genai_fit import _Builder
-from transcript_otel._genai_pieces import (
+from transcript_otel.genai.fit import _Builder
+from transcript_otel.genai.pieces import (
     _ANSWER,
     _ASSISTANT_KINDS,
     _BOUNDARY,
@@ -39,7 +27,19 @@ from transcript_otel._genai_pieces import (
     _Piece,
     _pieces,
 )
-from transcript_otel._serialize import safe_text
+from transcript_otel.genai.rules import (
+    ContentAttributes,
+    ContentRules,
+    _finished,
+    _full,
+    _Message,
+    _openinference,
+    _put,
+    _response_content,
+    _text_part,
+)
+from transcript_otel.otel import attributes as attr
+from transcript_otel.records.serialize import safe_text
 
 _FALLBACK_TOOL_NAME: Final = "tool"  # what the span tree names a call without a name
 

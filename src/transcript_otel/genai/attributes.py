@@ -11,8 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from transcript_otel import attributes as attr
-from transcript_otel._serialize import safe_text
+from transcript_otel.otel import attributes as attr
+from transcript_otel.records.serialize import safe_text
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
-from transcript_otel.model import RawJson
+from transcript_otel.model.entries import RawJson
 
 # The queued tuple of eight fields and its own timestamp int.
 _ITEM_BYTES: Final = sys.getsizeof((None,) * 8) + sys.getsizeof(2**62)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import ahocorasick_rs
 
-from transcript_otel._joined_search import parts_holding
+from transcript_otel.records.joined_search import parts_holding
 
 
 @dataclass(frozen=True, slots=True)

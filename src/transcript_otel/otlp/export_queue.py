@@ -47,7 +47,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from transcript_otel._export_drops import (
+from transcript_otel.otel.attributes import FAILED_EXPORT_RECORDS, RUN_ID
+from transcript_otel.otel.export_drops import (
     QUEUE_FULL,
     STOPPED,
     mark_dropped,
@@ -55,9 +56,8 @@ from transcript_otel._export_drops import (
     shutdown_deadline,
     wait_allowed_until,
 )
-from transcript_otel._metrics import count_dropped
-from transcript_otel._suppression import suppress_instrumentation
-from transcript_otel.attributes import FAILED_EXPORT_RECORDS, RUN_ID
+from transcript_otel.otel.metrics import count_dropped
+from transcript_otel.otel.suppression import suppress_instrumentation
 
 _logger = logging.getLogger(__name__)
 

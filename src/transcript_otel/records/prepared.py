@@ -16,7 +16,19 @@ import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from transcript_otel._serialize import (
+from transcript_otel.model.entries import (
+    CANONICAL_ENTRY_TYPES,
+    MAIN_SOURCE,
+    DetailInRaw,
+    EntryType,
+    RawJson,
+    TranscriptEvent,
+    is_valid_source,
+)
+from transcript_otel.records.content import ContentPolicy
+from transcript_otel.records.redaction import Redactor, parts_holding_literals
+from transcript_otel.records.run import RunInfo
+from transcript_otel.records.serialize import (
     NON_FINITE_NOTE,
     dumps,
     has_non_finite_float,
@@ -29,18 +41,6 @@ from transcript_otel._serialize import (
     repaired_json,
     safe_text,
 )
-from transcript_otel.content import ContentPolicy
-from transcript_otel.model import (
-    CANONICAL_ENTRY_TYPES,
-    MAIN_SOURCE,
-    DetailInRaw,
-    EntryType,
-    RawJson,
-    TranscriptEvent,
-    is_valid_source,
-)
-from transcript_otel.redaction import Redactor, parts_holding_literals
-from transcript_otel.run import RunInfo
 
 LOGGER_NAME: Final = "transcript_otel"
 

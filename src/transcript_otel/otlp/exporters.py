@@ -157,7 +157,7 @@ def tracer_provider(
     _require_sdk()
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
-    from transcript_otel.export_queue import BoundedSpanProcessor
+    from transcript_otel.otlp.export_queue import BoundedSpanProcessor
 
     # A run's span events are its readable transcript in Jaeger: keep more than the
     # SDK's 128 unless OTEL_SPAN_EVENT_COUNT_LIMIT says otherwise.
@@ -193,7 +193,7 @@ def logger_provider(
     _require_sdk()
     from opentelemetry.sdk._logs import LoggerProvider
 
-    from transcript_otel.export_queue import BoundedLogRecordProcessor
+    from transcript_otel.otlp.export_queue import BoundedLogRecordProcessor
 
     provider = LoggerProvider(resource=sdk_resource, shutdown_on_exit=False)
     if url is not None:

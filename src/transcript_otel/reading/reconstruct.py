@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from transcript_otel.model import TranscriptEntry, TranscriptEvent, TranscriptSummary
+from transcript_otel.model.entries import TranscriptEntry, TranscriptEvent, TranscriptSummary
 
 _logger = logging.getLogger(__name__)
 

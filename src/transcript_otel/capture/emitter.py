@@ -3,7 +3,7 @@
 `emit()` runs on the agent's thread, so it does the least possible: a timestamp,
 the current OTel context, and one `deque.append` of a tuple, with no lock. Numbering,
 formatting, validation, encoding and I/O happen on the pipeline's writer thread
-(`transcript_otel.pipeline`), in queue order. `emit()` never raises and never
+(`transcript_otel.capture.pipeline`), in queue order. `emit()` never raises and never
 blocks; `detail` is kept by reference, so it must not be mutated after `emit()`.
 """
 
@@ -20,12 +20,18 @@ from typing import Any, Self
 from opentelemetry.context import Context, get_current
 
 from transcript_otel import environment_variables as env
-from transcript_otel._records import EntryPlacement, QueuedItem
-from transcript_otel._serialize import safe_text
-from transcript_otel.defaults import get_pipeline
-from transcript_otel.model import MAIN_SOURCE, DetailInRaw, RawJson, TranscriptEvent, TranscriptSummary
-from transcript_otel.pipeline import WAKE_THRESHOLD, TranscriptPipeline
-from transcript_otel.run import RunInfo
+from transcript_otel.capture.defaults import get_pipeline
+from transcript_otel.capture.pipeline import WAKE_THRESHOLD, TranscriptPipeline
+from transcript_otel.model.entries import (
+    MAIN_SOURCE,
+    DetailInRaw,
+    RawJson,
+    TranscriptEvent,
+    TranscriptSummary,
+)
+from transcript_otel.records.prepared import EntryPlacement, QueuedItem
+from transcript_otel.records.run import RunInfo
+from transcript_otel.records.serialize import safe_text
 
 _ENTRY = TranscriptEvent.ENTRY
 

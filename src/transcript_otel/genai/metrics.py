@@ -43,8 +43,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
-from transcript_otel import attributes as attr
-from transcript_otel.attributes import (
+from transcript_otel.otel import attributes as attr
+from transcript_otel.otel.attributes import (
     ERROR_TYPE,
     GEN_AI_AGENT_ID,
     GEN_AI_AGENT_NAME,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai import genai_attributes
-from transcript_otel._records import PreparedRecord
-from transcript_otel._serialize import dumps
-from transcript_otel._truncate import json_preview, truncate_json, truncate_plain
-from transcript_otel.model import TranscriptEvent
+from transcript_otel.genai.attributes import genai_attributes
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.otel import attributes as attr
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.serialize import dumps
+from transcript_otel.records.truncate import json_preview, truncate_json, truncate_plain
 
 Scalar = str | int | float | bool
 

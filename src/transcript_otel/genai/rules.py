@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from transcript_otel import attributes as attr
-from transcript_otel._genai_fit import _Builder
-from transcript_otel._genai_pieces import _Piece
-from transcript_otel.content import ContentPolicy
+from transcript_otel.genai.fit import _Builder
+from transcript_otel.genai.pieces import _Piece
+from transcript_otel.otel import attributes as attr
+from transcript_otel.records.content import ContentPolicy
 
 ContentAttributes = dict[str, str | bool]
 

@@ -9,19 +9,19 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
 from transcript_otel import environment_variables as env
-from transcript_otel.content import (
+from transcript_otel.capture.pipeline import (
+    DEFAULT_MAX_BACKLOG_BYTES,
+    DEFAULT_SHUTDOWN_TIMEOUT_S,
+    TranscriptPipeline,
+)
+from transcript_otel.records.content import (
     DEFAULT_GENAI_CONTENT_MAX_LENGTH,
     ContentPolicy,
     GenAiContent,
     genai_content_from,
     policy_from,
 )
-from transcript_otel.pipeline import (
-    DEFAULT_MAX_BACKLOG_BYTES,
-    DEFAULT_SHUTDOWN_TIMEOUT_S,
-    TranscriptPipeline,
-)
-from transcript_otel.redaction import Redactor
+from transcript_otel.records.redaction import Redactor
 from transcript_otel.sinks.base import Sink
 from transcript_otel.sinks.jsonl import JsonlMirror
 from transcript_otel.sinks.otel_logs import OTelLogSink

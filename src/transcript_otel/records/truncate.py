@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from transcript_otel._serialize import dumps
+from transcript_otel.records.serialize import dumps
 
 # Below this many characters a value is not worth showing cut: its container is cut instead.
 _MIN_ROOM: Final = 12

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import Any, Final, NamedTuple
 
-from transcript_otel._genai import tool_identity
-from transcript_otel._genai_facts import final_answer
-from transcript_otel._serialize import safe_text
+from transcript_otel.genai.attributes import tool_identity
+from transcript_otel.genai.facts import final_answer
+from transcript_otel.records.serialize import safe_text
 
 # What a span keeps of its entries' words until it ends, in characters (`ChatContent`): about
 # four times a generous attribute limit, so that what is cut at the end is a choice made

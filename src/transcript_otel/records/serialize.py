@@ -21,7 +21,7 @@ from typing import Any, Final, NamedTuple
 import ahocorasick_rs
 import orjson
 
-from transcript_otel._joined_search import parts_holding
+from transcript_otel.records.joined_search import parts_holding
 
 _REPR: Final = reprlib.Repr()
 _REPR.maxstring = 200

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from transcript_otel._serialize import safe_text
+from transcript_otel.records.serialize import safe_text
 
 # Claude Code's own messages (an API error's text, ...) name this model: no model answered.
 _SYNTHETIC_MODEL: Final = "<synthetic>"

@@ -1,0 +1,5 @@
+"""From the agent's call to the sinks.
+
+`TranscriptEmitter`, the bounded backlog and its background writer, and the process-wide default
+pipeline.
+"""

@@ -1,0 +1,5 @@
+"""The OpenTelemetry API side every layer may use.
+
+Attribute names, the records-lost metric, what the pipeline and the export queues tell each
+other, and keeping other instrumentations off our own calls. Nothing here needs the OTel SDK.
+"""
