@@ -1,3 +1,5 @@
+"""`python -m transcript_otel.cli`: the `transcript-otel` command without its console script."""
+
 import sys
 
 from transcript_otel.cli import main
