@@ -17,16 +17,12 @@ from hypothesis import strategies as st
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.records.content import ContentPolicy
+from transcript_otel.records.content_search import BATCH_SEARCH_MAX_BYTES, DeferredSearch, search_batch
+from transcript_otel.records.entry_record import prepare_entry
 from transcript_otel.records.joined_search import parts_holding
-from transcript_otel.records.prepared import (
-    BATCH_SEARCH_MAX_BYTES,
-    DeferredSearch,
-    PreparedRecord,
-    QueuedItem,
-    encode_line,
-    prepare_entry,
-    search_batch,
-)
+from transcript_otel.records.lines import encode_line
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.queued import QueuedItem
 from transcript_otel.records.redaction import Redactor
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks import JsonlMirror

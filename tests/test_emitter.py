@@ -26,7 +26,9 @@ from transcript_otel import (
 )
 from transcript_otel.model.entries import REQUIRED_ENVELOPE_KEYS, DetailInRaw, TranscriptEvent
 from transcript_otel.model.invariants import check_invariants
-from transcript_otel.records.prepared import PreparedRecord, QueuedItem, prepare_entry
+from transcript_otel.records.entry_record import prepare_entry
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.queued import QueuedItem
 from transcript_otel.records.redaction import Redactor
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks import JsonlMirror

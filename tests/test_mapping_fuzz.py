@@ -27,7 +27,7 @@ from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.lines import ClaudeStreamJsonAdapter, PlainAdapter
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 from transcript_otel.model.entries import CANONICAL_ENTRY_TYPES, DetailInRaw, TranscriptEvent
-from transcript_otel.records.prepared import prepare_entry
+from transcript_otel.records.entry_record import prepare_entry
 from transcript_otel.records.run import RunInfo
 from transcript_otel.records.serialize import dumps
 

@@ -26,7 +26,7 @@ from transcript_otel import (
     reconstruct_transcript,
 )
 from transcript_otel.capture.defaults import pipeline_from_environment
-from transcript_otel.capture.pipeline import MAX_DEFER_S
+from transcript_otel.capture.writer import MAX_DEFER_S
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.records.run import RunInfo

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.model.entries import TranscriptEvent
-from transcript_otel.records.prepared import prepare_entry
+from transcript_otel.records.entry_record import prepare_entry
 from transcript_otel.records.redaction import Redactor
 from transcript_otel.records.run import RunInfo
 from transcript_otel.records.truncate import truncate_json

@@ -21,7 +21,8 @@ from opentelemetry.context import Context, get_current
 
 from transcript_otel import environment_variables as env
 from transcript_otel.capture.defaults import get_pipeline
-from transcript_otel.capture.pipeline import WAKE_THRESHOLD, TranscriptPipeline
+from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
 from transcript_otel.model.entries import (
     MAIN_SOURCE,
     DetailInRaw,
@@ -29,7 +30,7 @@ from transcript_otel.model.entries import (
     TranscriptEvent,
     TranscriptSummary,
 )
-from transcript_otel.records.prepared import EntryPlacement, QueuedItem
+from transcript_otel.records.queued import EntryPlacement, QueuedItem
 from transcript_otel.records.run import RunInfo
 from transcript_otel.records.serialize import safe_text
 

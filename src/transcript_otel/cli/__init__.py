@@ -128,7 +128,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         parser.error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
-    from transcript_otel.capture.pipeline import shutdown_all
+    from transcript_otel.capture.registry import shutdown_all
     from transcript_otel.cli.run_command import block_forwarded_signals, run_command
     from transcript_otel.otlp.setup import configure
 

@@ -91,7 +91,7 @@ from transcript_otel.otel.attributes import (
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
 )
-from transcript_otel.records.prepared import EntryPlacement
+from transcript_otel.records.queued import EntryPlacement
 
 __all__ = [
     "GEN_AI_TRANSFER_MODE",

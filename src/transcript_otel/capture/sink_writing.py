@@ -1,0 +1,168 @@
+"""Handing the writer's batches to the sinks, and what a failing sink costs: nothing but itself.
+
+Every sink takes a whole batch in turn, the JSONL mirror first. A sink that fails is warned
+about once (`logger`), counted in `sink_failures`, and its failures become `transcript.error`
+records written to the other sinks; in the mirror-only end of a shutdown only the essential
+sinks (the mirror) are written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from transcript_otel.capture.pipeline_state import PipelineState, logger
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.otel.metrics import count_dropped
+from transcript_otel.records.prepared import PreparedRecord, error_record
+from transcript_otel.records.run import RunInfo
+from transcript_otel.sinks.base import Sink
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
+
+class SinkWriting(PipelineState):
+    """The sinks, and how the writer writes to them."""
+
+    sinks: list[Sink]
+    sink_failures: Counter[str]
+    _warned_sinks: set[str]
+    # The end of a shutdown that ran out of time: only the mirror is written.
+    _mirror_only: bool
+    _released: bool  # the sinks are shut down
+
+    def emit_genai_event(
+        self, name: str, attributes: Mapping[str, Any], context: Context, timestamp_ns: int
+    ) -> None:
+        """One OTel event (a log record with event_name) through every OTel log sink; never raises.
+
+        For the span wiring, on the writer thread (where spans end): not a transcript
+        record, so it counts in no run's entries, and it is not in the mirror. A no-op
+        without an OTel log sink (log records switched off) and once the sinks are released.
+        """
+        if self._released:
+            return  # the sinks (and maybe the providers) are shut down
+        # Here, not at the top: a pipeline without OTel log records need not load the logs API.
+        from transcript_otel.sinks.otel_logs import OTelLogSink
+
+        for sink in self._active_sinks():
+            if not isinstance(sink, OTelLogSink):
+                continue
+            try:
+                sink.emit_event(name, attributes, context, timestamp_ns)
+            except Exception as exc:
+                # An optional copy of what the spans carry: not worth a transcript.error.
+                logger.debug("transcript-otel: could not emit the %s event: %r", name, exc)
+
+    def _write_batch(self, batch: list[PreparedRecord]) -> None:
+        """Every sink takes the whole batch in turn, then flushes it.
+
+        Failures become `transcript.error` records for the other sinks, written
+        after the batch; runs that stopped in the batch are closed last.
+        """
+        failures: list[tuple[Sink, PreparedRecord]] = []
+        for sink in self._active_sinks():
+            for record in batch:
+                try:
+                    sink.write(record)
+                except Exception as exc:
+                    failures.append((sink, self._failure_record(sink, record, exc)))
+                if time.perf_counter() >= self._yield_at:
+                    self._yield_gil()
+            try:
+                sink.flush()
+            except Exception as exc:
+                failures.extend((sink, report) for report in self._lost_records(sink, "flush", exc, batch))
+        for failed_sink, report in failures:
+            self._write_to_others(report, failed_sink)
+        if failures:
+            for sink in self._active_sinks():
+                self._guard(sink, lambda s: s.flush())
+        for record in batch:
+            if record.event is TranscriptEvent.STOP:
+                self._close_run(record.run, batch)
+
+    def _active_sinks(self) -> list[Sink]:
+        if self._mirror_only:
+            return [sink for sink in self.sinks if sink.essential]
+        return self.sinks
+
+    def _close_run(self, run: RunInfo, batch: list[PreparedRecord]) -> None:
+        for sink in self._active_sinks():
+            try:
+                sink.close_run(run)
+            except Exception as exc:
+                of_run = [record for record in batch if record.run is run]
+                for report in self._lost_records(sink, "close the run", exc, of_run):
+                    self._write_to_others(report, sink)
+
+    def _write_to_others(self, report: PreparedRecord, failed: Sink) -> None:
+        """Write an error `report` about `failed` to every other active sink."""
+        for sink in self._active_sinks():
+            if sink is not failed:
+                self._guard(sink, lambda s: s.write(report))
+
+    def _failure_record(self, sink: Sink, record: PreparedRecord, exc: Exception) -> PreparedRecord:
+        self.sink_failures[sink.name] += 1
+        count_dropped(1, sink.name)
+        self._warn_once(sink.name, f"failed to write a record: {_described(exc)}")
+        return error_record(
+            record.run,
+            record.timestamp_ns,
+            f"sink {sink.name!r} failed: {type(exc).__name__}: {exc}; record skipped there",
+            record.otel_context,
+            sink=sink.name,
+            failed_event=record.event.value,
+            entry_type=record.context.get("entry_type"),
+            source=record.context.get("source"),
+            sequence_number=record.context.get("sequence_number"),
+        )
+
+    def _lost_records(
+        self, sink: Sink, action: str, exc: Exception, batch: list[PreparedRecord]
+    ) -> list[PreparedRecord]:
+        """One `transcript.error` per run of `batch` that `sink` may have lost."""
+        self.sink_failures[sink.name] += 1
+        self._warn_once(sink.name, f"failed to {action}: {_described(exc)}")
+        counts = Counter(record.run for record in batch)
+        count_dropped(len(batch), sink.name)  # an upper bound: "may be missing"
+        return [
+            error_record(
+                run,
+                time.time_ns(),
+                f"sink {sink.name!r} failed to {action}: {type(exc).__name__}: {exc}; "
+                f"up to {count} records of this run may be missing there",
+                sink=sink.name,
+                possibly_lost_records=count,
+            )
+            for run, count in counts.items()
+        ]
+
+    def _force_flush_sinks(self, timeout_s: float) -> None:
+        for sink in self.sinks:
+            self._guard(sink, lambda s: s.force_flush(timeout_s))
+
+    def _guard(self, sink: Sink, action: Callable[[Sink], None]) -> None:
+        try:
+            action(sink)
+        except Exception as exc:
+            self.sink_failures[sink.name] += 1
+            self._warn_once(sink.name, _described(exc))
+
+    def _warn_once(self, sink_name: str, message: str) -> None:
+        if sink_name in self._warned_sinks:
+            return
+        self._warned_sinks.add(sink_name)
+        logger.warning(
+            "transcript-otel: sink %r: %s (further failures become transcript.error records)",
+            sink_name,
+            message,
+        )
+
+
+def _described(exc: Exception) -> str:
+    """`OSError: [Errno 28] No space left on device: '/path'`: the type, and the file if any."""
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,258 @@
+"""The background writer: one daemon thread that drains the backlog into the sinks.
+
+It wakes every `flush_interval_s`, or when the backlog passes `WAKE_THRESHOLD` or a run
+stops, and does everything the agent's thread does not: formatting, validation, JSON
+encoding, file I/O and OTel calls. It works in batches of up to `WAKE_THRESHOLD` records and
+hands each batch to the sinks in their order (`sink_writing.py`), the JSONL mirror first, so
+a slow OTel exporter delays the mirror by at most one batch. Flush requests and deferred
+actions queued among the records are served once everything queued before them is written.
+
+The writer needs the GIL, so whatever it does while the agent is busy delays the
+agent. When it wakes while records are still arriving, it first waits for a pause
+(no new record for `PAUSE_S`, then for longer and longer while they keep coming),
+for at most `MAX_DEFER_S`, and less when the backlog nears half its bound or someone
+waits for a flush: a burst of entries is written right after the burst, in the time
+the agent then spends waiting for its model.
+While it works it lets go of the GIL every `YIELD_EVERY_S`: the agent, back from I/O,
+would otherwise wait for the interpreter's switch interval (5 ms) to get it back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from transcript_otel.capture.backlog_bound import BacklogBound
+from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD, DeferredAction, FlushRequest, logger
+from transcript_otel.capture.registry import register_exit_handler
+from transcript_otel.capture.sink_writing import SinkWriting
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.otel.export_drops import let_this_thread_wait
+from transcript_otel.otel.metrics import BACKLOG, count_dropped
+from transcript_otel.otel.suppression import suppress_instrumentation
+from transcript_otel.records.content import ContentPolicy
+from transcript_otel.records.content_search import DeferredSearch, search_batch
+from transcript_otel.records.entry_record import prepare_entry, usable_timestamp
+from transcript_otel.records.prepared import PreparedRecord, error_record, prepare_lifecycle
+from transcript_otel.records.queued import QueuedItem
+from transcript_otel.records.redaction import Redactor
+from transcript_otel.records.serialize import preview
+
+MAX_BATCH_BYTES: Final = 2 * 1024 * 1024  # of entry JSON prepared before the sinks take it
+DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
+PAUSE_S: Final = 0.005
+MAX_DEFER_S: Final = 0.5
+_MIN_LOOK_S: Final = 0.001  # the shortest wait between two looks for a pause
+# How long the writer may wait, per batch, for room in the OTLP export queues (while
+# a live backend sets the pace); only while that costs the JSONL mirror nothing.
+MAX_EXPORT_WAIT_S: Final = 1.0
+
+
+def _repairs_report(record: PreparedRecord) -> PreparedRecord:
+    """The `transcript.error` that follows an entry that had to be repaired, naming its problems."""
+    return error_record(
+        record.run,
+        record.timestamp_ns,
+        "; ".join(record.problems),
+        record.otel_context,
+        entry_type=record.context.get("entry_type"),
+        source=record.context.get("source"),
+        sequence_number=record.context.get("sequence_number"),
+    )
+
+
+def _with_repairs_reports(batch: list[PreparedRecord]) -> list[PreparedRecord]:
+    """`batch`, each entry that had to be repaired followed by the report of its problems
+    (made once the batch's searches, which may add one, are done)."""
+    for record in batch:
+        if record.problems:
+            break
+    else:
+        return batch  # the common case: nothing repaired
+    reported: list[PreparedRecord] = []
+    for record in batch:
+        reported.append(record)
+        if record.problems:
+            reported.append(_repairs_report(record))
+    return reported
+
+
+class BackgroundWriter(SinkWriting, BacklogBound):
+    """The writer thread: started on first use, it prepares the records and writes them."""
+
+    # Secrets go before any sink sees an entry (`redaction.py`); on by default.
+    redactor: Redactor
+    # How much content every sink gets (`content.py`); everything by default.
+    content_policy: ContentPolicy
+
+    def ensure_running(self) -> None:
+        """Start the writer thread, unless it runs already or the pipeline is closed."""
+        if self._thread is not None or self._closed:
+            return
+        with self._lock:
+            if self._thread is not None or self._closed:
+                return
+            register_exit_handler()
+            thread = threading.Thread(target=self._writer_loop, name="transcript-otel-writer", daemon=True)
+            self._thread = thread
+            thread.start()
+
+    def _run_action(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as exc:
+            self.internal_errors += 1
+            logger.warning("transcript-otel: deferred action failed: %r", exc)
+
+    def _writer_loop(self) -> None:
+        # Our own OTel calls must not be traced by other instrumentations.
+        with suppress_instrumentation():
+            self._drain_until_closed()
+
+    def _drain_until_closed(self) -> None:
+        while True:
+            self._wake.wait(self.flush_interval_s)
+            self._wake.clear()
+            self._wait_for_pause()
+            self._flush_wanted.clear()
+            try:
+                self._drain()
+            except Exception as exc:  # the writer must survive anything
+                self.internal_errors += 1
+                logger.warning("transcript-otel: writer error: %r", exc)
+            if self._closed and not self.backlog:
+                return
+
+    def _wait_for_pause(self) -> None:
+        """Wait, bounded, until no record arrived since the last look (see the module's docstring).
+
+        Each look takes the GIL from an agent that may be busy (0.7 ms of a 55 ms
+        `evaluate()` in a scratch run, when it looked every `PAUSE_S`), so while records
+        keep coming the writer looks half as often each time, but never later than half
+        the time in which, at the rate they came, the backlog would be half full.
+        """
+        deadline = time.monotonic() + MAX_DEFER_S
+        half_full = self.backlog_limit // 2
+        seen = len(self.backlog)
+        interval = PAUSE_S
+        while 0 < seen < half_full:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._flush_wanted.wait(min(interval, left)):
+                return
+            now = len(self.backlog)
+            if now <= seen:
+                return
+            time_to_half_full = (half_full - now) * interval / (now - seen)
+            interval = max(_MIN_LOOK_S, min(2 * interval, time_to_half_full / 2))
+            seen = now
+
+    def _drain(self) -> None:
+        backlog = self.backlog
+        while True:
+            batch: list[PreparedRecord] = []
+            deferred: list[DeferredSearch] = []  # entries whose content is searched with the batch
+            batch_bytes = 0
+            taken: list[QueuedItem] = []
+            request: FlushRequest | DeferredAction | None = None
+            # Prepared records hold their JSON until the sinks took them: a batch is
+            # bounded in bytes too, or 256 large entries would sit outside the backlog's bound.
+            while len(batch) < WAKE_THRESHOLD and batch_bytes < MAX_BATCH_BYTES:
+                try:
+                    item = backlog.popleft()
+                except IndexError:
+                    break
+                if isinstance(item, (FlushRequest, DeferredAction)):
+                    request = item
+                    break
+                taken.append(item)
+                batch_bytes += self._prepare(item, batch, deferred)
+                if time.perf_counter() >= self._yield_at:
+                    self._yield_gil()
+            if deferred:
+                search_batch(deferred)
+            batch = _with_repairs_reports(batch)
+            if taken:
+                self._measure_on_writer(taken)
+            let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
+            if batch:
+                self._write_batch(batch)
+                self._room.set()
+                if request is not None and (self._after_batch or self._next_records):
+                    # What the batch's actions record is written before the request is served.
+                    backlog.appendleft(request)
+                    request = None
+                self._settle()
+            if isinstance(request, DeferredAction):
+                self._run_action(request.action)
+                self._settle()
+            elif request is not None:
+                if not request.deep:
+                    with self._lock:
+                        self._flushes_pending -= 1
+                if request.deep and not self._mirror_only:
+                    self._force_flush_sinks(request.timeout_s)
+                request.done.set()
+            elif not batch:
+                return
+
+    def _settle(self) -> None:
+        """Run the actions due after what was just written; queue the records they made first."""
+        while self._after_batch:
+            actions, self._after_batch = self._after_batch, []
+            for action in actions:
+                self._run_action(action)
+        if self._next_records:
+            self.backlog.extendleft(reversed(self._next_records))
+            self._next_records.clear()
+
+    def _may_wait_for_export(self) -> bool:
+        """Whether the writer may wait for a live backend to take what it sends (backpressure):
+        only while that costs the JSONL mirror nothing, that is, with no flush of the mirror
+        waiting (a deep flush asks for the exports too), the
+        backlog under three quarters of its bound (the last quarter is the mirror's room to
+        catch up), and not in the mirror-only end of a shutdown."""
+        return (
+            not self._mirror_only
+            and not self._flushes_pending
+            and len(self.backlog) < self.backlog_limit * 3 // 4
+        )
+
+    def _prepare(self, item: QueuedItem, batch: list[PreparedRecord], deferred: list[DeferredSearch]) -> int:
+        """Append the records `item` yields: a pending drop report, then the record (the
+        report of its repairs follows once the batch is searched: `_with_repairs_reports`).
+        The entry's JSON size (detail and raw); 0 for anything else."""
+        event, run = item[0], item[1]
+        if run.held_start is not None:
+            held, run.held_start = run.held_start, None
+            if event is TranscriptEvent.STOP:
+                return 0  # a run inherited by a forked child that recorded nothing: no file at all
+            self._prepare(held, batch, deferred)
+        if run.dropped != run.dropped_reported:
+            dropped = run.take_unreported_drops()
+            count_dropped(dropped, BACKLOG)
+            batch.append(
+                error_record(
+                    run,
+                    time.time_ns(),
+                    f"{dropped} transcript entries dropped: the backlog exceeded its bound of "
+                    f"{self.max_backlog_bytes} bytes while the sinks fell behind",
+                    dropped_entries=dropped,
+                )
+            )
+        try:
+            if event is TranscriptEvent.ENTRY:
+                record = prepare_entry(item, self.redactor, self.content_policy, deferred)
+            else:
+                record = prepare_lifecycle(item, self.redactor)
+        except Exception as exc:
+            self.internal_errors += 1
+            at = usable_timestamp(item[4])  # the one field that may be what failed
+            message = f"could not build record: {preview(exc)}"
+            batch.append(error_record(run, time.time_ns() if at is None else at, message))
+            return 0
+        batch.append(record)
+        if event is TranscriptEvent.ENTRY:
+            return len(record.detail_json or b"") + len(record.context.get("raw") or "")
+        return 0
