@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from transcript_otel import read_records
-from transcript_otel.exports import bundle
-from transcript_otel.exports.bundle import BundleInfo, iter_bundle_records, write_bundle
+from transcript_otel.exports import bundle_sources
+from transcript_otel.exports.bundle import BundleInfo, write_bundle
+from transcript_otel.reading import bundle
+from transcript_otel.reading.bundle import iter_bundle_records
 from transcript_otel.reading.reconstruct import TranscriptReadWarning
 from transcript_otel.version import __version__
 
@@ -289,7 +291,7 @@ def test_no_source_or_prompt_name_escapes_the_bundle(tmp_path: Path) -> None:
 
 
 def test_sources_beyond_the_limit_share_one_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bundle, "MAX_SOURCE_FILES", 2)
+    monkeypatch.setattr(bundle_sources, "MAX_SOURCE_FILES", 2)
     sources = ["main", "subagent:a", "subagent:b", "subagent:c", "subagent:b"]
     info = write_bundle(small_run(*(entry(s, 1) for s in sources)), tmp_path / "run.zip")
 

@@ -14,16 +14,15 @@ from typing import Any
 import pytest
 
 from transcript_otel import read_records
-from transcript_otel.exports import devflow
-from transcript_otel.exports.devflow import (
+from transcript_otel.exports import devflow_turns
+from transcript_otel.exports.devflow import devflow_run_id, write_devflow
+from transcript_otel.exports.devflow_format import (
     GZIP_THRESHOLD,
     DevflowToolCall,
     DevflowTranscript,
     DevflowTurn,
-    devflow_run_id,
-    read_devflow,
-    write_devflow,
 )
+from transcript_otel.exports.devflow_reader import read_devflow
 from transcript_otel.reading.sources import open_run
 
 from helpers import ListRun
@@ -917,15 +916,15 @@ def test_a_100000_entry_run_round_trips_in_bounded_memory(tmp_path: Path) -> Non
 def test_a_call_that_never_gets_its_result_does_not_hold_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(devflow, "_MAX_HELD_TURNS", 50)
+    monkeypatch.setattr(devflow_turns, "_MAX_HELD_TURNS", 50)
     written: list[int] = []
-    real_write: Callable[[Any, Any], None] = devflow._TurnWriter._write
+    real_write: Callable[[Any, Any], None] = devflow_turns.TurnWriter._write
 
     def write(self: Any, turn: Any) -> None:
         written.append(len(self._held))
         real_write(self, turn)
 
-    monkeypatch.setattr(devflow._TurnWriter, "_write", write)
+    monkeypatch.setattr(devflow_turns.TurnWriter, "_write", write)
     transcript = export(tmp_path, GeneratedRun(500, hang_first_call=True))
     assert max(written) <= 50
     assert len(transcript.turns) == 999

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
+from transcript_otel.reading.bundle import iter_bundle_records
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.reading.otlp_records import NotOtlpError, records_from_otlp
 from transcript_otel.reading.reconstruct import TranscriptReadWarning
@@ -66,8 +67,6 @@ class RunSource:
         bytes, another program's log): corrupt input, not an empty run.
         """
         if self.kind == "bundle":
-            from transcript_otel.exports.bundle import iter_bundle_records
-
             yield from iter_bundle_records(self.path)
             return
         read = 0
