@@ -1,5 +1,5 @@
 """The two halves of `transcript-otel run`'s capture, in process: the relay's copy of the
-output (`cli.relay.CaptureCopy`) and the wrapper's reading of it (`cli.capture`).
+output (`cli.relay.capture_copy.CaptureCopy`) and the wrapper's reading of it (`cli.capture`).
 
 The relay never waits for capture: what capture has not taken is held up to a bound, and
 output beyond it is dropped from the copy, with a gap frame where it was. The capture side
@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.cli import capture, relay
+from transcript_otel.cli import capture
 from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
+from transcript_otel.cli.relay import capture_copy, protocol
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings.lines import PlainAdapter
 
@@ -28,15 +29,15 @@ from helpers import run_records
 
 
 def frame(kind: bytes, payload: bytes = b"") -> bytes:
-    return relay.HEADER.pack(kind, len(payload)) + payload
+    return protocol.HEADER.pack(kind, len(payload)) + payload
 
 
 def frames(data: bytes) -> list[tuple[bytes, bytes]]:
     found = []
     while data:
-        kind, size = relay.HEADER.unpack_from(data)
-        found.append((kind, data[relay.HEADER.size : relay.HEADER.size + size]))
-        data = data[relay.HEADER.size + size :]
+        kind, size = protocol.HEADER.unpack_from(data)
+        found.append((kind, data[protocol.HEADER.size : protocol.HEADER.size + size]))
+        data = data[protocol.HEADER.size + size :]
     return found
 
 
@@ -69,21 +70,21 @@ def test_the_copy_is_held_up_to_its_bound_then_dropped_and_reported_as_a_gap_at_
 ) -> None:
     data_read, data_write = os.pipe()
     report_read, report_write = os.pipe()
-    copy = relay.CaptureCopy(data_write, report_write)
+    copy = capture_copy.CaptureCopy(data_write, report_write)
     big = b"line of output\n" * 200_000  # 3 MB: more than the pipe holds, the rest is held
     copy.add(big)
     assert copy.held_bytes > 0
-    monkeypatch.setattr(relay, "MAX_HELD_BYTES", copy.held_bytes + 5)
+    monkeypatch.setattr(capture_copy, "MAX_HELD_BYTES", copy.held_bytes + 5)
     copy.add(b"dropped\nline ")  # over the bound: dropped from the copy, counted
     copy.add(b"more\nfive\n")  # and this; it ended a line
     copy.add(b"ok\n")  # fits again: the gap is reported first, at its place in the copy
-    copy.report(relay.EXITED, relay.STATUS.pack(0))
+    copy.report(protocol.EXITED, protocol.STATUS.pack(0))
     data, reports = read_in_background(data_read), read_in_background(report_read)
     copy.finish()
     assert data() == big + b"ok\n"
     assert frames(reports()) == [
-        (relay.GAP, relay.GAP_AT.pack(len(big), 23, 3, True)),
-        (relay.EXITED, relay.STATUS.pack(0)),
+        (protocol.GAP, protocol.GAP_AT.pack(len(big), 23, 3, True)),
+        (protocol.EXITED, protocol.STATUS.pack(0)),
     ]
 
 
@@ -91,7 +92,7 @@ def test_the_kernel_copies_what_a_pipe_holds_without_taking_it_from_the_command(
     data_read, data_write = os.pipe()
     report_read, report_write = os.pipe()
     source_read, source_write = os.pipe()
-    copy = relay.CaptureCopy(data_write, report_write)
+    copy = capture_copy.CaptureCopy(data_write, report_write)
     os.write(source_write, b"hello\n")
     assert copy.tee(source_read) == 6
     assert os.read(source_read, 100) == b"hello\n"  # still there, for our stdout
@@ -142,10 +143,10 @@ class Relay:
 
 def test_lines_split_across_reads_and_the_reports_are_read() -> None:
     relay_end = Relay()
-    relay_end.report(relay.PID, relay.NUMBER.pack(1234))
+    relay_end.report(protocol.PID, protocol.NUMBER.pack(1234))
     relay_end.output(b"first\nsec")
     relay_end.output(b"ond\nthird")
-    relay_end.report(relay.EXITED, relay.STATUS.pack(-15))
+    relay_end.report(protocol.EXITED, protocol.STATUS.pack(-15))
     relay_end.output(b" and last")  # no newline at the end: still a line
     capture_end = relay_end.end()
     assert relay_end.lines.lines == [b"first\n", b"second\n", b"third and last"]
@@ -164,8 +165,8 @@ def test_on_a_terminal_lines_lose_the_carriage_return() -> None:
 def test_a_gap_loses_the_lines_it_cut_and_no_other() -> None:
     relay_end = Relay()
     # As the relay does: each gap is reported before the output that follows it.
-    relay_end.report(relay.GAP, relay.GAP_AT.pack(15, 30, 2, False))  # "rt\nlost\nhalf of a"
-    relay_end.report(relay.GAP, relay.GAP_AT.pack(32, 5, 1, True))  # "gone\n": it ended a line
+    relay_end.report(protocol.GAP, protocol.GAP_AT.pack(15, 30, 2, False))  # "rt\nlost\nhalf of a"
+    relay_end.report(protocol.GAP, protocol.GAP_AT.pack(32, 5, 1, True))  # "gone\n": it ended a line
     relay_end.output(b"kept\nbroken sta")  # 15 bytes
     relay_end.output(b" line\nkept again\n")  # 17 bytes
     relay_end.output(b"kept to the end\n")
@@ -180,7 +181,7 @@ def test_a_gap_loses_the_lines_it_cut_and_no_other() -> None:
 
 def test_a_gap_at_the_very_end_is_counted() -> None:
     relay_end = Relay()
-    relay_end.report(relay.GAP, relay.GAP_AT.pack(6, 12, 2, True))
+    relay_end.report(protocol.GAP, protocol.GAP_AT.pack(6, 12, 2, True))
     relay_end.output(b"first\n")
     capture_end = relay_end.end()
     assert relay_end.lines.lines == [b"first\n"]
@@ -208,7 +209,7 @@ def test_what_capture_has_no_time_for_after_the_output_is_counted(monkeypatch: p
     relay_end = Relay()
     relay_end.output(b"recorded\n")
     wait_until(lambda: relay_end.lines.lines == [b"recorded\n"])
-    relay_end.report(relay.OUTPUT_DONE)
+    relay_end.report(protocol.OUTPUT_DONE)
     wait_until(lambda: not relay_end.capture.recording)
     relay_end.output(b"late one\nlate two\n")
     capture_end = relay_end.end()

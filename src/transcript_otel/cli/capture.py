@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from transcript_otel.cli import relay
+from transcript_otel.cli.relay import protocol
 from transcript_otel.instrumentation._agent_run import TURN_CONTENT, TURN_REPORTS, AgentRun, starts_new_turn
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.lines import AutoAdapter, LineAdapter, capabilities_of, effective_name
@@ -258,10 +258,10 @@ class OutputCapture:
         return False
 
     def _on_reports(self) -> None:
-        header = relay.HEADER.size
+        header = protocol.HEADER.size
         start = 0
         while len(self._reports) - start >= header:
-            kind, size = relay.HEADER.unpack_from(self._reports, start)
+            kind, size = protocol.HEADER.unpack_from(self._reports, start)
             if len(self._reports) - start - header < size:
                 break
             payload = bytes(self._reports[start + header : start + header + size])
@@ -270,15 +270,15 @@ class OutputCapture:
         del self._reports[:start]
 
     def _on_report(self, kind: bytes, payload: bytes) -> None:
-        if kind == relay.GAP:
-            self._gaps.append(relay.GAP_AT.unpack(payload))
-        elif kind == relay.PID:
-            self.pid = relay.NUMBER.unpack(payload)[0]
-        elif kind == relay.EXITED:
-            self.status = relay.STATUS.unpack(payload)[0]
-        elif kind == relay.EXEC_FAILED:
-            self.exec_errno = relay.STATUS.unpack(payload)[0]
-        elif kind == relay.OUTPUT_DONE:
+        if kind == protocol.GAP:
+            self._gaps.append(protocol.GAP_AT.unpack(payload))
+        elif kind == protocol.PID:
+            self.pid = protocol.NUMBER.unpack(payload)[0]
+        elif kind == protocol.EXITED:
+            self.status = protocol.STATUS.unpack(payload)[0]
+        elif kind == protocol.EXEC_FAILED:
+            self.exec_errno = protocol.STATUS.unpack(payload)[0]
+        elif kind == protocol.OUTPUT_DONE:
             self._deadline = time.monotonic() + CAPTURE_GRACE_S
 
     def _on_data(self, data: bytes) -> None:

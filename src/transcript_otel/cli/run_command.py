@@ -47,6 +47,7 @@ from opentelemetry import propagate, trace
 from transcript_otel.cli import relay
 from transcript_otel.cli.capture import LineRecorder, OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
+from transcript_otel.cli.relay import protocol
 from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
@@ -56,7 +57,7 @@ from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
 _logger = logging.getLogger(__name__)
 
-FORWARDED_SIGNALS: Final = relay.FORWARDED_BY_WRAPPER
+FORWARDED_SIGNALS: Final = protocol.FORWARDED_BY_WRAPPER
 ADAPTER: Final = "cli"
 EXIT_CANNOT_EXECUTE: Final = 126
 EXIT_NOT_FOUND: Final = 127
@@ -66,7 +67,12 @@ CAPTURE_NICENESS: Final = 19
 _SI_KERNEL: Final = 0x80  # Linux's si_code of a signal the kernel sent (a terminal's Ctrl-C)
 _LOOK_S: Final = 0.1
 _WAITED: Final = frozenset({*FORWARDED_SIGNALS, signal.SIGCHLD})
-_RELAY: Final = str(Path(relay.__file__).resolve())
+# The relay's program: its package (standard library only) imported on its own, from the
+# directory that holds it: the one path the isolated interpreter gets besides the standard library.
+_RELAY_PROGRAM: Final = (
+    f"import sys; sys.path.append({str(Path(relay.__file__).resolve().parent.parent)!r}); "
+    "from relay.copy_loop import main; sys.exit(main(sys.argv))"
+)
 
 
 class CommandFailed(Exception):
@@ -166,8 +172,9 @@ def _spawn_relay(
     """The relay, which starts the command (`cli.relay`); it inherits what the command will,
     and `fds`: the write ends of the copy's pipe and of the reports' pipe."""
     job = os.getpgrp() == os.getpid()  # we lead a job of a shell's: Ctrl-Z on the pty stops the job
-    mode = relay.PTY_MODE if terminal else relay.PIPE_MODE
-    arguments = [sys.executable, "-I", "-S", _RELAY, *map(str, fds), mode, "1" if job else "0", "--"]
+    mode = protocol.PTY_MODE if terminal else protocol.PIPE_MODE
+    relay_arguments = [*map(str, fds), mode, "1" if job else "0", "--"]
+    arguments = [sys.executable, "-I", "-S", "-c", _RELAY_PROGRAM, *relay_arguments]
     try:
         for fd in fds:
             os.set_inheritable(fd, True)

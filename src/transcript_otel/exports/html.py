@@ -6,7 +6,8 @@ tokens, cost, tools), a second writes the entries as compact JSON in
 `<script type="application/json" class="tx-chunk">` blocks of at most
 `_CHUNK_ENTRIES` entries (every `<` escaped as `\\u003c`, so no text can close the
 block or open a comment), each followed by a `<noscript>` plain list of the same
-entries for a browser without JavaScript.
+entries for a browser without JavaScript. This module assembles the page; the
+header comes from `html_header.run_header`, each entry's JSON from `html_entries.entry_data`.
 
 The page's script (`html_page.js`, inlined) sorts the entries by time, groups
 them into turns (a main `user_message` opens one, as does a Codex `turn_started`
@@ -24,31 +25,17 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from html import escape
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from transcript_otel.genai.attributes import (
-    cost_usd,
-    message_usage,
-    tool_failed,
-    tool_identity,
-    usage_attributes,
-)
+from transcript_otel.exports.html_entries import entry_data, epoch_us, error_notice, malformed
+from transcript_otel.exports.html_header import page_text, run_header
 from transcript_otel.model.entries import TranscriptEvent
-from transcript_otel.reading.digest import TOKEN_NAMES, RunDigest
-from transcript_otel.reading.reconstruct import entry_from_context
-from transcript_otel.reading.text import (
-    ROLES,
-    assistant_parts,
-    compact_json,
-    entry_text,
-    tool_input,
-    tool_output,
-)
-from transcript_otel.records.serialize import dumps, safe_text
+from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.text import ROLES, compact_json
+from transcript_otel.records.serialize import dumps
 
 if TYPE_CHECKING:
     from transcript_otel.reading.sources import RecordSource
@@ -64,11 +51,6 @@ _SYMBOLS: Final = {
     "assistant": "\U0001f916",
     "tool": "\U0001f527",
 }
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND: Final = timedelta(microseconds=1)
-# Entry kinds the page shows besides the canonical entry types.
-MALFORMED: Final = "malformed"
-TRANSCRIPT_ERROR: Final = "transcript.error"
 
 
 def write_html(source: RecordSource, out: TextIO, *, title: str | None = None) -> int:
@@ -86,146 +68,9 @@ def write_html(source: RecordSource, out: TextIO, *, title: str | None = None) -
     return count
 
 
-# -- the entries' data ------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    """Text a UTF-8 page can hold (lone surrogates escaped)."""
-    return safe_text(value if isinstance(value, str) else str(value))[0]
-
-
-def _epoch_us(moment: datetime) -> int:
-    """Microseconds since the epoch, exactly (a naive time is taken as UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-def _words(entry_type: str, detail: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
-    """(thinking, the text to show, whether there are no words but the detail's own JSON).
-
-    A tool result shows its output, a Claude assistant message its text blocks with
-    its thinking blocks apart; every other entry its `entry_text`.
-    """
-    thinking = None
-    if entry_type == "tool_result":
-        words = tool_output(detail)
-    elif entry_type == "assistant_message":
-        thinking, words = assistant_parts(detail)
-        if not words and thinking is None:
-            words = entry_text(entry_type, detail)
-    else:
-        words = entry_text(entry_type, detail)
-    if words.startswith("{") and words == compact_json(detail):
-        return thinking, None, True
-    return thinking, words, False
-
-
-def _short_usage(usage: Mapping[str, int]) -> dict[str, int]:
-    """`gen_ai.usage.*` counts under the page's short names."""
-    return {TOKEN_NAMES[key]: value for key, value in usage.items() if key in TOKEN_NAMES}
-
-
-def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict[str, Any], int]:
-    """The page's JSON object for one `transcript.entry` context, and its time (`at_us` if it has none).
-
-    Keys: `i` file order, `k` entry type, `s` source, `n` sequence number, `ts` the
-    recorded timestamp, `us` epoch microseconds, `x` the text (absent when the only
-    words are the detail's JSON: `xj`), `th` an assistant message's thinking, `d` the
-    detail, `r` raw (unknown and malformed entries), `c`/`nm`/`in` call id, tool name and input, `f` failed,
-    `ms` reported duration, `u` token counts, `cost`, `mu` a message's usage.
-    """
-    try:
-        entry = entry_from_context(context)
-    except ValueError as exc:
-        return _malformed(index, context, at_us, str(exc)), at_us
-    at_us = _epoch_us(entry.timestamp)
-    kind, detail = entry.entry_type, entry.detail
-    data: dict[str, Any] = {
-        "i": index,
-        "k": kind,
-        "s": entry.source,
-        "n": entry.sequence_number,
-        "ts": context.get("timestamp"),
-        "us": at_us,
-    }
-    thinking, words, fallback = _words(kind, detail)
-    if words is not None:
-        data["x"] = words
-    if fallback:
-        data["xj"] = 1
-    if thinking is not None:
-        data["th"] = thinking
-    data["d"] = detail
-    if kind in ("unknown", "error") and entry.raw is not None:
-        data["r"] = entry.raw
-    if kind in ("tool_use", "tool_result"):
-        call_id, name = tool_identity(detail)
-        if call_id is not None:
-            data["c"] = call_id
-        if name is not None:
-            data["nm"] = name
-        if kind == "tool_use":
-            data["in"] = tool_input(detail)
-        else:
-            if tool_failed(detail):
-                data["f"] = 1
-            reported = detail.get("duration_ms")
-            if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
-                data["ms"] = reported
-    elif kind == "token_usage":
-        usage = _short_usage(usage_attributes(detail))
-        if usage:
-            data["u"] = usage
-        cost = cost_usd(detail)
-        if cost:
-            data["cost"] = cost
-    elif kind == "assistant_message":
-        counted = message_usage(detail)
-        if counted is not None:
-            data["mu"] = [counted[0], _short_usage(counted[1])]
-    return data, at_us
-
-
-def _malformed(index: int, context: Mapping[str, Any], at_us: int, reason: str) -> dict[str, Any]:
-    source = context.get("source")
-    timestamp = context.get("timestamp")
-    return {
-        "i": index,
-        "k": MALFORMED,
-        "s": source if isinstance(source, str) and source else "main",
-        "n": context.get("sequence_number"),
-        "ts": timestamp if isinstance(timestamp, str) else None,
-        "us": at_us,
-        "x": reason,
-        "r": compact_json(dict(context)),
-    }
-
-
-def _error_notice(
-    index: int, context: Mapping[str, Any], record: Mapping[str, Any], at_us: int
-) -> dict[str, Any]:
-    """A `transcript.error` record (something went wrong while capturing) as a notice in the timeline."""
-    words = context.get("error") or record.get("message") or "transcript error"
-    source = context.get("source")
-    return {
-        "i": index,
-        "k": TRANSCRIPT_ERROR,
-        "s": source if isinstance(source, str) and source else "main",
-        "n": context.get("sequence_number"),
-        "ts": record.get("timestamp") if isinstance(record.get("timestamp"), str) else None,
-        "us": at_us,
-        "x": words if isinstance(words, str) else compact_json(words),
-        "d": dict(context),
-    }
-
-
 def _script_json(value: Any) -> str:
     """JSON that can sit inside a `<script>` element: no `<` at all (so no `</script>`, no `<!--`)."""
     return dumps(value).data.replace(b"<", b"\\u003c").decode("utf-8")
-
-
-# -- the page ---------------------------------------------------------------------------
 
 
 @cache
@@ -241,30 +86,6 @@ def _csp(script: str) -> str:
     )
 
 
-def _tokens_text(count: int) -> str:
-    return f"{count:,}"
-
-
-def _cost_text(cost: float) -> str:
-    return f"${cost:.6f}".rstrip("0").rstrip(".") if cost else "\u2014"
-
-
-def _duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "\u2014"
-    if seconds < 60:
-        return f"{seconds:.3f} s"
-    minutes, rest = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{int(minutes)} min {rest:04.1f} s"
-    hours, minutes = divmod(int(minutes), 60)
-    return f"{hours} h {minutes:02d} min {int(rest):02d} s"
-
-
-def _moment_text(moment: datetime | None) -> str:
-    return moment.isoformat(sep=" ", timespec="milliseconds") if moment else "\u2014"
-
-
 @lru_cache(maxsize=1024)
 def _fallback_prefix(kind: str, tool: Any, source: Any) -> tuple[str, str]:
     """The markup around an entry's time in the no-script list (few distinct values: cached)."""
@@ -275,8 +96,8 @@ def _fallback_prefix(kind: str, tool: Any, source: Any) -> tuple[str, str]:
     symbol = "".join(f"&#x{ord(char):x};" for char in symbol or _SYMBOLS["system"])
     label = kind if tool is None else f"{kind} {tool}"
     return (
-        f' class="k-{escape(_text(kind))}">',
-        f" {symbol} <b>{escape(_text(label))}</b> <i>{escape(_text(source))}</i> <span>",
+        f' class="k-{escape(page_text(kind))}">',
+        f" {symbol} <b>{escape(page_text(label))}</b> <i>{escape(page_text(source))}</i> <span>",
     )
 
 
@@ -303,10 +124,10 @@ class _PageWriter:
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{_csp(_asset("html_page.js"))}">\n'
             '<meta name="generator" content="transcript-otel">\n'
-            f"<title>{escape(_text(page_title))}</title>\n<style>\n{_asset('html_page.css')}</style>\n"
+            f"<title>{escape(page_text(page_title))}</title>\n<style>\n{_asset('html_page.css')}</style>\n"
             "</head>\n<body>\n"
         )
-        write(self._header())
+        write(run_header(digest))
         write(
             '<nav id="toolbar" hidden></nav>\n<main id="timeline" aria-live="polite">'
             '<noscript><p class="notice">JavaScript is off: the entries are listed below as plain '
@@ -314,121 +135,11 @@ class _PageWriter:
             '<div id="more" hidden></div>\n<div id="tx-data">\n'
         )
 
-    def _fact(self, label: str, field: str, text: str, value: Any = None, *, title: str | None = None) -> str:
-        data_value = "" if value is None else f' data-value="{escape(_text(value))}"'
-        hint = "" if title is None else f' title="{escape(_text(title))}"'
-        return (
-            f'<div class="fact"><dt>{escape(label)}</dt>'
-            f'<dd data-field="{field}"{data_value}{hint}>{escape(_text(text))}</dd></div>\n'
-        )
-
-    def _header(self) -> str:
-        digest = self._digest
-        status = digest.status
-        total = sum(digest.by_type.values())
-        parts = [
-            '<header id="run">\n<div class="title">',
-            f'<h1 data-field="prompt_name">{escape(_text(digest.prompt_name or "(unnamed run)"))}</h1>',
-            f'<span class="status status-{status}" data-field="status">{status}</span></div>\n',
-            '<dl class="facts">\n',
-            self._fact("adapter", "adapter", digest.adapter or "\u2014"),
-            self._fact("session", "session_id", digest.session_id or "\u2014"),
-            self._fact("run", "run_id", digest.run_id or "\u2014"),
-        ]
-        if digest.trace_id:
-            parts.append(self._fact("trace", "trace_id", digest.trace_id))
-        started = digest.started.isoformat() if digest.started else None
-        ended = digest.ended.isoformat() if digest.ended else None
-        parts += [
-            self._fact("started", "started", _moment_text(digest.started), started, title=started),
-            self._fact("ended", "ended", _moment_text(digest.ended), ended, title=ended),
-            self._fact("duration", "duration_s", _duration_text(digest.duration_s), digest.duration_s),
-            self._fact("entries", "total_entries", f"{total:,}", total),
-            self._fact("turns", "turns", "\u2014"),
-        ]
-        tokens = digest.tokens
-        for name in TOKEN_NAMES.values():
-            if name in tokens:
-                label = name.replace("_", " ") + " tokens"
-                parts.append(self._fact(label, f"tokens.{name}", _tokens_text(tokens[name]), tokens[name]))
-        if not tokens:
-            parts.append(self._fact("tokens", "tokens", "none reported"))
-        cost = round(digest.cost_usd, 6)
-        parts.append(self._fact("cost", "cost_usd", _cost_text(cost), cost))
-        calls = sum(stats.calls for stats in digest.tools.values())
-        failures = sum(stats.failures for stats in digest.tools.values())
-        parts.append(
-            self._fact(
-                "tool calls",
-                "tool_calls",
-                f"{calls:,}" + (f" ({failures:,} failed)" if failures else ""),
-                calls,
-            )
-        )
-        parts.append(self._fact("errors", "error_count", f"{digest.error_count:,}", digest.error_count))
-        if len(digest.by_source) > 1:
-            lanes = ", ".join(f"{source} ({count:,})" for source, count in digest.by_source.items())
-            parts.append(self._fact("sources", "sources", lanes))
-        if digest.malformed or digest.transcript_errors or digest.dropped:
-            problems = (
-                f"{digest.malformed:,} malformed entries, {digest.transcript_errors:,} capture errors, "
-                f"{digest.dropped:,} entries dropped while capturing"
-            )
-            parts.append(self._fact("capture", "capture_problems", problems))
-        parts.append("</dl>\n")
-        parts.append(self._tools_table())
-        parts.append(self._errors_list())
-        if total == 0 and not digest.malformed:
-            if digest.started is None and not digest.prompt_name:
-                empty = "This run has no records: nothing was captured."
-            else:
-                empty = "No entries were recorded in this run" + (
-                    "." if digest.stopped else " (it has no transcript.stop record: it may still be running)."
-                )
-            parts.append(f'<p class="empty" data-field="empty">{escape(empty)}</p>\n')
-        parts.append("</header>\n")
-        return "".join(parts)
-
-    def _tools_table(self) -> str:
-        tools = self._digest.tools
-        if not tools:
-            return ""
-        rows = []
-        for name, stats in sorted(tools.items()):
-            summary = stats.as_dict()
-            cells = [
-                escape(_text(name)),
-                f"{stats.calls:,}",
-                f"{stats.failures:,}",
-                f"{stats.unanswered:,}",
-                "\u2014" if summary["median_ms"] is None else f"{summary['median_ms']:,.1f}",
-                "\u2014" if summary["max_ms"] is None else f"{summary['max_ms']:,.1f}",
-            ]
-            rows.append(
-                f'<tr data-tool="{escape(_text(name))}">'
-                + "".join(f"<td>{cell}</td>" for cell in cells)
-                + "</tr>"
-            )
-        return (
-            '<details class="tools-table"><summary>Tools</summary><table><thead><tr>'
-            "<th>tool</th><th>calls</th><th>failed</th><th>no result</th><th>median ms</th><th>max ms</th>"
-            "</tr></thead><tbody>" + "\n".join(rows) + "</tbody></table></details>\n"
-        )
-
-    def _errors_list(self) -> str:
-        errors = self._digest.errors
-        if not errors:
-            return ""
-        items = "".join(f"<li>{escape(_text(error))}</li>" for error in errors)
-        more = self._digest.error_count - len(errors)
-        tail = f"<li>\u2026 and {more:,} more</li>" if more > 0 else ""
-        return f'<details class="errors" open><summary>Errors</summary><ol>{items}{tail}</ol></details>\n'
-
     # -- entries --
 
     def entries(self, records: Iterable[Mapping[str, Any]]) -> int:
         started = self._digest.started
-        at_us = _epoch_us(started) if started else 0
+        at_us = epoch_us(started) if started else 0
         count = 0
         index = 0
         for record in records:
@@ -438,10 +149,10 @@ class _PageWriter:
                 if isinstance(context, Mapping):
                     data, at_us = entry_data(index, context, at_us)
                 else:
-                    data = _malformed(index, {}, at_us, "transcript.entry record without a context object")
+                    data = malformed(index, {}, at_us, "transcript.entry record without a context object")
                 count += 1
             elif event == TranscriptEvent.ERROR.value:
-                data = _error_notice(index, context if isinstance(context, Mapping) else {}, record, at_us)
+                data = error_notice(index, context if isinstance(context, Mapping) else {}, record, at_us)
             else:
                 continue
             self._add(data)
@@ -478,7 +189,8 @@ class _PageWriter:
         timestamp = data.get("ts")
         moment = timestamp[11:23] if isinstance(timestamp, str) else ""
         prefix = _fallback_prefix(str(data["k"]), data.get("nm"), data["s"])
-        return f"<li{prefix[0]}<time>{escape(moment)}</time>{prefix[1]}{escape(_text(words))}</span></li>\n"
+        text = escape(page_text(words))
+        return f"<li{prefix[0]}<time>{escape(moment)}</time>{prefix[1]}{text}</span></li>\n"
 
     def _flush(self) -> None:
         """End the open data block and write its entries' no-script list."""
@@ -500,7 +212,7 @@ class _PageWriter:
         digest = self._digest
         meta = {
             "entries": count,
-            "started_us": _epoch_us(digest.started) if digest.started else None,
+            "started_us": epoch_us(digest.started) if digest.started else None,
             "digest": digest.as_dict(),
             "roles": dict(ROLES),
             "symbols": _SYMBOLS,
