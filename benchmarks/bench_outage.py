@@ -89,12 +89,13 @@ def _baseline_logger_provider() -> SdkLogs:
     from opentelemetry._logs import set_logger_provider
 
     from transcript_otel.otlp import exporters
+    from transcript_otel.otlp.export_sizes import DEFAULT_BATCH_SIZE
 
     url = exporters.endpoint_for("LOGS")
     if url is None:
         raise RuntimeError("OTEL_EXPORTER_OTLP_ENDPOINT is not set")
     exporter = exporters.otlp_exporter("LOGS", url, exporters.protocol_for("LOGS"))
-    logs = sdk_logs(exporter, max_export_batch_size=exporters.LOG_EXPORT_BATCH_SIZE)
+    logs = sdk_logs(exporter, max_export_batch_size=DEFAULT_BATCH_SIZE)
     set_logger_provider(logs.provider)
     return logs
 

@@ -39,7 +39,7 @@ from otel_setup import CountingLogExporter, ExporterMessages, SdkLogs, export_qu
 from results import Row
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.otlp import exporters
-from transcript_otel.otlp.exporters import EXPORT_QUEUE_BYTES, LOG_EXPORT_BATCH_SIZE
+from transcript_otel.otlp.export_sizes import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE_BYTES
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
@@ -312,7 +312,7 @@ def main_otlp() -> dict[str, Any]:
             rotel.http_endpoint,
             Path(directory),
             entries,
-            f"configure()'s export queue ({EXPORT_QUEUE_BYTES >> 20} MiB, batch {LOG_EXPORT_BATCH_SIZE})",
+            f"configure()'s export queue ({DEFAULT_MAX_QUEUE_BYTES >> 20} MiB, batch {DEFAULT_BATCH_SIZE})",
             configure_providers,
         )
     info = {"exporter_messages": dict(messages.counts)}

@@ -24,7 +24,7 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from transcript_otel.otlp.export_queue import BoundedLogRecordProcessor
+from transcript_otel.otlp.export_processors import BoundedLogRecordProcessor
 
 
 class CountingLogExporter(LogRecordExporter):

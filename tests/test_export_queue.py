@@ -1,4 +1,4 @@
-"""The OTLP side's backlog (`export_queue.BoundedLogRecordProcessor`): bounded, counted, prompt.
+"""The OTLP side's backlog (`export_processors.BoundedLogRecordProcessor`): bounded, counted, prompt.
 
 A backend that is down or slow must cost a bounded amount of memory, every record it
 could not take must be accounted for in the transcript, and flushing must return
@@ -33,14 +33,9 @@ from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.otel import export_drops as _export_drops
 from transcript_otel.otel.export_drops import let_this_thread_wait, take_drop
 from transcript_otel.otlp import export_queue
-from transcript_otel.otlp.export_queue import (
-    BACKPRESSURE_WAIT_S,
-    RECORD_OVERHEAD_BYTES,
-    BoundedLogRecordProcessor,
-    BoundedSpanProcessor,
-    record_bytes,
-    span_bytes,
-)
+from transcript_otel.otlp.export_processors import BoundedLogRecordProcessor, BoundedSpanProcessor
+from transcript_otel.otlp.export_queue import BACKPRESSURE_WAIT_S
+from transcript_otel.otlp.export_sizes import RECORD_OVERHEAD_BYTES, record_bytes, span_bytes
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
 
 from receivers import free_port
@@ -500,7 +495,7 @@ def test_spans_are_bounded_in_bytes_and_their_drops_are_counted_and_announced_on
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("test")
-    with caplog.at_level(logging.WARNING, logger="transcript_otel.otlp.export_queue"):
+    with caplog.at_level(logging.WARNING, logger="transcript_otel.otlp.export_processors"):
         for number in range(40):
             span = tracer.start_span(f"execute_tool {number}")
             span.add_event("transcript.entry", {"transcript.detail": TEXT})

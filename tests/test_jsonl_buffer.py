@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel.sinks.jsonl import _BUFFER_BYTES, JsonlMirror, _OpenFile
+from transcript_otel.sinks.jsonl import JsonlMirror
+from transcript_otel.sinks.jsonl_buffer import BUFFER_BYTES, BufferedFile
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def test_long_then_short_lines_across_many_writes_come_out_exactly(
 ) -> None:
     # A line past the buffer's size, then shorter ones over the stale bytes it left, past
     # the size again in small lines, flushed at different points.
-    texts = ["x" * (3 * _BUFFER_BYTES), "short", "é" * 70_000, *(f"line {n}" for n in range(3000)), "end"]
+    texts = ["x" * (3 * BUFFER_BYTES), "short", "é" * 70_000, *(f"line {n}" for n in range(3000)), "end"]
     emitter = TranscriptEmitter(prompt_name="buffer", adapter="cli", pipeline=pipeline)
     with emitter:
         for index, text in enumerate(texts):
@@ -44,12 +45,12 @@ def test_long_then_short_lines_across_many_writes_come_out_exactly(
 def test_a_run_after_a_huge_line_still_writes_every_line(pipeline: TranscriptPipeline) -> None:
     first = TranscriptEmitter(prompt_name="huge", adapter="cli", pipeline=pipeline)
     with first:
-        first.emit("assistant_message", detail={"text": "y" * (5 * _BUFFER_BYTES)})
+        first.emit("assistant_message", detail={"text": "y" * (5 * BUFFER_BYTES)})
     second = TranscriptEmitter(prompt_name="after", adapter="cli", pipeline=pipeline)
     with second:
         for n in range(10):
             second.emit("assistant_message", detail={"text": f"after {n}"})
-    assert _texts_in_the_mirror(first) == ["y" * (5 * _BUFFER_BYTES)]
+    assert _texts_in_the_mirror(first) == ["y" * (5 * BUFFER_BYTES)]
     assert _texts_in_the_mirror(second) == [f"after {n}" for n in range(10)]
 
 
@@ -57,25 +58,25 @@ def test_a_failed_write_leaves_the_buffer_usable(tmp_path: Path) -> None:
     # The failure's traceback outlives the write: it must not keep the buffer exported
     # (an exported bytearray cannot grow).
     fd = os.open(tmp_path / "closed.jsonl", os.O_WRONLY | os.O_CREAT, 0o600)
-    handle = _OpenFile(fd)
+    handle = BufferedFile(fd)
     handle.add(b"lost\n")
     os.close(fd)
     with pytest.raises(OSError, match="Bad file descriptor") as failure:
         handle.write_pending()
     handle.fd = os.open(tmp_path / "reopened.jsonl", os.O_WRONLY | os.O_CREAT, 0o600)
-    handle.add(b"x" * (2 * _BUFFER_BYTES) + b"\n")
+    handle.add(b"x" * (2 * BUFFER_BYTES) + b"\n")
     handle.add(b"kept\n")
     handle.write_pending()
     os.close(handle.fd)
     assert failure.value is not None
-    assert (tmp_path / "reopened.jsonl").read_bytes() == b"x" * (2 * _BUFFER_BYTES) + b"\nkept\n"
+    assert (tmp_path / "reopened.jsonl").read_bytes() == b"x" * (2 * BUFFER_BYTES) + b"\nkept\n"
 
 
 def test_lines_that_fill_the_buffer_exactly_then_outgrow_it(tmp_path: Path) -> None:
     # Lines are copied into the room the buffer has; one that ends exactly at its end fits,
     # one past it grows the buffer; the bytes written are the lines, whatever was there before.
     target = tmp_path / "exact.jsonl"
-    handle = _OpenFile(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    handle = BufferedFile(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     handle.add(b"a" * 99 + b"\n")
     handle.write_pending()
     handle.add(b"b" * 49 + b"\n")

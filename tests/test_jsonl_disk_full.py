@@ -254,7 +254,7 @@ def test_each_run_in_a_shared_file_gets_its_own_gap_record(
 def test_large_entries_lost_in_a_write_mid_batch_are_counted_and_reported(
     make_pipeline: MakePipeline, runs_dir: Path, disk: FillingDisk
 ) -> None:
-    # Entries past a MiB are written out while the batch is still being taken (`_OpenFile.add`).
+    # Entries past a MiB are written out while the batch is still being taken (`BufferedFile.add`).
     pipeline = make_pipeline([JsonlMirror(runs_dir)])
     emitter = TranscriptEmitter(prompt_name="large", adapter="a", pipeline=pipeline)
     emitter.start()

@@ -143,7 +143,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     held = _HeldWarnings()
-    for name in ("transcript_otel.capture.pipeline", "transcript_otel.otlp.export_queue"):
+    for name in (
+        "transcript_otel.capture.pipeline",
+        "transcript_otel.otlp.export_queue",
+        "transcript_otel.otlp.export_processors",
+    ):
         logging.getLogger(name).addHandler(held)
         logging.getLogger(name).propagate = False
     # Registered before capture starts, so it runs after the exit's own bounded flush

@@ -75,7 +75,8 @@ class _Checker:
         self.sources: dict[tuple[str, str], _SourceState] = {}
         self.adapter_of_prompt: dict[str, str] = {}
         # Sequence numbers a `transcript.error` said are missing from this file, per (prompt,
-        # source): the JSONL mirror's record of entries a full disk kept out (`sinks/jsonl.py`).
+        # source): the JSONL mirror's record of entries a full disk kept out
+        # (`sinks/jsonl_write_failures.py`).
         self.declared_gaps: dict[tuple[str, str], list[tuple[int, int]]] = {}
 
     def fail(self, location: str, invariant: int, message: str) -> None:

@@ -3,7 +3,7 @@ how a dropped record is noticed by the sink that emitted it, how long the emitti
 thread may wait for room, and by when a shutdown must be over.
 
 The SDK's log pipeline returns nothing from `emit()`. The export queue
-(`export_queue.BoundedLogRecordProcessor`, SDK side) marks the emitting thread
+(`export_processors.BoundedLogRecordProcessor`, SDK side) marks the emitting thread
 when it drops a record; the OTel log sink (API side, no SDK import) checks the mark
 after each emit and turns a drop into a sink failure, which the pipeline counts and
 reports as a `transcript.error` record. Records the backend did not take (a failed

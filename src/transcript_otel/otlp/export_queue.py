@@ -1,32 +1,27 @@
-"""The OTLP side's backlogs: log records and spans waiting for export, bounded in bytes.
+"""The OTLP side's backlog: items waiting for export, batched on one thread, bounded in bytes.
 
 The SDK's `BatchLogRecordProcessor` queues up to 2048 records whatever their size:
 while a backend is down, 50 KB transcript entries pile up to about 0.5 GB, and what
 does not fit is dropped with no count. Its `BatchSpanProcessor` does the same with
 2048 spans, each holding the span events of its entries. Their `force_flush` exports
-everything queued, ignoring the timeout. `BoundedLogRecordProcessor` and
-`BoundedSpanProcessor` keep the same batching on one daemon thread each, but:
+everything queued, ignoring the timeout. `BoundedExportQueue`, under the processors that
+replace them (`export_processors`), keeps the same batching on one daemon thread each, but:
 
 * the records queued or being exported hold at most `max_queue_bytes` of memory
-  (their strings and bytes as Python holds them, plus a fixed cost per record);
+  (their strings and bytes as Python holds them, plus a fixed cost per record:
+  `export_sizes`);
 * while the backend takes batches, only slower than records come, a record that
   does not fit waits for room (up to `BACKPRESSURE_WAIT_S`), on the pipeline's
   writer thread only (`_export_drops.may_wait`), never an agent's: the backend sets
   the pace;
 * when the backend fails or stalls, a record that does not fit is dropped and
-  counted in `dropped`. A log record's emitting thread is told (`_export_drops`):
-  the OTel log sink turns that into a `transcript.error` record. A dropped span is
-  counted in the drop metric and named in one warning (its entries are in the log
-  records and the JSONL mirror). No loss is silent;
+  counted in `dropped`, and the processor makes the drop known (`_dropped_one`).
+  No loss is silent;
 * the records of a batch the backend did not take are counted in `failed` and the
-  drop metric; log records are reported to their runs' pipelines, which write one
-  `transcript.error` per run and batch (`failed_export_records`: how many) while the
-  run is still held by its emitter and the pipeline runs;
+  drop metric, and the processor reports them (`_report_failed`);
 * `force_flush` returns within its timeout;
 * after `fork()` the child starts empty, with its own export thread;
 * what failed exports leave behind is freed (see `_collect_failed_exports`).
-
-Needs the `[otlp]` extra (the SDK), like the exporters it feeds.
 """
 
 from __future__ import annotations
@@ -35,50 +30,30 @@ import functools
 import gc
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Mapping
 from typing import Any, Final
 
-from opentelemetry.context import Context
-from opentelemetry.sdk._logs import LogRecordProcessor
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-
-from transcript_otel.otel.attributes import FAILED_EXPORT_RECORDS, RUN_ID
 from transcript_otel.otel.export_drops import (
     QUEUE_FULL,
     STOPPED,
-    mark_dropped,
-    report_failed_export,
     shutdown_deadline,
     wait_allowed_until,
 )
 from transcript_otel.otel.metrics import count_dropped
 from transcript_otel.otel.suppression import suppress_instrumentation
+from transcript_otel.otlp.export_sizes import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE_BYTES
 
 _logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_QUEUE_BYTES: Final = 8 * 1024 * 1024
-DEFAULT_BATCH_SIZE: Final = 64
-# A batch is also cut at this many bytes (as the queue counts them): the exporter encodes
-# it holding the GIL (the protobuf serialization in one C call), and the agent's thread,
-# back from I/O, waits for that.
-DEFAULT_BATCH_BYTES: Final = 1024 * 1024
 DEFAULT_SCHEDULE_DELAY_S: Final = 1.0
 # How long a record waits for room while the backend keeps up; a wait that runs out
 # means it stalled, and records are dropped until an export succeeds again.
 BACKPRESSURE_WAIT_S: Final = 1.0
-# Where, for the drop metric: lost between the queue and the backend.
-EXPORT: Final = "otlp_export"
-SPAN_EXPORT: Final = "otlp_span_export"
 # The SDK's LoggerProvider shuts its processors down with no timeout: ours is bounded.
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5_000
-# What a record costs besides its strings: the SDK objects, ids, timestamps, the dicts.
-RECORD_OVERHEAD_BYTES: Final = 512
-_MAX_DEPTH: Final = 32
 # The SDK's OTLP/HTTP exporters keep the error of a failed request, whose traceback
 # holds their frames, and with them the batch and its encoded request: a reference
 # cycle, older than the cyclic GC's young generations by the time the export gives up
@@ -92,43 +67,11 @@ _COLLECT_TIME_SHARE: Final = 0.01  # of the wall time, at most
 _REPORT_MARGIN_S: Final = 0.2
 
 
-def payload_bytes(value: Any, depth: int = 0) -> int:
-    """About how much memory `value` holds: its strings and bytes, with a little per item.
-
-    A string costs what Python keeps (`sys.getsizeof`): one emoji makes every character
-    of a string 4 bytes, and an outage queue of such text holds 4x its UTF-8 size.
-    """
-    if isinstance(value, (str, bytes, bytearray)):
-        return sys.getsizeof(value)
-    if depth >= _MAX_DEPTH:
-        return 8
-    if isinstance(value, Mapping):
-        return sum(len(str(key)) + payload_bytes(item, depth + 1) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return sum(8 + payload_bytes(item, depth + 1) for item in value)
-    return 8
-
-
-def record_bytes(log_record: Any) -> int:
-    """The estimated size of one SDK record (`ReadWriteLogRecord`, or `LogData` before 1.39)."""
-    inner = getattr(log_record, "log_record", log_record)
-    attributes = getattr(inner, "attributes", None) or {}
-    return RECORD_OVERHEAD_BYTES + payload_bytes(getattr(inner, "body", None)) + payload_bytes(attributes)
-
-
-def span_bytes(span: Any) -> int:
-    """The estimated size of one finished SDK span: its name, attributes and events."""
-    size = RECORD_OVERHEAD_BYTES + payload_bytes(getattr(span, "name", None))
-    size += payload_bytes(getattr(span, "attributes", None) or {})
-    for event in getattr(span, "events", None) or ():
-        size += 64 + payload_bytes(getattr(event, "attributes", None) or {})
-    return size
-
-
-class _BoundedExportQueue:
+class BoundedExportQueue:
     """Batches items to `exporter` on one thread; the queue is bounded in bytes.
 
-    What the processors below share; each names its items and says what a drop means.
+    What the processors of `export_processors` share; each names its items and says
+    what a drop and a failed export mean.
     """
 
     _ITEMS: str  # what the warnings call the items
@@ -393,63 +336,7 @@ class _BoundedExportQueue:
             )
 
 
-class BoundedLogRecordProcessor(_BoundedExportQueue, LogRecordProcessor):
-    """Batches log records to `exporter` on one thread; the queue is bounded in bytes."""
-
-    _ITEMS = "log records"
-    _ITEM = "log record"
-    _THREAD_NAME = "transcript-otel-log-export"
-    _WHERE = EXPORT
-
-    def on_emit(self, log_record: Any) -> None:
-        self._put(log_record, record_bytes(log_record))
-
-    def _dropped_one(self, reason: str) -> None:
-        # The OTel log sink sees this mark after its emit, and reports the entry.
-        mark_dropped(reason)
-
-    def _report_failed(self, items: list[Any], failure: str) -> None:
-        lost: dict[str, int] = {}
-        for item in items:
-            attributes = getattr(getattr(item, "log_record", item), "attributes", None) or {}
-            run_id = attributes.get(RUN_ID)
-            # A report of lost records is not reported when it is lost in turn: no end otherwise.
-            if isinstance(run_id, str) and FAILED_EXPORT_RECORDS not in attributes:
-                lost[run_id] = lost.get(run_id, 0) + 1
-        if lost:
-            report_failed_export(lost, failure)
-
-
-class BoundedSpanProcessor(_BoundedExportQueue, SpanProcessor):
-    """Batches finished spans to `exporter` on one thread; the queue is bounded in bytes."""
-
-    _ITEMS = "spans"
-    _ITEM = "span"
-    _THREAD_NAME = "transcript-otel-span-export"
-    _WHERE = SPAN_EXPORT
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        pass
-
-    def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
-        if context is None or not context.trace_flags.sampled:
-            return  # recorded but not sampled (RECORD_ONLY): not for export, like the SDK's processor
-        self._put(span, span_bytes(span))
-
-    def _dropped_one(self, reason: str) -> None:
-        count_dropped(1, SPAN_EXPORT)
-        # A span ended after the shutdown (a late thread at exit) is counted, not announced.
-        if reason == QUEUE_FULL and not self._warned_drop:
-            self._warned_drop = True
-            _logger.warning(
-                "transcript-otel: spans are being dropped: %s (counted in the metric "
-                "transcript_otel.records.dropped; their entries are in the log records and the JSONL mirror)",
-                reason,
-            )
-
-
-def _restart(reference: weakref.ref[_BoundedExportQueue]) -> None:
+def _restart(reference: weakref.ref[BoundedExportQueue]) -> None:
     processor = reference()
     if processor is not None:  # a child of a shut-down processor gets no export thread
         processor._start(stopped=processor._stopping)

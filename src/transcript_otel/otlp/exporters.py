@@ -15,21 +15,23 @@ import importlib
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+from transcript_otel.otlp.export_sizes import DEFAULT_MAX_QUEUE_BYTES
+
+if TYPE_CHECKING:
+    from transcript_otel.otlp.export_queue import BoundedExportQueue
 
 PROTOCOLS: Final = ("grpc", "http/protobuf")
 DEFAULT_SERVICE_NAME: Final = "transcript-otel-agent"
 # Exports give up after this long, so a dead backend cannot hold shutdown for 30 s.
 EXPORT_TIMEOUT_S: Final = 5.0
-LOG_EXPORT_BATCH_SIZE: Final = 64
-SPAN_EXPORT_BATCH_SIZE: Final = 64
-# Log records (and, separately, spans) waiting for export: the memory each queue may hold.
-EXPORT_QUEUE_BYTES: Final = 8 * 1024 * 1024
 SPAN_EVENT_LIMIT: Final = 1024
 
 Signal = Literal["TRACES", "LOGS", "METRICS"]
 _HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs", "METRICS": "/v1/metrics"}
 _logger = logging.getLogger(__name__)
+_Processor = TypeVar("_Processor", bound="BoundedExportQueue")
 
 
 class ConfigurationError(ValueError):
@@ -148,7 +150,7 @@ def tracer_provider(
     *,
     id_generator: Any = None,
     wrap: Callable[[Any], Any] | None = None,
-    max_queue_bytes: int | None = EXPORT_QUEUE_BYTES,
+    max_queue_bytes: int | None = DEFAULT_MAX_QUEUE_BYTES,
 ) -> Any:
     """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way);
     `id_generator`: where span and trace ids come from (`replay` gives the original ones);
@@ -157,7 +159,7 @@ def tracer_provider(
     _require_sdk()
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
-    from transcript_otel.otlp.export_queue import BoundedSpanProcessor
+    from transcript_otel.otlp.export_processors import BoundedSpanProcessor
 
     # A run's span events are its readable transcript in Jaeger: keep more than the
     # SDK's 128 unless OTEL_SPAN_EVENT_COUNT_LIMIT says otherwise.
@@ -169,13 +171,7 @@ def tracer_provider(
     )
     if url is not None:
         # Bounded in bytes like the log records: a span holds the span events of its entries.
-        exporter = otlp_exporter("TRACES", url, protocol)
-        processor = BoundedSpanProcessor(
-            exporter if wrap is None else wrap(exporter),
-            max_queue_bytes=max_queue_bytes,
-            max_export_batch_size=SPAN_EXPORT_BATCH_SIZE,
-            report_losses=wrap is None,
-        )
+        processor = _export_processor(BoundedSpanProcessor, "TRACES", url, protocol, wrap, max_queue_bytes)
         provider.add_span_processor(processor)
     return provider
 
@@ -186,29 +182,39 @@ def logger_provider(
     protocol: str,
     *,
     wrap: Callable[[Any], Any] | None = None,
-    max_queue_bytes: int | None = EXPORT_QUEUE_BYTES,
+    max_queue_bytes: int | None = DEFAULT_MAX_QUEUE_BYTES,
 ) -> Any:
     """An SDK LoggerProvider, exporting over OTLP when `url` is set (`wrap`: as above;
     `max_queue_bytes`: the export queue's bound, None for none)."""
     _require_sdk()
     from opentelemetry.sdk._logs import LoggerProvider
 
-    from transcript_otel.otlp.export_queue import BoundedLogRecordProcessor
+    from transcript_otel.otlp.export_processors import BoundedLogRecordProcessor
 
     provider = LoggerProvider(resource=sdk_resource, shutdown_on_exit=False)
     if url is not None:
-        # Batches of 512 (the SDK default) of 50 KB entries make 25 MB requests that
-        # collectors refuse (413); 64 keeps requests within common limits. The queue is
+        # In batches small enough for collectors to take (`DEFAULT_BATCH_SIZE`); the queue is
         # bounded in bytes: a backend that is down costs at most `max_queue_bytes`.
-        exporter = otlp_exporter("LOGS", url, protocol)
-        processor = BoundedLogRecordProcessor(
-            exporter if wrap is None else wrap(exporter),
-            max_queue_bytes=max_queue_bytes,
-            max_export_batch_size=LOG_EXPORT_BATCH_SIZE,
-            report_losses=wrap is None,  # a wrapping caller (replay) reports failures itself
-        )
+        processor = _export_processor(BoundedLogRecordProcessor, "LOGS", url, protocol, wrap, max_queue_bytes)
         provider.add_log_record_processor(processor)
     return provider
+
+
+def _export_processor(
+    processor_class: type[_Processor],
+    signal: Signal,
+    url: str,
+    protocol: str,
+    wrap: Callable[[Any], Any] | None,
+    max_queue_bytes: int | None,
+) -> _Processor:
+    """A `processor_class` feeding the OTLP exporter of `signal`, through `wrap` when given."""
+    exporter = otlp_exporter(signal, url, protocol)
+    return processor_class(
+        exporter if wrap is None else wrap(exporter),
+        max_queue_bytes=max_queue_bytes,
+        report_losses=wrap is None,  # a wrapping caller (replay) reports failures itself
+    )
 
 
 def metrics_wanted() -> bool:

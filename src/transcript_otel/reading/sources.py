@@ -29,7 +29,7 @@ from transcript_otel.reading.lines import LineReader
 from transcript_otel.reading.otlp_records import NotOtlpError, records_from_otlp
 from transcript_otel.reading.reconstruct import TranscriptReadWarning
 from transcript_otel.records.serialize import loads
-from transcript_otel.sinks.jsonl import default_directory
+from transcript_otel.sinks.jsonl_files import default_directory
 
 RunKind = Literal["jsonl", "bundle", "otlp-json"]
 LATEST: Final = "last"

@@ -1,0 +1,101 @@
+"""The JSONL mirror's write buffer: an append-only file and the lines pending for it.
+
+Lines are copied into one buffer per file and written with `os.write` once per drained
+batch (or per MiB). A write that fails keeps what it left behind (`FailedWrite`) for the
+mirror to account for (`jsonl_write_failures`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from transcript_otel.sinks.jsonl_write_failures import Mend
+
+BUFFER_BYTES: Final = 1 << 20  # write out once this much is pending
+
+
+class FailedWrite(NamedTuple):
+    """What a write that failed left behind, in bytes of the buffer it was writing."""
+
+    landed: int  # how much reached the file
+    boundary: int  # where the last line that reached it whole ends (<= landed)
+    unwritten: bytes  # the buffer from `boundary` on: the line cut short, if any, and those not written
+
+
+class BufferedFile:
+    """An append-only file and the bytes pending for it.
+
+    Lines are copied into one buffer rather than kept as a list: orjson over-allocates
+    its output several times over, and holding those objects until the batch is
+    written touches (and, on a VM, faults in) far more memory. The buffer is reused:
+    `pending` marks its end, so after the first batches its pages stay mapped instead
+    of being freed and faulted in again at every write (3 us per 4 KiB page here).
+    """
+
+    __slots__ = ("buffer", "failed", "fd", "last_write", "mend", "pending", "unreported", "view")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        # Lines are copied in through a view: a memoryview's slice assignment costs half
+        # a bytearray's (0.18 against 0.33 µs for a 1.4 KB line, 2.7 against 5.1 µs for
+        # 110 KB). An exported bytearray cannot grow: `_grow` lets go of the view first.
+        self.view = memoryview(self.buffer)
+        self.pending = 0
+        self.last_write = time.monotonic()
+        self.failed: FailedWrite | None = None  # the last write's failure, until accounted for
+        self.mend: Mend | None = None  # at the start of the buffer, until a write succeeds
+        self.unreported: OSError | None = None  # a failure that lost records, for `flush` to raise
+
+    def add(self, line: bytes) -> None:
+        end = self.pending + len(line)
+        if end <= len(self.buffer):
+            self.view[self.pending : end] = line  # in place, over bytes already written out
+        else:
+            self._grow(line)
+        self.pending = end
+        if end >= BUFFER_BYTES:
+            self.write_pending()
+
+    def _grow(self, line: bytes) -> None:
+        """`line` after the pending bytes, in a buffer grown to hold it."""
+        self.view.release()
+        self.buffer[self.pending :] = line
+        self.view = memoryview(self.buffer)
+
+    def write_pending(self) -> None:
+        if not self.pending:
+            return
+        self.last_write = time.monotonic()  # once per batch, not per line
+        view = memoryview(self.buffer)[: self.pending]
+        try:
+            while view:  # short writes resume
+                view = view[os.write(self.fd, view) :]
+            self.mend = None  # written, with the lines after it
+        except OSError:
+            self._keep_failed(self.pending - len(view))
+            raise
+        finally:
+            view.release()  # even on an error: an exported buffer could not grow any more
+            self.pending = 0
+            if len(self.buffer) > 2 * BUFFER_BYTES:  # a huge line's buffer is not kept
+                self.view.release()
+                self.buffer = bytearray()
+                self.view = memoryview(self.buffer)
+
+    def _keep_failed(self, landed: int) -> None:
+        boundary = self.buffer.rfind(b"\n", 0, landed) + 1
+        self.failed = FailedWrite(landed, boundary, bytes(self.buffer[boundary : self.pending]))
+
+    def put_first(self, mend: bytes) -> None:
+        """Make `mend` the start of the (empty, after a failed write) buffer: the lines added
+        next follow it, and it is written with them."""
+        self.pending = 0
+        if len(mend) <= len(self.buffer):
+            self.view[: len(mend)] = mend
+        else:
+            self._grow(mend)
+        self.pending = len(mend)
