@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import transcript_otel
-from codex_agent import print_run
+from demo_output import print_newest_run
 from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
 
 EXAMPLES = Path(__file__).resolve().parent
@@ -87,13 +87,7 @@ def main() -> int:
     transcript_otel.flush()
 
     print(f"claude-agent-sdk query() on Claude Code {args.cli}: {outcome}\n")
-    directory = Path(configuration.jsonl_directory or ".")
-    runs = sorted(directory.glob(f"*_{PROMPT_NAME}_*.jsonl"), key=lambda path: path.stat().st_mtime)
-    if not runs:
-        print(f"no transcript was written to {directory}", file=sys.stderr)
-        return 1
-    print_run(str(runs[-1]), configuration)
-    return 0
+    return print_newest_run(configuration, f"*_{PROMPT_NAME}_*.jsonl")
 
 
 if __name__ == "__main__":

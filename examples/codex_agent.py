@@ -22,17 +22,13 @@ import argparse
 import dataclasses
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import transcript_otel
-from transcript_otel.cli.read_commands import format_summary
-from transcript_otel.reading.digest import RunDigest
-from transcript_otel.reading.show import ShowWriter, wants_colour
-from transcript_otel.reading.sources import open_run
+from demo_output import print_newest_run
 
 EXAMPLES = Path(__file__).resolve().parent
 sys.path.insert(0, str(EXAMPLES / "model_servers"))
@@ -106,37 +102,6 @@ def codex_adapter(cli: str, model: ModelServer, workdir: Path) -> Any:
     )
 
 
-def transcript_otel_command() -> str:
-    """How to call `transcript-otel` from any directory: by name when the shell finds this
-    environment's, else by its full path (`make demo`'s .venv-demo is not on PATH)."""
-    beside = Path(sys.executable).parent / "transcript-otel"
-    if not beside.is_file():
-        return "transcript-otel"
-    on_path = shutil.which("transcript-otel")
-    return (
-        "transcript-otel"
-        if on_path and Path(on_path).resolve() == beside.resolve()
-        else str(beside.absolute())
-    )
-
-
-def print_run(path: str, configuration: transcript_otel.Configuration) -> None:
-    """The run as `transcript-otel show` and `summary` print it, and where it went."""
-    source = open_run(path)
-    writer = ShowWriter(sys.stdout, colour=wants_colour(sys.stdout), max_chars=300)
-    for record in source.records():
-        writer.write(record)
-    print(format_summary(RunDigest.of(source.records())))
-    print(f"JSONL mirror: {path}")
-    command = shlex.quote(transcript_otel_command())
-    print(f"  read it again: {command} show {shlex.quote(path)}")
-    print(f"  as a page:     {command} export {shlex.quote(path)} --format html -o run.html")
-    if configuration.otlp_endpoint:
-        print(f"OTLP export:  {configuration.otlp_endpoint} ({configuration.otlp_protocol})")
-    else:
-        print("OTLP export:  off (set OTEL_EXPORTER_OTLP_ENDPOINT to send spans and log records)")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="demo", choices=sorted(SCENARIOS))
@@ -166,13 +131,7 @@ def main() -> int:
     transcript_otel.flush()
 
     print(f"weakincentives Codex evaluate() on Codex {args.cli}: {outcome}\n")
-    directory = Path(configuration.jsonl_directory or ".")
-    runs = sorted(directory.glob(f"*_{prompt_name}_{session.session_id}.jsonl"))
-    if not runs:
-        print(f"no transcript was written to {directory}", file=sys.stderr)
-        return 1
-    print_run(str(runs[-1]), configuration)
-    return 0
+    return print_newest_run(configuration, f"*_{prompt_name}_{session.session_id}.jsonl")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PRINT_COMMAND = (
     f"import sys; sys.path.insert(0, {str(EXAMPLES)!r}); "
-    "from codex_agent import transcript_otel_command; print(transcript_otel_command())"
+    "from demo_output import transcript_otel_command; print(transcript_otel_command())"
 )
 
 

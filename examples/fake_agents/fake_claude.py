@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-JsonObj = dict[str, Any]
+from json_lines import EndOfInput, JsonLines, JsonObj
 
 VERSION = "2.1.330"
 MODEL = "claude-opus-4-6"
@@ -44,46 +44,21 @@ SCENARIOS = ("plain", "rich", "error")
 SUBAGENT_ID = "a1b2c3"
 
 
-class EndOfInput(Exception):
-    """stdin closed: the SDK is gone."""
-
-
-class Wire:
+class Wire(JsonLines):
     """stream-json over stdio, with a backlog for lines read while waiting."""
 
     def __init__(self) -> None:
-        self._log_path = os.environ.get("FAKE_AGENT_LOG") or None
+        super().__init__("claude")
+        self._inbox = self.messages()
         self._backlog: deque[JsonObj] = deque()
         self._next_request = 0
         self.hook_ids: dict[str, list[str]] = {}
 
-    def log(self, direction: str, payload: object) -> None:
-        if self._log_path is None:
-            return
-        with open(self._log_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"agent": "claude", "dir": direction, "msg": payload}) + "\n")
-
-    def send(self, msg: JsonObj) -> None:
-        self.log("out", msg)
-        sys.stdout.write(json.dumps(msg) + "\n")
-        sys.stdout.flush()
-
     def _read(self) -> JsonObj:
-        while True:
-            line = sys.stdin.readline()
-            if not line:
-                raise EndOfInput
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                parsed: object = json.loads(text)
-            except json.JSONDecodeError:
-                self.log("in-bad", text)
-                continue
-            if isinstance(parsed, dict):
-                self.log("in", parsed)
-                return parsed
+        msg = next(self._inbox, None)
+        if msg is None:
+            raise EndOfInput
+        return msg
 
     def next_message(self) -> JsonObj:
         return self._backlog.popleft() if self._backlog else self._read()

@@ -37,7 +37,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from fake_claude import MODEL, VERSION, JsonObj, Wire, assistant_message, serve
+from fake_claude import MODEL, VERSION, Wire, assistant_message, serve
+from json_lines import JsonObj
 
 USAGE = {
     "input_tokens": 100,

@@ -33,60 +33,28 @@ Optional: ``FAKE_AGENT_LOG=<path>`` appends every message read and written
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 
-JsonObj = dict[str, Any]
+from json_lines import EndOfInput, JsonLines, JsonObj
 
 THREAD_ID = "thr_1"
 TURN_ID = "turn_1"
 SCENARIOS = ("plain", "rich", "failed", "bulk")
 
 
-class EndOfInput(Exception):
-    """stdin closed: the client is gone."""
-
-
-class Wire:
-    """Line-oriented JSON I/O on stdin/stdout."""
+class Wire(JsonLines):
+    """JSON-RPC without the ``"jsonrpc"`` key, one compact message a line on stdin/stdout."""
 
     def __init__(self) -> None:
-        self._log_path = os.environ.get("FAKE_AGENT_LOG") or None
+        super().__init__("codex", separators=(",", ":"))
         self._next_server_id = 1000
-
-    def log(self, direction: str, payload: object) -> None:
-        if self._log_path is None:
-            return
-        with open(self._log_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"agent": "codex", "dir": direction, "msg": payload}) + "\n")
 
     def write_raw(self, line: str) -> None:
         self.log("out-raw", line)
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
-
-    def send(self, msg: JsonObj) -> None:
-        self.log("out", msg)
-        sys.stdout.write(json.dumps(msg, separators=(",", ":")) + "\n")
-        sys.stdout.flush()
-
-    def messages(self) -> Iterator[JsonObj]:
-        """Yield parsed client messages; ends at EOF. Unparseable lines are skipped."""
-        for line in sys.stdin:
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                parsed: object = json.loads(text)
-            except json.JSONDecodeError:
-                self.log("in-bad", text)
-                continue
-            if isinstance(parsed, dict):
-                self.log("in", parsed)
-                yield parsed
 
     def notify(self, method: str, params: JsonObj) -> None:
         self.send({"method": method, "params": params})

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from transcript_otel.cli.read_commands import add_run_argument
+from transcript_otel.cli.read_commands import add_run_command
 from transcript_otel.exports import destination
 from transcript_otel.reading.show import ShowWriter
 from transcript_otel.reading.sources import RecordSource, open_run
@@ -52,24 +52,23 @@ class Progress:
 
 
 def add_bundle(commands: Any) -> None:
-    bundle = commands.add_parser(
+    bundle = add_run_command(
+        commands,
         "bundle",
-        help="write a run as a weakincentives debug bundle (.zip)",
+        run_bundle,
+        help_text="write a run as a weakincentives debug bundle (.zip)",
         description="Write a run as a debug bundle in the weakincentives layout (debug_bundle/manifest.json, "
         "logs/app.jsonl, transcript.jsonl and a transcript/ section per source), which `wink query` and "
         "`wink debug` open.",
         epilog="example:\n  transcript-otel bundle last -o run.zip\n"
         '  wink query run.zip "SELECT entry_type, tool_name FROM transcript"',
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_run_argument(bundle)
     bundle.add_argument(
         "-o",
         "--output",
         required=True,
         help="the .zip to write, a directory to write it in, or - for standard output",
     )
-    bundle.set_defaults(handler=run_bundle)
 
 
 def run_bundle(args: argparse.Namespace, out: TextIO) -> int:
@@ -90,9 +89,11 @@ def run_bundle(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_export(commands: Any) -> None:
-    export = commands.add_parser(
+    export = add_run_command(
+        commands,
         "export",
-        help="write a run as devflow JSON, Markdown, HTML or JSONL",
+        run_export,
+        help_text="write a run as devflow JSON, Markdown, HTML or JSONL",
         description="Write a run in another format:\n"
         "  devflow   the devflow transcript (ADR-011): metadata, turns with tool calls; gzip at 100 KB\n"
         "  markdown  the readable transcript as Markdown\n"
@@ -100,9 +101,7 @@ def add_export(commands: Any) -> None:
         "  jsonl     the run's records in the JSONL mirror format (from a bundle or an OTLP export)",
         epilog="examples:\n  transcript-otel export last --format html -o run.html\n"
         "  transcript-otel export run.jsonl --format devflow -o transcripts/",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_run_argument(export)
     export.add_argument("--format", choices=FORMATS, required=True)
     export.add_argument(
         "-o",
@@ -112,7 +111,6 @@ def add_export(commands: Any) -> None:
     )
     export.add_argument("--flow", help="devflow: the flow id (default: the prompt name)")
     export.add_argument("--run-id", help="devflow: the run id (default: {date}-{flow}-{session})")
-    export.set_defaults(handler=run_export)
 
 
 def run_export(args: argparse.Namespace, out: TextIO) -> int:
@@ -159,9 +157,11 @@ def _text_output(path: str | None, default: TextIO) -> Iterator[TextIO]:
 
 
 def add_replay(commands: Any) -> None:
-    replay = commands.add_parser(
+    replay = add_run_command(
+        commands,
         "replay",
-        help="send a captured run to an OTLP backend, as it was sent live",
+        run_replay,
+        help_text="send a captured run to an OTLP backend, as it was sent live",
         description="Send a captured run to an OTLP backend later (an agent that ran offline, or a second "
         "backend): its spans and log records are rebuilt with their original trace and span ids and times, "
         "so the replayed run looks like the live one, and replaying twice gives one trace, not two. "
@@ -169,9 +169,7 @@ def add_replay(commands: Any) -> None:
         epilog="examples:\n  transcript-otel replay last --endpoint http://localhost:4318\n"
         "  OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc "
         "transcript-otel replay run.jsonl",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_run_argument(replay)
     replay.add_argument("--endpoint", help="the OTLP endpoint (default: $OTEL_EXPORTER_OTLP_ENDPOINT)")
     replay.add_argument(
         "--protocol", choices=("http/protobuf", "grpc"), help="default: $OTEL_EXPORTER_OTLP_PROTOCOL or http"
@@ -180,7 +178,6 @@ def add_replay(commands: Any) -> None:
         "--service-name",
         help="the resource's service.name (default: $OTEL_SERVICE_NAME, else the live run's)",
     )
-    replay.set_defaults(handler=run_replay)
 
 
 _NEEDS_THE_SDK: Final = (

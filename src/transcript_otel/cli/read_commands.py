@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -23,8 +23,25 @@ RUN_HELP = (
 )
 
 
-def add_run_argument(parser: argparse.ArgumentParser) -> None:
+Handler = Callable[[argparse.Namespace, TextIO], int]
+
+
+def add_run_command(
+    commands: Any, name: str, handler: Handler, *, help_text: str, description: str, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """A command that reads one captured run (its RUN argument), carried out by `handler`; the
+    caller adds the command's options. A command with examples (`epilog`) keeps its texts' line
+    breaks, which lay the examples out."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help_text,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter if epilog else argparse.HelpFormatter,
+    )
     parser.add_argument("run", metavar="RUN", help=RUN_HELP)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def _utc(text: str) -> datetime:
@@ -38,16 +55,16 @@ def _utc(text: str) -> datetime:
 
 
 def add_show(commands: Any) -> None:
-    show = commands.add_parser(
+    show = add_run_command(
+        commands,
         "show",
-        help="print a run's transcript for people to read",
+        run_show,
+        help_text="print a run's transcript for people to read",
         description="Print a run's transcript: time, a symbol per role (⚙️ system, 👤 user, 🤖 assistant, "
         "🔧 tool), and a [source] prefix for subagents. Coloured on a terminal, plain when piped.",
         epilog="examples:\n  transcript-otel show last\n  transcript-otel show run.jsonl --type tool_use "
         "--type tool_result\n  transcript-otel show last --follow",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_run_argument(show)
     show.add_argument(
         "--source",
         action="append",
@@ -66,7 +83,6 @@ def add_show(commands: Any) -> None:
     )
     show.add_argument("--full", action="store_true", help="never shorten long texts")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour headers")
-    show.set_defaults(handler=run_show)
 
 
 def run_show(args: argparse.Namespace, out: TextIO) -> int:
@@ -96,15 +112,15 @@ def run_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_summary(commands: Any) -> None:
-    summary = commands.add_parser(
+    summary = add_run_command(
+        commands,
         "summary",
-        help="what a run did: tokens, tools, errors, duration",
+        run_summary,
+        help_text="what a run did: tokens, tools, errors, duration",
         description="Summarize a run: status, duration, entries by type and source, tokens in and out, "
         "cost, tool calls per tool with failures and durations, errors.",
     )
-    add_run_argument(summary)
     summary.add_argument("--json", action="store_true", help="one JSON object, for scripts")
-    summary.set_defaults(handler=run_summary)
 
 
 def run_summary(args: argparse.Namespace, out: TextIO) -> int:
@@ -175,20 +191,20 @@ def _count(text: str) -> int:
 
 
 def add_validate(commands: Any) -> None:
-    validate = commands.add_parser(
+    validate = add_run_command(
+        commands,
         "validate",
-        help="check a run against the specification's invariants",
+        run_validate,
+        help_text="check a run against the specification's invariants",
         description="Check every record of a run: readable JSON, the entry envelope, and the seven "
         "invariants ("
         + ", ".join(f"{number} {name}" for number, name in INVARIANTS.items())
         + "). Prints one line per problem (where, which invariant, what) and exits 1 if there is any.",
     )
-    add_run_argument(validate)
     validate.add_argument("--adapter", help="the adapter every entry must name (invariant 5)")
     validate.add_argument(
         "--max", type=_count, default=200, help="print at most this many problems (default 200)"
     )
-    validate.set_defaults(handler=run_validate)
 
 
 def run_validate(args: argparse.Namespace, out: TextIO) -> int:
