@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from transcript_otel.model.entries import TranscriptEvent
-from transcript_otel.records.prepared import PreparedRecord, encode_line, error_record
+from transcript_otel.records.lines import encode_line
+from transcript_otel.records.prepared import PreparedRecord, error_record
 from transcript_otel.records.run import RunInfo
 from transcript_otel.records.serialize import iso_timestamp, loads
 from transcript_otel.sinks.jsonl_buffer import BufferedFile
