@@ -43,7 +43,7 @@ from transcript_otel.otlp.export_queue import (
 )
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
 
-from receivers import free_port
+from loopback import free_port
 
 pytestmark = pytest.mark.otlp
 
