@@ -12,7 +12,7 @@ of two ways:
 
 * `refused`: nothing listens on the port; each export is refused at once and the
   exporter retries with backoff until its 5 s timeout;
-* `silent`: a socket accepts the connection and reads forever (`SilentReceiver`),
+* `silent`: a socket accepts the connection and reads forever (`SilentServer`, tests/fault_servers.py),
   so each export request is held for the exporter's full timeout.
 
 Inside one span, as an agent's run, the process emits `ENTRIES` distinct entries
@@ -66,7 +66,7 @@ from opentelemetry import trace
 import transcript_otel
 from bench_throughput import produce
 from entries import SIZES, Entry, make_entry
-from harness import RssSampler, free_port, peak_rss_bytes, read_mirror, run_child
+from harness import RssSampler, peak_rss_bytes, read_mirror, run_child
 from otel_setup import CountingProcessor, ExporterMessages, SdkLogs, export_queue_of, sdk_logs
 
 ENTRIES: Final = 6_000  # one minute at 100 entries/s
@@ -237,10 +237,12 @@ def _child_environment(endpoint: str) -> dict[str, str]:
 
 
 def main() -> dict[str, Any]:
-    from receiver import SilentReceiver
+    from fault_servers import SilentServer
+
+    from loopback import free_port
 
     results: list[dict[str, Any]] = []
-    with SilentReceiver() as silent:
+    with SilentServer() as silent:
         # A free port nobody listens on: connections are refused.
         endpoints = {"refused": f"http://127.0.0.1:{free_port()}", "silent": silent.endpoint}
         runs = [(key, *run) for key, _ in SIZES for run in RUNS] + list(PACED)
@@ -252,6 +254,8 @@ def main() -> dict[str, Any]:
 
 def main_long() -> dict[str, Any]:
     """Section `outage10`: the outage as issue 8 states it, for its full ten minutes."""
+    from loopback import free_port
+
     refused = f"http://127.0.0.1:{free_port()}"
     return {"outage_long": [_outage_row(*LONG, refused, minutes=LONG_MINUTES)]}
 

@@ -292,13 +292,13 @@ def _otlp_rows(
 
 
 def main_otlp() -> dict[str, Any]:
-    from receiver import Rotel
+    from receiver import blackhole_rotel
 
     entries = [entry for entry in _entries() if entry.key in OTLP_N]
     rows: list[Row] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-otlp-") as directory,
-        Rotel() as rotel,
+        blackhole_rotel() as rotel,
         ExporterMessages() as messages,
     ):
         rows += _otlp_rows(

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -280,21 +279,3 @@ def read_mirror(path: str | os.PathLike[str]) -> MirrorCounts:
             elif event == "transcript.stop":
                 counts.pipeline_dropped = int(context.get("dropped_entries") or 0)
     return counts
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_for_port(port: int, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.02)
-    return False

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# The local servers the tests start too (loopback ports, the rotel launcher, a silent backend).
+TESTS = HERE.parent / "tests"
 SECTIONS = (
     "agent",
     "baselines",
@@ -191,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(TESTS)]
     if args.section:
         run_section_here(args.section, args.output)
         return 0

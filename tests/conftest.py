@@ -20,7 +20,7 @@ from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
 from phoenix_server import Phoenix, phoenix_executable, phoenix_required
-from receivers import Rotel, rotel_binary
+from rotel_collector import Rotel, rotel_binary
 
 
 @dataclass

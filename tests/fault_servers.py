@@ -1,4 +1,5 @@
-"""Misbehaving OTLP backends on loopback ports, for the fault tests (`test_faults.py`).
+"""Misbehaving OTLP backends on loopback ports, for the fault tests (`test_faults.py`,
+`test_backend_down.py`) and the benchmarks' outage section (`benchmarks/bench_outage.py`).
 
 Each server is a context manager: it listens from `__enter__` and is stopped,
 with every thread it started, by `__exit__` (also when a test fails). The
@@ -12,6 +13,8 @@ it between choosing and listening.
 * `ResetServer`: plain TCP that resets every connection (SO_LINGER 0, then
   close), at once or after reading what the client sends; the same bytes on
   the wire for either protocol.
+* `SilentServer`: plain TCP that reads everything and never answers (a hung
+  backend: every export runs into the exporter's full timeout).
 
 Every server counts the OTLP log records it accepted, so a test can tell that
 a backend which went down mid-run did receive the first batch.
@@ -27,10 +30,10 @@ import struct
 import threading
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from receivers import LOOPBACK, answer_otlp_export
+from loopback import LOOPBACK, StartStop
+from receivers import answer_otlp_export
 
 # Longer than the exporters' 5 s export timeout, so every request times out client-side.
 SLOW_ANSWER_S = 6.0
@@ -65,26 +68,6 @@ def _count_log_records(request: Any) -> int:
     return sum(len(scope.log_records) for resource in request.resource_logs for scope in resource.scope_logs)
 
 
-class _ContextManaged:
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
 # -- OTLP/HTTP ------------------------------------------------------------------------------
 
 
@@ -95,7 +78,7 @@ class _QuietThreadingHTTPServer(ThreadingHTTPServer):
         pass  # a client that gave up on a slow answer is expected; no traceback on the test's stderr
 
 
-class HttpFaultServer(_ContextManaged):
+class HttpFaultServer(StartStop):
     """An OTLP/HTTP endpoint misbehaving as `fault` says."""
 
     def __init__(self, fault: Fault) -> None:
@@ -160,7 +143,7 @@ class HttpFaultServer(_ContextManaged):
 # -- OTLP/gRPC ------------------------------------------------------------------------------
 
 
-class GrpcFaultServer(_ContextManaged):
+class GrpcFaultServer(StartStop):
     """OTLP/gRPC logs and traces services misbehaving as `fault` says.
 
     `Fault.ERROR` fails with `error_code` (a `grpc.StatusCode`), UNAVAILABLE by
@@ -228,7 +211,7 @@ class GrpcFaultServer(_ContextManaged):
 # -- raw TCP resets -------------------------------------------------------------------------
 
 
-class ResetServer(_ContextManaged):
+class ResetServer(StartStop):
     """Accepts connections and resets them: at once, or after reading what the client sent."""
 
     def __init__(self, *, read_first: bool) -> None:
@@ -300,6 +283,8 @@ class SilentServer(ResetServer):
     def __init__(self) -> None:
         super().__init__(read_first=True)
         self._open: list[socket.socket] = []
+        self._lock = threading.Lock()  # one reader thread per connection adds to bytes_read
+        self.bytes_read = 0
 
     def _handle(self, connection: socket.socket) -> None:
         self._open.append(connection)
@@ -307,11 +292,14 @@ class SilentServer(ResetServer):
 
     def _swallow(self, connection: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            while connection.recv(65536):
-                pass
+            while chunk := connection.recv(65536):
+                with self._lock:
+                    self.bytes_read += len(chunk)
 
     def stop(self) -> None:
         super().stop()
         for connection in self._open:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)  # wakes its reader thread (close alone may not)
             connection.close()
         self._open.clear()

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from receivers import LOOPBACK, free_port, owns_listening_port, port_accepts, stop_process, subprocess_env
+from loopback import LOOPBACK, free_port_pair, owns_listening_port, port_accepts, stop_process, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 PHOENIX_VERSION = "20.26.1"  # pinned by the Makefile; its REST routes move between versions
@@ -60,9 +60,7 @@ class Phoenix:
 
     def launch(self) -> None:
         """Start the server on fresh free ports, without waiting for it."""
-        self.http_port, self.grpc_port = free_port(), free_port()
-        while self.grpc_port == self.http_port:
-            self.grpc_port = free_port()
+        self.http_port, self.grpc_port = free_port_pair()
         database = self._workdir / "data"
         shutil.rmtree(database, ignore_errors=True)
         database.mkdir()

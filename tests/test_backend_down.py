@@ -29,7 +29,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from fault_servers import SilentServer
 
 from helpers import assert_complete_mirror
-from receivers import free_port, subprocess_env
+from loopback import free_port, subprocess_env
 
 ENTRIES = 2000
 SPANS = 20

@@ -44,7 +44,8 @@ from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstr
 from transcript_otel.model.invariants import check_invariants
 
 from conftest import OTelHarness
-from receivers import TapCollector, run_to_completion, subprocess_env
+from loopback import subprocess_env
+from receivers import TapCollector, run_to_completion
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))

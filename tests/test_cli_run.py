@@ -29,7 +29,8 @@ from transcript_otel import read_records
 from transcript_otel.cli.run_command import FORWARDED_SIGNALS
 from transcript_otel.model.invariants import check_invariants
 
-from receivers import TapCollector, free_port, run_to_completion, subprocess_env
+from loopback import free_port, subprocess_env
+from receivers import TapCollector, run_to_completion
 
 TESTS = Path(__file__).resolve().parent
 AGENT = TESTS / "agents" / "line_agent.py"

@@ -22,7 +22,7 @@ pytest.importorskip("opentelemetry.sdk")
 from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 
-from receivers import subprocess_env
+from loopback import subprocess_env
 from terminal_session import TerminalSession
 
 AGENT = Path(__file__).resolve().parent / "agents" / "terminal_agent.py"

@@ -34,17 +34,10 @@ from transcript_otel.otel import attributes
 from transcript_otel.sinks import OTelLogSink
 
 from conftest import OTelHarness
-from receivers import (
-    LOOPBACK,
-    LokiShapedReceiver,
-    Rotel,
-    free_port,
-    parse_rotel_output,
-    port_accepts,
-    read_env_file,
-    rotel_binary,
-    rotel_environment,
-)
+from loopback import LOOPBACK, free_port
+from receivers import LokiShapedReceiver
+from rotel_collector import Rotel, read_env_file, rotel_binary, rotel_environment
+from rotel_output import parse_rotel_output
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "collector-config"
 COLLECTOR_CONFIG = CONFIG_DIR / "otelcol-config.yaml"
@@ -553,27 +546,12 @@ def trace_store_stand_in(rotel_agent: Path, tmp_path: Path) -> Iterator[Rotel]:
     store.stop()
 
 
-def start_rotel(
-    binary: Path, variables: dict[str, str], workdir: Path
-) -> tuple[subprocess.Popen[bytes], Path]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    output = workdir / "rotel.out"
-    with open(output, "wb") as sink:
-        process = subprocess.Popen(
-            [str(binary), "start"], stdout=sink, stderr=subprocess.STDOUT, env=rotel_environment(**variables)
-        )
-    return process, output
-
-
-def wait_for(
-    condition: Callable[[], bool], timeout_s: float, process: subprocess.Popen[bytes], output: Path
-) -> None:
+def wait_for(condition: Callable[[], bool], timeout_s: float, rotel: Rotel) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert process.poll() is None, f"rotel exited: {output.read_text(errors='replace')[-2000:]}"
-        assert time.monotonic() < deadline, (
-            f"timed out; rotel said: {output.read_text(errors='replace')[-2000:]}"
-        )
+        assert rotel.process is not None, "rotel was stopped"
+        assert rotel.process.poll() is None, f"rotel exited: {rotel.output()[-2000:]}"
+        assert time.monotonic() < deadline, f"timed out; rotel said: {rotel.output()[-2000:]}"
         time.sleep(0.05)
 
 
@@ -621,41 +599,32 @@ def test_rotel_started_with_the_file_routes_spans_and_logs(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-    grpc_port, http_port = free_port(), free_port()
     # Every key of the file; only the endpoints point at loopback stand-ins instead of the
     # compose services (and, in the second case, traces go to the file's `jaeger` exporter).
+    # Rotel listens on free loopback ports (its command line wins over the file's two).
     variables = dict(rotel_env)
     variables.update(
-        ROTEL_OTLP_GRPC_ENDPOINT=f"{LOOPBACK}:{grpc_port}",
-        ROTEL_OTLP_HTTP_ENDPOINT=f"{LOOPBACK}:{http_port}",
         ROTEL_EXPORTER_JAEGER_ENDPOINT=trace_store_stand_in.grpc_endpoint,
         ROTEL_EXPORTER_TEMPO_ENDPOINT=trace_store_stand_in.grpc_endpoint,
         ROTEL_EXPORTER_LOKI_ENDPOINT=loki_stand_in.endpoint,
     )
     if traces_exporter == "jaeger":
         variables["ROTEL_EXPORTERS_TRACES"] = "jaeger"
-    process, output = start_rotel(rotel_agent, variables, tmp_path / "rotel")
-    try:
-        wait_for(lambda: port_accepts(grpc_port) and port_accepts(http_port), 15, process, output)
-        send_span_and_log(f"http://{LOOPBACK}:{http_port}")
+    with Rotel(rotel_agent, tmp_path / "rotel", routing=variables, debug_log=()) as rotel:
+        send_span_and_log(rotel.http_endpoint)
 
         def span_arrived() -> bool:
             _, spans = parse_rotel_output(trace_store_stand_in.output())
             return any(span.name == "invoke_agent routing" for span in spans)
 
         # The file batches for up to 2 s.
-        wait_for(lambda: bool(loki_stand_in.logs) and span_arrived(), 20, process, output)
+        wait_for(lambda: bool(loki_stand_in.logs) and span_arrived(), 20, rotel)
         assert set(loki_stand_in.paths) == {LokiShapedReceiver.PATH}  # Loki's native OTLP path
         assert [log.event_name for log in loki_stand_in.logs] == ["transcript.entry"]
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 @pytest.mark.receiver
-def test_rotel_sends_each_signal_to_one_exporter_only(
-    rotel_env: dict[str, str], rotel_agent: Path, tmp_path: Path
-) -> None:
+def test_rotel_sends_each_signal_to_one_exporter_only(rotel_env: dict[str, str], rotel_agent: Path) -> None:
     """Why rotel.env sends traces to Tempo only: this rotel refuses two trace exporters. If a
     newer rotel accepts them, rotel.env can fan traces out to Jaeger and Tempo as well."""
     variables = dict(rotel_env)
@@ -664,15 +633,17 @@ def test_rotel_sends_each_signal_to_one_exporter_only(
         ROTEL_OTLP_HTTP_ENDPOINT=f"{LOOPBACK}:{free_port()}",
         ROTEL_EXPORTERS_TRACES="jaeger,tempo",
     )
-    process, output = start_rotel(rotel_agent, variables, tmp_path / "rotel")
-    try:
-        returncode = process.wait(15)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(5)
-    assert returncode != 0
-    assert "Only one exporter supported" in output.read_text(errors="replace")
+    refused = subprocess.run(
+        [str(rotel_agent), "start"],
+        env=rotel_environment(**variables),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        timeout=15,
+    )
+    assert refused.returncode != 0
+    assert "Only one exporter supported" in refused.stdout
 
 
 # -- schema validation, where a validator is installed -----------------------------------------

@@ -25,7 +25,9 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from transcript_otel import read_records, reconstruct_transcript, records_from_otlp
 
-from receivers import Rotel, TapCollector, free_port, run_to_completion, subprocess_env
+from loopback import free_port, subprocess_env
+from receivers import TapCollector, run_to_completion
+from rotel_collector import Rotel
 
 TIMEOUT_S = 30
 

@@ -38,7 +38,7 @@ from transcript_otel.otlp.export_queue import BACKPRESSURE_WAIT_S
 from transcript_otel.otlp.export_sizes import RECORD_OVERHEAD_BYTES, record_bytes, span_bytes
 from transcript_otel.sinks import JsonlMirror, OTelLogSink
 
-from receivers import free_port
+from loopback import free_port
 
 pytestmark = pytest.mark.otlp
 

@@ -45,7 +45,8 @@ import grpc  # type: ignore[import-untyped]
 from fault_servers import Fault, GrpcFaultServer, HttpFaultServer, ResetServer
 
 from helpers import assert_complete_mirror
-from receivers import Rotel, subprocess_env
+from loopback import subprocess_env
+from rotel_collector import Rotel
 
 pytestmark = [pytest.mark.otlp, pytest.mark.receiver]
 

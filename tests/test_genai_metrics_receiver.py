@@ -27,7 +27,9 @@ from transcript_otel import read_records
 from transcript_otel.genai import metrics as genai_metrics
 from transcript_otel.version import __version__
 
-from receivers import Rotel, RotelMetricPoint, rotel_binary, subprocess_env
+from loopback import subprocess_env
+from rotel_collector import RECORDS, Rotel, rotel_binary
+from rotel_output import RotelMetricPoint
 
 pytestmark = [pytest.mark.receiver, pytest.mark.otlp]
 
@@ -45,7 +47,9 @@ def rotel_with_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rot
     binary = rotel_binary()
     if binary is None:
         pytest.skip("the rotel wheel is not installed")
-    collector = Rotel(binary, tmp_path_factory.mktemp("rotel-metrics"), metrics=True).start()
+    collector = Rotel(
+        binary, tmp_path_factory.mktemp("rotel-metrics"), debug_log=(*RECORDS, "metrics")
+    ).start()
     try:
         yield collector
     finally:

@@ -31,8 +31,8 @@ import pytest
 
 from transcript_otel import read_records
 
+from loopback import subprocess_env
 from phoenix_server import Phoenix
-from receivers import subprocess_env
 from wink_harness import DRIVER, REPO, wink_python
 
 TESTS = Path(__file__).resolve().parent

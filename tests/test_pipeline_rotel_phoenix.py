@@ -23,15 +23,11 @@ import pytest
 
 from transcript_otel.reading.otlp_records import record_from_otlp
 
+from loopback import subprocess_env
 from phoenix_server import Phoenix
-from receivers import (
-    LokiShapedReceiver,
-    Rotel,
-    RotelLogRecord,
-    read_env_file,
-    rotel_binary,
-    subprocess_env,
-)
+from receivers import LokiShapedReceiver
+from rotel_collector import Rotel, read_env_file, rotel_binary
+from rotel_output import RotelLogRecord
 from wink_harness import REPO, wink_python
 
 pytestmark = [pytest.mark.wink, pytest.mark.receiver, pytest.mark.otlp]

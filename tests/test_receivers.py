@@ -40,14 +40,9 @@ from transcript_otel import (
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from helpers import run_records, strict
-from receivers import (
-    Rotel,
-    RotelLogRecord,
-    TapCollector,
-    latest_points,
-    parse_rotel_metrics,
-    parse_rotel_output,
-)
+from receivers import TapCollector
+from rotel_collector import Rotel
+from rotel_output import RotelLogRecord, latest_points, parse_rotel_metrics, parse_rotel_output
 
 pytestmark = pytest.mark.receiver
 
@@ -320,7 +315,7 @@ def test_a_backend_that_stops_midrun_stops_after_log_records_whichever_signal_co
             post(server, "/v1/logs", logs.SerializeToString())
 
 
-# -- rotel's metrics output (`Rotel(metrics=True)`) ------------------------------------------
+# -- rotel's metrics output (`Rotel(debug_log=(*RECORDS, "metrics"))`) ------------------------
 
 # Captured from rotel 0.x's `--debug-log metrics --debug-log-verbosity detailed` output: a
 # counter and a histogram exported twice (cumulative: the second export repeats both), a log

@@ -20,7 +20,8 @@ from typing import Any
 from test_cli_run import WRAPPER, agent, wrapper_env
 
 from helpers import FIXTURE_RUNS
-from receivers import TapCollector, free_port, run_to_completion
+from loopback import free_port
+from receivers import TapCollector, run_to_completion
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 REPLAY = [sys.executable, "-m", "transcript_otel.cli", "replay"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from receivers import subprocess_env
+from loopback import subprocess_env
 from wink_harness import wink_python
 
 pytestmark = pytest.mark.wink

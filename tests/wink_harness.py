@@ -26,7 +26,8 @@ from typing import Any
 
 from transcript_otel.reading.otlp_records import record_from_otlp
 
-from receivers import TapCollector, run_to_completion, subprocess_env
+from loopback import subprocess_env
+from receivers import TapCollector, run_to_completion
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "agents" / "wink_driver.py"
