@@ -25,16 +25,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel.genai.attributes import tool_identity
+from transcript_otel.genai.chat_content import ChatContent
 from transcript_otel.genai.content import (
-    KEEP_CHARS,
     AgentContent,
-    ChatContent,
-    ContentAttributes,
-    ContentRules,
     ToolContent,
     system_instructions_attributes,
     tool_definitions_attributes,
 )
+from transcript_otel.genai.pieces import KEEP_CHARS
+from transcript_otel.genai.rules import ContentAttributes, ContentRules
 from transcript_otel.mappings.lines import select_adapter
 from transcript_otel.otel import attributes as attr
 from transcript_otel.records.content import ContentPolicy

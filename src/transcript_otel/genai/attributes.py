@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from transcript_otel.genai.lookup import mapping_at
 from transcript_otel.otel import attributes as attr
 from transcript_otel.records.serialize import safe_text
 
@@ -49,14 +50,6 @@ _ANTHROPIC_INPUT_KEY: Final = "input_tokens"
 _ANTHROPIC_CACHE_KEYS: Final = ("cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def _mapping(value: Any, key: str) -> Mapping[str, Any] | None:
-    if isinstance(value, Mapping):
-        found = value.get(key)
-        if isinstance(found, Mapping):
-            return found
-    return None
-
-
 def _first_text(
     container: Mapping[str, Any], keys: tuple[str, ...], id_is_call_id: bool = False
 ) -> str | None:
@@ -74,14 +67,14 @@ def _tool_candidates(detail: Mapping[str, Any]) -> list[tuple[Mapping[str, Any],
     """Where a tool id or name may sit, most specific first; True where `id` is the call id
     (a Codex item, a content block). Not copied: this runs on the agent's thread."""
     candidates: list[tuple[Mapping[str, Any], bool]] = []
-    notification = _mapping(detail, "notification")
+    notification = mapping_at(detail, "notification")
     if notification is not None:
-        item = _mapping(notification, "item")
+        item = mapping_at(notification, "item")
         if item is not None:
             candidates.append((item, True))
         candidates.append((notification, False))
-    sdk_entry = _mapping(detail, "sdk_entry")
-    for container in (sdk_entry, _mapping(sdk_entry, "message"), detail):
+    sdk_entry = mapping_at(detail, "sdk_entry")
+    for container in (sdk_entry, mapping_at(sdk_entry, "message"), detail):
         if container is None:
             continue
         if container.get("type") in ("tool_use", "tool_result"):  # a block split out of a message
@@ -97,7 +90,7 @@ def _tool_candidates(detail: Mapping[str, Any]) -> list[tuple[Mapping[str, Any],
 
 def _mcp_tool_name(detail: Mapping[str, Any]) -> str | None:
     """An app-server `mcpToolCall` item's tool as `codex exec` names it: `server:tool`."""
-    item = _mapping(_mapping(detail, "notification"), "item")
+    item = mapping_at(mapping_at(detail, "notification"), "item")
     if item is None or item.get("type") != "mcpToolCall":
         return None
     server, tool = item.get("server"), item.get("tool")
@@ -123,13 +116,13 @@ def _tool_attributes(detail: Mapping[str, Any]) -> dict[str, str]:
 
 def _usage_container(detail: Mapping[str, Any]) -> Mapping[str, Any]:
     """Codex: `notification.tokenUsage.last`; Claude: `usage`; else `detail` itself."""
-    notification = _mapping(detail, "notification") or detail
-    token_usage = _mapping(notification, "tokenUsage")
+    notification = mapping_at(detail, "notification") or detail
+    token_usage = mapping_at(notification, "tokenUsage")
     if token_usage is not None:
-        return _mapping(token_usage, "last") or _mapping(token_usage, "total") or token_usage
-    sdk_entry = _mapping(detail, "sdk_entry")
-    for container in (sdk_entry, _mapping(sdk_entry, "message"), detail):
-        usage = _mapping(container, "usage")
+        return mapping_at(token_usage, "last") or mapping_at(token_usage, "total") or token_usage
+    sdk_entry = mapping_at(detail, "sdk_entry")
+    for container in (sdk_entry, mapping_at(sdk_entry, "message"), detail):
+        usage = mapping_at(container, "usage")
         if usage is not None:
             return usage
     return detail
@@ -180,7 +173,7 @@ def tool_identity(detail: Any) -> tuple[str | None, str | None]:
     found = _tool_attributes(detail)
     name = found.get(attr.GEN_AI_TOOL_NAME)
     if name is None:
-        item = _mapping(_mapping(detail, "notification"), "item")
+        item = mapping_at(mapping_at(detail, "notification"), "item")
         item_type = item.get("type") if item is not None else None
         name = _CODEX_ITEM_TOOL_NAMES.get(item_type) if isinstance(item_type, str) else None
     return found.get(attr.GEN_AI_TOOL_CALL_ID), name
@@ -194,7 +187,7 @@ def usage_attributes(detail: Any) -> dict[str, int]:
 
 def _running_total(detail: Any) -> dict[str, int] | None:
     """Codex's `notification.tokenUsage.total`: the thread's running total, where reported."""
-    total = _mapping(_mapping(_mapping(detail, "notification"), "tokenUsage"), "total")
+    total = mapping_at(mapping_at(mapping_at(detail, "notification"), "tokenUsage"), "total")
     return _usage_attributes({"usage": total}) if total is not None else None
 
 

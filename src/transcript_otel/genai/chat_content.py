@@ -11,32 +11,30 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Final
 
-from transcript_otel.genai.fit import _Builder
+from transcript_otel.genai.fit import AttributeBuilder
 from transcript_otel.genai.pieces import (
-    _ANSWER,
-    _ASSISTANT_KINDS,
-    _BOUNDARY,
-    _CALL,
-    _MIN_KEEP_CHARS,
-    _RESPONSE,
-    _SYSTEM,
-    _USER,
+    ASSISTANT_KINDS,
     KEEP_CHARS,
     KEEP_PIECES,
-    _bounded,
-    _Piece,
-    _pieces,
+    KIND_ANSWER,
+    KIND_BOUNDARY,
+    KIND_CALL,
+    KIND_RESPONSE,
+    KIND_SYSTEM,
+    KIND_USER,
+    KeepBudget,
+    Piece,
+    entry_pieces,
 )
 from transcript_otel.genai.rules import (
     ContentAttributes,
     ContentRules,
-    _finished,
-    _full,
-    _Message,
-    _openinference,
-    _put,
-    _response_content,
-    _text_part,
+    Message,
+    finished_attributes,
+    put_attribute,
+    put_openinference,
+    response_content,
+    text_part,
 )
 from transcript_otel.otel import attributes as attr
 from transcript_otel.records.serialize import safe_text
@@ -44,7 +42,7 @@ from transcript_otel.records.serialize import safe_text
 _FALLBACK_TOOL_NAME: Final = "tool"  # what the span tree names a call without a name
 
 
-def _call_part(piece: _Piece, builder: _Builder, full: bool) -> dict[str, Any]:
+def _call_part(piece: Piece, builder: AttributeBuilder, full: bool) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "tool_call"}
     if piece.call_id is not None:
         part["id"] = piece.call_id
@@ -54,24 +52,25 @@ def _call_part(piece: _Piece, builder: _Builder, full: bool) -> dict[str, Any]:
     return part
 
 
-def _response_part(piece: _Piece, builder: _Builder, full: bool) -> dict[str, Any]:
+def _response_part(piece: Piece, builder: AttributeBuilder, full: bool) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "tool_call_response"}
     if piece.call_id is not None:
         part["id"] = piece.call_id
-    part["response"] = _response_content(piece, builder) if full else None
+    part["response"] = response_content(piece, builder) if full else None
     return part
 
 
-def _assistant_part(piece: _Piece, builder: _Builder, full: bool) -> dict[str, Any] | None:
-    if piece.kind == _CALL:
+def _assistant_part(piece: Piece, builder: AttributeBuilder, full: bool) -> dict[str, Any] | None:
+    if piece.kind == KIND_CALL:
         return _call_part(piece, builder, full)
     if full and piece.texts:
-        return _text_part(builder.joined(piece.texts), piece.kind)
+        return text_part(builder.joined(piece.texts), piece.kind)
     return None
 
 
 def _copy_json(value: Any) -> Any:
-    """A copy of what `_Builder.value` made (dicts, lists, scalars), to cut apart from the original."""
+    """A copy of what `AttributeBuilder.value` made (dicts, lists, scalars), to cut apart from the
+    original."""
     if isinstance(value, dict):
         return {key: _copy_json(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -84,7 +83,7 @@ def _text_of(parts: Iterable[dict[str, Any]]) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _input_value(messages: list[_Message]) -> Any:
+def _input_value(messages: list[Message]) -> Any:
     """The newest user text or tool result among the input messages."""
     for message in reversed(messages):
         for part in reversed(message.parts):
@@ -95,7 +94,7 @@ def _input_value(messages: list[_Message]) -> Any:
     return None
 
 
-def _output_value(message: _Message) -> Any:
+def _output_value(message: Message) -> Any:
     """The answer's text, else its tool calls."""
     text = _text_of(message.parts)
     if text is not None:
@@ -113,35 +112,33 @@ class ChatContent:
     order. Keeps at most `keep_chars` characters and `keep_pieces` parts, the newest (older
     ones are left out, and the content counts as cut)."""
 
-    __slots__ = ("_chars", "_cut", "_keep_chars", "_keep_pieces", "_pieces")
+    __slots__ = ("_budget", "_chars", "_keep_pieces", "_pieces")
 
     def __init__(self, keep_chars: int = KEEP_CHARS, keep_pieces: int = KEEP_PIECES) -> None:
-        self._pieces: deque[_Piece] = deque()
+        self._pieces: deque[Piece] = deque()
         self._chars = 0
-        self._keep_chars = max(keep_chars, _MIN_KEEP_CHARS)
+        self._budget = KeepBudget(keep_chars)
         self._keep_pieces = max(keep_pieces, 2)
-        self._cut = False
 
     def add(self, entry_type: str, detail: Any) -> None:
         """Keep what the entry says (references to its strings); called on every entry of the span."""
         try:
-            for piece in _pieces(entry_type, detail):
+            for piece in entry_pieces(entry_type, detail):
                 self._keep(piece)
         except Exception:  # a detail no adapter writes (or a hostile one) adds nothing
             return
 
-    def _keep(self, piece: _Piece) -> None:
-        if piece.kind == _BOUNDARY and (not self._pieces or self._pieces[-1].kind == _BOUNDARY):
+    def _keep(self, piece: Piece) -> None:
+        if piece.kind == KIND_BOUNDARY and (not self._pieces or self._pieces[-1].kind == KIND_BOUNDARY):
             return
-        if piece.size > self._keep_chars:
-            piece = _bounded(piece, self._keep_chars)
-            self._cut = True
+        budget = self._budget
+        piece = budget.bounded(piece)
         pieces = self._pieces
         pieces.append(piece)
         self._chars += piece.size
-        while (self._chars > self._keep_chars or len(pieces) > self._keep_pieces) and len(pieces) > 1:
+        while (self._chars > budget.keep_chars or len(pieces) > self._keep_pieces) and len(pieces) > 1:
             self._chars -= pieces.popleft().size
-            self._cut = True
+            budget.cut = True
 
     def attributes(self, rules: ContentRules, finish_reason: str | None = None) -> ContentAttributes:
         """`gen_ai.input.messages` (every message but the last assistant one),
@@ -156,71 +153,73 @@ class ChatContent:
     def _attributes(self, rules: ContentRules, finish_reason: str | None) -> ContentAttributes:
         if rules.policy.mode != "full" or rules.max_length <= 0:
             return {}
-        builder = _Builder(rules.redact, rules.max_length, self._cut)
+        builder = AttributeBuilder(rules.redact, rules.max_length, self._budget.cut)
         system: list[dict[str, Any]] = []
-        messages: list[_Message] = []
-        current: _Message | None = None
-        answer: _Piece | None = None
+        messages: list[Message] = []
+        current: Message | None = None
+        answer: Piece | None = None
         for piece in self._pieces:
             kind = piece.kind
-            if kind == _BOUNDARY:
+            if kind == KIND_BOUNDARY:
                 current = None
                 continue
-            if kind == _ANSWER:
+            if kind == KIND_ANSWER:
                 answer = piece
                 continue
-            full = _full(rules, piece.category)
-            if kind == _SYSTEM:
+            full = rules.keeps(piece.category)
+            if kind == KIND_SYSTEM:
                 if full:
-                    system.append(_text_part(builder.joined(piece.texts)))
-            elif kind == _USER:
-                messages.append(_Message("user", [_text_part(builder.joined(piece.texts))] if full else []))
+                    system.append(text_part(builder.joined(piece.texts)))
+            elif kind == KIND_USER:
+                messages.append(Message("user", [text_part(builder.joined(piece.texts))] if full else []))
                 current = None
-            elif kind == _RESPONSE:
-                messages.append(_Message("tool", [_response_part(piece, builder, full)]))
+            elif kind == KIND_RESPONSE:
+                messages.append(Message("tool", [_response_part(piece, builder, full)]))
                 current = None
-            elif kind in _ASSISTANT_KINDS:
+            elif kind in ASSISTANT_KINDS:
                 if current is None or (piece.group and current.group and piece.group != current.group):
-                    current = _Message("assistant")
+                    current = Message("assistant")
                     messages.append(current)
                 current.group = piece.group or current.group
                 part = _assistant_part(piece, builder, full)
                 if part is not None:
                     current.parts.append(part)
         inputs, output = _split(messages)
-        if output is None and answer is not None and _full(rules, answer.category):
-            output = _Message("assistant", [_text_part(builder.joined(answer.texts))])
+        if output is None and answer is not None and rules.keeps(answer.category):
+            output = Message("assistant", [text_part(builder.joined(answer.texts))])
         return self._encode(rules, builder, system, inputs, output, finish_reason)
 
     @staticmethod
     def _encode(
         rules: ContentRules,
-        builder: _Builder,
+        builder: AttributeBuilder,
         system: list[dict[str, Any]],
-        inputs: list[_Message],
-        output: _Message | None,
+        inputs: list[Message],
+        output: Message | None,
         finish_reason: str | None,
     ) -> ContentAttributes:
         found: ContentAttributes = {}
         if rules.openinference:  # before the messages are cut in place
-            _openinference(found, "input", _input_value(inputs), builder)
+            put_openinference(found, "input", _input_value(inputs), builder)
             if output is not None:
-                _openinference(found, "output", _output_value(output), builder)
+                put_openinference(found, "output", _output_value(output), builder)
         if system:
-            _put(found, attr.GEN_AI_SYSTEM_INSTRUCTIONS, builder.fit(system, "part", None))
+            put_attribute(found, attr.GEN_AI_SYSTEM_INSTRUCTIONS, builder.fit(system, "part", None))
         if inputs:
             encoded = builder.fit([message.json() for message in inputs], "message", "start")
-            _put(found, attr.GEN_AI_INPUT_MESSAGES, encoded)
+            put_attribute(found, attr.GEN_AI_INPUT_MESSAGES, encoded)
         if output is not None:
             reason = safe_text(finish_reason)[0] if isinstance(finish_reason, str) and finish_reason else None
             if reason is None:
                 calls = any(part.get("type") == "tool_call" for part in output.parts)
                 reason = "tool_call" if calls else "stop"
-            _put(found, attr.GEN_AI_OUTPUT_MESSAGES, builder.fit([output.json(reason)], "message", None))
-        return _finished(found, builder)
+            put_attribute(
+                found, attr.GEN_AI_OUTPUT_MESSAGES, builder.fit([output.json(reason)], "message", None)
+            )
+        return finished_attributes(found, builder)
 
 
-def _split(messages: list[_Message]) -> tuple[list[_Message], _Message | None]:
+def _split(messages: list[Message]) -> tuple[list[Message], Message | None]:
     """(input messages, output message): the output is the last assistant message, unless a user
     spoke after it (then the model has not answered). Tool results after it answer its own
     calls: no model call of this span read them, so they are in neither."""

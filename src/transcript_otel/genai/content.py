@@ -13,7 +13,7 @@ Input/Output columns and as a session's first input and last output.
 Three accumulators, one per span, are fed every entry of their span on the writer thread:
 `ChatContent` (a turn's or a subagent's model calls), `AgentContent` (an agent's prompt and
 answer) and `ToolContent` (a call's arguments and result). `add()` only reads the few keys
-where each adapter writes its words (`_genai_pieces`: WINK Codex notifications, Claude transcript /
+where each adapter writes its words (`genai.pieces`: WINK Codex notifications, Claude transcript /
 stream-json / SDK messages, `codex exec --json` items, RTF1 and chat messages) and keeps
 references to those strings, within a character budget; the JSON is built once, by
 `attributes()` as the span ends, under `ContentRules`:
@@ -32,10 +32,11 @@ references to those strings, within a character budget; the JSON is built once, 
 Pure (no OpenTelemetry import) and tolerant: a detail of a shape no adapter writes adds
 nothing, and no public function or method raises.
 
-The modules follow the data, one way: `_genai_pieces` reads entries into pieces, `_genai_fit`
-builds JSON within a length, `_genai_content_rules` holds `ContentRules` and the steps every
-span shares, `_genai_content_chat` holds `ChatContent`; this module the agent and tool spans'
-content, the system instructions and tool definitions, and every public name.
+The modules follow the data, one way: `genai.lookup` reads a detail whatever its shape,
+`genai.pieces` reads entries into pieces (and holds a span's `KeepBudget`), `genai.fit` builds
+JSON within a length, `genai.rules` holds `ContentRules` and the steps every span shares,
+`genai.chat_content` holds `ChatContent`; this module the agent and tool spans' content, the
+system instructions and tool definitions.
 """
 
 from __future__ import annotations
@@ -44,57 +45,38 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from transcript_otel.genai.chat_content import ChatContent
 from transcript_otel.genai.facts import final_answer
-from transcript_otel.genai.fit import _Builder
+from transcript_otel.genai.fit import AttributeBuilder
 from transcript_otel.genai.pieces import (
-    _ANSWER,
-    _CALL,
-    _MIN_KEEP_CHARS,
-    _RESPONSE,
-    _SYSTEM,
-    _TEXT,
-    _USER,
     KEEP_CHARS,
-    KEEP_PIECES,
-    _arguments,
-    _bounded,
-    _Piece,
-    _piece,
-    _pieces,
-    _response,
+    KIND_ANSWER,
+    KIND_CALL,
+    KIND_RESPONSE,
+    KIND_SYSTEM,
+    KIND_TEXT,
+    KIND_USER,
+    KeepBudget,
+    Piece,
+    call_arguments,
+    call_response,
+    entry_pieces,
+    make_piece,
 )
 from transcript_otel.genai.rules import (
     APPLICATION_JSON,
     TEXT_PLAIN,
     ContentAttributes,
     ContentRules,
-    _finished,
-    _full,
-    _Message,
-    _openinference,
-    _put,
-    _response_content,
-    _text_part,
+    Message,
+    finished_attributes,
+    put_attribute,
+    put_openinference,
+    response_content,
+    text_part,
 )
 from transcript_otel.otel import attributes as attr
 from transcript_otel.records.serialize import safe_text
 
-__all__ = [
-    "APPLICATION_JSON",
-    "KEEP_CHARS",
-    "KEEP_PIECES",
-    "TEXT_PLAIN",
-    "AgentContent",
-    "ChatContent",
-    "ContentAttributes",
-    "ContentRules",
-    "ToolContent",
-    "system_instructions_attributes",
-    "tool_definitions_attributes",
-]
-
-# What an agent's prompt and answer come from.
 # What an agent span keeps of its run's entries to find its prompt and its answer.
 _PROMPT_CANDIDATES: Final = 4
 _ANSWER_CANDIDATES: Final = 4
@@ -109,14 +91,13 @@ class AgentContent:
     hold them (the first user messages, the last assistant messages, the last `result`); they
     are read as the span ends."""
 
-    __slots__ = ("_answers", "_cut", "_keep_chars", "_prompts", "_result")
+    __slots__ = ("_answers", "_budget", "_prompts", "_result")
 
     def __init__(self, keep_chars: int = KEEP_CHARS) -> None:
         self._prompts: list[Any] = []
         self._answers: deque[Any] = deque(maxlen=_ANSWER_CANDIDATES)
         self._result: Any = None
-        self._keep_chars = max(keep_chars, _MIN_KEEP_CHARS)
-        self._cut = False
+        self._budget = KeepBudget(keep_chars)
 
     def add(self, entry_type: str, detail: Any) -> None:
         if entry_type == "assistant_message":
@@ -127,31 +108,25 @@ class AgentContent:
         elif entry_type == "token_usage" and final_answer(detail) is not None:
             self._result, self._answers = detail, deque(maxlen=_ANSWER_CANDIDATES)
 
-    def _prompt(self) -> _Piece | None:
-        found: _Piece | None = None
+    def _prompt(self) -> Piece | None:
+        found: Piece | None = None
         for detail in self._prompts:
-            for piece in _pieces("user_message", detail):
-                if piece.kind == _USER:
-                    return self._bounded(piece)
-                found = found or self._bounded(piece)
+            for piece in entry_pieces("user_message", detail):
+                if piece.kind == KIND_USER:
+                    return self._budget.bounded(piece)
+                found = found or self._budget.bounded(piece)
         return found
 
-    def _answer(self) -> _Piece | None:
+    def _answer(self) -> Piece | None:
         for detail in reversed(self._answers):
-            for piece in reversed(_pieces("assistant_message", detail)):
-                if piece.kind == _TEXT:
-                    return self._bounded(piece)
+            for piece in reversed(entry_pieces("assistant_message", detail)):
+                if piece.kind == KIND_TEXT:
+                    return self._budget.bounded(piece)
         if self._result is not None:
-            for piece in _pieces("token_usage", self._result):
-                if piece.kind == _ANSWER:
-                    return self._bounded(piece)
+            for piece in entry_pieces("token_usage", self._result):
+                if piece.kind == KIND_ANSWER:
+                    return self._budget.bounded(piece)
         return None
-
-    def _bounded(self, piece: _Piece) -> _Piece:
-        if piece.size > self._keep_chars:
-            self._cut = True
-            return _bounded(piece, self._keep_chars)
-        return piece
 
     def attributes(self, rules: ContentRules, finish_reason: str = "stop") -> ContentAttributes:
         """`gen_ai.input.messages` `[prompt]`, `gen_ai.output.messages` `[answer]` (with
@@ -165,39 +140,40 @@ class AgentContent:
     def _attributes(self, rules: ContentRules, finish_reason: str) -> ContentAttributes:
         if rules.policy.mode != "full" or rules.max_length <= 0:
             return {}
-        builder = _Builder(rules.redact, rules.max_length, self._cut)
+        builder = AttributeBuilder(rules.redact, rules.max_length, self._budget.cut)
         found: ContentAttributes = {}
         prompt, answer = self._prompt(), self._answer()
-        if prompt is not None and _full(rules, prompt.category):
+        if prompt is not None and rules.keeps(prompt.category):
             text = builder.joined(prompt.texts)
             if rules.openinference:
-                _openinference(found, "input", text, builder)
-            role = "system" if prompt.kind == _SYSTEM else "user"
-            message = _Message(role, [_text_part(text)])
-            _put(found, attr.GEN_AI_INPUT_MESSAGES, builder.fit([message.json()], "message", None))
-        if answer is not None and _full(rules, answer.category):
+                put_openinference(found, "input", text, builder)
+            role = "system" if prompt.kind == KIND_SYSTEM else "user"
+            message = Message(role, [text_part(text)])
+            put_attribute(found, attr.GEN_AI_INPUT_MESSAGES, builder.fit([message.json()], "message", None))
+        if answer is not None and rules.keeps(answer.category):
             text = builder.joined(answer.texts)
             if rules.openinference:
-                _openinference(found, "output", text, builder)
+                put_openinference(found, "output", text, builder)
             reason = (
                 safe_text(finish_reason)[0] if isinstance(finish_reason, str) and finish_reason else "stop"
             )
-            message = _Message("assistant", [_text_part(text)])
-            _put(found, attr.GEN_AI_OUTPUT_MESSAGES, builder.fit([message.json(reason)], "message", None))
-        return _finished(found, builder)
+            message = Message("assistant", [text_part(text)])
+            put_attribute(
+                found, attr.GEN_AI_OUTPUT_MESSAGES, builder.fit([message.json(reason)], "message", None)
+            )
+        return finished_attributes(found, builder)
 
 
 class ToolContent:
     """An execute_tool span: its arguments (from `tool_use`; for Codex's own tools, from the
     result's item when the call said none) and its result (from `tool_result`)."""
 
-    __slots__ = ("_arguments", "_cut", "_keep_chars", "_result")
+    __slots__ = ("_arguments", "_budget", "_result")
 
     def __init__(self, keep_chars: int = KEEP_CHARS) -> None:
-        self._arguments: _Piece | None = None
-        self._result: _Piece | None = None
-        self._keep_chars = max(keep_chars, _MIN_KEEP_CHARS)
-        self._cut = False
+        self._arguments: Piece | None = None
+        self._result: Piece | None = None
+        self._budget = KeepBudget(keep_chars)
 
     def add(self, entry_type: str, detail: Any) -> None:
         try:
@@ -207,23 +183,17 @@ class ToolContent:
             if entry_type == "tool_use":
                 self._keep_arguments(detail)
             elif entry_type == "tool_result":
-                texts, value = _response(detail)
-                self._result = self._bounded(_piece(_RESPONSE, "tool_result", texts, value))
+                texts, value = call_response(detail)
+                self._result = self._budget.bounded(make_piece(KIND_RESPONSE, "tool_result", texts, value))
                 if self._arguments is None:
                     self._keep_arguments(detail)
         except Exception:  # a detail no adapter writes (or a hostile one) adds nothing
             return
 
     def _keep_arguments(self, detail: Mapping[str, Any]) -> None:
-        arguments = _arguments(detail)
+        arguments = call_arguments(detail)
         if arguments is not None:
-            self._arguments = self._bounded(_piece(_CALL, "tool_use", value=arguments))
-
-    def _bounded(self, piece: _Piece) -> _Piece:
-        if piece.size > self._keep_chars:
-            self._cut = True
-            return _bounded(piece, self._keep_chars)
-        return piece
+            self._arguments = self._budget.bounded(make_piece(KIND_CALL, "tool_use", value=arguments))
 
     def attributes(self, rules: ContentRules) -> ContentAttributes:
         """`gen_ai.tool.call.arguments` (JSON: an object as the tool got it, anything else as its
@@ -237,18 +207,18 @@ class ToolContent:
     def _attributes(self, rules: ContentRules) -> ContentAttributes:
         if rules.policy.mode != "full" or rules.max_length <= 0:
             return {}
-        builder = _Builder(rules.redact, rules.max_length, self._cut)
+        builder = AttributeBuilder(rules.redact, rules.max_length, self._budget.cut)
         found: ContentAttributes = {}
         arguments, result = self._arguments, self._result
-        if arguments is not None and _full(rules, arguments.category):
+        if arguments is not None and rules.keeps(arguments.category):
             encoded = builder.fit_value(builder.value(arguments.value))
             if encoded is not None:
                 found[attr.GEN_AI_TOOL_CALL_ARGUMENTS] = encoded
                 if rules.openinference:
                     found[attr.INPUT_VALUE] = encoded
                     found[attr.INPUT_MIME_TYPE] = APPLICATION_JSON
-        if result is not None and _full(rules, result.category):
-            value = _response_content(result, builder)
+        if result is not None and rules.keeps(result.category):
+            value = response_content(result, builder)
             if isinstance(value, str) and value:
                 text = builder.plain(value)
                 found[attr.GEN_AI_TOOL_CALL_RESULT] = text
@@ -262,7 +232,7 @@ class ToolContent:
                     if rules.openinference:
                         found[attr.OUTPUT_VALUE] = encoded
                         found[attr.OUTPUT_MIME_TYPE] = APPLICATION_JSON
-        return _finished(found, builder)
+        return finished_attributes(found, builder)
 
 
 def system_instructions_attributes(text: str | None, rules: ContentRules) -> ContentAttributes:
@@ -271,21 +241,21 @@ def system_instructions_attributes(text: str | None, rules: ContentRules) -> Con
     try:
         if not isinstance(text, str) or not text or rules.policy.mode != "full" or rules.max_length <= 0:
             return {}
-        if not _full(rules, "user_message"):
+        if not rules.keeps("user_message"):
             return {}
-        builder = _Builder(rules.redact, rules.max_length, False)
+        builder = AttributeBuilder(rules.redact, rules.max_length, False)
         found: ContentAttributes = {}
-        _put(
+        put_attribute(
             found,
             attr.GEN_AI_SYSTEM_INSTRUCTIONS,
-            builder.fit([_text_part(builder.text(text))], "part", None),
+            builder.fit([text_part(builder.text(text))], "part", None),
         )
-        return _finished(found, builder)
+        return finished_attributes(found, builder)
     except Exception:
         return {}
 
 
-def _definition(definition: Any, builder: _Builder) -> dict[str, Any] | None:
+def _definition(definition: Any, builder: AttributeBuilder) -> dict[str, Any] | None:
     """`{"type": "function", "name", "description", "parameters"}` of a tool definition (WINK's
     `{name, description, inputSchema}`, Anthropic's `input_schema`, or the conventions' own)."""
     if not isinstance(definition, Mapping):
@@ -315,12 +285,12 @@ def tool_definitions_attributes(
     try:
         if not definitions or rules.policy.mode != "full" or rules.max_length <= 0:
             return {}
-        builder = _Builder(rules.redact, rules.max_length, False)
+        builder = AttributeBuilder(rules.redact, rules.max_length, False)
         built = [found for found in (_definition(item, builder) for item in definitions) if found is not None]
         if not built:
             return {}
         found: ContentAttributes = {}
-        _put(found, attr.GEN_AI_TOOL_DEFINITIONS, builder.fit(built, "definition", "end"))
-        return _finished(found, builder)
+        put_attribute(found, attr.GEN_AI_TOOL_DEFINITIONS, builder.fit(built, "definition", "end"))
+        return finished_attributes(found, builder)
     except Exception:
         return {}

@@ -5,7 +5,7 @@ readers find, where an adapter writes them, what the GenAI span attributes need:
 the response's model, id and finish reason (`response_facts`, `finish_reason`), the
 model a Claude session starts with (`init_model`), a Claude subagent's real agent id
 (`subagent_agent_id`) and the final answer of a Claude turn (`final_answer`). Like
-`_genai`, they are pure and tolerant of any input: where `detail` does not say, they
+`genai.attributes`, they are pure and tolerant of any input: where `detail` does not say, they
 return None (or `ResponseFacts()`), never raise.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
+from transcript_otel.genai.lookup import mapping_at
 from transcript_otel.records.serialize import safe_text
 
 # Claude Code's own messages (an API error's text, ...) name this model: no model answered.
@@ -53,14 +54,6 @@ class SubagentIdentity(NamedTuple):
     agent_id: str
 
 
-def _mapping(value: Any, key: str) -> Mapping[str, Any] | None:
-    if isinstance(value, Mapping):
-        found = value.get(key)
-        if isinstance(found, Mapping):
-            return found
-    return None
-
-
 def _text(container: Any, key: str) -> str | None:
     """The non-empty string under `key`, made encodable (OTLP cannot carry lone surrogates)."""
     value = container.get(key) if isinstance(container, Mapping) else None
@@ -69,7 +62,7 @@ def _text(container: Any, key: str) -> str | None:
 
 def _claude_result(detail: Any) -> Mapping[str, Any] | None:
     """A Claude `result` message (a `token_usage` entry's, or a `system_event`'s without usage)."""
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_at(detail, "sdk_entry")
     return entry if entry is not None and entry.get("type") == "result" else None
 
 
@@ -84,7 +77,7 @@ def finish_reason(stop_reason: Any) -> str | None:
 
 def _assistant_facts(detail: Any) -> ResponseFacts:
     """Claude (SDK, stream-json, transcript files): `sdk_entry.message.{model, id, stop_reason}`."""
-    message = _mapping(_mapping(detail, "sdk_entry"), "message")
+    message = mapping_at(mapping_at(detail, "sdk_entry"), "message")
     if message is None or message.get("model") == _SYNTHETIC_MODEL:
         return ResponseFacts()  # Claude Code's own words (an API error's text): no model answered
     return ResponseFacts(
@@ -101,7 +94,7 @@ def _usage_facts(detail: Any) -> ResponseFacts:
         failed = result.get("is_error") is True
         reason = _ERROR_FINISH_REASON if failed else finish_reason(result.get("stop_reason"))
         return ResponseFacts(finish_reason=reason)
-    return ResponseFacts(model=_text(detail, "model") or _text(_mapping(detail, "usage"), "model"))
+    return ResponseFacts(model=_text(detail, "model") or _text(mapping_at(detail, "usage"), "model"))
 
 
 def response_facts(entry_type: Any, detail: Any) -> ResponseFacts:
@@ -116,7 +109,7 @@ def response_facts(entry_type: Any, detail: Any) -> ResponseFacts:
 
 def init_model(detail: Any) -> str | None:
     """The model a Claude session starts with: a `system_event`'s `init` message's `sdk_entry.model`."""
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_at(detail, "sdk_entry")
     if entry is None or entry.get("type") != "system" or entry.get("subtype") != "init":
         return None
     model = _text(entry, "model")
@@ -127,7 +120,7 @@ def subagent_agent_id(detail: Any) -> SubagentIdentity | None:
     """A Claude subagent's real agent id: from stream-json's `system` `task_started`
     (`sdk_entry.{tool_use_id, task_id}`, an agent task), from a subagent message's
     `sdk_entry.{parent_tool_use_id, agent_id}`, or a transcript file's `sdk_entry.agentId`."""
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_at(detail, "sdk_entry")
     if entry is None:
         return None
     if entry.get("type") == "system" and entry.get("subtype") == _TASK_STARTED:
@@ -154,7 +147,7 @@ def final_answer(detail: Any) -> str | None:
 def task_notification(detail: Any) -> tuple[str | None, str] | None:
     """What Claude Code tells the model as a background task ends (stream-json's `system`
     `task_notification`): the call that launched the task, and the task's summary."""
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_at(detail, "sdk_entry")
     if entry is None or entry.get("type") != "system" or entry.get("subtype") != _TASK_NOTIFICATION:
         return None
     summary = _text(entry, "summary")

@@ -1,6 +1,6 @@
 """Building the JSON that goes out within a length: copies of what pieces hold, redacted and
-JSON-safe (`_Builder`), fitted in at most the limit's characters *and still valid against the
-GenAI conventions' schemas*.
+JSON-safe (`AttributeBuilder`), fitted in at most the limit's characters *and still valid
+against the GenAI conventions' schemas*.
 
 `_fit_array` shortens the longest words (texts, strings inside arguments and results, schema
 descriptions; never ids, names, roles or types) to one length ending in "…", first no shorter
@@ -14,7 +14,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NamedTuple
 
-from transcript_otel.genai.pieces import _dumps, _get
+from transcript_otel.genai.lookup import value_at
+from transcript_otel.genai.pieces import compact_json
 from transcript_otel.records.serialize import safe_text
 from transcript_otel.records.truncate import truncate_plain
 
@@ -25,7 +26,7 @@ _ELLIPSIS: Final = "…"
 _MAX_DEPTH: Final = 32
 
 
-class _Builder:
+class AttributeBuilder:
     """Copies what goes out, redacted and JSON-safe; remembers whether anything was cut."""
 
     __slots__ = ("_redact", "limit", "truncated")
@@ -93,13 +94,13 @@ class _Builder:
             fitted = _fit_last_message(items[-1], self.limit)
             cut = True
         self.truncated = self.truncated or cut
-        return None if fitted is None else _dumps(fitted)
+        return None if fitted is None else compact_json(fitted)
 
     def fit_value(self, value: Any) -> str | None:
         """One JSON value within the limit (its strings shortened), or None."""
         fitted, cut = _fit_array([value], self.limit + 2, "value", None)  # `[` and `]` not counted
         self.truncated = self.truncated or cut
-        return None if fitted is None else _dumps(fitted[0])
+        return None if fitted is None else compact_json(fitted[0])
 
 
 _Shape = Literal["message", "part", "definition", "value"]
@@ -116,7 +117,7 @@ class _Leaf(NamedTuple):
 
 def _encoded_length(text: str) -> int:
     """Characters of `text` in JSON, without its quotes (escapes count: `\\n` is 2, `\\u0001` 6)."""
-    return len(_dumps(text)) - 2
+    return len(compact_json(text)) - 2
 
 
 def _leaf(container: Any, key: Any, text: str) -> _Leaf:
@@ -191,7 +192,7 @@ def _leaves(item: Any, shape: _Shape) -> list[_Leaf]:
     """The strings of `item` that may be shortened: words, never ids, names, roles or types."""
     found: list[_Leaf] = []
     if shape == "message":
-        for part in _get(item, "parts") or ():
+        for part in value_at(item, "parts") or ():
             _part_leaves(part, found)
     elif shape == "part":
         _part_leaves(item, found)
@@ -232,7 +233,7 @@ def _fit_array(items: list[Any], limit: int, shape: _Shape, drop: _Drop) -> tupl
     `(items, whether anything was cut)`, or `(None, True)`. Texts are shortened to `_TEXT_FLOOR`
     before whole items are left out (from `drop`'s end); then to nothing."""
     items = list(items)
-    encoded = [_dumps(item) for item in items]
+    encoded = [compact_json(item) for item in items]
     if _array_length(encoded) <= limit:
         return items, False
     if not items:
@@ -253,7 +254,7 @@ def _fit_array(items: list[Any], limit: int, shape: _Shape, drop: _Drop) -> tupl
             _shorten(everything, excess, floor)
             if bare:  # the value was a string: its shortened copy is in its leaf's box
                 items = [everything[0].container[0]]
-            if len(_dumps(items)) <= limit:
+            if len(compact_json(items)) <= limit:
                 return items, True
             return None, True  # cannot happen (see `_spare`); never return too much
     return None, True
@@ -265,9 +266,9 @@ def _fit_last_message(message: Any, limit: int) -> list[Any] | None:
     if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
         return None
     shell = {**message, "parts": []}
-    room = limit - len(_dumps([shell])) + 2  # its parts' JSON replaces the shell's `[]`
+    room = limit - len(compact_json([shell])) + 2  # its parts' JSON replaces the shell's `[]`
     parts, _ = _fit_array(message["parts"], room, "part", "start") if room > 2 else (None, True)
     if not parts:
         return None
     fitted = [{**message, "parts": parts}]
-    return fitted if len(_dumps(fitted)) <= limit else None
+    return fitted if len(compact_json(fitted)) <= limit else None

@@ -1,12 +1,12 @@
-"""What an entry says: the parts of messages (`_Piece`s) read from canonical entries' details,
+"""What an entry says: the parts of messages (`Piece`s) read from canonical entries' details,
 and what a span keeps of them until it ends.
 
-`_pieces()` reads only the few keys where each adapter writes its words (WINK Codex
+`entry_pieces()` reads only the few keys where each adapter writes its words (WINK Codex
 notifications, Claude transcript / stream-json / SDK messages, `codex exec --json` items, RTF1
-and chat messages) and keeps references to those strings, no copies; `_bounded()` keeps the
-start of a piece larger than a span's character budget (`KEEP_CHARS`), without part of a secret
-the cut went through. Nothing here redacts, applies the content policy or builds what goes out
-(`_genai_fit`, `_genai_content`).
+and chat messages) and keeps references to those strings, no copies; a span's `KeepBudget`
+keeps the start of a piece larger than its character budget (`KEEP_CHARS`), without part of a
+secret the cut went through, and remembers that it cut. Nothing here redacts, applies the
+content policy or builds what goes out (`genai.fit`, `genai.rules`, `genai.content`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Final, NamedTuple
 
 from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.genai.facts import final_answer
+from transcript_otel.genai.lookup import value_at
 from transcript_otel.records.serialize import safe_text
 
 # What a span keeps of its entries' words until it ends, in characters (`ChatContent`): about
@@ -33,16 +34,16 @@ KEEP_PIECES: Final = 2048
 _SECRET_MARGIN: Final = 16 * 1024
 _MIN_KEEP_CHARS: Final = 4 * _SECRET_MARGIN
 
-# Piece kinds (see `_Piece`).
-_USER: Final = "user"
-_SYSTEM: Final = "system"
-_TEXT: Final = "text"
-_REASONING: Final = "reasoning"
-_CALL: Final = "tool_call"
-_RESPONSE: Final = "tool_response"
-_ANSWER: Final = "answer"
-_BOUNDARY: Final = "boundary"  # a model call ended (its usage was reported)
-_ASSISTANT_KINDS: Final = frozenset({_TEXT, _REASONING, _CALL})
+# Piece kinds (see `Piece`).
+KIND_USER: Final = "user"
+KIND_SYSTEM: Final = "system"
+KIND_TEXT: Final = "text"
+KIND_REASONING: Final = "reasoning"
+KIND_CALL: Final = "tool_call"
+KIND_RESPONSE: Final = "tool_response"
+KIND_ANSWER: Final = "answer"
+KIND_BOUNDARY: Final = "boundary"  # a model call ended (its usage was reported)
+ASSISTANT_KINDS: Final = frozenset({KIND_TEXT, KIND_REASONING, KIND_CALL})
 
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 # Codex items that are tool calls: app-server (camelCase) and `codex exec --json` (snake_case).
@@ -60,7 +61,7 @@ _SIZE_ITEMS: Final = 64
 _MEDIA_BLOCKS: Final = frozenset({"image", "document"})
 
 
-class _Piece(NamedTuple):
+class Piece(NamedTuple):
     """One part of a message, as found in an entry: references, no copies."""
 
     kind: str
@@ -73,20 +74,10 @@ class _Piece(NamedTuple):
     size: int = 0  # characters held, about
 
 
-_CUT_BOUNDARY: Final = _Piece(_BOUNDARY, "token_usage")
+_CUT_BOUNDARY: Final = Piece(KIND_BOUNDARY, "token_usage")
 
 
-def _get(value: Any, *keys: str) -> Any:
-    """`value[k1][k2]...`, or None where a level is not a mapping."""
-    for key in keys:
-        # Dicts and absent levels (most lookups) skip the ABC check, which costs ~0.3 µs.
-        if type(value) is not dict and (value is None or not isinstance(value, Mapping)):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _texts(value: Any) -> tuple[str, ...]:
+def texts_of(value: Any) -> tuple[str, ...]:
     """The words of a content: a string, or the strings and `text`s of a list of parts/blocks
     (Claude `{"type": "text", "text"}`, OpenAI `output_text`, Codex `inputText`, summaries)."""
     if isinstance(value, str):
@@ -94,7 +85,7 @@ def _texts(value: Any) -> tuple[str, ...]:
     if isinstance(value, list | tuple):
         found = []
         for part in value:
-            text = part if isinstance(part, str) else _get(part, "text")
+            text = part if isinstance(part, str) else value_at(part, "text")
             if isinstance(text, str) and text:
                 found.append(text)
         return tuple(found)
@@ -103,7 +94,7 @@ def _texts(value: Any) -> tuple[str, ...]:
 
 def _first_texts(detail: Any, *paths: tuple[str, ...]) -> tuple[str, ...]:
     for path in paths:
-        texts = _texts(_get(detail, *path))
+        texts = texts_of(value_at(detail, *path))
         if texts:
             return texts
     return ()
@@ -129,7 +120,7 @@ def _size_of(value: Any, depth: int = _SIZE_DEPTH) -> int:
     return (measured * count // len(items) if count > len(items) else measured) + 2
 
 
-def _piece(
+def make_piece(
     kind: str,
     category: str,
     texts: tuple[str, ...] = (),
@@ -137,50 +128,50 @@ def _piece(
     call_id: str | None = None,
     name: str | None = None,
     group: str | None = None,
-) -> _Piece:
+) -> Piece:
     size = sum(map(len, texts)) + (0 if value is None else _size_of(value))
-    return _Piece(kind, category, texts, value, call_id, name, group, size)
+    return Piece(kind, category, texts, value, call_id, name, group, size)
 
 
 def _message(detail: Mapping[str, Any]) -> Any:
     """Claude's `sdk_entry.message`, else a chat adapter's `message`."""
-    message = _get(detail, "sdk_entry", "message")
+    message = value_at(detail, "sdk_entry", "message")
     return message if isinstance(message, Mapping) else detail.get("message")
 
 
-def _user_pieces(detail: Mapping[str, Any]) -> list[_Piece]:
+def _user_pieces(detail: Mapping[str, Any]) -> list[Piece]:
     message = _message(detail)
-    texts = _texts(_get(message, "content")) or _texts(detail.get("text"))
+    texts = texts_of(value_at(message, "content")) or texts_of(detail.get("text"))
     if not texts:
         return []
-    role = _get(message, "role")
+    role = value_at(message, "role")
     # A chat adapter's system/developer message and RTF1's PROMPT are the instructions.
     system = (isinstance(role, str) and role in _SYSTEM_ROLES) or detail.get("tag") == "PROMPT"
-    return [_piece(_SYSTEM if system else _USER, "user_message", texts)]
+    return [make_piece(KIND_SYSTEM if system else KIND_USER, "user_message", texts)]
 
 
-def _assistant_pieces(detail: Mapping[str, Any]) -> list[_Piece]:
+def _assistant_pieces(detail: Mapping[str, Any]) -> list[Piece]:
     message = _message(detail)
-    message_id = _get(message, "id")
+    message_id = value_at(message, "id")
     group = safe_text(message_id)[0] if isinstance(message_id, str) and message_id else None
-    content = _get(message, "content")
+    content = value_at(message, "content")
     pieces = []
     if isinstance(content, list | tuple):
         # Claude transcript lines keep thinking blocks in the message (stream-json splits them).
         thoughts = tuple(
-            t for t in (_get(block, "thinking") for block in content) if isinstance(t, str) and t
+            t for t in (value_at(block, "thinking") for block in content) if isinstance(t, str) and t
         )
         if thoughts:
-            pieces.append(_piece(_REASONING, "thinking", thoughts, group=group))
-    texts = _texts(content) or _first_texts(
+            pieces.append(make_piece(KIND_REASONING, "thinking", thoughts, group=group))
+    texts = texts_of(content) or _first_texts(
         detail, ("notification", "item", "text"), ("event", "item", "text"), ("text",), ("accumulated_text",)
     )
     if texts:
-        pieces.append(_piece(_TEXT, "assistant_message", texts, group=group))
+        pieces.append(make_piece(KIND_TEXT, "assistant_message", texts, group=group))
     return pieces
 
 
-def _thinking_pieces(detail: Mapping[str, Any]) -> list[_Piece]:
+def _thinking_pieces(detail: Mapping[str, Any]) -> list[Piece]:
     texts = _first_texts(
         detail,
         ("sdk_entry", "thinking"),
@@ -190,12 +181,12 @@ def _thinking_pieces(detail: Mapping[str, Any]) -> list[_Piece]:
         ("event", "item", "text"),
         ("text",),
     )
-    return [_piece(_REASONING, "thinking", texts)] if texts else []
+    return [make_piece(KIND_REASONING, "thinking", texts)] if texts else []
 
 
 def _codex_item(detail: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The Codex item a tool entry is about: app-server `notification.item`, exec `event.item`."""
-    for item in (_get(detail, "notification", "item"), _get(detail, "event", "item")):
+    for item in (value_at(detail, "notification", "item"), value_at(detail, "event", "item")):
         if isinstance(item, Mapping):
             return item
     return None
@@ -206,7 +197,7 @@ def _present(**values: Any) -> dict[str, Any] | None:
     return found or None
 
 
-def _arguments(detail: Mapping[str, Any]) -> Any:
+def call_arguments(detail: Mapping[str, Any]) -> Any:
     """A call's arguments: what the tool was given (for Codex's own tools, what they act on)."""
     item = _codex_item(detail)
     if item is not None:
@@ -227,7 +218,7 @@ def _arguments(detail: Mapping[str, Any]) -> Any:
     return None
 
 
-def _response(detail: Mapping[str, Any]) -> tuple[tuple[str, ...], Any]:
+def call_response(detail: Mapping[str, Any]) -> tuple[tuple[str, ...], Any]:
     """A call's result: `(texts, None)` for words, `((), value)` for a structure, `((), None)`."""
     item = _codex_item(detail)
     if item is not None:
@@ -242,21 +233,25 @@ def _response(detail: Mapping[str, Any]) -> tuple[tuple[str, ...], Any]:
             return (), _present(status=item.get("status"))
         if kind in _MCP_ITEMS:
             result, error = item.get("result"), item.get("error")
-            texts = _texts(_get(result, "content")) or _texts(error) or _texts(_get(error, "message"))
+            texts = (
+                texts_of(value_at(result, "content"))
+                or texts_of(error)
+                or texts_of(value_at(error, "message"))
+            )
             return (texts, None) if texts else ((), result)
         if kind in _WEB_SEARCH_ITEMS:
             return (), item.get("results")
     result = detail.get("result")  # WINK-bridged Codex tools
     if isinstance(result, Mapping):
-        texts = _texts(result.get("contentItems"))
+        texts = texts_of(result.get("contentItems"))
         return (texts, None) if texts else ((), result)
     entry = detail.get("sdk_entry")
     if isinstance(entry, Mapping) and "content" in entry:  # Claude: a string or blocks
         content = entry["content"]
-        texts = _texts(content)
+        texts = texts_of(content)
         return (texts, None) if texts else ((), _without_media(content) or None)
     for key in ("output", "content", "text"):  # RTF1, chat
-        texts = _texts(detail.get(key))
+        texts = texts_of(detail.get(key))
         if texts:
             return texts, None
     return (), None
@@ -267,21 +262,23 @@ def _without_media(content: Any) -> Any:
     block says what it was, `{"type": "image"}`."""
     if not isinstance(content, list | tuple):
         return content
-    return [{"type": block["type"]} if _get(block, "type") in _MEDIA_BLOCKS else block for block in content]
+    return [
+        {"type": block["type"]} if value_at(block, "type") in _MEDIA_BLOCKS else block for block in content
+    ]
 
 
-def _call_piece(detail: Mapping[str, Any]) -> _Piece:
+def _call_piece(detail: Mapping[str, Any]) -> Piece:
     call_id, name = tool_identity(detail)
-    return _piece(_CALL, "tool_use", value=_arguments(detail), call_id=call_id, name=name)
+    return make_piece(KIND_CALL, "tool_use", value=call_arguments(detail), call_id=call_id, name=name)
 
 
-def _response_piece(detail: Mapping[str, Any]) -> _Piece:
+def _response_piece(detail: Mapping[str, Any]) -> Piece:
     call_id, name = tool_identity(detail)
-    texts, value = _response(detail)
-    return _piece(_RESPONSE, "tool_result", texts, value, call_id=call_id, name=name)
+    texts, value = call_response(detail)
+    return make_piece(KIND_RESPONSE, "tool_result", texts, value, call_id=call_id, name=name)
 
 
-def _pieces(entry_type: str, detail: Any) -> list[_Piece]:
+def entry_pieces(entry_type: str, detail: Any) -> list[Piece]:
     """The message parts an entry holds (an empty list for anything else)."""
     if not isinstance(detail, Mapping):
         return []
@@ -299,7 +296,7 @@ def _pieces(entry_type: str, detail: Any) -> list[_Piece]:
         # Usage closes a model call (Codex, chat adapters report it after each); Claude's
         # `result` also holds the turn's final answer.
         answer = final_answer(detail)
-        found = [_piece(_ANSWER, "assistant_message", (answer,))] if answer else []
+        found = [make_piece(KIND_ANSWER, "assistant_message", (answer,))] if answer else []
         return [*found, _CUT_BOUNDARY]
     return []
 
@@ -314,7 +311,7 @@ def _cut(text: str, room: int) -> str:
     return cut[: tail.start()] if tail is not None else cut
 
 
-def _bounded(piece: _Piece, keep_chars: int) -> _Piece:
+def _bounded(piece: Piece, keep_chars: int) -> Piece:
     """`piece` holding at most `keep_chars` characters (a copy of the start of what it said)."""
     room = max(keep_chars - _SECRET_MARGIN, 0)
     texts = (_cut("\n".join(piece.texts), room),) if piece.texts else ()
@@ -326,10 +323,29 @@ def _bounded(piece: _Piece, keep_chars: int) -> _Piece:
     if value is not None and not isinstance(value, str) and _size_of(value) > room:
         # Too large a structure to keep by reference (an image's base64 inside a result): the
         # start of its JSON, a copy, so the structure itself is not kept alive.
-        value = _cut(_dumps(value), room)
+        value = _cut(compact_json(value), room)
     return piece._replace(texts=texts, value=value, size=min(piece.size, room))
 
 
-def _dumps(value: Any) -> str:
+class KeepBudget:
+    """What one span may keep of its entries' words until it ends: `keep_chars` characters (no
+    fewer than a cut needs to leave no secret in part). `cut` says whether anything was cut or
+    left out, so that the span's content says it was truncated."""
+
+    __slots__ = ("cut", "keep_chars")
+
+    def __init__(self, keep_chars: int) -> None:
+        self.keep_chars = max(keep_chars, _MIN_KEEP_CHARS)
+        self.cut = False
+
+    def bounded(self, piece: Piece) -> Piece:
+        """`piece`, or the start of it when it holds more than the whole budget."""
+        if piece.size > self.keep_chars:
+            self.cut = True
+            return _bounded(piece, self.keep_chars)
+        return piece
+
+
+def compact_json(value: Any) -> str:
     """The compact JSON everything goes out as (and a structure too large to keep is kept as)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -1,6 +1,6 @@
 """How content goes out (`ContentRules`: the policy, the redactor, the length limit) and the
 steps every span's attributes take under those rules: whether an entry type keeps its words
-(`_full`), the conventions' text parts and messages, a tool response's content, OpenInference's
+(`ContentRules.keeps`), the conventions' text parts and messages, a tool response's content, OpenInference's
 `input.value` / `output.value`, and `transcript.content.truncated` when anything was cut.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from transcript_otel.genai.fit import _Builder
-from transcript_otel.genai.pieces import _Piece
+from transcript_otel.genai.fit import AttributeBuilder
+from transcript_otel.genai.pieces import Piece
 from transcript_otel.otel import attributes as attr
 from transcript_otel.records.content import ContentPolicy
 
@@ -30,12 +30,16 @@ class ContentRules:
     max_length: int  # max characters of each attribute's value (its JSON string)
     openinference: bool = False  # also `input.value`/`output.value` (+ `.mime_type`)
 
+    def keeps(self, entry_type: str) -> bool:
+        """Whether the words of `entry_type`'s category go out (its mode is `full`)."""
+        return self.policy.mode_for(entry_type) == "full"
 
-def _text_part(text: str, kind: str = "text") -> dict[str, Any]:
+
+def text_part(text: str, kind: str = "text") -> dict[str, Any]:
     return {"type": kind, "content": text}
 
 
-class _Message:
+class Message:
     __slots__ = ("group", "parts", "role")
 
     def __init__(self, role: str, parts: list[dict[str, Any]] | None = None) -> None:
@@ -50,23 +54,19 @@ class _Message:
         return found
 
 
-def _full(rules: ContentRules, category: str) -> bool:
-    return rules.policy.mode_for(category) == "full"
-
-
-def _response_content(piece: _Piece, builder: _Builder) -> Any:
+def response_content(piece: Piece, builder: AttributeBuilder) -> Any:
     if piece.texts:
         return builder.joined(piece.texts)
     return None if piece.value is None else builder.value(piece.value)
 
 
-def _put(found: ContentAttributes, key: str, value: str | None) -> None:
+def put_attribute(found: ContentAttributes, key: str, value: str | None) -> None:
     if value is not None:
         found[key] = value
 
 
-def _openinference(
-    found: ContentAttributes, prefix: Literal["input", "output"], value: Any, builder: _Builder
+def put_openinference(
+    found: ContentAttributes, prefix: Literal["input", "output"], value: Any, builder: AttributeBuilder
 ) -> None:
     """`input.value`/`output.value`: text as it is (cut), anything else as JSON."""
     if value is None or value == "":
@@ -81,7 +81,7 @@ def _openinference(
         found[f"{prefix}.mime_type"] = APPLICATION_JSON
 
 
-def _finished(found: ContentAttributes, builder: _Builder) -> ContentAttributes:
+def finished_attributes(found: ContentAttributes, builder: AttributeBuilder) -> ContentAttributes:
     if not found:
         return {}
     if builder.truncated:

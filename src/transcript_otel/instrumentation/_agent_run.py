@@ -61,12 +61,12 @@ from transcript_otel.genai.attributes import (
 )
 from transcript_otel.genai.content import AgentContent
 from transcript_otel.instrumentation._details import (
-    _ENTRY_SYSTEM_EVENT,
-    _ENTRY_TOOL_RESULT,
-    _ENTRY_TOOL_USE,
-    _error_type,
-    _says,
+    ENTRY_SYSTEM_EVENT,
+    ENTRY_TOOL_RESULT,
+    ENTRY_TOOL_USE,
+    error_type,
     message_of,
+    says,
     starts_new_turn,
 )
 from transcript_otel.instrumentation._run_completion import GEN_AI_USAGE_COST, USAGE_COST_USD
@@ -261,21 +261,21 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
             self._report("could not place an entry in its span", exc)
             return self._root.context
         try:
-            if entry_type == _ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
-                if _says(detail, "background_launch"):
+            if entry_type == ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
+                if says(detail, "background_launch"):
                     self._go_on_in_background(slot)
                 else:
                     self._end_tool(slot, failed=tool_failed(detail), end_ns=timestamp_ns)
             ended_call = (
                 detail.get("background_call_ended")
-                if entry_type == _ENTRY_SYSTEM_EVENT and isinstance(detail, Mapping)
+                if entry_type == ENTRY_SYSTEM_EVENT and isinstance(detail, Mapping)
                 else None
             )
             if isinstance(ended_call, str):
                 with self._lock:
                     call = self._background_calls.pop(ended_call, None)
                 if call is not None:
-                    self._end_tool(call, failed=_says(detail, "is_error"), end_ns=timestamp_ns)
+                    self._end_tool(call, failed=says(detail, "is_error"), end_ns=timestamp_ns)
         except Exception as exc:
             self._report("could not end a tool span", exc)
         return slot.context
@@ -319,7 +319,7 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
             if usage:  # a subagent's model call: its own spans and the run's totals, not the turn's
                 self._count_usage(subagent, usage, turn=None)
         if self._subagents_named_by_call_id and (
-            entry_type == _ENTRY_SYSTEM_EVENT or (subagent is not None and not subagent.agent_id_learned)
+            entry_type == ENTRY_SYSTEM_EVENT or (subagent is not None and not subagent.agent_id_learned)
         ):
             self._learn_agent_id(detail)
         turn = self._turn
@@ -327,15 +327,15 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
             turn = self._turns_awaiting_result[0]  # the oldest turn still waits for its result
         if subagent is None:  # the main thread's model: the turn's (a subagent's stays its own)
             self._note_turn_facts(entry_type, detail, turn)
-        elif entry_type != _ENTRY_SYSTEM_EVENT:
+        elif entry_type != ENTRY_SYSTEM_EVENT:
             self._note_turn_facts(entry_type, detail, subagent.chat)
         base = subagent or turn or self._root
         if self._content_rules is not None:
             self._keep_content(entry_type, detail, subagent, turn)
-        if entry_type == _ENTRY_TOOL_USE:
+        if entry_type == ENTRY_TOOL_USE:
             caller = subagent or self._root  # the agent that called the tool
             return self._open_tool(source, detail, base, timestamp_ns, caller.agent_name)
-        if entry_type == _ENTRY_TOOL_RESULT:
+        if entry_type == ENTRY_TOOL_RESULT:
             call_id, _ = tool_identity(detail)
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
             if tool is None:
@@ -348,5 +348,5 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
         elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
             self._add_message_usage(base, detail)
         elif entry_type == EntryType.ERROR.value:
-            base.error_type = _error_type(detail)
+            base.error_type = error_type(detail)
         return base

@@ -1,9 +1,9 @@
 """Reading the entries an `AgentRun` places, tolerant of any shape of their details.
 
 A harness's entries carry what it printed (`sdk_entry`, a Codex `notification` or `event`):
-these readers take the few things the span tree needs from them (a subagent's prompt, a
-tool's arguments, an error's type) and answer None or a stand-in for anything else, never
-raising. `starts_new_turn()` tells the entries that begin a turn, `message_of()` an error's text.
+these readers take the few things the span tree needs from them (a tool's arguments, an
+error's type) and answer None or a stand-in for anything else, never raising.
+`starts_new_turn()` tells the entries that begin a turn, `message_of()` an error's text.
 """
 
 from __future__ import annotations
@@ -15,44 +15,17 @@ from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import result_error_type
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 
-_ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
-_ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
-_ENTRY_SYSTEM_EVENT: Final = EntryType.SYSTEM_EVENT.value
-_ENTRY_ASSISTANT_MESSAGE: Final = EntryType.ASSISTANT_MESSAGE.value
-_ENTRY_TOKEN_USAGE: Final = EntryType.TOKEN_USAGE.value
+ENTRY_TOOL_USE: Final = EntryType.TOOL_USE.value
+ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
+ENTRY_SYSTEM_EVENT: Final = EntryType.SYSTEM_EVENT.value
+ENTRY_ASSISTANT_MESSAGE: Final = EntryType.ASSISTANT_MESSAGE.value
+ENTRY_TOKEN_USAGE: Final = EntryType.TOKEN_USAGE.value
 
 
 # -- reading details (tolerant of any shape) ---------------------------------------------
 
 
-def _sdk_message(detail: Any) -> Mapping[str, Any] | None:
-    if isinstance(detail, Mapping):
-        entry = detail.get("sdk_entry")
-        if isinstance(entry, Mapping):
-            message = entry.get("message")
-            if isinstance(message, Mapping):
-                return message
-    return None
-
-
-def _first_user_text(detail: Any) -> str | None:
-    message = _sdk_message(detail)
-    content = message.get("content") if message is not None else None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        for block in content:
-            if (
-                isinstance(block, Mapping)
-                and block.get("type") == "text"
-                and isinstance(block.get("text"), str)
-            ):
-                text: str = block["text"]
-                return text
-    return None
-
-
-def _tool_input(detail: Any) -> Any:
+def tool_input(detail: Any) -> Any:
     if isinstance(detail, Mapping):
         entry = detail.get("sdk_entry")
         if isinstance(entry, Mapping):
@@ -63,7 +36,7 @@ def _tool_input(detail: Any) -> Any:
     return None
 
 
-def _says(detail: Any, flag: str) -> bool:
+def says(detail: Any, flag: str) -> bool:
     """Whether a mapping set `flag` in an entry's detail."""
     return isinstance(detail, Mapping) and detail.get(flag) is True
 
@@ -78,13 +51,13 @@ def starts_new_turn(entry: MappedEntry) -> bool:
     detail = entry.detail
     return (
         entry.source == MAIN_SOURCE
-        and entry.entry_type == _ENTRY_SYSTEM_EVENT
+        and entry.entry_type == ENTRY_SYSTEM_EVENT
         and isinstance(detail, Mapping)
         and detail.get("subtype") in _TURN_STARTS
     )
 
 
-def _is_bridged_tool(detail: Any) -> bool:
+def is_bridged_tool(detail: Any) -> bool:
     """A WINK tool served to the agent (Codex `item/tool/call`), rather than the agent's own."""
     if isinstance(detail, Mapping):
         notification = detail.get("notification")
@@ -92,7 +65,7 @@ def _is_bridged_tool(detail: Any) -> bool:
     return False
 
 
-def _error_type(detail: Any) -> str:
+def error_type(detail: Any) -> str:
     """`error.type` of an `error` entry: the exception's type, Claude's result subtype, Codex's
     `codexErrorInfo`."""
     if isinstance(detail, Mapping):
@@ -125,6 +98,6 @@ def message_of(error: BaseException) -> str:
         return f"<{type(error).__name__} whose str() raised>"
 
 
-def _exception_type(error: BaseException) -> str:
+def exception_type(error: BaseException) -> str:
     cls = type(error)
     return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"

@@ -13,9 +13,9 @@ from typing import Any
 from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.genai.facts import task_notification
 from transcript_otel.instrumentation._details import (
-    _ENTRY_ASSISTANT_MESSAGE,
-    _ENTRY_SYSTEM_EVENT,
-    _ENTRY_TOOL_RESULT,
+    ENTRY_ASSISTANT_MESSAGE,
+    ENTRY_SYSTEM_EVENT,
+    ENTRY_TOOL_RESULT,
 )
 from transcript_otel.instrumentation._run_state import _RunState
 from transcript_otel.instrumentation._span_content import add_content
@@ -37,10 +37,10 @@ class _Content(_RunState):
         if subagent is not None:
             add_content(entry_type, detail, subagent, subagent.chat)
             return
-        if entry_type == _ENTRY_SYSTEM_EVENT:
+        if entry_type == ENTRY_SYSTEM_EVENT:
             notification = task_notification(detail)
             # Its summary is the subagent's answer: kept where assistant text may be.
-            keeps = self._keeps(_ENTRY_ASSISTANT_MESSAGE)
+            keeps = self._keeps(ENTRY_ASSISTANT_MESSAGE)
             if notification is not None and keeps and len(self._unread_notifications) < _MAX_KNOWN_LAUNCHERS:
                 call_id, summary = notification
                 if call_id is None:
@@ -48,18 +48,17 @@ class _Content(_RunState):
                 elif call_id in self._background_calls or (MAIN_SOURCE, call_id) in self._tools:
                     self._unread_notifications[call_id] = summary  # else: its result told it already
             return
-        if entry_type == _ENTRY_TOOL_RESULT and self._unread_notifications:
+        if entry_type == ENTRY_TOOL_RESULT and self._unread_notifications:
             call_id, _ = tool_identity(detail)
             self._unread_notifications.pop(call_id or "", None)
-        if entry_type == _ENTRY_ASSISTANT_MESSAGE and turn is not None:
+        if entry_type == ENTRY_ASSISTANT_MESSAGE and turn is not None:
             turn.answered = True
         add_content(entry_type, detail, self._root, turn)
 
     def _keeps(self, entry_type: str) -> bool:
         """Whether content of `entry_type`'s category may go on spans (a text taken from one entry
         into another's place keeps its own category's rule)."""
-        rules = self._content_rules
-        return rules is not None and rules.policy.mode_for(entry_type) == "full"
+        return self._content_rules is not None and self._content_rules.keeps(entry_type)
 
     def _deliver_notifications(self, turn: _SpanSlot) -> None:
         if self._unread_notifications:

@@ -20,7 +20,7 @@ from opentelemetry.semconv.attributes.exception_attributes import (
 )
 from opentelemetry.trace import Span
 
-from transcript_otel.instrumentation._details import _exception_type, message_of
+from transcript_otel.instrumentation._details import exception_type, message_of
 from transcript_otel.instrumentation._run_tools import _Tools
 from transcript_otel.instrumentation._run_turns import _Turns
 from transcript_otel.model.entries import EntryType
@@ -62,7 +62,7 @@ class _Ending(_Turns, _Tools):
             if self._session_usage:
                 root.usage = Counter(self._session_usage)
             if error is not None:
-                root.error_type = _exception_type(error)
+                root.error_type = exception_type(error)
                 self._record_exception(root.span, error)
             self._complete_when_written(root, end_ns, ends=False)
         finally:
@@ -80,11 +80,11 @@ class _Ending(_Turns, _Tools):
             message = text_digest(message)
             frames = traceback.TracebackException.from_exception(error).stack.format()
             stack_trace = "".join(["Traceback (most recent call last):\n", *frames])
-            stack_trace += f"{_exception_type(error)}: {message}\n"
+            stack_trace += f"{exception_type(error)}: {message}\n"
         span.add_event(
             "exception",
             {
-                EXCEPTION_TYPE: _exception_type(error),
+                EXCEPTION_TYPE: exception_type(error),
                 EXCEPTION_MESSAGE: pipeline.redactor.text(message),
                 EXCEPTION_STACKTRACE: pipeline.redactor.text(stack_trace),
             },

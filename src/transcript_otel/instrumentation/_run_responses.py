@@ -13,17 +13,17 @@ from typing import Any, Final
 from transcript_otel.genai.attributes import message_usage
 from transcript_otel.genai.facts import init_model, response_facts
 from transcript_otel.instrumentation._details import (
-    _ENTRY_ASSISTANT_MESSAGE,
-    _ENTRY_SYSTEM_EVENT,
-    _ENTRY_TOKEN_USAGE,
-    _ENTRY_TOOL_USE,
+    ENTRY_ASSISTANT_MESSAGE,
+    ENTRY_SYSTEM_EVENT,
+    ENTRY_TOKEN_USAGE,
+    ENTRY_TOOL_USE,
 )
 from transcript_otel.instrumentation._run_state import _RunState
 from transcript_otel.instrumentation._span_slot import _name_chat, _SpanSlot
 from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
 # Entries that may tell the model that answered, its response id and why it stopped.
-_RESPONSE_ENTRIES: Final = frozenset({_ENTRY_ASSISTANT_MESSAGE, _ENTRY_TOKEN_USAGE})
+_RESPONSE_ENTRIES: Final = frozenset({ENTRY_ASSISTANT_MESSAGE, ENTRY_TOKEN_USAGE})
 
 
 class _Responses(_RunState):
@@ -58,7 +58,7 @@ class _Responses(_RunState):
     def _note_turn_facts(self, entry_type: Any, detail: Any, turn: _SpanSlot | None) -> None:
         """An entry's facts about the model: the init message's model (the run's request model when
         it has none), a response's model, id and finish reason (the turn's, or a subagent's chat)."""
-        if entry_type == _ENTRY_SYSTEM_EVENT:
+        if entry_type == ENTRY_SYSTEM_EVENT:
             model = init_model(detail) if self._model is None else None
             if model is not None:
                 self._set_request_model(model)
@@ -66,17 +66,17 @@ class _Responses(_RunState):
         facts = turn.facts if turn is not None else None
         if facts is None:
             return
-        if entry_type == _ENTRY_TOOL_USE:
+        if entry_type == ENTRY_TOOL_USE:
             facts.last_output_was_tool_call = True
             return
         if entry_type not in _RESPONSE_ENTRIES:
             return
-        if entry_type == _ENTRY_ASSISTANT_MESSAGE:
+        if entry_type == ENTRY_ASSISTANT_MESSAGE:
             facts.last_output_was_tool_call = False
         response = response_facts(entry_type, detail)
         if response.model is None and response.response_id is None and response.finish_reason is None:
             return
-        reports_turn = entry_type == _ENTRY_TOKEN_USAGE
+        reports_turn = entry_type == ENTRY_TOKEN_USAGE
         if facts.note_response(response, reports_turn=reports_turn) and turn is not None:
             _name_chat(turn, facts.request_model)
 

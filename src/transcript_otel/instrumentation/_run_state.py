@@ -18,7 +18,7 @@ from opentelemetry import trace
 
 from transcript_otel.capture.emitter import TranscriptEmitter
 from transcript_otel.genai.attributes import RunningUsage
-from transcript_otel.genai.content import ContentRules
+from transcript_otel.genai.rules import ContentRules
 from transcript_otel.instrumentation._span_content import AgentDescription
 from transcript_otel.instrumentation._span_slot import _SpanSlot, _ToolSlot
 

@@ -15,13 +15,15 @@ from typing import Any, Final
 from opentelemetry.trace import SpanKind
 
 from transcript_otel.genai.attributes import tool_identity
-from transcript_otel.genai.content import AgentContent, ChatContent, ToolContent
+from transcript_otel.genai.chat_content import ChatContent
+from transcript_otel.genai.content import AgentContent, ToolContent
 from transcript_otel.genai.facts import subagent_agent_id
+from transcript_otel.genai.lookup import value_at
+from transcript_otel.genai.pieces import texts_of
 from transcript_otel.instrumentation._details import (
-    _ENTRY_TOOL_USE,
-    _first_user_text,
-    _is_bridged_tool,
-    _tool_input,
+    ENTRY_TOOL_USE,
+    is_bridged_tool,
+    tool_input,
 )
 from transcript_otel.instrumentation._run_completion import _Completion
 from transcript_otel.instrumentation._run_content import _Content
@@ -65,7 +67,7 @@ class _Tools(_Completion, _Content):
         if call_id is None:
             return parent  # a call without an id cannot be matched with its result
         name = name or "tool"
-        arguments = _tool_input(detail)
+        arguments = tool_input(detail)
         tool = _ToolSlot.open(
             self._tracer,
             f"execute_tool {name}",
@@ -75,7 +77,7 @@ class _Tools(_Completion, _Content):
                 GEN_AI_OPERATION_NAME: "execute_tool",
                 attr.GEN_AI_TOOL_NAME: name,
                 attr.GEN_AI_TOOL_CALL_ID: call_id,
-                GEN_AI_TOOL_TYPE: "function" if _is_bridged_tool(detail) else "extension",
+                GEN_AI_TOOL_TYPE: "function" if is_bridged_tool(detail) else "extension",
                 attr.GEN_AI_CONVERSATION_ID: self._session_id,
                 GEN_AI_AGENT_NAME: agent_name,
             },
@@ -85,7 +87,7 @@ class _Tools(_Completion, _Content):
         tool.call_id = call_id
         if self._content_rules is not None:
             tool.content = ToolContent()
-            add_content(_ENTRY_TOOL_USE, detail, tool)
+            add_content(ENTRY_TOOL_USE, detail, tool)
         if name in _SUBAGENT_TOOLS and self._subagents_named_by_call_id:
             _keep_bounded(self._launchers, call_id, tool)
         if name in _SUBAGENT_TOOLS and isinstance(arguments, Mapping):
@@ -172,7 +174,7 @@ class _Tools(_Completion, _Content):
             if (
                 prompt is not None
                 and entry_type != EntryType.USER_MESSAGE.value
-                and self._keeps(_ENTRY_TOOL_USE)
+                and self._keeps(ENTRY_TOOL_USE)
             ):
                 # Its stream does not say its prompt (stream-json): the launching call does.
                 add_content(EntryType.USER_MESSAGE.value, {"text": prompt}, slot, slot.chat)
@@ -192,7 +194,9 @@ class _Tools(_Completion, _Content):
             if source == MAIN_SOURCE and tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None
         ]
         ended_calls = [tool for tool in self._ended_launchers if tool.subagent_source is None]
-        prompt = _first_user_text(detail)
+        # A subagent's file begins with its prompt: the first text of its first message.
+        texts = texts_of(value_at(detail, "sdk_entry", "message", "content"))
+        prompt = texts[0] if texts else None
         for tool in (*open_calls, *ended_calls):
             if prompt is not None and tool.subagent_prompt == prompt:
                 return tool

@@ -13,8 +13,8 @@ from typing import Final
 
 from opentelemetry.trace import SpanKind
 
-from transcript_otel.genai.content import ChatContent
-from transcript_otel.instrumentation._details import _exception_type
+from transcript_otel.genai.chat_content import ChatContent
+from transcript_otel.instrumentation._details import exception_type
 from transcript_otel.instrumentation._run_completion import _Completion
 from transcript_otel.instrumentation._run_content import _Content
 from transcript_otel.instrumentation._span_slot import _SpanSlot
@@ -99,7 +99,7 @@ class _Turns(_Completion, _Content):
                 return
             self._pass_on_notifications(turn)
         if error is not None and turn.error_type is None:
-            turn.error_type = _exception_type(error)
+            turn.error_type = exception_type(error)
         self._end(turn, end_ns)
 
     def _close_open_tools(self, end_ns: int) -> None:

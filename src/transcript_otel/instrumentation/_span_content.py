@@ -2,7 +2,7 @@
 
 Where the content settings (`pipeline.genai_content`) and the content policy let content go
 beside the transcript, every span of an `AgentRun` keeps references to what its entries
-said (`_genai_content`: a chat span its conversation, an `invoke_agent` span its prompt and
+said (`genai.content`: a chat span its conversation, an `invoke_agent` span its prompt and
 answer, an `execute_tool` span its arguments and result). As a span ends, on the writer,
 they become the conventions' content attributes (`gen_ai.input.messages`, ...), redacted
 and cut to the settings' length, and, for a chat span with events on, the
@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from transcript_otel.genai.chat_content import ChatContent
 from transcript_otel.genai.content import (
     AgentContent,
-    ChatContent,
-    ContentRules,
     ToolContent,
     system_instructions_attributes,
     tool_definitions_attributes,
 )
+from transcript_otel.genai.rules import ContentRules
 from transcript_otel.otel import attributes as attr
 
 if TYPE_CHECKING:

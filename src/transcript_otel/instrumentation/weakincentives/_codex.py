@@ -17,7 +17,7 @@ as tool definitions, and the model Codex resolved (its answer's `thread.model`).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Final
 
@@ -26,7 +26,12 @@ from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
 from transcript_otel.instrumentation.weakincentives._native import harness_call
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, in_run, observing
+from transcript_otel.instrumentation.weakincentives._state import (
+    WinkInstrumentation,
+    in_run,
+    in_run_async,
+    observing,
+)
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
 from transcript_otel.mappings.codex import (
     REASONING_COMPLETED,
@@ -81,30 +86,17 @@ def _unparsable(run: AgentRun, line: Any) -> None:
     run.record_mapped([run.mapper(CodexMapper).malformed(line, reason)])
 
 
-def _handle_tool_call(state: WinkInstrumentation) -> Wrapper:
+async def _handle_tool_call(
+    run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """0.25 `_handle_tool_call(client, request_id, params, tool_lookup)`: the bridged call."""
-
-    def wrapper(
-        wrapped: Callable[..., Coroutine[Any, Any, Any]],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Coroutine[Any, Any, Any]:
-        async def traced() -> Any:
-            run = state.run()
-            if run is None:
-                return await wrapped(*args, **kwargs)
-            params = argument(args, kwargs, "params", 2)
-            guarded("tool call", _tool_call, run, params)
-            token = _PENDING_TOOL_CALL.set((argument(args, kwargs, "request_id", 1), params))
-            try:
-                return await wrapped(*args, **kwargs)
-            finally:
-                _PENDING_TOOL_CALL.reset(token)
-
-        return traced()
-
-    return wrapper
+    params = argument(args, kwargs, "params", 2)
+    guarded("tool call", _tool_call, run, params)
+    token = _PENDING_TOOL_CALL.set((argument(args, kwargs, "request_id", 1), params))
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        _PENDING_TOOL_CALL.reset(token)
 
 
 def _tool_result(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -249,7 +241,7 @@ def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
             f"{ADAPTER_CLASS}._process_notification",
             observing(state, "notification", _notification),
         ),
-        Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}._handle_tool_call", _handle_tool_call(state)),
+        Patch(ADAPTER_MODULE, f"{ADAPTER_CLASS}._handle_tool_call", in_run_async(state, _handle_tool_call)),
         Patch(
             CLIENT_MODULE, "CodexAppServerClient.send_response", observing(state, "tool result", _tool_result)
         ),

@@ -1,9 +1,10 @@
-"""What every weakincentives wrapper shares: the tracer, an on/off switch, `observing` and `in_run`."""
+"""What every weakincentives wrapper shares: the tracer, an on/off switch, `observing`, `in_run`
+and `in_run_async`."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,5 +72,31 @@ def in_run(state: WinkInstrumentation, hook: Hook) -> Wrapper:
         if run is None:
             return wrapped(*args, **kwargs)
         return hook(run, wrapped, instance, args, kwargs)
+
+    return wrapper
+
+
+AsyncHook = Callable[
+    [AgentRun, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Coroutine[Any, Any, Any]
+]
+
+
+def in_run_async(state: WinkInstrumentation, hook: AsyncHook) -> Wrapper:
+    """`in_run` for an `async def`: the coroutine awaits the call through `hook(run, wrapped,
+    instance, args, kwargs)` when it starts inside an instrumented run, untouched outside one."""
+
+    def wrapper(
+        wrapped: Callable[..., Coroutine[Any, Any, Any]],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Coroutine[Any, Any, Any]:
+        async def traced() -> Any:
+            run = state.run()
+            if run is None:
+                return await wrapped(*args, **kwargs)
+            return await hook(run, wrapped, instance, args, kwargs)
+
+        return traced()
 
     return wrapper

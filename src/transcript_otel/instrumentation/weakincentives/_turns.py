@@ -2,38 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
+from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._patching import Wrapper
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, in_run_async
 
 
 def turn_wrapper(state: WinkInstrumentation, *, opens: bool, closes: bool) -> Wrapper:
     """Wrap an `async def` turn step: open the turn span before it, end it after it."""
 
-    def wrapper(
-        wrapped: Callable[..., Coroutine[Any, Any, Any]],
+    async def turn(
+        run: AgentRun,
+        wrapped: Callable[..., Any],
         instance: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> Coroutine[Any, Any, Any]:
-        async def traced() -> Any:
-            run = state.run()
-            if run is None:
-                return await wrapped(*args, **kwargs)
-            if opens:
-                run.begin_turn()
-            try:
-                result = await wrapped(*args, **kwargs)
-            except BaseException as error:
-                if closes:
-                    run.end_turn(error)
-                raise
+    ) -> Any:
+        if opens:
+            run.begin_turn()
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as error:
             if closes:
-                run.end_turn()
-            return result
+                run.end_turn(error)
+            raise
+        if closes:
+            run.end_turn()
+        return result
 
-        return traced()
-
-    return wrapper
+    return in_run_async(state, turn)
