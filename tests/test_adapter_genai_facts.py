@@ -47,7 +47,7 @@ provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 
 import transcript_otel
-from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 
 calls = []
 

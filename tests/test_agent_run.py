@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline
 from transcript_otel.cli.capture import LineRecorder
-from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.codex import CodexMapper

@@ -505,7 +505,7 @@ FAKE_CLI_TOOLS = [{"name": "Task"}, {"name": "Bash"}, {"name": "Read"}, {"name":
 @pytest.fixture
 def described(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """What each `AgentRun.describe_agent()` call of the test was told (the call still runs)."""
-    from transcript_otel.instrumentation._agent_run import AgentRun
+    from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 
     calls: list[dict[str, Any]] = []
     original = AgentRun.describe_agent
@@ -735,7 +735,7 @@ def test_a_conversation_already_captured_by_an_outer_claude_run_is_left_to_it(
 ) -> None:
     # What the weakincentives Claude adapter's instrumentation looks like from here: an
     # AgentRun of adapter `claude_agent_sdk` current around the SDK calls.
-    from transcript_otel.instrumentation._agent_run import AgentRun
+    from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 
     outer = AgentRun(
         otel.tracer_provider.get_tracer("wink"),

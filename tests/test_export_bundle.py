@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from transcript_otel import read_records
-from transcript_otel.exports import bundle_sources
-from transcript_otel.exports.bundle import BundleInfo, write_bundle
+from transcript_otel.exports.bundle import sources as bundle_sources
+from transcript_otel.exports.bundle.writer import BundleInfo, write_bundle
 from transcript_otel.reading import bundle
 from transcript_otel.reading.bundle import iter_bundle_records
 from transcript_otel.reading.reconstruct import TranscriptReadWarning

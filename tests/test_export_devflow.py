@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from transcript_otel import read_records
-from transcript_otel.exports import devflow_turns
-from transcript_otel.exports.devflow import devflow_run_id, write_devflow
-from transcript_otel.exports.devflow_format import (
+from transcript_otel.exports.devflow import turns as devflow_turns
+from transcript_otel.exports.devflow.format import (
     GZIP_THRESHOLD,
     DevflowToolCall,
     DevflowTranscript,
     DevflowTurn,
 )
-from transcript_otel.exports.devflow_reader import read_devflow
+from transcript_otel.exports.devflow.reader import read_devflow
+from transcript_otel.exports.devflow.writer import devflow_run_id, write_devflow
 from transcript_otel.reading.sources import open_run
 
 from helpers import ListRun

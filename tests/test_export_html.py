@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import pytest
 
-from transcript_otel.exports.html import write_html
+from transcript_otel.exports.html.page import write_html
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.reconstruct import read_records
 from transcript_otel.reading.sources import open_run

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from transcript_otel import TranscriptPipeline
 from transcript_otel.cli.capture import LineRecorder
 from transcript_otel.genai import metrics as genai_metrics
-from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings.lines import select_adapter
 
 from conftest import OTelHarness

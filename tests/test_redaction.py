@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
-from transcript_otel.exports.bundle import write_bundle
+from transcript_otel.exports.bundle.writer import write_bundle
 from transcript_otel.model.entries import RawJson
 from transcript_otel.reading.reconstruct import read_records
 from transcript_otel.records.redaction import BUILTIN_RULES, BuiltinRule, Redactor, marker

@@ -22,7 +22,7 @@ from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.cli import capture
 from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
 from transcript_otel.cli.relay import capture_copy, protocol
-from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings.lines import PlainAdapter
 
 from helpers import run_records

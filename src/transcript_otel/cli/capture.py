@@ -27,7 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from transcript_otel.cli.relay import protocol
-from transcript_otel.instrumentation._agent_run import TURN_CONTENT, TURN_REPORTS, AgentRun, starts_new_turn
+from transcript_otel.instrumentation.span_tree.agent_run import (
+    TURN_CONTENT,
+    TURN_REPORTS,
+    AgentRun,
+    starts_new_turn,
+)
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.lines import AutoAdapter, LineAdapter, capabilities_of, effective_name
 from transcript_otel.model.entries import MAIN_SOURCE

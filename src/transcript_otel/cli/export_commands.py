@@ -72,7 +72,7 @@ def add_bundle(commands: Any) -> None:
 
 
 def run_bundle(args: argparse.Namespace, out: TextIO) -> int:
-    from transcript_otel.exports.bundle import write_bundle
+    from transcript_otel.exports.bundle.writer import write_bundle
 
     source = Progress(open_run(args.run), "bundling", sys.stderr)
     if args.output != "-":
@@ -116,14 +116,14 @@ def add_export(commands: Any) -> None:
 def run_export(args: argparse.Namespace, out: TextIO) -> int:
     source = Progress(open_run(args.run), f"exporting {args.format}", sys.stderr)
     if args.format == "devflow":
-        from transcript_otel.exports.devflow import write_devflow
+        from transcript_otel.exports.devflow.writer import write_devflow
 
         path = write_devflow(source, args.output or ".", flow_id=args.flow, run_id=args.run_id)
         print(f"{path}", file=sys.stderr)
         return 0
     with _text_output(args.output, out) as stream:
         if args.format == "html":
-            from transcript_otel.exports.html import write_html
+            from transcript_otel.exports.html.page import write_html
 
             write_html(source, stream)
         elif args.format == "markdown":
@@ -188,7 +188,7 @@ _NEEDS_THE_SDK: Final = (
 
 def run_replay(args: argparse.Namespace, out: TextIO) -> int:
     try:
-        from transcript_otel.exports.replay import ReplayError, replay
+        from transcript_otel.exports.replay.run import ReplayError, replay
     except ImportError as exc:  # a core-only install: no SDK
         if not (exc.name or "").startswith("opentelemetry"):
             raise

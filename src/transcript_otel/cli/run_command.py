@@ -48,7 +48,7 @@ from transcript_otel.cli import relay
 from transcript_otel.cli.capture import LineRecorder, OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
 from transcript_otel.cli.relay import protocol
-from transcript_otel.instrumentation._agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
 from transcript_otel.mappings.lines import ADAPTER_VARIABLE, LineAdapter, select_adapter

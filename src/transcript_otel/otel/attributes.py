@@ -36,7 +36,7 @@ GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.i
 GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
 
-# Span attributes shared by the span tree (`instrumentation/_agent_run.py`), the turn facts and the
+# Span attributes shared by the span tree (`instrumentation/span_tree/agent_run.py`), the turn facts and the
 # GenAI metrics, which read them back from the ending span.
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"

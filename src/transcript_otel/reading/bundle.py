@@ -1,6 +1,6 @@
 """A debug bundle read back: the records of a run kept as a weakincentives debug-bundle zip.
 
-`iter_bundle_records(path)` streams the records of a bundle, ours (`exports/bundle.py`
+`iter_bundle_records(path)` streams the records of a bundle, ours (`exports/bundle/writer.py`
 writes them) or one weakincentives wrote: `debug_bundle/logs/app.jsonl`, or
 `debug_bundle/transcript.jsonl` in a bundle without logs. A zip is checked before
 anything is read, so a file that is not a bundle, or a member that would inflate

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from transcript_otel.instrumentation._agent_run import current_run
 from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Patch, Wrapper
 from transcript_otel.instrumentation.claude_agent_sdk._query import INTERNAL_CLIENT_MODULE
 from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import current_sdk_run
 from transcript_otel.instrumentation.claude_agent_sdk._state import SdkInstrumentation
+from transcript_otel.instrumentation.span_tree.agent_run import current_run
 
 PARSER_MODULE: Final = "claude_agent_sdk._internal.message_parser"
 

@@ -25,7 +25,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
-from transcript_otel.instrumentation._agent_run import TURN_CONTENT, AgentRun, message_of, starts_new_turn
+from transcript_otel.instrumentation.span_tree.agent_run import (
+    TURN_CONTENT,
+    AgentRun,
+    message_of,
+    starts_new_turn,
+)
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper, source_of
 from transcript_otel.model.entries import MAIN_SOURCE

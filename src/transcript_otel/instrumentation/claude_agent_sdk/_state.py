@@ -11,8 +11,8 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from transcript_otel.instrumentation._agent_run import AgentRun, current_run
 from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, current_run
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Patch
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, observing
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper

@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Final
 
-from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.instrumentation.weakincentives._native import harness_call
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import (

@@ -18,9 +18,9 @@ from typing import Any, Final
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.capture.emitter import TranscriptEmitter
-from transcript_otel.instrumentation._agent_run import current_run
 from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
+from transcript_otel.instrumentation.span_tree.agent_run import current_run
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 from transcript_otel.model.entries import MAIN_SOURCE
 

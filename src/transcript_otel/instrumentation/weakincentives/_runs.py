@@ -9,9 +9,9 @@ from typing import Any
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Wrapper
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 
 _logger = logging.getLogger(__name__)

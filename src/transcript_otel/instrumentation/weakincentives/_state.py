@@ -10,9 +10,9 @@ from typing import Any
 
 from opentelemetry import trace
 
-from transcript_otel.instrumentation._agent_run import AgentRun, current_run
 from transcript_otel.instrumentation._calls import guarded
 from transcript_otel.instrumentation._patching import Wrapper
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, current_run
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())

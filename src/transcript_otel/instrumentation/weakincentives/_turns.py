@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from transcript_otel.instrumentation._agent_run import AgentRun
 from transcript_otel.instrumentation._patching import Wrapper
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, in_run_async
 
 

@@ -1,10 +1,10 @@
-"""A captured run as a devflow transcript (seed 003, ADR-011; the format is `devflow_format.py`'s).
+"""A captured run as a devflow transcript (seed 003, ADR-011; the format is `format.py`'s).
 
 `write_devflow(source, target)` reads the run twice and never holds it whole: a
 first pass feeds a `RunDigest` (metadata: times, status, token totals, cost,
 errors, and how many entries each source has), a second writes the turns as they
-come (`devflow_turns.py`: which entry becomes which turn, and which turns are held
-until they can be written) into the file `devflow_file.py` puts in place. A source
+come (`turns.py`: which entry becomes which turn, and which turns are held
+until they can be written) into the file `file.py` puts in place. A source
 without any record is a `ValueError`; a run without entries is a transcript with no
 turns.
 
@@ -27,9 +27,9 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from transcript_otel.exports.devflow_file import DevflowFile, devflow_target
-from transcript_otel.exports.devflow_format import go_json, go_time
-from transcript_otel.exports.devflow_turns import TurnWriter
+from transcript_otel.exports.devflow.file import DevflowFile, devflow_target
+from transcript_otel.exports.devflow.format import go_json, go_time
+from transcript_otel.exports.devflow.turns import TurnWriter
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.reconstruct import entry_from_context

@@ -1,8 +1,8 @@
 """The spans of an `AgentRun` as the writer keeps them while they are open: their slots.
 
-A `_SpanSlot` holds an open span, its context and what its entries came to so far (usage,
-cost, error type, a turn's response facts, content); a `_ToolSlot` is an `execute_tool` span,
-with what its call says of the subagent it may start. `_FinalState` is what a span ends with.
+A `SpanSlot` holds an open span, its context and what its entries came to so far (usage,
+cost, error type, a turn's response facts, content); a `ToolSlot` is an `execute_tool` span,
+with what its call says of the subagent it may start. `FinalState` is what a span ends with.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind
 
-from transcript_otel.instrumentation._span_content import SpanContent
-from transcript_otel.instrumentation._turn_facts import TurnFacts, chat_span_name
+from transcript_otel.instrumentation.span_tree.span_content import SpanContent
+from transcript_otel.instrumentation.span_tree.turn_facts import TurnFacts, chat_span_name
 from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
-_MAX_KNOWN_LAUNCHERS: Final = 1024
+MAX_KNOWN_LAUNCHERS: Final = 1024
 
 
 @dataclass(slots=True)
-class _SpanSlot:
+class SpanSlot:
     span: Span
     context: Context
     usage: Counter[str] = field(default_factory=Counter)
@@ -39,8 +39,8 @@ class _SpanSlot:
     # A subagent named by its launching call id: its real agent id is known (set on the span).
     agent_id_learned: bool = False
     # A subagent: the `chat` span of its model calls (its tokens, model and conversation).
-    chat: _SpanSlot | None = None
-    # What the span's entries said, where content goes onto spans (`_span_content`).
+    chat: SpanSlot | None = None
+    # What the span's entries said, where content goes onto spans (`span_content`).
     content: SpanContent | None = None
     # The root and the main turns: they carry the system prompt and tool definitions.
     described: bool = False
@@ -68,7 +68,7 @@ class _SpanSlot:
         return cls(span, trace.set_span_in_context(span, parent))
 
 
-class _FinalState(NamedTuple):
+class FinalState(NamedTuple):
     """What a span ends with, read in queue order as it ends (later entries may change the slot)."""
 
     usage: dict[str, int]
@@ -77,12 +77,12 @@ class _FinalState(NamedTuple):
     keeps_record: bool
     # A turn's response facts (`TurnFacts.final_attributes`); empty for other spans.
     attributes: dict[str, Any]
-    # Its content attributes (`_span_content`), for the span and the operation-details event.
+    # Its content attributes (`span_content`), for the span and the operation-details event.
     content: dict[str, Any]
 
 
 @dataclass(slots=True)
-class _ToolSlot(_SpanSlot):
+class ToolSlot(SpanSlot):
     name: str = ""
     call_id: str = ""
     subagent_prompt: str | None = None
@@ -90,15 +90,15 @@ class _ToolSlot(_SpanSlot):
     subagent_source: str | None = None
 
 
-def _name_chat(turn: _SpanSlot, model: str | None) -> None:
+def name_chat(turn: SpanSlot, model: str | None) -> None:
     """The turn's model is known: its request model and its span's name `chat {model}`."""
     if model:
         turn.span.set_attribute(GEN_AI_REQUEST_MODEL, model)
         turn.span.update_name(chat_span_name(model))
 
 
-def _keep_bounded(calls: dict[str, _ToolSlot], call_id: str, tool: _ToolSlot) -> None:
-    """`calls[call_id] = tool`, forgetting the oldest call beyond `_MAX_KNOWN_LAUNCHERS`."""
-    if len(calls) >= _MAX_KNOWN_LAUNCHERS:
+def keep_bounded(calls: dict[str, ToolSlot], call_id: str, tool: ToolSlot) -> None:
+    """`calls[call_id] = tool`, forgetting the oldest call beyond `MAX_KNOWN_LAUNCHERS`."""
+    if len(calls) >= MAX_KNOWN_LAUNCHERS:
         del calls[next(iter(calls))]
     calls[call_id] = tool

@@ -3,7 +3,7 @@
 Each entry's content goes to the spans that will say it (`add_content`): a subagent's and its
 chat span's, else the root's and the turn's. Background tasks' notifications are what Claude
 Code begins its next turn with: a turn's input, kept until a turn calls the model with them.
-Nothing is kept unless the content rules (`_span_content`) let content go on spans.
+Nothing is kept unless the content rules (`span_content`) let content go on spans.
 """
 
 from __future__ import annotations
@@ -12,22 +12,22 @@ from typing import Any
 
 from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.genai.facts import task_notification
-from transcript_otel.instrumentation._details import (
+from transcript_otel.instrumentation.span_tree.details import (
     ENTRY_ASSISTANT_MESSAGE,
     ENTRY_SYSTEM_EVENT,
     ENTRY_TOOL_RESULT,
 )
-from transcript_otel.instrumentation._run_state import _RunState
-from transcript_otel.instrumentation._span_content import add_content
-from transcript_otel.instrumentation._span_slot import _MAX_KNOWN_LAUNCHERS, _SpanSlot
+from transcript_otel.instrumentation.span_tree.span_content import add_content
+from transcript_otel.instrumentation.span_tree.span_slot import MAX_KNOWN_LAUNCHERS, SpanSlot
+from transcript_otel.instrumentation.span_tree.state import RunState
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 
 
-class _Content(_RunState):
+class ContentKeeping(RunState):
     """Keeping entries' content for the spans that will carry it."""
 
     def _keep_content(
-        self, entry_type: Any, detail: Any, subagent: _SpanSlot | None, turn: _SpanSlot | None
+        self, entry_type: Any, detail: Any, subagent: SpanSlot | None, turn: SpanSlot | None
     ) -> None:
         """The entry in what its spans will say: a subagent's or the root's, and its chat's.
 
@@ -41,7 +41,7 @@ class _Content(_RunState):
             notification = task_notification(detail)
             # Its summary is the subagent's answer: kept where assistant text may be.
             keeps = self._keeps(ENTRY_ASSISTANT_MESSAGE)
-            if notification is not None and keeps and len(self._unread_notifications) < _MAX_KNOWN_LAUNCHERS:
+            if notification is not None and keeps and len(self._unread_notifications) < MAX_KNOWN_LAUNCHERS:
                 call_id, summary = notification
                 if call_id is None:
                     self._unread_notifications[str(len(self._unread_notifications))] = summary
@@ -60,13 +60,13 @@ class _Content(_RunState):
         into another's place keeps its own category's rule)."""
         return self._content_rules is not None and self._content_rules.keeps(entry_type)
 
-    def _deliver_notifications(self, turn: _SpanSlot) -> None:
+    def _deliver_notifications(self, turn: SpanSlot) -> None:
         if self._unread_notifications:
             turn.notified, self._unread_notifications = self._unread_notifications, {}
             for summary in turn.notified.values():
                 add_content(EntryType.USER_MESSAGE.value, {"text": summary}, turn)
 
-    def _pass_on_notifications(self, turn: _SpanSlot) -> None:
+    def _pass_on_notifications(self, turn: SpanSlot) -> None:
         """A turn that ends without the model answering (Claude Code's `num_turns: 0`) leaves its
         notifications to the next turn, which calls the model with them."""
         if turn.notified and not turn.answered:

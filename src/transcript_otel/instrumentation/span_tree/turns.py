@@ -14,11 +14,11 @@ from typing import Final
 from opentelemetry.trace import SpanKind
 
 from transcript_otel.genai.chat_content import ChatContent
-from transcript_otel.instrumentation._details import exception_type
-from transcript_otel.instrumentation._run_completion import _Completion
-from transcript_otel.instrumentation._run_content import _Content
-from transcript_otel.instrumentation._span_slot import _SpanSlot
-from transcript_otel.instrumentation._turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
+from transcript_otel.instrumentation.span_tree.completion import SpanCompletion
+from transcript_otel.instrumentation.span_tree.content import ContentKeeping
+from transcript_otel.instrumentation.span_tree.details import exception_type
+from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot
+from transcript_otel.instrumentation.span_tree.turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
 from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.otel import attributes as attr
 from transcript_otel.otel.attributes import GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL
@@ -26,7 +26,7 @@ from transcript_otel.otel.attributes import GEN_AI_OPERATION_NAME, GEN_AI_PROVID
 TURN_NUMBER: Final = "transcript.turn"
 
 
-class _Turns(_Completion, _Content):
+class TurnSpans(SpanCompletion, ContentKeeping):
     """Opening and ending turn spans, on the writer, in queue order."""
 
     def begin_turn(self) -> None:
@@ -62,7 +62,7 @@ class _Turns(_Completion, _Content):
 
     def _open_turn(self, start_ns: int) -> None:
         self._turn_count += 1
-        self._turn = _SpanSlot.open(
+        self._turn = SpanSlot.open(
             self._tracer,
             chat_span_name(self._model),
             self._root.context,
@@ -90,7 +90,7 @@ class _Turns(_Completion, _Content):
     def _end_turn(self, error: BaseException | None, end_ns: int) -> None:
         with self._lock:
             if self._turns_awaiting_result:
-                turn: _SpanSlot | None = self._turns_awaiting_result.popleft()
+                turn: SpanSlot | None = self._turns_awaiting_result.popleft()
             else:
                 turn, self._turn = self._turn, None
                 if turn is not None:

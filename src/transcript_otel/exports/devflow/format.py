@@ -7,7 +7,7 @@ empty or zero). A document of 100 KiB (102,400 bytes, the ADR's `100*1024`) or m
 is stored gzipped: `transcript.json` below, `transcript.json.gz` at or above.
 Timestamps are RFC 3339 in UTC (`2025-01-15T10:30:00.123456Z`).
 
-`exports/devflow.py` writes a captured run in this format; `exports/devflow_reader.py`
+`exports/devflow/writer.py` writes a captured run in this format; `exports/devflow/reader.py`
 reads a transcript back into the types below.
 """
 

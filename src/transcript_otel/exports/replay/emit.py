@@ -19,7 +19,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from transcript_otel.exports.replay_plan import REPLAYED_EVENTS, ReplayPlan, hex_id, record_nanos
+from transcript_otel.exports.replay.plan import REPLAYED_EVENTS, ReplayPlan, hex_id, record_nanos
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.records.run import RunInfo

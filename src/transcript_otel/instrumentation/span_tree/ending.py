@@ -20,14 +20,14 @@ from opentelemetry.semconv.attributes.exception_attributes import (
 )
 from opentelemetry.trace import Span
 
-from transcript_otel.instrumentation._details import exception_type, message_of
-from transcript_otel.instrumentation._run_tools import _Tools
-from transcript_otel.instrumentation._run_turns import _Turns
+from transcript_otel.instrumentation.span_tree.details import exception_type, message_of
+from transcript_otel.instrumentation.span_tree.tools import ToolSpans
+from transcript_otel.instrumentation.span_tree.turns import TurnSpans
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.content import text_digest
 
 
-class _Ending(_Turns, _Tools):
+class RunEnding(TurnSpans, ToolSpans):
     """Ending the run: on the agent's thread, then on the writer."""
 
     def finish(self, error: BaseException | None = None) -> None:

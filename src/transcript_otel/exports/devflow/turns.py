@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from transcript_otel.exports.devflow_file import DevflowFile
-from transcript_otel.exports.devflow_format import go_json, go_time
+from transcript_otel.exports.devflow.file import DevflowFile
+from transcript_otel.exports.devflow.format import go_json, go_time
 from transcript_otel.genai.attributes import RunningUsage, message_usage, tool_failed, tool_identity
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry
 from transcript_otel.otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from transcript_otel.exports import destination
-from transcript_otel.exports.devflow_format import GZIP_NAME, GZIP_THRESHOLD, PLAIN_NAME
+from transcript_otel.exports.devflow.format import GZIP_NAME, GZIP_THRESHOLD, PLAIN_NAME
 
 __all__ = ["DevflowFile", "devflow_target"]
 

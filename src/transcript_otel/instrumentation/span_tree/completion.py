@@ -15,13 +15,13 @@ from opentelemetry.trace import Status, StatusCode
 
 from transcript_otel.genai.attributes import run_totals
 from transcript_otel.genai.metrics import record_span_end
-from transcript_otel.instrumentation._run_state import _RunState
-from transcript_otel.instrumentation._span_content import (
+from transcript_otel.instrumentation.span_tree.span_content import (
     OPERATION_DETAILS_EVENT,
     operation_details,
     span_content,
 )
-from transcript_otel.instrumentation._span_slot import _FinalState, _SpanSlot, _ToolSlot
+from transcript_otel.instrumentation.span_tree.span_slot import FinalState, SpanSlot, ToolSlot
+from transcript_otel.instrumentation.span_tree.state import RunState
 from transcript_otel.model.span_records import span_fields
 from transcript_otel.otel.attributes import ERROR_TYPE, GEN_AI_RESPONSE_FINISH_REASONS, TOOL_RESULT_MISSING
 
@@ -30,21 +30,21 @@ USAGE_COST_USD: Final = "transcript.usage.cost_usd"
 GEN_AI_USAGE_COST: Final = "gen_ai.usage.cost"
 
 
-class _Completion(_RunState):
+class SpanCompletion(RunState):
     """Ending spans: a slot's final state, read as it ends, and its completion on the writer."""
 
-    def _end_missing(self, tool: _ToolSlot, end_ns: int) -> None:
+    def _end_missing(self, tool: ToolSlot, end_ns: int) -> None:
         tool.span.set_attribute(TOOL_RESULT_MISSING, True)
         self._end(tool, end_ns)
 
-    def _end(self, slot: _SpanSlot, end_ns: int) -> None:
+    def _end(self, slot: SpanSlot, end_ns: int) -> None:
         """End the span at `end_ns` (a subagent's chat span first), once what was emitted inside
         it is written."""
         if slot.chat is not None:
             self._complete_when_written(slot.chat, end_ns, ends=True)
         self._complete_when_written(slot, end_ns, ends=True)
 
-    def _complete_when_written(self, slot: _SpanSlot, end_time: int, *, ends: bool) -> None:
+    def _complete_when_written(self, slot: SpanSlot, end_time: int, *, ends: bool) -> None:
         # Decided and read now, in queue order as the span ends: later entries may still
         # count usage on the root before the span's events are written.
         keeps_record = not self._spans_closed and self.emitter.keeps_span_records()
@@ -57,12 +57,12 @@ class _Completion(_RunState):
             content = span_content(
                 slot.content, self._content_rules, reasons[0] if reasons else None, description
             )
-        final = _FinalState(
+        final = FinalState(
             dict(slot.usage), slot.cost_usd, slot.error_type, keeps_record, attributes, content
         )
         self.emitter.after_written(functools.partial(self._complete, slot, end_time, final, ends))
 
-    def _complete(self, slot: _SpanSlot, end_time: int, final: _FinalState, ends: bool) -> None:
+    def _complete(self, slot: SpanSlot, end_time: int, final: FinalState, ends: bool) -> None:
         """On the writer: the span's last attributes and status, its `transcript.span` record
         (queued where the span ended), then its end. Off the agent's thread: it costs ~10 µs."""
         span = slot.span

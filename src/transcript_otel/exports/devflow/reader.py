@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from transcript_otel.exports.devflow_format import (
+from transcript_otel.exports.devflow.format import (
     RUN_STATUSES,
     TURN_ROLES,
     DevflowMetadata,

@@ -56,7 +56,7 @@ them and loses the entry (its own writer has that bug); lone surrogates are writ
 escaped as well.
 
 Here: the zip and its members, as the records stream in. The `transcript/` files are
-`bundle_sources.py`'s, the manifest, index and README `bundle_metadata.py`'s; reading a
+`sources.py`'s, the manifest, index and README `metadata.py`'s; reading a
 bundle back is `reading/bundle.py`'s.
 """
 
@@ -77,9 +77,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Final
 
-from transcript_otel.exports import bundle_metadata, destination
-from transcript_otel.exports.bundle_metadata import RunNotes
-from transcript_otel.exports.bundle_sources import TRANSCRIPT_DIR, SourceFiles
+from transcript_otel.exports import destination
+from transcript_otel.exports.bundle import metadata as bundle_metadata
+from transcript_otel.exports.bundle.metadata import RunNotes
+from transcript_otel.exports.bundle.sources import TRANSCRIPT_DIR, SourceFiles
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.bundle import APP_LOG, BUNDLE_ROOT, MANIFEST, TRANSCRIPT
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from transcript_otel.exports.bundle_sources import SourceFile
+from transcript_otel.exports.bundle.sources import SourceFile
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.version import __version__
 

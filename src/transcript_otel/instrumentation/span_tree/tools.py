@@ -20,21 +20,21 @@ from transcript_otel.genai.content import AgentContent, ToolContent
 from transcript_otel.genai.facts import subagent_agent_id
 from transcript_otel.genai.lookup import value_at
 from transcript_otel.genai.pieces import texts_of
-from transcript_otel.instrumentation._details import (
+from transcript_otel.instrumentation.span_tree.completion import SpanCompletion
+from transcript_otel.instrumentation.span_tree.content import ContentKeeping
+from transcript_otel.instrumentation.span_tree.details import (
     ENTRY_TOOL_USE,
     is_bridged_tool,
     tool_input,
 )
-from transcript_otel.instrumentation._run_completion import _Completion
-from transcript_otel.instrumentation._run_content import _Content
-from transcript_otel.instrumentation._span_content import add_content
-from transcript_otel.instrumentation._span_slot import (
-    _MAX_KNOWN_LAUNCHERS,
-    _keep_bounded,
-    _SpanSlot,
-    _ToolSlot,
+from transcript_otel.instrumentation.span_tree.span_content import add_content
+from transcript_otel.instrumentation.span_tree.span_slot import (
+    MAX_KNOWN_LAUNCHERS,
+    SpanSlot,
+    ToolSlot,
+    keep_bounded,
 )
-from transcript_otel.instrumentation._turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
+from transcript_otel.instrumentation.span_tree.turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
 from transcript_otel.model.entries import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType
 from transcript_otel.otel import attributes as attr
 from transcript_otel.otel.attributes import (
@@ -57,18 +57,18 @@ TRANSFER_RETURNS_TO_CALLER: Final = "return_to_caller"
 _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 
 
-class _Tools(_Completion, _Content):
+class ToolSpans(SpanCompletion, ContentKeeping):
     """Opening and ending tool and subagent spans, on the writer, in queue order."""
 
     def _open_tool(
-        self, source: str, detail: Any, parent: _SpanSlot, start_ns: int, agent_name: str | None
-    ) -> _SpanSlot:
+        self, source: str, detail: Any, parent: SpanSlot, start_ns: int, agent_name: str | None
+    ) -> SpanSlot:
         call_id, name = tool_identity(detail)
         if call_id is None:
             return parent  # a call without an id cannot be matched with its result
         name = name or "tool"
         arguments = tool_input(detail)
-        tool = _ToolSlot.open(
+        tool = ToolSlot.open(
             self._tracer,
             f"execute_tool {name}",
             parent.context,
@@ -89,7 +89,7 @@ class _Tools(_Completion, _Content):
             tool.content = ToolContent()
             add_content(ENTRY_TOOL_USE, detail, tool)
         if name in _SUBAGENT_TOOLS and self._subagents_named_by_call_id:
-            _keep_bounded(self._launchers, call_id, tool)
+            keep_bounded(self._launchers, call_id, tool)
         if name in _SUBAGENT_TOOLS and isinstance(arguments, Mapping):
             prompt, subagent_type = arguments.get("prompt"), arguments.get("subagent_type")
             tool.subagent_prompt = prompt if isinstance(prompt, str) else None
@@ -104,11 +104,11 @@ class _Tools(_Completion, _Content):
         self._tools[(source, call_id)] = tool
         return tool
 
-    def _go_on_in_background(self, tool: _ToolSlot) -> None:
+    def _go_on_in_background(self, tool: ToolSlot) -> None:
         with self._lock:
-            _keep_bounded(self._background_calls, tool.call_id, tool)
+            keep_bounded(self._background_calls, tool.call_id, tool)
 
-    def _end_tool(self, tool: _ToolSlot, *, failed: bool, end_ns: int) -> None:
+    def _end_tool(self, tool: ToolSlot, *, failed: bool, end_ns: int) -> None:
         with self._lock:
             subagent = self._subagents.pop(tool.subagent_source, None) if tool.subagent_source else None
             if tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
@@ -119,7 +119,7 @@ class _Tools(_Completion, _Content):
             tool.error_type = "tool_error"
         self._end(tool, end_ns)
 
-    def _subagent_slot(self, source: str, entry_type: Any, detail: Any, start_ns: int) -> _SpanSlot | None:
+    def _subagent_slot(self, source: str, entry_type: Any, detail: Any, start_ns: int) -> SpanSlot | None:
         if not source.startswith(SUBAGENT_SOURCE_PREFIX):
             return None
         slot = self._subagents.get(source)
@@ -135,7 +135,7 @@ class _Tools(_Completion, _Content):
         # Named by its launching call (stream-json): the real agent id, where already told.
         call_id = agent_id if self._subagents_named_by_call_id else None
         learned_id = self._agent_ids_by_call.pop(call_id, None) if call_id is not None else None
-        slot = _SpanSlot.open(
+        slot = SpanSlot.open(
             self._tracer,
             f"invoke_agent {subagent_type or 'subagent'}",
             parent.context,
@@ -154,7 +154,7 @@ class _Tools(_Completion, _Content):
         slot.agent_id_learned = learned_id is not None or call_id is None
         # Its model calls: a `chat` span of its own, so that its tokens are counted once, on a chat
         # span (never on the main turn), and priced at its own model.
-        slot.chat = _SpanSlot.open(
+        slot.chat = SpanSlot.open(
             self._tracer,
             chat_span_name(None),
             slot.context,
@@ -183,7 +183,7 @@ class _Tools(_Completion, _Content):
         self._subagents[source] = slot
         return slot
 
-    def _launcher_of(self, detail: dict[str, Any] | None) -> _ToolSlot | None:
+    def _launcher_of(self, detail: dict[str, Any] | None) -> ToolSlot | None:
         """The `Task`/`Agent` call that started this subagent: same prompt, else the oldest waiting.
 
         Open calls come first; then calls whose result was read before the subagent's file.
@@ -211,7 +211,7 @@ class _Tools(_Completion, _Content):
             return
         slot = self._subagents.get(SUBAGENT_SOURCE_PREFIX + identity.call_id)
         if slot is None:  # it has not spoken yet: its span gets the id as it opens
-            if len(self._agent_ids_by_call) >= _MAX_KNOWN_LAUNCHERS:
+            if len(self._agent_ids_by_call) >= MAX_KNOWN_LAUNCHERS:
                 del self._agent_ids_by_call[next(iter(self._agent_ids_by_call))]
             self._agent_ids_by_call[identity.call_id] = identity.agent_id
         elif not slot.agent_id_learned:

@@ -1,6 +1,6 @@
 """The state an `AgentRun` shares between its parts, declared once.
 
-Each part of `AgentRun` (a mixin in a `_run_*` module) derives from `_RunState`, where the
+Each part of `AgentRun` (a mixin in a `_run_*` module) derives from `RunState`, where the
 attributes they read and write are declared with their types (`AgentRun.__init__` sets
 them), and which runs their deferred actions on the writer and reports what fails there.
 """
@@ -19,15 +19,15 @@ from opentelemetry import trace
 from transcript_otel.capture.emitter import TranscriptEmitter
 from transcript_otel.genai.attributes import RunningUsage
 from transcript_otel.genai.rules import ContentRules
-from transcript_otel.instrumentation._span_content import AgentDescription
-from transcript_otel.instrumentation._span_slot import _SpanSlot, _ToolSlot
+from transcript_otel.instrumentation.span_tree.span_content import AgentDescription
+from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot, ToolSlot
 
 # One logger for the whole run, whichever of its parts reports: the module of `AgentRun`'s.
-_logger = logging.getLogger("transcript_otel.instrumentation._agent_run")
+_logger = logging.getLogger("transcript_otel.instrumentation.span_tree.agent_run")
 _logger.addHandler(logging.NullHandler())
 
 
-class _RunState:
+class RunState:
     """What every part of an `AgentRun` shares: the run's state, declared here once and set by
     `AgentRun.__init__`, the deferred actions it runs on the writer, and its failure reports."""
 
@@ -47,26 +47,26 @@ class _RunState:
     # Claude's stream-json names a subagent's messages after the `Task` call that launched
     # it (`subagent:{call id}`): its parent is then known exactly, never guessed.
     _subagents_named_by_call_id: bool
-    _launchers: dict[str, _ToolSlot]
+    _launchers: dict[str, ToolSlot]
     _lock: threading.RLock
-    _turn: _SpanSlot | None
+    _turn: SpanSlot | None
     # Turns the harness began anew while their result was still to come (Claude Code prints
     # a turn's `result` after the turns a background subagent's end starts): results end
     # them first, oldest first.
-    _turns_awaiting_result: deque[_SpanSlot]
+    _turns_awaiting_result: deque[SpanSlot]
     _turn_count: int
-    _tools: dict[tuple[str, str], _ToolSlot]
+    _tools: dict[tuple[str, str], ToolSlot]
     # Calls whose result said they go on in the background (a background subagent): they
     # end when the harness says the work ended, or with the run.
-    _background_calls: dict[str, _ToolSlot]
+    _background_calls: dict[str, ToolSlot]
     # The session's own running token totals (subagents included), where the harness tells
     # them: the root span reports them rather than the sum of what the run recorded.
     _session_usage: dict[str, int] | None
     _running_usage: RunningUsage
-    _subagents: dict[str, _SpanSlot]
+    _subagents: dict[str, SpanSlot]
     # Subagent launchers whose result came first: transcript files are read by polling,
     # so a subagent's file may be read after its `Task` call's result.
-    _ended_launchers: deque[_ToolSlot]
+    _ended_launchers: deque[ToolSlot]
     _usage_by_message: dict[str, dict[str, int]]
     # Real agent ids learned (stream-json's `task_started`) before their subagent spoke.
     _agent_ids_by_call: dict[str, str]
@@ -82,7 +82,7 @@ class _RunState:
     # Writer side: the run's end was processed; spans ending later keep no record.
     _spans_closed: bool
     _mapper: object | None
-    _root: _SpanSlot
+    _root: SpanSlot
     # Content on spans, where the settings and the policy let it (None: none is kept).
     _content_rules: ContentRules | None
 

@@ -7,7 +7,7 @@ tokens, cost, tools), a second writes the entries as compact JSON in
 `_CHUNK_ENTRIES` entries (every `<` escaped as `\\u003c`, so no text can close the
 block or open a comment), each followed by a `<noscript>` plain list of the same
 entries for a browser without JavaScript. This module assembles the page; the
-header comes from `html_header.run_header`, each entry's JSON from `html_entries.entry_data`.
+header comes from `header.run_header`, each entry's JSON from `entries.entry_data`.
 
 The page's script (`html_page.js`, inlined) sorts the entries by time, groups
 them into turns (a main `user_message` opens one, as does a Codex `turn_started`
@@ -30,8 +30,8 @@ from html import escape
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from transcript_otel.exports.html_entries import entry_data, epoch_us, error_notice, malformed
-from transcript_otel.exports.html_header import page_text, run_header
+from transcript_otel.exports.html.entries import entry_data, epoch_us, error_notice, malformed
+from transcript_otel.exports.html.header import page_text, run_header
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.text import ROLES, compact_json

@@ -12,25 +12,25 @@ from typing import Any, Final
 
 from transcript_otel.genai.attributes import message_usage
 from transcript_otel.genai.facts import init_model, response_facts
-from transcript_otel.instrumentation._details import (
+from transcript_otel.instrumentation.span_tree.details import (
     ENTRY_ASSISTANT_MESSAGE,
     ENTRY_SYSTEM_EVENT,
     ENTRY_TOKEN_USAGE,
     ENTRY_TOOL_USE,
 )
-from transcript_otel.instrumentation._run_state import _RunState
-from transcript_otel.instrumentation._span_slot import _name_chat, _SpanSlot
+from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot, name_chat
+from transcript_otel.instrumentation.span_tree.state import RunState
 from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
 # Entries that may tell the model that answered, its response id and why it stopped.
 _RESPONSE_ENTRIES: Final = frozenset({ENTRY_ASSISTANT_MESSAGE, ENTRY_TOKEN_USAGE})
 
 
-class _Responses(_RunState):
+class ResponseFacts(RunState):
     """Counting usage and noting response facts, on the writer as entries are placed."""
 
     def _count_usage(
-        self, base: _SpanSlot, usage: Mapping[str, int], turn: _SpanSlot | None, cost_usd: float = 0.0
+        self, base: SpanSlot, usage: Mapping[str, int], turn: SpanSlot | None, cost_usd: float = 0.0
     ) -> None:
         """Count usage where `base` holds it: a subagent on its chat span and itself, never on the
         main turn; anything else on `base`, on `turn` and on the root (each once)."""
@@ -39,14 +39,12 @@ class _Responses(_RunState):
         else:
             self._add_usage((base, turn), usage, cost_usd)
 
-    def _add_usage(
-        self, slots: Iterable[_SpanSlot | None], usage: Mapping[str, int], cost_usd: float
-    ) -> None:
+    def _add_usage(self, slots: Iterable[SpanSlot | None], usage: Mapping[str, int], cost_usd: float) -> None:
         for target in {id(s): s for s in (*slots, self._root) if s is not None}.values():
             target.usage.update(usage)
             target.cost_usd += cost_usd
 
-    def _add_message_usage(self, slot: _SpanSlot, detail: dict[str, Any] | None) -> None:
+    def _add_message_usage(self, slot: SpanSlot, detail: dict[str, Any] | None) -> None:
         """Claude writes a message's usage on each of its lines: count each message once."""
         counted = message_usage(detail)
         if counted is None or counted[0] in self._usage_by_message:
@@ -55,7 +53,7 @@ class _Responses(_RunState):
         self._usage_by_message[message_id] = usage
         self._count_usage(slot, usage, self._turn)
 
-    def _note_turn_facts(self, entry_type: Any, detail: Any, turn: _SpanSlot | None) -> None:
+    def _note_turn_facts(self, entry_type: Any, detail: Any, turn: SpanSlot | None) -> None:
         """An entry's facts about the model: the init message's model (the run's request model when
         it has none), a response's model, id and finish reason (the turn's, or a subagent's chat)."""
         if entry_type == ENTRY_SYSTEM_EVENT:
@@ -78,7 +76,7 @@ class _Responses(_RunState):
             return
         reports_turn = entry_type == ENTRY_TOKEN_USAGE
         if facts.note_response(response, reports_turn=reports_turn) and turn is not None:
-            _name_chat(turn, facts.request_model)
+            name_chat(turn, facts.request_model)
 
     def _set_request_model(self, model: str) -> None:
         """The run's model, learned from its entries: the root's and every open turn's request model."""
@@ -87,7 +85,7 @@ class _Responses(_RunState):
         for turn in (self._turn, *self._turns_awaiting_result):
             if turn is not None and turn.facts is not None and turn.facts.request_model is None:
                 turn.facts.request_model = model
-                _name_chat(turn, model)
+                name_chat(turn, model)
 
     def note_model(self, model: str) -> None:
         """The model the harness resolved for the session (Codex's `thread/start` answer): the

@@ -14,8 +14,8 @@ else `chat`), and a run without any ids gets ids derived from its identity (the 
 on every replay).
 
 Two passes over the records, memory bounded by the number of spans: the first
-(`replay_plan`) reads the span records and counts the records of each span, the
-second (`replay_emit`) creates the spans, feeds the records, and ends each span as
+(`plan`) reads the span records and counts the records of each span, the
+second (`emit`) creates the spans, feeds the records, and ends each span as
 soon as its last record is in (the batch exporter then sends it). This module sets up
 the exporters, checks the endpoint, and stops at the first batch the backend refuses.
 """
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from transcript_otel.exports.replay_emit import FixedIds, Replayer
-from transcript_otel.exports.replay_plan import ReplayPlan
+from transcript_otel.exports.replay.emit import FixedIds, Replayer
+from transcript_otel.exports.replay.plan import ReplayPlan
 from transcript_otel.otlp.exporters import (
     ConfigurationError,
     endpoint_for,

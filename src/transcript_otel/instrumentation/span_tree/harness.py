@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from transcript_otel.instrumentation._run_state import _RunState
-from transcript_otel.instrumentation._span_slot import _SpanSlot
+from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot
+from transcript_otel.instrumentation.span_tree.state import RunState
 from transcript_otel.otel import attributes as attr
 from transcript_otel.otel.attributes import GEN_AI_PROVIDER_NAME
 
 
-class _Harness(_RunState):
+class HarnessFacts(RunState):
     """The run's facts the harness learns late: session id, provider, agent description."""
 
     def set_session_id(self, session_id: str) -> None:
@@ -33,7 +33,7 @@ class _Harness(_RunState):
 
     def _set_span_session_id(self, session_id: str) -> None:
         with self._lock:
-            slots: list[_SpanSlot | None] = [self._root, self._turn, *self._turns_awaiting_result]
+            slots: list[SpanSlot | None] = [self._root, self._turn, *self._turns_awaiting_result]
             slots += [*self._tools.values(), *self._background_calls.values(), *self._subagents.values()]
             slots += [subagent.chat for subagent in self._subagents.values()]
             for slot in slots:

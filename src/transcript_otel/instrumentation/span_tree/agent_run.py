@@ -27,12 +27,11 @@ everything emitted inside it are added.
 Nothing here raises into the agent: failures become `transcript.error` records.
 
 `AgentRun` is made of one mixin per responsibility, each in a module of its own and all
-deriving from `_RunState` (`_run_state`: the state they share, declared once): how spans end
-(`_run_completion`), the content they carry (`_run_content`), what model responses tell
-(`_run_responses`), what the harness tells later (`_run_harness`), turns (`_run_turns`),
-tools and subagents (`_run_tools`) and the run's end (`_run_ending`). `_span_slot` has the
-slots of open spans, `_details` the readers of entry details; this module builds the run,
-places its entries, and is where the rest of the package imports them from.
+deriving from `RunState` (`state`: the state they share, declared once): how spans end
+(`completion`), the content they carry (`content`), what model responses tell
+(`responses`), what the harness tells later (`harness`), turns (`turns`), tools and
+subagents (`tools`) and the run's end (`ending`). `span_slot` has the slots of open spans,
+`details` the readers of entry details; this module builds the run and places its entries.
 """
 
 from __future__ import annotations
@@ -60,7 +59,8 @@ from transcript_otel.genai.attributes import (
     usage_attributes,
 )
 from transcript_otel.genai.content import AgentContent
-from transcript_otel.instrumentation._details import (
+from transcript_otel.instrumentation.span_tree.completion import GEN_AI_USAGE_COST, USAGE_COST_USD
+from transcript_otel.instrumentation.span_tree.details import (
     ENTRY_SYSTEM_EVENT,
     ENTRY_TOOL_RESULT,
     ENTRY_TOOL_USE,
@@ -69,19 +69,22 @@ from transcript_otel.instrumentation._details import (
     says,
     starts_new_turn,
 )
-from transcript_otel.instrumentation._run_completion import GEN_AI_USAGE_COST, USAGE_COST_USD
-from transcript_otel.instrumentation._run_ending import _Ending
-from transcript_otel.instrumentation._run_harness import _Harness
-from transcript_otel.instrumentation._run_responses import _Responses
-from transcript_otel.instrumentation._run_tools import (
+from transcript_otel.instrumentation.span_tree.ending import RunEnding
+from transcript_otel.instrumentation.span_tree.harness import HarnessFacts
+from transcript_otel.instrumentation.span_tree.responses import ResponseFacts
+from transcript_otel.instrumentation.span_tree.span_content import (
+    AgentDescription,
+    add_content,
+    content_rules,
+)
+from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot, ToolSlot
+from transcript_otel.instrumentation.span_tree.tools import (
     GEN_AI_TRANSFER_MODE,
     GEN_AI_TRANSFER_TARGET_NAME,
     SUBAGENT_CALL_ID,
     TRANSFER_RETURNS_TO_CALLER,
 )
-from transcript_otel.instrumentation._run_turns import TURN_NUMBER
-from transcript_otel.instrumentation._span_content import AgentDescription, add_content, content_rules
-from transcript_otel.instrumentation._span_slot import _SpanSlot, _ToolSlot
+from transcript_otel.instrumentation.span_tree.turns import TURN_NUMBER
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model.entries import MAIN_SOURCE, DetailInRaw, EntryType, RawJson
 from transcript_otel.otel import attributes as attr
@@ -139,7 +142,7 @@ def current_run() -> AgentRun | None:
     return _CURRENT_RUN.get()
 
 
-class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
+class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
     """The transcript and spans of one `evaluate()`; thread-safe, never raising."""
 
     def __init__(
@@ -156,7 +159,7 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
         subagents_named_by_call_id: bool = False,
         native_detail: Callable[[Any], Any] | None = None,
     ) -> None:
-        # Each attribute is declared, with what it is for, on `_RunState`.
+        # Each attribute is declared, with what it is for, on `RunState`.
         self.adapter = adapter
         self._tracer = tracer
         self._provider = provider
@@ -187,7 +190,7 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
         self._mapper = None
         self.emitter = TranscriptEmitter(prompt_name=prompt_name, adapter=adapter, session_id=session_id)
         self.native_detail = native_detail if self.emitter.enabled and self.emitter.emits_raw else None
-        self._root = _SpanSlot.open(
+        self._root = SpanSlot.open(
             tracer,
             f"invoke_agent {prompt_name}",
             otel_context.get_current(),
@@ -261,7 +264,7 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
             self._report("could not place an entry in its span", exc)
             return self._root.context
         try:
-            if entry_type == ENTRY_TOOL_RESULT and isinstance(slot, _ToolSlot):
+            if entry_type == ENTRY_TOOL_RESULT and isinstance(slot, ToolSlot):
                 if says(detail, "background_launch"):
                     self._go_on_in_background(slot)
                 else:
@@ -305,7 +308,7 @@ class AgentRun(_Ending, _Responses, _Harness, EntryPlacement):
             self._mapper = kind()
         return self._mapper
 
-    def _place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> _SpanSlot:
+    def _place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> SpanSlot:
         if (
             self._turns_start_with_user_message
             and self._turn is None

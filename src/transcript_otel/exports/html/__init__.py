@@ -1,0 +1,1 @@
+"""The HTML export: one self-contained page of a captured run."""

@@ -1,0 +1,1 @@
+"""Replay: a captured run sent again over OTLP, with its original trace and span ids."""
