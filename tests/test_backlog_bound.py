@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
 import threading
 import tracemalloc
 from collections.abc import Callable
@@ -34,6 +35,14 @@ class StuckSink(Sink):
     def write(self, record: PreparedRecord) -> None:
         self.blocked.set()
         self.release.wait(30.0)
+
+
+class StuckOnEntrySink(StuckSink):
+    """Writes the run's start, then blocks on its first entry."""
+
+    def write(self, record: PreparedRecord) -> None:
+        if "entry_type" in record.context:
+            super().write(record)
 
 
 def _text(index: int, size: int) -> str:
@@ -197,3 +206,24 @@ def test_failures_are_counted_per_sink(
     errors = [r for r in run_records(emitter) if r["event"] == "transcript.error"]
     assert len(errors) == 5
     assert all("sink 'broken' failed: OSError: backend unreachable" in e["context"]["error"] for e in errors)
+
+
+def test_records_left_at_the_shutdown_deadline_are_said_and_counted(
+    make_pipeline: Callable[..., TranscriptPipeline], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Exit never waits past the deadline for a writer that cannot keep up: what it did not
+    write is said, with how many (`transcript-otel run` under a loaded machine meets this)."""
+    stuck = StuckOnEntrySink()
+    pipeline = make_pipeline([stuck], shutdown_timeout_s=0.5)
+    emitter = TranscriptEmitter(prompt_name="deadline", adapter="a", pipeline=pipeline)
+    emitter.emit("user_message", detail={"text": "the sink takes this one and blocks"})
+    assert stuck.blocked.wait(10.0)
+    for index in range(100):
+        emitter.emit("assistant_message", detail={"text": _text(index, 60)})
+    with caplog.at_level(logging.WARNING, logger="transcript_otel.capture.pipeline"):
+        pipeline.shutdown()
+    stuck.release.set()
+    (said,) = [r.getMessage() for r in caplog.records if "before the shutdown deadline" in r.getMessage()]
+    # The 100 entries queued behind the one being written; the flush requests among them are
+    # not records.
+    assert said == "transcript-otel: 100 queued records were not written before the shutdown deadline"

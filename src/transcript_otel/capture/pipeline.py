@@ -21,7 +21,7 @@ from typing import Final
 
 from transcript_otel.capture.agent_side import AgentSide
 from transcript_otel.capture.backlog_bound import DEFAULT_MAX_BACKLOG_BYTES, INITIAL_ENTRY_BYTES
-from transcript_otel.capture.pipeline_state import YIELD_EVERY_S, logger
+from transcript_otel.capture.pipeline_state import YIELD_EVERY_S, DeferredAction, FlushRequest, logger
 from transcript_otel.capture.registry import PIPELINES, ShutdownAction, run_all_before
 from transcript_otel.capture.writer import DEFAULT_FLUSH_INTERVAL_S
 from transcript_otel.records.content import ContentPolicy, GenAiContent
@@ -117,10 +117,12 @@ class TranscriptPipeline(AgentSide):
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
-        if self.backlog:
+        # Records only: the flush requests and deferred actions queued among them are not.
+        # `list()` copies in one step, while a writer past the deadline may still be popping.
+        left = sum(1 for item in list(self.backlog) if not isinstance(item, (FlushRequest, DeferredAction)))
+        if left:
             logger.warning(
-                "transcript-otel: %d queued records were not written before the shutdown deadline",
-                len(self.backlog),
+                "transcript-otel: %d queued records were not written before the shutdown deadline", left
             )
 
     def release_actions(self, deadline: float) -> list[ShutdownAction]:
