@@ -23,7 +23,7 @@ from transcript_otel.exports.bundle import sources as bundle_sources
 from transcript_otel.exports.bundle.writer import BundleInfo, write_bundle
 from transcript_otel.reading import bundle
 from transcript_otel.reading.bundle import iter_bundle_records
-from transcript_otel.reading.reconstruct import TranscriptReadWarning
+from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.version import __version__
 
 from helpers import FIXTURE_RUNS

@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     )
     from transcript_otel.model.invariants import Violation, check_invariants
     from transcript_otel.otlp.setup import Configuration, ConfigurationError, configure
+    from transcript_otel.reading.lines import TranscriptReadWarning
     from transcript_otel.reading.otlp_records import records_from_otlp
     from transcript_otel.reading.reconstruct import (
-        TranscriptReadWarning,
         read_located_records,
         read_records,
         reconstruct_transcript,
@@ -61,7 +61,7 @@ _LOADED_ON_FIRST_USE: Final = {
     "subagent_source": "transcript_otel.model.entries",
     "records_from_otlp": "transcript_otel.reading.otlp_records",
     "TranscriptPipeline": "transcript_otel.capture.pipeline",
-    "TranscriptReadWarning": "transcript_otel.reading.reconstruct",
+    "TranscriptReadWarning": "transcript_otel.reading.lines",
     "read_located_records": "transcript_otel.reading.reconstruct",
     "read_records": "transcript_otel.reading.reconstruct",
     "reconstruct_transcript": "transcript_otel.reading.reconstruct",

@@ -16,13 +16,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from transcript_otel.capture.pipeline_state import logger
 from transcript_otel.otel.export_drops import run_before, set_failed_export_handler
-
-if TYPE_CHECKING:
-    from transcript_otel.capture.pipeline import TranscriptPipeline
 
 
 class ShutdownAction(NamedTuple):
@@ -31,6 +28,20 @@ class ShutdownAction(NamedTuple):
     name: str
     run: Callable[[], None]
     essential: bool  # the mirror: worth a warning when cut short (the OTLP side reports its own losses)
+
+
+class RegisteredPipeline(Protocol):
+    """What the registry asks of a pipeline (`TranscriptPipeline` is the one there is)."""
+
+    shutdown_timeout_s: float
+
+    def drain_and_stop(self, deadline: float) -> None: ...
+
+    def release_actions(self, deadline: float) -> list[ShutdownAction]: ...
+
+    def after_fork_in_child(self) -> None: ...
+
+    def report_failed_export(self, lost: Mapping[str, int], reason: str) -> None: ...
 
 
 def run_all_before(actions: list[ShutdownAction], deadline: float) -> None:
@@ -59,7 +70,7 @@ def _logged(name: str, action: Callable[[], None]) -> Callable[[], None]:
 
 
 # Every pipeline made in this process, held weakly: one nothing else holds has nothing to drain.
-PIPELINES: weakref.WeakSet[TranscriptPipeline] = weakref.WeakSet()
+PIPELINES: weakref.WeakSet[RegisteredPipeline] = weakref.WeakSet()
 
 
 def _reset_pipelines_after_fork() -> None:

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from transcript_otel.model.invariants import INVARIANTS, check_invariants
 from transcript_otel.reading.digest import RunDigest
-from transcript_otel.reading.reconstruct import TranscriptReadWarning
+from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
 from transcript_otel.reading.sources import open_run
 from transcript_otel.reading.text import visible

@@ -15,8 +15,12 @@ import warnings
 from collections.abc import Iterator
 from typing import IO, Any, Final
 
-from transcript_otel.reading.reconstruct import TranscriptReadWarning
 from transcript_otel.records.serialize import loads
+
+
+class TranscriptReadWarning(UserWarning):
+    """A line of a JSONL transcript could not be read and was skipped."""
+
 
 # Far above what a record of ours weighs (a `run` line is recorded in 1 MiB pieces; an OTLP
 # request of collector-config/'s 512 log records, ~8 MiB), low enough that a hostile line

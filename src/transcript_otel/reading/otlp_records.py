@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from transcript_otel.otel import attributes as attr
-from transcript_otel.reading.reconstruct import TranscriptReadWarning
+from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.records.serialize import iso_timestamp, loads
 
 _CONTEXT_SKIP = frozenset((attr.RUN_ID,))

@@ -14,10 +14,6 @@ from transcript_otel.model.entries import TranscriptEntry, TranscriptEvent, Tran
 _logger = logging.getLogger(__name__)
 
 
-class TranscriptReadWarning(UserWarning):
-    """A line of a JSONL transcript could not be read and was skipped."""
-
-
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Stream the structured-log records of a JSONL file, one dict per line.
 

@@ -25,9 +25,8 @@ from typing import Any, Final, Literal, Protocol
 
 from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
 from transcript_otel.reading.bundle import iter_bundle_records
-from transcript_otel.reading.lines import LineReader
+from transcript_otel.reading.lines import LineReader, TranscriptReadWarning
 from transcript_otel.reading.otlp_records import NotOtlpError, records_from_otlp
-from transcript_otel.reading.reconstruct import TranscriptReadWarning
 from transcript_otel.records.serialize import loads
 from transcript_otel.sinks.jsonl_files import default_directory
 
