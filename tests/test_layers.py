@@ -30,6 +30,7 @@ LAYERS = (
     "mappings",
     "instrumentation",
     "reading",
+    "sessions",
     "exports",
     "cli",
     "configurator",

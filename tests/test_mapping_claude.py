@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_otel import CANONICAL_ENTRY_TYPES
+from transcript_otel.genai.attributes import message_usage, usage_attributes
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 
@@ -130,9 +131,17 @@ def test_assistant_line_with_tool_uses_is_split(source: str) -> None:
 
 
 def test_assistant_line_with_only_tool_uses_has_no_assistant_message() -> None:
-    read = tool_use("t1", "Read")
-    entries = ClaudeTranscriptMapper().line(line_of(assistant(read)), "main")
-    assert entries == [MappedEntry("tool_use", {"sdk_entry": read}, None, "main")]
+    """Its first call keeps the message's id and usage: the model call's tokens go with no other entry."""
+    read, grep = tool_use("t1", "Read"), tool_use("t2", "Grep")
+    line = assistant(read, grep)
+    line["message"]["usage"] = {"input_tokens": 10, "output_tokens": 2}
+    entries = ClaudeTranscriptMapper().line(line_of(line), "main")
+    message = {"id": "msg_1", "usage": {"input_tokens": 10, "output_tokens": 2}}
+    assert entries == [
+        MappedEntry("tool_use", {"sdk_entry": read, "claude_message": message}, None, "main"),
+        MappedEntry("tool_use", {"sdk_entry": grep}, None, "main"),
+    ]
+    assert message_usage(entries[0].detail) == ("msg_1", usage_attributes({"usage": message["usage"]}))
 
 
 # -- user lines holding tool_result blocks ----------------------------------------------------

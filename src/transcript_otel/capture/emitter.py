@@ -66,7 +66,11 @@ class TranscriptEmitter:
         emit_raw: bool | None = None,
         emission: bool | None = None,
         pipeline: TranscriptPipeline | None = None,
+        run_id: str | None = None,
+        started_ns: int | None = None,
     ) -> None:
+        """`run_id` and `started_ns` are for a run recorded after the fact (an import): its own
+        stable id, and when it began; by default a new id and now."""
         self._enabled = env.env_flag(env.TRANSCRIPT_OTEL_EMISSION, True) if emission is None else emission
         self._emit_raw = env.env_flag(env.TRANSCRIPT_OTEL_EMIT_RAW, True) if emit_raw is None else emit_raw
         identity = {"prompt_name": prompt_name, "adapter": adapter, "session_id": session_id}
@@ -80,8 +84,10 @@ class TranscriptEmitter:
             prompt_name=str(identity["prompt_name"]),
             adapter=str(identity["adapter"]),
             session_id=identity["session_id"],
-            started_ns=time.time_ns(),
+            started_ns=time.time_ns() if started_ns is None else started_ns,
         )
+        if run_id is not None:
+            self._run.run_id = run_id
         self._pipeline = pipeline if pipeline is not None else get_pipeline()
         self._backlog = self._pipeline.backlog
         self._started = False
@@ -177,26 +183,29 @@ class TranscriptEmitter:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Record `transcript.start`. Idempotent; never raises."""
+    def start(self, timestamp_ns: int | None = None) -> None:
+        """Record `transcript.start` (at `timestamp_ns`, default now). Idempotent; never raises."""
         if self._enabled and self._stopped:
             self._report(
                 "start() after stop() does nothing: an emitter records one run; make another for the next"
             )
         elif self._enabled and not self._started:
             self._started = True
-            self._submit(TranscriptEvent.START, None)
+            self._submit(TranscriptEvent.START, None, timestamp_ns=timestamp_ns)
 
-    def stop(self, timeout_s: float | None = None, *, wait: bool = True) -> TranscriptSummary:
+    def stop(
+        self, timeout_s: float | None = None, *, wait: bool = True, timestamp_ns: int | None = None
+    ) -> TranscriptSummary:
         """Record `transcript.stop` with the counts, and wait until the run is on disk.
 
         The wait is bounded by `timeout_s` (default: the pipeline's shutdown
         timeout); `wait=False` (what instrumentors use: the agent must not wait)
         only queues the record. Returns the summary of what the writer has processed.
+        `timestamp_ns`: when the run ended, for a run recorded after the fact.
         """
         if self._enabled and not self._stopped:
             self._stopped = True
-            self._submit(TranscriptEvent.STOP, None)
+            self._submit(TranscriptEvent.STOP, None, timestamp_ns=timestamp_ns)
             if not wait:
                 return self._run.summary()
             try:
@@ -280,9 +289,14 @@ class TranscriptEmitter:
             self._pipeline.internal_errors += 1
 
     def _submit(
-        self, event: TranscriptEvent, extra: dict[str, Any] | None, context: Context | None = None
+        self,
+        event: TranscriptEvent,
+        extra: dict[str, Any] | None,
+        context: Context | None = None,
+        *,
+        timestamp_ns: int | None = None,
     ) -> None:
-        self._pipeline.submit(self._item(event, extra, context))
+        self._pipeline.submit(self._item(event, extra, context, timestamp_ns))
 
     def _item(
         self,

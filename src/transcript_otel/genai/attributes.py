@@ -290,10 +290,13 @@ def tool_failed(detail: Any) -> bool:
 
 
 def message_usage(detail: Any) -> tuple[str, dict[str, int]] | None:
-    """A Claude transcript message's id and usage (repeated on each line of the message)."""
+    """A Claude transcript message's id and usage (repeated on each line of the message; on the
+    first call of a message of tool calls only, `claude_message`)."""
     entry = detail.get("sdk_entry") if isinstance(detail, Mapping) else None
     message = entry.get("message") if isinstance(entry, Mapping) else None
     if not isinstance(message, Mapping) or not isinstance(message.get("id"), str):
+        message = mapping_at(detail, "claude_message")
+    if message is None or not isinstance(message.get("id"), str):
         return None
     usage = usage_attributes({"usage": message.get("usage")})
     return (message["id"], usage) if usage else None

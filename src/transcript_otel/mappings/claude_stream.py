@@ -235,7 +235,7 @@ class ClaudeStreamMapper:
                 if isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total):
                     detail["turn_cost_usd"] = max(0.0, total - self._cost_so_far)
                     self._cost_so_far = max(self._cost_so_far, float(total))
-                session_usage = _summed_model_usage(message.get("modelUsage"))
+                session_usage = summed_model_usage(message.get("modelUsage"))
                 if session_usage:
                     detail["session_usage"] = session_usage
             entries.append((EntryType.TOKEN_USAGE, detail))
@@ -282,7 +282,7 @@ def _launched_in_background(message: dict[str, Any]) -> bool:
     return isinstance(result, dict) and result.get("status") == "async_launched"
 
 
-def _summed_model_usage(model_usage: Any) -> dict[str, int]:
+def summed_model_usage(model_usage: Any) -> dict[str, int]:
     """`modelUsage` (per model, the session's running totals) summed over the models."""
     summed: dict[str, int] = {}
     if not isinstance(model_usage, dict):

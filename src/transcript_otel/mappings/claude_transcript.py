@@ -11,7 +11,9 @@ One line of `<session>.jsonl` (source `main`) or `<session>/subagents/agent-<id>
   weakincentives 0.26+ does: one `assistant_message` for the other blocks (text and
   thinking, if any) then one `tool_use` per block; a user line holding
   `tool_result` blocks likewise gives a `user_message` for the rest (if any) and one
-  `tool_result` per block, named after its `tool_use` when that was seen;
+  `tool_result` per block, named after its `tool_use` when that was seen; the first
+  `tool_use` of a message that holds nothing else keeps the message's id and usage in
+  `detail.claude_message` (its model call's tokens have no other entry to go with);
 * a line that is not JSON, or not an object, → `unknown` with `detail.parse_error`
   and the line as `raw`.
 
@@ -36,6 +38,10 @@ _TYPE_MAP: Final = {
     "summary": EntryType.SYSTEM_EVENT,
     "system": EntryType.SYSTEM_EVENT,
 }
+
+
+# The key of a split-off `tool_use` detail that keeps its message's `{id, usage}`.
+MESSAGE_OF_BLOCKS: Final = "claude_message"
 
 
 def _unparsed(reason: str, raw: str, source: str) -> list[MappedEntry]:
@@ -93,10 +99,16 @@ class ClaudeTranscriptMapper:
             entries.append(
                 MappedEntry(EntryType.ASSISTANT_MESSAGE.value, {"sdk_entry": sdk_entry}, line, source)
             )
+        message = entry.get("message")
         for block in blocks:
             if is_block(block, "tool_use"):
                 self._tool_names.remember(source, block)
-                entries.append(MappedEntry(EntryType.TOOL_USE.value, {"sdk_entry": block}, None, source))
+                detail: dict[str, Any] = {"sdk_entry": block}
+                if not entries and isinstance(message, dict):
+                    # A message of tool calls only: its first call carries the message's id and
+                    # usage, which no other entry does (the model call's tokens).
+                    detail[MESSAGE_OF_BLOCKS] = {"id": message.get("id"), "usage": message.get("usage")}
+                entries.append(MappedEntry(EntryType.TOOL_USE.value, detail, None, source))
         return entries
 
     def _split_user(

@@ -50,6 +50,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 
 from transcript_otel.capture.emitter import TranscriptEmitter
+from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.genai.attributes import (
     RunningUsage,
     cost_usd,
@@ -117,6 +118,10 @@ TRANSCRIPT_ADAPTER: Final = "transcript.adapter"
 
 _MAX_ENDED_LAUNCHERS: Final = 64
 _MAX_CAUSES: Final = 8
+# The entries a Claude message's lines become, each carrying the message's id and usage.
+_MESSAGE_ENTRIES: Final = frozenset(
+    {EntryType.ASSISTANT_MESSAGE.value, EntryType.THINKING.value, EntryType.TOOL_USE.value}
+)
 # What a harness reports as its turn ends: its usage, or why it failed.
 TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
@@ -158,7 +163,13 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         count_message_usage: bool = True,
         subagents_named_by_call_id: bool = False,
         native_detail: Callable[[Any], Any] | None = None,
+        run_id: str | None = None,
+        started_ns: int | None = None,
+        pipeline: TranscriptPipeline | None = None,
     ) -> None:
+        """`run_id` and `started_ns`: a run recorded after the fact (an import of a session log)
+        keeps the id derived from its session and the time the log says it began; `pipeline`:
+        where its records go (default: the process's)."""
         # Each attribute is declared, with what it is for, on `RunState`.
         self.adapter = adapter
         self._tracer = tracer
@@ -188,7 +199,14 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         self._turn_asked = False
         self._spans_closed = False
         self._mapper = None
-        self.emitter = TranscriptEmitter(prompt_name=prompt_name, adapter=adapter, session_id=session_id)
+        self.emitter = TranscriptEmitter(
+            prompt_name=prompt_name,
+            adapter=adapter,
+            session_id=session_id,
+            pipeline=pipeline,
+            run_id=run_id,
+            started_ns=started_ns,
+        )
         self.native_detail = native_detail if self.emitter.enabled and self.emitter.emits_raw else None
         self._root = SpanSlot.open(
             tracer,
@@ -204,6 +222,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
                 TRANSCRIPT_ADAPTER: adapter,
                 attr.RUN_ID: self.emitter.run_id,
             },
+            started_ns,
         )
         self._root.agent_name = prompt_name
         self._root.described = True
@@ -213,7 +232,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         # `transcript.start` belongs to the root span, like everything of the run.
         token = otel_context.attach(self._root.context)
         try:
-            self.emitter.start()
+            self.emitter.start(started_ns)
         finally:
             otel_context.detach(token)
 
@@ -333,6 +352,9 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         elif entry_type != ENTRY_SYSTEM_EVENT:
             self._note_turn_facts(entry_type, detail, subagent.chat)
         base = subagent or turn or self._root
+        if self._count_message_usage and entry_type in _MESSAGE_ENTRIES:
+            # Any line of a message may be its first: one that holds only tool calls too.
+            self._add_message_usage(base, detail)
         if self._content_rules is not None:
             self._keep_content(entry_type, detail, subagent, turn)
         if entry_type == ENTRY_TOOL_USE:
@@ -348,8 +370,6 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         if entry_type == EntryType.TOKEN_USAGE.value:
             self._count_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
             self._session_usage = session_usage(detail) or self._session_usage
-        elif entry_type == EntryType.ASSISTANT_MESSAGE.value and self._count_message_usage:
-            self._add_message_usage(base, detail)
         elif entry_type == EntryType.ERROR.value:
             base.error_type = error_type(detail)
         return base

@@ -30,20 +30,21 @@ from transcript_otel.records.content import text_digest
 class RunEnding(TurnSpans, ToolSpans):
     """Ending the run: on the agent's thread, then on the writer."""
 
-    def finish(self, error: BaseException | None = None) -> None:
-        """End the run: open spans, `transcript.stop`, then the root span. Never raises."""
+    def finish(self, error: BaseException | None = None, at_ns: int | None = None) -> None:
+        """End the run: open spans, `transcript.stop`, then the root span (at `at_ns`, default
+        now). Never raises."""
         if self._finished:
             return
         self._finished = True
         try:
-            end_time = time.time_ns()
+            end_time = at_ns or time.time_ns()
             self._on_writer("could not end the run's spans", self._close_run_spans, error, end_time)
             root = self._root
             # The root's `transcript.span` record comes before `transcript.stop`, the run's last,
             # and the root span ends after it: `transcript.stop` is one of its events.
             token = otel_context.attach(root.context)
             try:
-                self.emitter.stop(wait=False)
+                self.emitter.stop(wait=False, timestamp_ns=at_ns)
             finally:
                 otel_context.detach(token)
             self.emitter.after_written(functools.partial(root.span.end, end_time=end_time))

@@ -29,26 +29,27 @@ TURN_NUMBER: Final = "transcript.turn"
 class TurnSpans(SpanCompletion, ContentKeeping):
     """Opening and ending turn spans, on the writer, in queue order."""
 
-    def begin_turn(self) -> None:
-        """Open a turn span unless one is open (the prompt may already have opened it)."""
+    def begin_turn(self, at_ns: int | None = None) -> None:
+        """Open a turn span unless one is open (the prompt may already have opened it); at
+        `at_ns` (default now) for a run recorded after the fact."""
         # Harnesses call this before every entry of a turn: only the first since the last
         # `end_turn()` is worth a deferred action (each one also cuts the writer's batch).
         if not self._turn_asked:
             self._turn_asked = True
-            self._on_writer("could not start a turn span", self._begin_turn, time.time_ns())
+            self._on_writer("could not start a turn span", self._begin_turn, at_ns or time.time_ns())
 
     def _begin_turn(self, start_ns: int) -> None:
         with self._lock:
             if self._turn is None:
                 self._open_turn(start_ns)
 
-    def turn_boundary(self) -> None:
+    def turn_boundary(self, at_ns: int | None = None) -> None:
         """The harness announced a turn (Claude Code prints `init` as each of its turns begins,
         also the turns it starts itself when a background subagent ends). The open turn is
         this one if nothing announced it yet (a prompt opened it); else it waits for its
         result (results come in turn order, sometimes late) and a new turn opens."""
         self._turn_asked = True
-        self._on_writer("could not start a turn span", self._turn_boundary, time.time_ns())
+        self._on_writer("could not start a turn span", self._turn_boundary, at_ns or time.time_ns())
 
     def _turn_boundary(self, start_ns: int) -> None:
         with self._lock:
@@ -82,10 +83,10 @@ class TurnSpans(SpanCompletion, ContentKeeping):
             self._turn.content = ChatContent()
             self._deliver_notifications(self._turn)
 
-    def end_turn(self, error: BaseException | None = None) -> None:
+    def end_turn(self, error: BaseException | None = None, at_ns: int | None = None) -> None:
         """End the open turn (and the tool and subagent spans still open in it)."""
         self._turn_asked = False
-        self._on_writer("could not end a turn span", self._end_turn, error, time.time_ns())
+        self._on_writer("could not end a turn span", self._end_turn, error, at_ns or time.time_ns())
 
     def _end_turn(self, error: BaseException | None, end_ns: int) -> None:
         with self._lock:

@@ -1,0 +1,106 @@
+"""`transcript-otel import`: the session logs Claude Code and Codex wrote, as runs in the mirror."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from transcript_otel import environment_variables as env
+from transcript_otel.sessions.files import SessionFiles, claude_code_root, codex_root, find_sessions
+from transcript_otel.sinks.jsonl_files import default_directory
+
+_DESCRIPTION: Final = (
+    "Import the sessions Claude Code and Codex logged themselves (no wrapper needed): each "
+    "becomes one run in the local JSONL mirror, with the times, tokens and models the files "
+    "recorded, subagents as their own sources and spans, and ids derived from the session, so "
+    "importing again replaces the run instead of adding a second. When an OTLP endpoint is set "
+    "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it. "
+    "Exits 1 when a session could not be imported or sent (each said in one line), 2 for bad paths."
+)
+_EPILOG: Final = """examples:
+  transcript-otel import --claude-code --codex
+  transcript-otel import ~/.claude/projects/-home-me-repo/0b6f...jsonl
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 transcript-otel import --codex"""
+
+
+def add_import(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "import",
+        help="import the session logs Claude Code and Codex wrote",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="session files or directories")
+    parser.add_argument(
+        "--claude-code",
+        action="store_true",
+        help="every Claude Code session ($CLAUDE_CONFIG_DIR or ~/.claude)",
+    )
+    parser.add_argument("--codex", action="store_true", help="every Codex session ($CODEX_HOME or ~/.codex)")
+    parser.add_argument(
+        "--jsonl-dir",
+        type=Path,
+        help=f"the mirror to import into (default: ${env.TRANSCRIPT_OTEL_JSONL_DIR})",
+    )
+    parser.add_argument("--endpoint", help="also send each run to this OTLP endpoint")
+    parser.set_defaults(handler=run_import)
+
+
+def run_import(args: argparse.Namespace, out: TextIO) -> int:
+    paths = list(args.paths)
+    for wanted, root, name in (
+        (args.claude_code, claude_code_root(), "Claude Code"),
+        (args.codex, codex_root(), "Codex"),
+    ):
+        if wanted and root.is_dir():
+            paths.append(root)
+        elif wanted:
+            print(f"transcript-otel import: no {name} sessions at {root}", file=sys.stderr)
+    if not paths and not (args.claude_code or args.codex):
+        raise ValueError("name session files or directories, or --claude-code / --codex")
+    directory = args.jsonl_dir or Path(env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR) or default_directory())
+    sends = args.endpoint is not None or bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+    failed = 0
+    for session in list(find_sessions(paths)):
+        failed += not _import_one(session, directory, args.endpoint, sends, out)
+    return 1 if failed else 0
+
+
+def _import_one(
+    session: SessionFiles, directory: Path, endpoint: str | None, sends: bool, out: TextIO
+) -> bool:
+    from transcript_otel.sessions.importer import EmptySessionError, import_session
+
+    try:
+        imported = import_session(session, directory)
+    except (EmptySessionError, OSError) as exc:
+        print(f"transcript-otel import: {session.path}: {exc}", file=sys.stderr)
+        return False
+    summary = imported.summary
+    subagents = len(summary.sources) - 1 if summary.sources else 0
+    print(
+        f"{session.path} -> {imported.path} ({summary.total_entries} entries"
+        + (f", {subagents} subagents" if subagents > 0 else "")
+        + ")",
+        file=out,
+    )
+    return _send(imported.path, endpoint) if sends else True
+
+
+def _send(path: Path, endpoint: str | None) -> bool:
+    from transcript_otel.exports.replay.run import ReplayError, replay
+    from transcript_otel.reading.sources import open_run
+
+    try:
+        result = replay(open_run(path), endpoint=endpoint)
+    except (ReplayError, ValueError) as exc:
+        print(f"transcript-otel import: {path}: not sent: {exc}", file=sys.stderr)
+        return False
+    print(f"  sent {result.spans} spans and {result.records} log records", file=sys.stderr)
+    return True

@@ -1,0 +1,309 @@
+"""Claude Code 2.1.332 session log lines to canonical entries (an import after the fact).
+
+One line of `~/.claude/projects/<project>/<session>.jsonl` (source `main`) or of
+`<session>/subagents/agent-<agentId>.jsonl` (source `subagent:<agentId>`), as measured in
+docs/session-logs.md, becomes a `SessionLine`. The entries are those `ClaudeStreamMapper` gives
+for the same conversation on stdout (`claude -p --output-format stream-json`), where both say it:
+
+| line | entries (and what else the line tells) |
+|---|---|
+| `assistant` (one content block a line) | `thinking` per thinking block, `assistant_message` for text, |
+| | `tool_use` per call; `model` |
+| `assistant`, `model: "<synthetic>"` | `error`, `detail.exception` = `api_error` + the CLI's text |
+| `user` with `tool_result` blocks | `tool_result` per block, named after its call; `background_launch` |
+| | when `toolUseResult.status` is `async_launched` |
+| `user` prompt (string, or no results) | `user_message`; `opens_turn` (main) |
+| `user`, `origin.kind: task-notification` | `system_event` `task_notification`, `background_call_ended`, |
+| | `text` = its `<result>`; `opens_turn` (main) |
+| `user`, `isMeta` | `system_event` `meta` (harness text the model sees) |
+| `user`, `isCompactSummary` | `system_event` `compaction`, the summary as `detail.text` |
+| `user`, `/compact` or command output echo | `user_message` (no new turn) |
+| `system` `api_error` | `system_event` `api_retry` (stdout's name for the retried attempt) |
+| `system` `compact_boundary` | `system_event` `compaction`; a manual one `opens_turn` (main) |
+| `system`, other subtype | `system_event` with that subtype |
+| `attachment` `max_turns_reached` | `error`, `detail.exception` = `error_max_turns` |
+| `attachment`, context (`_CONTEXT_ATTACHMENTS`) | nothing: what the CLI injects before a request |
+| `attachment`, another kind | `system_event` `attachment`, `detail.attachment_type` |
+| `cost-state` | `token_usage`: `turn_cost_usd`, `session_usage` (main); `ends_turn` |
+| other bookkeeping (`_BOOKKEEPING`) | nothing |
+| `summary` (older versions) | `system_event` `compaction` |
+| any other type | `unknown`, the line kept whole |
+| not JSON, not an object | `unknown` with `detail.parse_error` |
+
+Every line: `timestamp_ns` from `timestamp`, `session_id` from `sessionId`. The run's cost comes
+as on stdout: a `token_usage` with the cost since the last report and the session's token
+totals (`modelUsage` summed, subagents and `/compact`'s model call included), but no `usage`:
+each message's tokens are on its `assistant_message` (`sdk_entry.message.usage`, repeated on
+every line of the message, counted once per `message.id`). `detail.sdk_entry` is the line (or
+the block split out of it); the first entry of a line carries the line as `raw`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import OrderedDict
+from typing import Any, Final
+
+from transcript_otel.mappings._claude_blocks import content_blocks, is_block, with_content
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.claude_stream import summed_model_usage
+from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
+from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
+from transcript_otel.model.entries import MAIN_SOURCE, EntryType
+
+# A message's usage keys, as the session's totals (`cost-state`) give them too.
+_USAGE_KEYS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+# Message ids remembered to count each message once (its lines repeat its usage); the oldest go.
+_MAX_COUNTED_MESSAGES: Final = 10_000
+# Lines that say nothing of the conversation (docs/session-logs.md, "Bookkeeping lines"): the
+# CLI's own state. `file-history-snapshot`: older versions' file backups (not in 2.1.332 files).
+_BOOKKEEPING: Final = frozenset(
+    {
+        "queue-operation",
+        "api-request",
+        "api-request-shape",
+        "api-request-blob",
+        "cost-state",
+        "atis-latch",
+        "tools-used",
+        "mode",
+        "last-prompt",
+        "file-history-snapshot",
+    }
+)
+# Attachments that are context the CLI injects before a request (the model's view, not a turn).
+_CONTEXT_ATTACHMENTS: Final = frozenset(
+    {
+        "environment",
+        "model",
+        "deferred_tools_delta",
+        "agent_listing_delta",
+        "skill_listing",
+        "auto_mode",
+        "session_context",
+        "date",
+        "remote_session_change",
+        "prompt_snapshot",
+    }
+)
+_THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+_SYNTHETIC_MODEL: Final = "<synthetic>"
+_SYSTEM_SUBTYPES: Final = {"api_error": "api_retry", "compact_boundary": "compaction"}
+_COMMAND_OUTPUT: Final = ("<local-command-stdout>", "<local-command-stderr>")
+_NOTIFICATION_TAG: Final = "<task-notification>"
+# `/compact` is written after the boundary it made: the boundary opens its turn, not the echo.
+_COMPACT_COMMAND: Final = "<command-name>/compact</command-name>"
+
+
+def _tag(text: str, name: str) -> str | None:
+    found = re.search(f"<{name}>(.*?)</{name}>", text, re.DOTALL)
+    return found.group(1).strip() if found else None
+
+
+class ClaudeSessionMapper:
+    """Maps the lines of one session's files; remembers the tool names seen (per source, through
+    `ClaudeTranscriptMapper`) and the cost reported so far."""
+
+    __slots__ = ("_cost_so_far", "_counted", "_counted_messages", "_transcript")
+
+    def __init__(self) -> None:
+        self._transcript = ClaudeTranscriptMapper()
+        self._cost_so_far = 0.0
+        # The tokens of the messages seen (each once), to tell what the session's totals hold
+        # beyond them: model calls that wrote no line (`/compact`'s summary).
+        self._counted: dict[str, int] = {}
+        self._counted_messages: OrderedDict[str, None] = OrderedDict()
+
+    def line(self, line: str | bytes, source: str) -> SessionLine:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "backslashreplace")
+        try:
+            entry = json.loads(line) if isinstance(line, str) else None
+        except (ValueError, RecursionError):
+            entry = None
+        if not isinstance(entry, dict):  # the transcript mapping says why, with the line as raw
+            return SessionLine(self._transcript.line(line, source))
+        session_id = entry.get("sessionId")
+        at = timestamp_ns(entry.get("timestamp"))
+        said = SessionLine([], at, session_id=session_id if isinstance(session_id, str) else None)
+        kind = entry.get("type")
+        if kind == "cost-state":
+            return said._replace(entries=self._cost(entry, line, source), ends_turn=source == MAIN_SOURCE)
+        if kind in _BOOKKEEPING:
+            return said
+        if kind == "assistant":
+            return self._assistant(entry, line, source, said)
+        if kind == "user":
+            return self._user(entry, line, source, said)
+        if kind == "attachment":
+            return said._replace(entries=_attachment(entry, line, source))
+        if kind == "system":
+            subtype = entry.get("subtype")
+            detail: dict[str, Any] = {"sdk_entry": entry}
+            if isinstance(subtype, str):
+                detail["subtype"] = _SYSTEM_SUBTYPES.get(subtype, subtype)
+            event = MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)
+            return said._replace(
+                entries=[event], opens_turn=_manual_compaction(entry) and source == MAIN_SOURCE
+            )
+        if kind == "summary":
+            return said._replace(entries=self._transcript.line(line, source))
+        unknown = MappedEntry(EntryType.UNKNOWN.value, {"sdk_entry": entry}, line, source)
+        return said._replace(entries=[unknown])
+
+    def _assistant(self, entry: dict[str, Any], line: str, source: str, said: SessionLine) -> SessionLine:
+        message = entry.get("message")
+        model = message.get("model") if isinstance(message, dict) else None
+        if entry.get("isApiErrorMessage") is True or model == _SYNTHETIC_MODEL:
+            words = " ".join(b["text"] for b in content_blocks(entry) or [] if _is_text(b))
+            return said._replace(entries=[_error(entry, "api_error", words, line, source)])
+        self._count_message(message)
+        entries: list[MappedEntry] = []
+        for mapped in self._transcript.line(line, source):
+            entries += _thinking_first(mapped) if mapped.entry_type == "assistant_message" else [mapped]
+        if entries and entries[0].raw is None:  # a line of tool calls only: its first call keeps it
+            entries[0] = entries[0]._replace(raw=line)
+        return said._replace(entries=entries, model=model if isinstance(model, str) and model else None)
+
+    def _user(self, entry: dict[str, Any], line: str, source: str, said: SessionLine) -> SessionLine:
+        content = entry["message"].get("content") if isinstance(entry.get("message"), dict) else None
+        text = content if isinstance(content, str) else ""
+        if entry.get("isCompactSummary") is True:
+            detail = {"sdk_entry": entry, "subtype": "compaction", "text": text}
+            return said._replace(entries=[MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)])
+        if entry.get("isMeta") is True:
+            detail = {"sdk_entry": entry, "subtype": "meta"}
+            return said._replace(entries=[MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)])
+        origin = entry.get("origin")
+        if (isinstance(origin, dict) and origin.get("kind") == "task-notification") or text.startswith(
+            _NOTIFICATION_TAG
+        ):
+            detail = _notification(entry, text)
+            event = MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)
+            return said._replace(entries=[event], opens_turn=source == MAIN_SOURCE)
+        entries = self._transcript.line(line, source)
+        results = [mapped for mapped in entries if mapped.entry_type == EntryType.TOOL_RESULT.value]
+        launched = entry.get("toolUseResult")
+        if isinstance(launched, dict) and launched.get("status") == "async_launched":
+            for mapped in results:
+                mapped.detail["background_launch"] = True
+        echo = text.lstrip().startswith(_COMMAND_OUTPUT) or _COMPACT_COMMAND in text
+        prompt = not results and not echo
+        return said._replace(entries=entries, opens_turn=prompt and source == MAIN_SOURCE)
+
+    def _cost(self, entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
+        """`cost-state` (cumulative over the session) as stdout's `result` gives it: the cost
+        since the last report and the session's token totals, on the main source."""
+        detail: dict[str, Any] = {"sdk_entry": entry}
+        total = entry.get("totalCostUSD")
+        if source == MAIN_SOURCE:
+            if isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total):
+                detail["turn_cost_usd"] = max(0.0, total - self._cost_so_far)
+                self._cost_so_far = max(self._cost_so_far, float(total))
+            session_usage = summed_model_usage(entry.get("modelUsage"))
+            if session_usage:
+                detail["session_usage"] = session_usage
+                unreported = {
+                    key: value - self._counted.get(key, 0)
+                    for key, value in session_usage.items()
+                    if value > self._counted.get(key, 0)
+                }
+                if unreported:  # the calls of this run no line told: the turn's tokens all the same
+                    detail["usage"] = unreported
+                    self._counted.update(
+                        (key, self._counted.get(key, 0) + n) for key, n in unreported.items()
+                    )
+        return [MappedEntry(EntryType.TOKEN_USAGE.value, detail, line, source)]
+
+    def _count_message(self, message: Any) -> None:
+        """Adds a message's usage to what the lines told, once per message id."""
+        if not isinstance(message, dict) or not isinstance(message.get("id"), str):
+            return
+        usage = message.get("usage")
+        if message["id"] in self._counted_messages or not isinstance(usage, dict):
+            return
+        self._counted_messages[message["id"]] = None
+        if len(self._counted_messages) > _MAX_COUNTED_MESSAGES:
+            self._counted_messages.popitem(last=False)
+        for key in _USAGE_KEYS:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self._counted[key] = self._counted.get(key, 0) + value
+
+
+def _error(entry: dict[str, Any], error_type: str, words: str, line: str, source: str) -> MappedEntry:
+    """An `error` as the run's failure is told (`error.type` = `error_type`, as stdout's `result`
+    says it), the line kept as `sdk_entry`."""
+    detail = {"sdk_entry": entry, "exception": {"type": error_type, "message": words}}
+    return MappedEntry(EntryType.ERROR.value, detail, line, source)
+
+
+def _manual_compaction(entry: dict[str, Any]) -> bool:
+    metadata = entry.get("compactMetadata")
+    return (
+        entry.get("subtype") == "compact_boundary"
+        and isinstance(metadata, dict)
+        and metadata.get("trigger") == "manual"
+    )
+
+
+def _is_text(block: Any) -> bool:
+    return is_block(block, "text") and isinstance(block.get("text"), str)
+
+
+def _is_thinking(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in _THINKING_BLOCKS
+
+
+def _thinking_first(mapped: MappedEntry) -> list[MappedEntry]:
+    """An `assistant_message` as stdout's mapping splits it: a `thinking` per thinking block,
+    then the message with the other blocks (if any); the first entry keeps `raw`."""
+    entry = mapped.detail["sdk_entry"]
+    blocks = content_blocks(entry) or []
+    if not any(map(_is_thinking, blocks)):
+        return [mapped]
+    entries = [
+        MappedEntry(EntryType.THINKING.value, {"sdk_entry": block}, None, mapped.source)
+        for block in blocks
+        if _is_thinking(block)
+    ]
+    others = [block for block in blocks if not _is_thinking(block)]
+    if others:
+        entries.append(
+            mapped._replace(detail={**mapped.detail, "sdk_entry": with_content(entry, others)}, raw=None)
+        )
+    entries[0] = entries[0]._replace(raw=mapped.raw)
+    return entries
+
+
+def _notification(entry: dict[str, Any], text: str) -> dict[str, Any]:
+    """A background task's end, as stdout's `system/task_notification` says it: the call whose
+    subagent ended, whether it failed, and its result as the words."""
+    detail: dict[str, Any] = {"sdk_entry": entry, "subtype": "task_notification"}
+    call_id, status, result = _tag(text, "tool-use-id"), _tag(text, "status"), _tag(text, "result")
+    if call_id:
+        detail["background_call_ended"] = call_id
+        if status not in (None, "completed"):
+            detail["is_error"] = True
+    if result is not None:
+        detail["text"] = result
+    return detail
+
+
+def _attachment(entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
+    attachment = entry.get("attachment")
+    kind = attachment.get("type") if isinstance(attachment, dict) else None
+    if kind in _CONTEXT_ATTACHMENTS:
+        return []
+    if kind == "max_turns_reached" and isinstance(attachment, dict):
+        words = f"Reached maximum number of turns ({attachment.get('maxTurns')})"
+        return [_error(entry, "error_max_turns", words, line, source)]
+    detail = {"sdk_entry": entry, "subtype": "attachment", "attachment_type": kind}
+    return [MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)]

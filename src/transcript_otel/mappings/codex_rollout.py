@@ -1,0 +1,328 @@
+"""Codex rollout lines (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`) to canonical entries.
+
+A line is `{timestamp, ordinal, type, payload}` (docs/session-logs.md, Codex 0.171). Most things
+are in a rollout twice, in the model-facing history (`response_item`) and as UI events
+(`event_msg`); one of each is mapped: the history's assistant messages and reasoning (not
+`AgentMessage`/`Reasoning` items, nor older `agent_message`/`agent_reasoning`), the typed
+`UserMessage` item for the prompt (not the history's user message), the typed tool item for a
+result (not the `*_output` item, unless no typed item answers that call), `token_usage_record`
+(not `token_count`), the compaction output (not `ContextCompaction`, nor `compacted` after it).
+
+* `session_meta` → `system_event` `thread_started` (as `codex exec`'s `thread.started`); its `id`
+  is the session id. `turn_context` → nothing; its `model` is the turn's model;
+* `task_started` → `system_event` `turn_started`, opening the turn (as `turn.started`);
+  `task_complete` ends it, with an `error` `{text, error}` if it failed (as `turn.failed`);
+  `turn_aborted` ends it with a `system_event` `turn_aborted`;
+* `item_completed` `UserMessage` (older: `event_msg` `user_message`) → `user_message` `{text}`;
+  the history's user and developer messages (the prompt again, and what Codex injects:
+  `<environment_context>`, AGENTS.md, skills) → nothing: `codex exec --json` shows none;
+* `message` of the assistant → `assistant_message` `{text}`; `reasoning` → `thinking` `{text}`
+  (the summary, else the content; nothing when only encrypted);
+* a compaction's output (`metadata.compaction_output`, a `compaction` item) → `system_event`
+  `compaction` `{text}`, never the assistant's words; a `compacted` line → the same only when
+  no output came before it;
+* `function_call`, `custom_tool_call`, `local_shell_call`, `web_search_call`,
+  `tool_search_call` → `tool_use` `{tool_use_id, tool_name, input}`, named as `codex exec`
+  names them: `codex:command`, `codex:file_change`, `codex:web_search`, MCP `server:tool`;
+* `item_completed` `CommandExecution`, `FileChange`, `McpToolCall`, `WebSearch` →
+  `tool_result` `{tool_use_id, tool_name, is_error, text, item}` (after a `tool_use` when the
+  history showed no call); `*_output` → `tool_result` for a call no typed item answered (the
+  first of the two wins; Codex writes the typed item first);
+* `token_usage_record` → `token_usage` `{usage, response_id, turn_id}`: one response's tokens;
+* `event_msg` `error` / `stream_error` / `warning` → `system_event` `api_error` / `retry` /
+  `warning`; `world_state`, `thread_settings_applied` and older versions' duplicates → nothing;
+* any other line, event or item type → `unknown`; a line that is not a JSON object with a
+  string `type` → `unknown` with `detail.parse_error`; a blank line → nothing.
+
+`raw` is the line, on its first entry; the source is `main` (rollouts hold no subagents). The
+mapper keeps, bounded, the open calls' names and the calls a typed item answered.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, NamedTuple
+
+from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.codex_exec import tool_failed
+from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
+from transcript_otel.model.entries import EntryType
+
+_COMMAND: Final = "codex:command"
+_SHELL_TOOLS: Final = frozenset({"exec_command", "shell", "shell_command", "local_shell", "container.exec"})
+_CALLS: Final = frozenset(
+    {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
+)
+_OUTPUTS: Final = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+_TYPED_TOOLS: Final = {
+    "CommandExecution": _COMMAND,
+    "FileChange": "codex:file_change",
+    "WebSearch": "codex:web_search",
+    "McpToolCall": None,  # named after the MCP tool
+}
+# Typed items the history already holds (the message, the reasoning, the compaction output).
+_TYPED_ELSEWHERE: Final = frozenset({"AgentMessage", "Reasoning", "ContextCompaction"})
+# Events of this and older versions that repeat what other lines hold, or only bookkeeping.
+_QUIET_EVENTS: Final = frozenset(
+    {
+        "token_count", "thread_settings_applied", "agent_message", "agent_message_delta",
+        "agent_reasoning", "agent_reasoning_delta", "agent_reasoning_raw_content",
+        "agent_reasoning_section_break", "exec_command_begin", "exec_command_end",
+        "exec_command_output_delta", "patch_apply_begin", "patch_apply_end", "mcp_tool_call_begin",
+        "mcp_tool_call_end", "web_search_begin", "web_search_end", "turn_diff", "item_started",
+        "context_compacted", "session_configured", "mcp_startup_update", "mcp_startup_complete",
+    }
+)  # fmt: skip
+_SYSTEM_EVENTS: Final = {"error": "api_error", "stream_error": "retry", "warning": "warning"}
+_QUIET_LINES: Final = frozenset({"world_state"})
+_MAX_CALLS: Final = 10_000
+_META_KEYS: Final = ("cwd", "cli_version", "originator", "source", "model_provider")
+_UNKNOWN: Final = EntryType.UNKNOWN.value
+
+
+def _texts(parts: Any) -> list[str]:
+    """A string, or the `text`s of a list of content parts."""
+    if isinstance(parts, str):
+        return [parts]
+    found = [part.get("text") for part in parts if isinstance(part, dict)] if isinstance(parts, list) else []
+    return [text for text in found if isinstance(text, str)]
+
+
+def _tool_name(payload: dict[str, Any]) -> str:
+    kind, name = payload.get("type"), _text(payload.get("name"))
+    if kind == "local_shell_call" or name in _SHELL_TOOLS:
+        return _COMMAND
+    if kind == "web_search_call":
+        return "codex:web_search"
+    if kind == "tool_search_call":
+        return "tool_search"
+    if name == "apply_patch":
+        return "codex:file_change"
+    namespace = _text(payload.get("namespace")) or ""
+    if name and namespace.startswith("mcp__"):
+        return f"{namespace.removeprefix('mcp__')}:{name}"
+    if name and name.startswith("mcp__") and "__" in name[5:]:
+        server, _, tool = name[5:].partition("__")  # before 0.171: one `mcp__server__tool` name
+        return f"{server}:{tool}"
+    return name or "codex:tool"
+
+
+def _call_input(payload: dict[str, Any]) -> Any:
+    for key in ("arguments", "input", "action"):
+        value = payload.get(key)
+        if isinstance(value, str) and key == "arguments":
+            try:
+                return json.loads(value)
+            except (ValueError, RecursionError):
+                return value
+        if value is not None:
+            return value
+    return None
+
+
+def _call_id(payload: dict[str, Any]) -> str | None:
+    return _text(payload.get("call_id", payload.get("id")))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _path(value: Any, *keys: str) -> Any:
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _remember(calls: dict[str, Any], call_id: str, value: Any) -> None:
+    """Keep `call_id`, dropping the oldest beyond `_MAX_CALLS` (calls that never end cannot grow it)."""
+    calls[call_id] = value
+    if len(calls) > _MAX_CALLS:
+        del calls[next(iter(calls))]
+
+
+def _typed_input(item: dict[str, Any]) -> Any:
+    """What a typed tool item acted on (for a call the history did not show)."""
+    for key in ("arguments", "command", "changes", "query", "action"):
+        if item.get(key) is not None:
+            return {key: item[key]}
+    return None
+
+
+def _typed_output(item: dict[str, Any]) -> str:
+    """A typed tool item's output: the command's, the MCP result's texts, the patch tool's."""
+    output = item.get("aggregated_output")
+    if isinstance(output, str):
+        return output
+    texts = _texts(_path(item, "result", "content")) or _texts(_path(item, "error", "message"))
+    if texts:
+        return "\n".join(texts)
+    return "".join(part for part in (item.get("stdout"), item.get("stderr")) if isinstance(part, str))
+
+
+_Entries = list[tuple[EntryType, dict[str, Any]]]
+
+
+class _Said(NamedTuple):
+    """What a line says, before its entries become `MappedEntry`s with the line as `raw`."""
+
+    entries: _Entries
+    opens_turn: bool = False
+    ends_turn: bool = False
+    model: str | None = None
+    session_id: str | None = None
+
+
+class CodexRolloutMapper:
+    """Maps the lines of one rollout file, in file order (one mapper per file)."""
+
+    __slots__ = ("_answered", "_calls", "_compaction_shown")
+
+    def __init__(self) -> None:
+        self._calls: dict[str, str] = {}  # call id → tool name, for calls with no result yet
+        self._answered: dict[str, None] = {}  # calls a typed item answered, until their output
+        self._compaction_shown = False  # since the last `compacted` line
+
+    def line(self, line: str | bytes) -> SessionLine:
+        """One line's entries and facts; never raises."""
+        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        if not text.strip():
+            return SessionLine([])
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            return SessionLine([MappedEntry(_UNKNOWN, {"parse_error": f"invalid JSON: {exc}"}, text)])
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            reason = "a rollout line must be a JSON object with a string 'type'"
+            return SessionLine([MappedEntry(_UNKNOWN, {"parse_error": reason, "line": record}, text)])
+        payload = record.get("payload")
+        said = self._record(record["type"], payload if isinstance(payload, dict) else {}, record)
+        entries = [
+            MappedEntry(entry_type.value, detail, text if index == 0 else None)
+            for index, (entry_type, detail) in enumerate(said.entries)
+        ]
+        return SessionLine(entries, timestamp_ns(record.get("timestamp")), *said[1:])
+
+    def _record(self, kind: str, payload: dict[str, Any], record: dict[str, Any]) -> _Said:
+        if kind == "response_item":
+            metadata = record.get("metadata")
+            compaction = isinstance(metadata, dict) and metadata.get("compaction_output") is True
+            return _Said(self._item(payload, compaction))
+        if kind == "event_msg":
+            return self._event(payload)
+        if kind == "token_usage_record":
+            detail = {key: payload.get(key) for key in ("usage", "response_id", "turn_id")}
+            return _Said([(EntryType.TOKEN_USAGE, detail)])
+        if kind == "session_meta":
+            session = payload.get("id", payload.get("session_id"))
+            detail = {"subtype": "thread_started", "session_id": session}
+            detail.update({key: payload[key] for key in _META_KEYS if key in payload})
+            return _Said([(EntryType.SYSTEM_EVENT, detail)], session_id=_text(session))
+        if kind == "turn_context":
+            return _Said([], model=_text(payload.get("model")))
+        if kind == "compacted":
+            shown, self._compaction_shown = self._compaction_shown, False
+            if shown:
+                return _Said([])
+            detail = {"subtype": "compaction", "text": payload.get("message")}
+            return _Said([(EntryType.SYSTEM_EVENT, detail)])
+        if kind in _QUIET_LINES:
+            return _Said([])
+        return _Said([(EntryType.UNKNOWN, {"line_type": kind})])
+
+    def _event(self, payload: dict[str, Any]) -> _Said:
+        kind, turn = _text(payload.get("type")), payload.get("turn_id")
+        if kind == "task_started":
+            return _Said(
+                [(EntryType.SYSTEM_EVENT, {"subtype": "turn_started", "turn_id": turn})], opens_turn=True
+            )
+        if kind == "task_complete":
+            error = payload.get("error")
+            if error is None:
+                return _Said([], ends_turn=True)
+            message = error.get("message") if isinstance(error, dict) else error
+            detail = {"text": message, "error": error, "turn_id": turn}
+            return _Said([(EntryType.ERROR, detail)], ends_turn=True)
+        if kind == "turn_aborted":
+            detail = {"subtype": "turn_aborted", "turn_id": turn, "reason": payload.get("reason")}
+            return _Said([(EntryType.SYSTEM_EVENT, detail)], ends_turn=True)
+        if kind == "item_completed":
+            item = payload.get("item")
+            return _Said(self._typed(item if isinstance(item, dict) else {}))
+        if kind == "user_message":  # before 0.171
+            return _Said([(EntryType.USER_MESSAGE, {"text": payload.get("message")})])
+        if kind in _SYSTEM_EVENTS:
+            return _Said(
+                [(EntryType.SYSTEM_EVENT, {"subtype": _SYSTEM_EVENTS[kind], "text": payload.get("message")})]
+            )
+        if kind in _QUIET_EVENTS:
+            return _Said([])
+        return _Said([(EntryType.UNKNOWN, {"line_type": "event_msg", "payload_type": kind})])
+
+    def _typed(self, item: dict[str, Any]) -> _Entries:
+        """An `item_completed`: the prompt, a tool's outcome, or what the history holds."""
+        kind = _text(item.get("type"))
+        if kind == "UserMessage":
+            return [(EntryType.USER_MESSAGE, {"text": "".join(_texts(item.get("content")))})]
+        if kind in _TYPED_ELSEWHERE:
+            return []
+        if not isinstance(kind, str) or kind not in _TYPED_TOOLS:
+            return [(EntryType.UNKNOWN, {"line_type": "item_completed", "item_type": kind})]
+        call_id = _text(item.get("id"))
+        server, tool = _text(item.get("server")), _text(item.get("tool"))
+        name = _TYPED_TOOLS[kind] or (f"{server}:{tool}" if server and tool else "codex:mcp")
+        entries: _Entries = []
+        if call_id is None or call_id not in self._calls:
+            if call_id is not None and call_id in self._answered:
+                del self._answered[call_id]  # its output came first and gave the result
+                return []
+            entries.append(_tool(EntryType.TOOL_USE, call_id, name, input=_typed_input(item)))
+        if call_id is not None:
+            self._calls.pop(call_id, None)
+            _remember(self._answered, call_id, None)
+        failed = tool_failed(item) or bool(item.get("error")) or _path(item, "result", "isError") is True
+        result = _tool(
+            EntryType.TOOL_RESULT, call_id, name, is_error=failed, text=_typed_output(item), item=item
+        )
+        return [*entries, result]
+
+    def _item(self, payload: dict[str, Any], compaction: bool) -> _Entries:
+        kind = _text(payload.get("type"))
+        if compaction or kind == "compaction":
+            self._compaction_shown = True
+            texts = _texts(payload.get("content")) or _texts(payload.get("summary"))
+            return [
+                (EntryType.SYSTEM_EVENT, {"subtype": "compaction", "item_type": kind, "text": "".join(texts)})
+            ]
+        if kind == "message":
+            if payload.get("role") != "assistant":
+                return []  # the prompt is the `UserMessage` item; the rest is what Codex injects
+            text = "".join(_texts(payload.get("content")))
+            return [(EntryType.ASSISTANT_MESSAGE, {"text": text, "message_id": payload.get("id")})]
+        if kind == "reasoning":
+            texts = _texts(payload.get("summary")) or _texts(payload.get("content"))
+            return [(EntryType.THINKING, {"text": "\n\n".join(texts)})] if texts else []
+        call_id = _call_id(payload)
+        if kind in _CALLS:
+            name = _tool_name(payload)
+            if call_id is not None:
+                _remember(self._calls, call_id, name)
+            return [_tool(EntryType.TOOL_USE, call_id, name, input=_call_input(payload))]
+        if kind in _OUTPUTS:
+            if call_id is not None and call_id in self._answered:
+                del self._answered[call_id]  # a typed item gave the result
+                return []
+            if call_id is not None:
+                _remember(self._answered, call_id, None)  # a typed item after it gives nothing
+            called = self._calls.pop(call_id, None) if call_id is not None else None
+            output = payload.get("output", payload.get("tools"))
+            texts = _texts(output)
+            said = {"text": "\n".join(texts)} if texts or isinstance(output, str) else {"output": output}
+            return [_tool(EntryType.TOOL_RESULT, call_id, called, is_error=False, **said)]
+        return [(EntryType.UNKNOWN, {"line_type": "response_item", "payload_type": kind})]
+
+
+def _tool(
+    entry_type: EntryType, call_id: str | None, name: str | None, **said: Any
+) -> tuple[EntryType, dict[str, Any]]:
+    return entry_type, {"tool_use_id": call_id, "tool_name": name, **said}

@@ -1,0 +1,90 @@
+"""A session log recorded as a run, after the fact: `transcript-otel import`.
+
+Each session becomes one run in the local JSONL mirror, built by the same `AgentRun` a live
+run uses (its `invoke_agent` root, a `chat` span per turn, `execute_tool` spans, subagents'
+`invoke_agent` spans with their own `chat` spans) at the times the files recorded. Its ids
+are derived from the session (the run id from its kind and session id, span and trace ids
+from the run id, in the order the spans open), and the run's file is written aside and
+moved into place whole: importing a session again gives the same run, replacing the first,
+never a second copy. The spans go to the mirror as `transcript.span` records, from which
+`replay` sends them to an OTLP backend with these ids.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from transcript_otel.capture.defaults import pipeline_from_environment
+from transcript_otel.model.entries import TranscriptSummary
+from transcript_otel.records.run import RunInfo
+from transcript_otel.sessions.files import SessionFiles, SessionKind
+from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, run_id_of
+from transcript_otel.sessions.timeline import timeline
+from transcript_otel.sinks.jsonl_files import run_file_name
+
+# An import has no agent waiting on it: the writer gets the time it needs to write it all.
+_IMPORT_SHUTDOWN_S: Final = 3600.0
+
+
+class EmptySessionError(ValueError):
+    """The session's files hold no line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedRun:
+    session: SessionFiles
+    session_id: str
+    run_id: str
+    path: Path  # the run's file in the mirror
+    summary: TranscriptSummary
+
+
+def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
+    """Record `session` as a run in the mirror `directory`; replaces an earlier import of it.
+
+    Raises `EmptySessionError` for a session without lines, `OSError` for files that cannot
+    be read or written; a line that is not what the CLI writes becomes an `unknown` entry,
+    and a failure of ours a `transcript.error` record, never an exception.
+    """
+    harness = HARNESSES[session.kind]
+    lines = timeline(session.sources(), harness.mapper())
+    first = next(lines, None)
+    if first is None:
+        raise EmptySessionError(f"{session.path}: no lines to import")
+    session_id = first.said.session_id or session_id_from_name(session)
+    run_id = run_id_of(session.kind, session_id)
+    started_ns = first.at_ns or session.path.stat().st_mtime_ns
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / run_file_name(
+        RunInfo(harness.prompt_name, harness.adapter, session_id, started_ns, run_id=run_id)
+    )
+    partial = directory / f".{run_id}.importing"
+    partial.unlink(missing_ok=True)
+    pipeline = pipeline_from_environment(
+        jsonl=True,
+        jsonl_path=partial,
+        log_records=False,
+        span_events=False,
+        shutdown_timeout_s=_IMPORT_SHUTDOWN_S,
+    )
+    try:
+        recorder = SessionRecorder(
+            harness, session_id=session_id, run_id=run_id, started_ns=started_ns, pipeline=pipeline
+        )
+        recorder.apply(first)
+        for timed in lines:
+            recorder.apply(timed)
+        recorder.finish()
+    finally:
+        pipeline.shutdown()
+    os.replace(partial, final)
+    return ImportedRun(session, session_id, run_id, final, recorder.run.emitter.stop())
+
+
+def session_id_from_name(session: SessionFiles) -> str:
+    """Claude: `<session>.jsonl`; Codex: `rollout-<time>-<session uuid>.jsonl`."""
+    stem = session.path.stem
+    return stem[-36:] if session.kind is SessionKind.CODEX and len(stem) > 36 else stem

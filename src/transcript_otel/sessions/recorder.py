@@ -1,0 +1,150 @@
+"""One session's lines recorded as a run: the turns they open and end, their entries, at their times.
+
+`SessionRecorder` owns the run's `AgentRun` (the span tree a live run gets) and applies each
+line in the order `timeline` gives: a prompt of the main agent ends the open turn and opens
+the next, a line that ends a turn ends it, every entry is recorded at the line's time
+(never earlier than the line before it). Used for a whole file at once (`importer`), and for
+lines as they are appended (`watch`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Callable
+from typing import Final, NamedTuple
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.mappings.claude_session import ClaudeSessionMapper
+from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
+from transcript_otel.model.entries import MAIN_SOURCE
+from transcript_otel.sessions.files import SessionKind
+from transcript_otel.sessions.timeline import MapLine, TimedLine
+
+# Run ids of recorded sessions: uuid5 of this namespace and `{kind}:{session id}[:{offset}]`.
+_RUN_NAMESPACE: Final = uuid.UUID("8f3a7f4e-2b1c-5d6e-9a0b-1c2d3e4f5a6b")
+_TRACER_NAME: Final = "transcript_otel.sessions"
+
+
+class Harness(NamedTuple):
+    """How the runs of one CLI's sessions are named, and how its lines are read."""
+
+    adapter: str
+    prompt_name: str
+    provider: str
+    mapper: Callable[[], MapLine]
+
+
+def _codex_mapper() -> MapLine:
+    mapper = CodexRolloutMapper()
+    return lambda line, _source: mapper.line(line)
+
+
+def _claude_mapper() -> MapLine:
+    return ClaudeSessionMapper().line
+
+
+HARNESSES: Final = {
+    SessionKind.CLAUDE_CODE: Harness("claude_code_session", "claude-code", "anthropic", _claude_mapper),
+    SessionKind.CODEX: Harness("codex_session", "codex", "openai", _codex_mapper),
+}
+
+
+def run_id_of(kind: SessionKind, session_id: str, part: int = 0) -> str:
+    """The run id of a session's record: the same every time. `part` > 0: the run that goes on
+    from that byte of the session's main file (`watch` after a restart)."""
+    name = f"{kind.value}:{session_id}" + (f":{part}" if part else "")
+    return uuid.uuid5(_RUN_NAMESPACE, name).hex
+
+
+class SessionRecorder:
+    """The run of one session, fed its lines in time order; never raises into its caller."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        *,
+        session_id: str,
+        run_id: str,
+        started_ns: int,
+        pipeline: TranscriptPipeline | None = None,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        """`tracer`: the live tracer provider's (`watch`); by default one whose spans record
+        under ids derived from `run_id`, exported by nothing (an import: `replay` sends them)."""
+        # A run of its own: no span current in the calling code is its parent.
+        token = otel_context.attach(otel_context.Context())
+        try:
+            self.run = AgentRun(
+                tracer or derived_id_tracer(run_id, harness.prompt_name),
+                prompt_name=harness.prompt_name,
+                adapter=harness.adapter,
+                session_id=session_id,
+                provider=harness.provider,
+                count_message_usage=True,
+                run_id=run_id,
+                started_ns=started_ns,
+                pipeline=pipeline,
+            )
+        finally:
+            otel_context.detach(token)
+        self.last_ns = started_ns
+        self._turn_open = False
+
+    def apply(self, timed: TimedLine) -> None:
+        run, said = self.run, timed.said
+        self.last_ns = at = max(self.last_ns, timed.at_ns)
+        if said.model:
+            run.note_model(said.model)
+        if said.opens_turn and timed.source == MAIN_SOURCE:
+            if self._turn_open:
+                run.end_turn(at_ns=at)
+            run.begin_turn(at_ns=at)
+            self._turn_open = True
+        for entry in said.entries:
+            run.record(
+                entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw, timestamp_ns=at
+            )
+        if said.ends_turn and self._turn_open:
+            run.end_turn(at_ns=at)
+            self._turn_open = False
+
+    def finish(self) -> None:
+        """End the open turn and the run at the time of the last line."""
+        if self._turn_open:
+            self.run.end_turn(at_ns=self.last_ns)
+            self._turn_open = False
+        self.run.finish(at_ns=self.last_ns)
+
+
+def derived_id_tracer(run_id: str, prompt_name: str) -> trace.Tracer:
+    """A tracer whose spans record (for their `transcript.span` records) under ids derived from
+    `run_id`, in the order they open: the same spans at every import."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+    class DerivedIds(IdGenerator):
+        def __init__(self) -> None:
+            self._count = 0
+
+        def generate_span_id(self) -> int:
+            self._count += 1
+            return _derived(f"{run_id}:span:{self._count}", 8)
+
+        def generate_trace_id(self) -> int:
+            return _derived(f"{run_id}:trace", 16)
+
+    # As a live run names its service: OTEL_SERVICE_NAME, else the run's name.
+    service = os.environ.get("OTEL_SERVICE_NAME") or prompt_name
+    provider = TracerProvider(id_generator=DerivedIds(), resource=Resource.create({SERVICE_NAME: service}))
+    return provider.get_tracer(_TRACER_NAME)
+
+
+def _derived(identity: str, size: int) -> int:
+    return int.from_bytes(hashlib.sha256(identity.encode()).digest()[:size], "big") or 1

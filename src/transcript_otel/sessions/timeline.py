@@ -1,0 +1,45 @@
+"""A session's files read as one stream, in the order things happened.
+
+Within a file, file order is the truth (the CLIs stamp some lines a little before the line
+they follow, docs/session-logs.md); across the files of one session (a Claude session and
+its subagents, which run at the same time) lines are merged by time. Each file is read a
+line at a time: memory does not grow with the files' size.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from transcript_otel.mappings.session_lines import SessionLine
+from transcript_otel.reading.lines import LineReader
+
+# One line of a session file (the bytes, the source of its file) -> what it says.
+MapLine = Callable[[bytes, str], SessionLine]
+
+
+class TimedLine(NamedTuple):
+    at_ns: int  # when it happened: its own time, never earlier than its file's previous line
+    file_index: int
+    number: int  # its line number in its file
+    source: str
+    said: SessionLine
+
+
+def timeline(files: list[tuple[Path, str]], map_line: MapLine) -> Iterator[TimedLine]:
+    """Every line of `files` (path, source), mapped, in time order; file order within a file."""
+    streams = [_file_lines(path, source, index, map_line) for index, (path, source) in enumerate(files)]
+    # Ties go to the earlier file (the main one first), then to file order.
+    return heapq.merge(*streams, key=lambda line: (line.at_ns, line.file_index, line.number))
+
+
+def _file_lines(path: Path, source: str, file_index: int, map_line: MapLine) -> Iterator[TimedLine]:
+    latest = 0
+    with path.open("rb") as stream:
+        for number, line in LineReader(str(path)).lines(stream):
+            said = map_line(line.rstrip(b"\r\n"), source)
+            if said.timestamp_ns is not None:
+                latest = max(latest, said.timestamp_ns)
+            yield TimedLine(latest, file_index, number, source, said)

@@ -1,0 +1,279 @@
+"""Record the session logs the real Claude Code and Codex CLIs write to disk, as test fixtures.
+
+    python tests/agents/record_session_fixtures.py [SCENARIO...]
+
+(`claude_code/tools`, or a bare name: every CLI that has it; no name: every scenario.) Each
+scenario runs one or more times with the real CLI against the scripted model
+(`examples/model_servers`), sharing one throwaway `HOME` (and, for Codex, `CODEX_HOME`) and
+one model server, and lands in `tests/fixtures/sessions/<cli>/<scenario>/`:
+
+* `stdout-<N>.jsonl`: what run N printed (`claude -p --output-format stream-json --verbose`,
+  or `codex exec --json`);
+* every session file the runs wrote, at its path under the throwaway home:
+  `home/.claude/projects/<project>/<session>.jsonl` and `.../<session>/subagents/*` for
+  Claude Code, `codex-home/sessions/YYYY/MM/DD/rollout-*.jsonl` for Codex (nothing else the
+  CLIs write there: settings, caches, sqlite state, skills);
+* `meta.json`: the CLI version, per run its arguments, exit status and stderr, and what the
+  scripted model served.
+
+Nothing is trimmed. The only change: the scratch directory's path (random per recording)
+becomes `/scratch`, in file contents and in file names, and its Claude Code project slug
+(the path with every non-alphanumeric character as `-`) becomes `-scratch`, so the project
+folder is always `-scratch-work`. Ids, timestamps and durations are as the CLIs wrote them,
+so a new recording differs from the last in those.
+
+Resumed sessions: the `resumed` scenarios run the CLI a second time with the first run's
+session id (`claude -p --resume <id>`, `codex exec resume <id>`). `compacted`: Claude Code gets
+`/compact` sent to the resumed session, then one more prompt; Codex runs with
+`model_auto_compact_token_limit` below the first turn's tokens, so the resumed turn compacts
+first. What the files hold: docs/session-logs.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import claude_code
+import claude_offline  # on the path once claude_code is imported
+import claude_scenarios
+import codex_cli
+import codex_offline
+import codex_scenarios
+from captured_run import run_cli, scratch_dirs
+
+FIXTURES = claude_code.ROOT / "tests" / "fixtures" / "sessions"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One CLI run of a scenario: its prompt (None: the scenario's own), whether it resumes the
+    session of the scenario's first run, and extra CLI arguments."""
+
+    prompt: str | None = None
+    resume: bool = False
+    arguments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A recorded scenario: the scripted model's scenario, the CLI case (Claude Code's
+    `claude_code.CASES` key) and its runs."""
+
+    model: str
+    runs: tuple[Run, ...] = (Run(),)
+    case: str | None = None
+    config: tuple[tuple[str, str], ...] = field(default=())  # Codex `-c key=value` overrides
+
+
+CLAUDE: dict[str, Scenario] = {
+    # Thinking, text and a Bash call in one answer, then the final answer.
+    "tools": Scenario("tools"),
+    "foreground_subagent": Scenario("foreground_subagent"),
+    "background_subagent": Scenario("background_subagent"),
+    "parallel_subagents": Scenario("parallel_subagents"),
+    "denied_tool": Scenario("denied_tool"),
+    # Every attempt answers 500 (one retry), and a 400 that is not retried.
+    "fatal_500": Scenario("fatal_500"),
+    "bad_request": Scenario("bad_request"),
+    "max_turns": Scenario("max_turns"),
+    # Two `claude -p` runs, the second `--resume <session>` of the first.
+    "resumed": Scenario("stream_json_input", (Run(), Run("And now?", resume=True)), case="stream_json_input"),
+    # A session, then `/compact` sent to it resumed, then one more prompt.
+    "compacted": Scenario(
+        "stream_json_input",
+        (Run(), Run("/compact", resume=True), Run("Anything else?", resume=True)),
+        case="stream_json_input",
+    ),
+}
+
+CODEX: dict[str, Scenario] = {
+    # Reasoning, a command that succeeds and one that fails, the answer.
+    "shell": Scenario("shell"),
+    # apply_patch adds a file.
+    "apply_patch": Scenario("apply_patch"),
+    # tool_search, then the MCP tool `docs/lookup`.
+    "mcp_tool": Scenario("mcp_tool"),
+    # A command, then every attempt at the next step fails with HTTP 500: the turn fails.
+    "tool_then_500": Scenario("tool_then_500"),
+    # `codex exec`, then `codex exec resume <thread id>` with a second prompt.
+    "resumed": Scenario("plain", (Run(), Run("And now?", resume=True))),
+    # Auto-compaction: with a token limit below what the first turn reported, the resumed
+    # turn compacts the history first. (In one turn that calls tools, a limit the scripted
+    # usage exceeds compacts after every answer, and the scripted model, which picks its
+    # answer by the call ids already sent, starts over each time: codex never ends.)
+    "compacted": Scenario(
+        "plain",
+        (Run(), Run("And now?", resume=True)),
+        config=(("model_auto_compact_token_limit", "1000"),),
+    ),
+}
+
+
+def without_machine_paths(text: str, scratch: Path) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]", "-", str(scratch))
+    return text.replace(str(scratch), "/scratch").replace(slug, "-scratch")
+
+
+def _lines(stdout: str) -> list[dict[str, Any]]:
+    found = []
+    for line in stdout.splitlines():
+        try:
+            found.append(json.loads(line))
+        except ValueError:
+            continue
+    return found
+
+
+def _claude_session_id(stdout: str) -> str:
+    return next(str(line["session_id"]) for line in _lines(stdout) if line.get("session_id"))
+
+
+def _codex_thread_id(stdout: str) -> str:
+    return next(str(line["thread_id"]) for line in _lines(stdout) if line.get("type") == "thread.started")
+
+
+@dataclass
+class Recording:
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    stdouts: list[str] = field(default_factory=list)
+    served: list[dict[str, Any]] = field(default_factory=list)
+
+
+def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
+    cli = claude_code.cli_path()
+    if cli is None:
+        raise RuntimeError("no Claude Code CLI: run `make agents`")
+    case = claude_code.CASES[scenario.case or scenario.model]
+    home, work = scratch_dirs(scratch)
+    recording = Recording()
+    session_id = ""
+    with claude_offline.model_server(scenario.model, scratch) as model:
+        environment = claude_code.case_environment(case, model, home)
+        for run in scenario.runs:
+            prompt = run.prompt or claude_scenarios.prompt_for(scenario.model)
+            resume = ("--resume", session_id) if run.resume else ()
+            arguments = [*claude_code.print_args(*case.arguments, *resume, *run.arguments), prompt]
+            recorded = run_cli([str(cli), *arguments], model, environment, work)
+            session_id = session_id or _claude_session_id(recorded.stdout)
+            recording.stdouts.append(recorded.stdout)
+            recording.runs.append(_run_meta(arguments, recorded.exit_code, recorded.stderr))
+        recording.served = model.served()
+    return recording, [home / ".claude" / "projects"]
+
+
+def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
+    cli = codex_cli.require_cli()
+    home, work = scratch_dirs(scratch)
+    recording = Recording()
+    thread_id = ""
+    with codex_offline.model_server(scenario.model, scratch) as model:
+        codex_home = codex_offline.write_codex_home(
+            scratch / "codex-home", model, codex_cli.model_slug(scenario.model)
+        )
+        environment = codex_offline.offline_environment(codex_home, home)
+        overrides = [part for key, value in scenario.config for part in ("-c", f"{key}={value}")]
+        for run in scenario.runs:
+            prompt = run.prompt or codex_scenarios.prompt_for(scenario.model)
+            resume = ("resume", thread_id) if run.resume else ()
+            arguments = [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                *overrides,
+                *run.arguments,
+                *resume,
+                prompt,
+            ]
+            recorded = run_cli([str(cli), *arguments], model, environment, work)
+            thread_id = thread_id or _codex_thread_id(recorded.stdout)
+            recording.stdouts.append(recorded.stdout)
+            recording.runs.append(_run_meta(arguments, recorded.exit_code, recorded.stderr))
+        recording.served = model.served()
+    return recording, [codex_home / "sessions"]
+
+
+def _run_meta(arguments: list[str], exit_code: int, stderr: str) -> dict[str, Any]:
+    return {"arguments": arguments, "exit_code": exit_code, "stderr": stderr.strip()[-2000:]}
+
+
+Recorder = Callable[[Scenario, Path], tuple[Recording, list[Path]]]
+CLIS: dict[str, tuple[dict[str, Scenario], Recorder, dict[str, str]]] = {
+    "claude_code": (CLAUDE, record_claude, {"claude_code": claude_code.CLAUDE_CODE_VERSION}),
+    "codex": (CODEX, record_codex, {"codex": codex_cli.CODEX_VERSION}),
+}
+
+
+def record_one(cli: str, name: str) -> None:
+    scenarios, recorder, version = CLIS[cli]
+    scenario = scenarios[name]
+    target = FIXTURES / cli / name
+    with tempfile.TemporaryDirectory() as directory:
+        scratch = Path(directory)
+        recording, session_roots = recorder(scenario, scratch)
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        for number, stdout in enumerate(recording.stdouts, 1):
+            (target / f"stdout-{number}.jsonl").write_text(without_machine_paths(stdout, scratch))
+        files = []
+        for root in session_roots:
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                relative = without_machine_paths(str(path.relative_to(scratch)), scratch)
+                kept = target / relative
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                kept.write_text(without_machine_paths(path.read_text(), scratch))
+                files.append(relative)
+        runs = [
+            {
+                **run,
+                "arguments": [without_machine_paths(a, scratch) for a in run["arguments"]],
+                "stderr": without_machine_paths(run["stderr"], scratch),
+            }
+            for run in recording.runs
+        ]
+        meta = {
+            **version,
+            "model_scenario": scenario.model,
+            "runs": runs,
+            "session_files": files,
+            "served": recording.served,
+        }
+        (target / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    exits = [run["exit_code"] for run in runs]
+    print(f"{cli}/{name}: exits {exits}, {len(files)} session files, {len(recording.served)} served")
+
+
+def selected(names: list[str]) -> list[tuple[str, str]]:
+    every = [(cli, name) for cli, (scenarios, _, _) in CLIS.items() for name in scenarios]
+    if not names:
+        return every
+    chosen = []
+    for name in names:
+        cli, _, bare = name.rpartition("/")
+        matches = [(c, n) for c, n in every if n == bare and cli in ("", c)]
+        if not matches:
+            raise SystemExit(f"no scenario {name!r}; known: {', '.join(f'{c}/{n}' for c, n in every)}")
+        chosen.extend(matches)
+    return chosen
+
+
+def main() -> None:
+    for cli, name in selected(sys.argv[1:]):
+        try:
+            record_one(cli, name)
+        except Exception as error:  # one failing scenario does not stop the others
+            print(f"{cli}/{name}: FAILED {type(error).__name__}: {error}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""`transcript-otel import`: session logs the real Claude Code and Codex CLIs wrote (recorded in
+tests/fixtures/sessions/, docs/session-logs.md) become runs in the mirror: valid, at the times
+the files say, with the tokens the scripted model served, subagents as spans of their own, the
+same run at every import, and readable by `show`, `summary` and `bundle` like any run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel import check_invariants, read_records
+from transcript_otel.genai.attributes import tool_identity
+from transcript_otel.mappings.session_lines import timestamp_ns
+from transcript_otel.model import span_records as fields
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.reading.text import entry_text
+from transcript_otel.sessions.files import SessionKind, find_sessions
+from transcript_otel.sessions.importer import ImportedRun, import_session
+from transcript_otel.sessions.recorder import run_id_of
+
+from loopback import subprocess_env
+
+SESSIONS = Path(__file__).parent / "fixtures" / "sessions"
+SCENARIOS = sorted(
+    f"{cli.name}/{scenario.name}"
+    for cli in SESSIONS.iterdir()
+    for scenario in cli.iterdir()
+    if scenario.is_dir()
+)
+CLI = [sys.executable, "-m", "transcript_otel.cli"]
+
+
+def _import(scenario: str, directory: Path) -> ImportedRun:
+    (session,) = find_sessions([SESSIONS / scenario])
+    return import_session(session, directory)
+
+
+def _records(imported: ImportedRun) -> list[dict[str, Any]]:
+    return list(read_records(imported.path))
+
+
+def _spans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r["context"] for r in records if r["event"] == TranscriptEvent.SPAN.value]
+
+
+def _served(scenario: str) -> list[dict[str, Any]]:
+    """The model calls the scripted server answered, with the usage it sent."""
+    meta = json.loads((SESSIONS / scenario / "meta.json").read_text())
+    return [call for call in meta["served"] if call.get("status") == 200 and call.get("usage")]
+
+
+def _first_time(imported: ImportedRun) -> int:
+    for line in imported.session.path.read_text().splitlines():
+        at = timestamp_ns(json.loads(line).get("timestamp"))
+        if at is not None:
+            return at
+    raise AssertionError("no timestamp in the session file")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_session_becomes_one_valid_run_at_the_times_it_recorded(scenario: str, tmp_path: Path) -> None:
+    imported = _import(scenario, tmp_path)
+    records = _records(imported)
+    assert check_invariants(records) == []
+    assert [path.name for path in tmp_path.iterdir()] == [imported.path.name]
+    kind = SessionKind(scenario.split("/", maxsplit=1)[0])
+    assert imported.run_id == run_id_of(kind, imported.session_id)
+    assert {r["context"]["run_id"] for r in records if "run_id" in r["context"]} == {imported.run_id}
+    assert {record["context"].get("session_id") for record in records} == {imported.session_id}
+    start = records[0]
+    assert start["event"] == TranscriptEvent.START.value
+    # The run began when the session's first line says, not when it was imported.
+    assert timestamp_ns(start["timestamp"]) == _first_time(imported)
+    entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    assert entries
+    assert all(e["timestamp"] for e in entries)
+    kinds = {e["entry_type"] for e in entries}
+    # Every session holds its prompt, and the answer or the failure that ended it.
+    assert "user_message" in kinds
+    assert kinds & {"assistant_message", "error"}
+
+
+@pytest.mark.parametrize("scenario", ["claude_code/parallel_subagents", "codex/resumed"])
+def test_importing_again_replaces_the_run_with_the_same_one(scenario: str, tmp_path: Path) -> None:
+    first = _import(scenario, tmp_path)
+    content = first.path.read_bytes()
+    second = _import(scenario, tmp_path)
+    assert second.run_id == first.run_id
+    assert second.path == first.path
+    assert [path.name for path in tmp_path.iterdir()] == [first.path.name]
+    assert second.path.read_bytes() == content
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_chat_spans_count_the_tokens_the_model_served(scenario: str, tmp_path: Path) -> None:
+    served = _served(scenario)
+    spans = _spans(_records(_import(scenario, tmp_path)))
+    chats = [span for span in spans if span[fields.NAME].startswith("chat")]
+
+    def total(key: str) -> int:
+        return sum(span[fields.ATTRIBUTES].get(f"gen_ai.usage.{key}", 0) for span in chats)
+
+    output = sum(call["usage"]["output_tokens"] for call in served)
+    prompt = sum(
+        call["usage"]["input_tokens"]
+        + call["usage"].get("cache_read_input_tokens", 0)
+        + call["usage"].get("cache_creation_input_tokens", 0)
+        for call in served
+    )
+    assert (total("input_tokens"), total("output_tokens")) == (prompt, output)
+    # No other span counts them again.
+    assert not any("gen_ai.usage.input_tokens" in s[fields.ATTRIBUTES] for s in spans if s not in chats)
+
+
+def test_subagents_are_sources_and_spans_of_their_own(tmp_path: Path) -> None:
+    records = _records(_import("claude_code/parallel_subagents", tmp_path))
+    sources = Counter(r["context"]["source"] for r in records if r["event"] == TranscriptEvent.ENTRY.value)
+    subagents = sorted(source for source in sources if source.startswith("subagent:"))
+    assert len(subagents) == 2
+    spans = _spans(records)
+    by_id = {span["span_id"]: span for span in spans}
+    agents = [s for s in spans if s[fields.ATTRIBUTES].get("gen_ai.operation.name") == "invoke_agent"]
+    root = next(s for s in agents if s[fields.PARENT_SPAN_ID] is None)
+    nested = [s for s in agents if s is not root]
+    assert len(nested) == 2
+    for span in nested:
+        # Each under the tool call that launched it, inside the run.
+        launcher = by_id[span[fields.PARENT_SPAN_ID]]
+        assert launcher[fields.NAME].startswith("execute_tool")
+        assert span[fields.START] >= root[fields.START]
+        assert span[fields.END] <= root[fields.END]
+
+
+def test_the_cli_imports_the_default_locations_and_the_readers_read_the_runs(tmp_path: Path) -> None:
+    claude_home = tmp_path / "claude"
+    shutil.copytree(SESSIONS / "claude_code/tools/home/.claude", claude_home)
+    codex_home = tmp_path / "codex"
+    shutil.copytree(SESSIONS / "codex/shell/codex-home", codex_home)
+    runs = tmp_path / "runs"
+    env = subprocess_env(CLAUDE_CONFIG_DIR=str(claude_home), CODEX_HOME=str(codex_home))
+    imported = subprocess.run(
+        [*CLI, "import", "--claude-code", "--codex", "--jsonl-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
+    files = sorted(runs.glob("*.jsonl"))
+    assert len(files) == 2
+    said = sorted(line.split(" -> ")[1].split(" (")[0] for line in imported.stdout.splitlines())
+    assert said == [str(path) for path in files]
+    for path in files:
+        for command in (["show", str(path)], ["summary", str(path)], ["validate", str(path)]):
+            done = subprocess.run(
+                [*CLI, *command], capture_output=True, text=True, env=env, timeout=60, check=False
+            )
+            assert done.returncode == 0, (command, done.stderr)
+        bundle = tmp_path / f"{path.stem}.zip"
+        done = subprocess.run(
+            [*CLI, "bundle", str(path), "-o", str(bundle)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert bundle.is_file()
+
+
+def test_bad_paths_and_empty_sessions_are_said(tmp_path: Path) -> None:
+    env = subprocess_env()
+    missing = subprocess.run(
+        [*CLI, "import", str(tmp_path / "nothing-here")], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert missing.returncode == 2
+    assert "no such file or directory" in missing.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    said = subprocess.run(
+        [*CLI, "import", str(empty), "--jsonl-dir", str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert said.returncode == 1
+    assert "no lines to import" in said.stderr
+
+
+def test_lines_that_are_not_the_format_become_unknown_entries_and_the_rest_is_kept(tmp_path: Path) -> None:
+    source = SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work"
+    (main,) = source.glob("*.jsonl")
+    broken = tmp_path / "in" / main.name
+    broken.parent.mkdir()
+    lines = main.read_text().splitlines(keepends=True)
+    broken.write_text("".join([lines[0], "not json\n", '["a list"]\n', *lines[1:]]))
+    (session,) = find_sessions([broken])
+    imported = import_session(session, tmp_path / "runs")
+    records = _records(imported)
+    assert check_invariants(records) == []
+    entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    unknown = [e for e in entries if e["entry_type"] == "unknown"]
+    assert [e["raw"] for e in unknown] == ["not json", '["a list"]']
+    clean = _records(_import("claude_code/tools", tmp_path / "clean"))
+    kept = [r["context"]["entry_type"] for r in clean if r["event"] == TranscriptEvent.ENTRY.value]
+    assert [e["entry_type"] for e in entries if e["entry_type"] != "unknown"] == [
+        t for t in kept if t != "unknown"
+    ]
+
+
+# What `transcript-otel run` recorded when the CLI printed this session live (its recorded
+# stdout, printed again by `cat`), against what the session's own log says.
+# Codex searches its tools (`tool_search`, a call the model makes) without printing it on stdout.
+ONLY_IN_THE_LOG = {"tool_search"}
+SAME_RUN = {
+    "claude_code/tools": "claude-stream-json",
+    "claude_code/denied_tool": "claude-stream-json",
+    "codex/shell": "codex-json",
+    "codex/mcp_tool": "codex-json",
+}
+
+
+def _conversation(records: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """The main agent's words and tool calls, as both records say them."""
+    said: list[tuple[str, str | None]] = []
+    for record in records:
+        context = record["context"]
+        if record["event"] != TranscriptEvent.ENTRY.value or context["source"] != "main":
+            continue
+        kind, detail = context["entry_type"], context["detail"]
+        if kind in ("assistant_message", "thinking"):
+            said.append((kind, entry_text(kind, detail)))
+        elif kind in ("tool_use", "tool_result") and tool_identity(detail)[1] not in ONLY_IN_THE_LOG:
+            said.append((kind, tool_identity(detail)[1]))
+    return said
+
+
+def _main_chats(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return [
+        (
+            span[fields.ATTRIBUTES].get("gen_ai.usage.input_tokens", 0),
+            span[fields.ATTRIBUTES].get("gen_ai.usage.output_tokens", 0),
+        )
+        for span in _spans(records)
+        if span[fields.NAME].startswith("chat")
+    ]
+
+
+@pytest.mark.parametrize("scenario", sorted(SAME_RUN))
+def test_the_import_says_what_the_live_run_recorded(scenario: str, tmp_path: Path) -> None:
+    imported = _records(_import(scenario, tmp_path / "imported"))
+    live_dir = tmp_path / "live"
+    stdout = SESSIONS / scenario / "stdout-1.jsonl"
+    done = subprocess.run(
+        [*CLI, "run", "--adapter", SAME_RUN[scenario], "--", "cat", str(stdout)],
+        capture_output=True,
+        env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(live_dir)),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (live_file,) = live_dir.glob("*.jsonl")
+    live = list(read_records(live_file))
+    assert _conversation(imported) == _conversation(live)
+    # The same model calls, the same tokens in each turn (the log counts them per message, the
+    # live run from each turn's result).
+    assert _main_chats(imported) == _main_chats(live)
