@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from transcript_otel.cli import export_commands, import_command, read_commands
+from transcript_otel.cli import export_commands, import_command, read_commands, watch_command
 from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
 from transcript_otel.reading.sources import RunNotFoundError
 from transcript_otel.reading.text import visible
@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     export_commands.add_export(commands)
     export_commands.add_replay(commands)
     import_command.add_import(commands)
+    watch_command.add_watch(commands)
     return parser
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from transcript_otel.capture.defaults import pipeline_from_environment
+from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
 from transcript_otel.model.entries import TranscriptSummary
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sessions.files import SessionFiles, SessionKind
@@ -27,6 +28,8 @@ from transcript_otel.sinks.jsonl_files import run_file_name
 
 # An import has no agent waiting on it: the writer gets the time it needs to write it all.
 _IMPORT_SHUTDOWN_S: Final = 3600.0
+# Lines recorded between two looks at the backlog: the writer's wake threshold.
+_WAIT_EVERY: Final = WAKE_THRESHOLD
 
 
 class EmptySessionError(ValueError):
@@ -75,8 +78,10 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
             harness, session_id=session_id, run_id=run_id, started_ns=started_ns, pipeline=pipeline
         )
         recorder.apply(first)
-        for timed in lines:
+        for count, timed in enumerate(lines, 1):
             recorder.apply(timed)
+            if count % _WAIT_EVERY == 0:  # nothing may be dropped: wait for the writer instead
+                pipeline.wait_for_room(_IMPORT_SHUTDOWN_S)
         recorder.finish()
     finally:
         pipeline.shutdown()

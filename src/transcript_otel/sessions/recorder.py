@@ -55,9 +55,9 @@ HARNESSES: Final = {
 }
 
 
-def run_id_of(kind: SessionKind, session_id: str, part: int = 0) -> str:
-    """The run id of a session's record: the same every time. `part` > 0: the run that goes on
-    from that byte of the session's main file (`watch` after a restart)."""
+def run_id_of(kind: SessionKind, session_id: str, part: str | None = None) -> str:
+    """The run id of a session's record: the same every time. `part`: which part of the session
+    a run records, when not all of it (`watch`: from where it took the session up)."""
     name = f"{kind.value}:{session_id}" + (f":{part}" if part else "")
     return uuid.uuid5(_RUN_NAMESPACE, name).hex
 

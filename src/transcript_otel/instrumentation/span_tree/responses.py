@@ -24,6 +24,8 @@ from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
 # Entries that may tell the model that answered, its response id and why it stopped.
 _RESPONSE_ENTRIES: Final = frozenset({ENTRY_ASSISTANT_MESSAGE, ENTRY_TOKEN_USAGE})
+# Message ids remembered to count each message once; the oldest go (a long session's memory).
+MAX_COUNTED_MESSAGES: Final = 10_000
 
 
 class ResponseFacts(RunState):
@@ -51,6 +53,8 @@ class ResponseFacts(RunState):
             return
         message_id, usage = counted
         self._usage_by_message[message_id] = usage
+        if len(self._usage_by_message) > MAX_COUNTED_MESSAGES:  # a message's lines come together
+            del self._usage_by_message[next(iter(self._usage_by_message))]
         self._count_usage(slot, usage, self._turn)
 
     def _note_turn_facts(self, entry_type: Any, detail: Any, turn: SpanSlot | None) -> None:

@@ -1,0 +1,92 @@
+"""`transcript-otel watch`: the sessions Claude Code and Codex write, exported as they are written."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from transcript_otel.sessions.files import claude_code_root, codex_root
+from transcript_otel.sinks.jsonl_files import default_directory
+
+_DESCRIPTION: Final = (
+    "Follow the sessions Claude Code and Codex write (no wrapper needed) and export each line "
+    "as it is written: to the local JSONL mirror and, when OTEL_EXPORTER_OTLP_ENDPOINT is set, "
+    "to the backend, as a live run would. At its first start the watch takes sessions up from "
+    "their end (`transcript-otel import` reads their past); later it goes on from where it "
+    "stopped (kept in --state). Runs until SIGINT or SIGTERM. To run it as a user service, see "
+    "docs/harnesses.md (a systemd user unit)."
+)
+
+
+_EPILOG: Final = """example:
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 transcript-otel watch --claude-code --codex"""
+_SERVICE: Final = "transcript-otel-watch"
+
+
+def add_watch(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "watch",
+        help="export the sessions Claude Code and Codex write, live",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="directories to follow")
+    parser.add_argument(
+        "--claude-code", action="store_true", help="$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects"
+    )
+    parser.add_argument("--codex", action="store_true", help="$CODEX_HOME/sessions or ~/.codex/sessions")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        help="where it keeps how far each file was exported (default: the state directory's watch.json)",
+    )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="end a session's run after this idle time",
+    )
+    parser.set_defaults(handler=run_watch)
+
+
+def run_watch(args: argparse.Namespace, out: TextIO) -> int:
+    from opentelemetry import trace
+
+    from transcript_otel.capture.defaults import get_pipeline
+    from transcript_otel.capture.registry import shutdown_all
+    from transcript_otel.otlp.setup import configure
+    from transcript_otel.sessions.watch import Watcher, WatchState
+
+    roots = list(args.paths)
+    roots += [claude_code_root()] if args.claude_code else []
+    roots += [codex_root()] if args.codex else []
+    if not roots:
+        raise ValueError("name directories to follow, or --claude-code / --codex")
+    try:
+        configure(
+            service_name=os.environ.get("OTEL_SERVICE_NAME") or "transcript-otel-watch", instrument=False
+        )
+    except Exception as exc:  # OTLP export is optional: the mirror still gets every line
+        print(f"transcript-otel watch: no OTLP export ({exc}); the mirror gets the sessions", file=sys.stderr)
+    state = WatchState(args.state or default_directory().parent / "watch.json")
+    watcher = Watcher(
+        roots,
+        state,
+        pipeline=get_pipeline(),
+        tracer=trace.get_tracer("transcript_otel.sessions"),
+        idle_s=args.idle,
+    )
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, lambda *_: watcher.stopped.set())
+    print(f"transcript-otel watch: following {', '.join(map(str, roots))}", file=out, flush=True)
+    try:
+        watcher.run()
+    finally:
+        shutdown_all()
+    return 0

@@ -1,0 +1,186 @@
+"""Following one session as its CLI writes it: new lines recorded as they are appended.
+
+A `SessionFollower` reads each of the session's files from where it stopped (its byte
+offset), holds a partial last line until its newline is written, and records the new lines,
+merged in time order across the files, into a live run (`SessionRecorder`). A file that was
+replaced (another inode) or truncated (shorter than the offset) is read again from its start,
+in a run of its own. The run ends when the session stays idle; it is made again, under
+another id, if the session goes on later.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+from opentelemetry import trace
+
+from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.mappings.session_lines import SessionLine
+from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
+from transcript_otel.sessions.files import SessionFiles
+from transcript_otel.sessions.importer import session_id_from_name
+from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, run_id_of
+from transcript_otel.sessions.timeline import MapLine, TimedLine
+
+# Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat.
+READ_BYTES: Final = 1 << 20
+
+
+@dataclass(slots=True)
+class FilePosition:
+    """Where a file was read to: its inode (a replaced file has another) and byte offset."""
+
+    inode: int
+    offset: int
+
+
+@dataclass(slots=True)
+class _OpenFile:
+    path: Path
+    source: str
+    position: FilePosition
+    latest_ns: int = 0  # the time of its last line: later lines without one keep it
+    lines: int = 0  # lines read, to number them
+    skipping: bool = False  # inside a line too long to hold, until its newline
+
+
+class SessionFollower:
+    """One session being followed; `poll()` records what its files gained since the last poll."""
+
+    def __init__(
+        self,
+        session: SessionFiles,
+        positions: dict[Path, FilePosition],
+        *,
+        tracer: trace.Tracer,
+        pipeline: TranscriptPipeline,
+    ) -> None:
+        """`positions`: where each file was read to (absent: from its start)."""
+        self.session = session
+        self._harness = HARNESSES[session.kind]
+        self._map_line: MapLine = self._harness.mapper()
+        self._tracer = tracer
+        self._pipeline = pipeline
+        self._files = {
+            path: _OpenFile(path, source, positions.get(path) or FilePosition(_inode(path), 0))
+            for path, source in session.sources()
+        }
+        self._recorder: SessionRecorder | None = None
+        self._session_id: str | None = None
+
+    def positions(self) -> dict[Path, FilePosition]:
+        """Where each file has been recorded to (a partial last line is not recorded yet)."""
+        return {path: FilePosition(f.position.inode, f.position.offset) for path, f in self._files.items()}
+
+    def add_file(self, path: Path, source: str) -> None:
+        """A subagent file that appeared after the session was first seen."""
+        if path not in self._files:
+            self._files[path] = _OpenFile(path, source, FilePosition(_inode(path), 0))
+
+    def poll(self) -> int:
+        """Record the complete lines the files gained; the number of lines."""
+        gained: list[list[TimedLine]] = []
+        for file in list(self._files.values()):
+            lines = self._read(file)
+            if lines:
+                gained.append(lines)
+        merged = list(heapq.merge(*gained, key=lambda line: (line.at_ns, line.file_index, line.number)))
+        for timed in merged:
+            self._record(timed)
+        return len(merged)
+
+    def finish(self) -> None:
+        """End the live run (idle, or the watch stops); the next lines start another."""
+        if self._recorder is not None:
+            self._recorder.finish()
+            self._recorder = None
+
+    def _read(self, file: _OpenFile) -> list[TimedLine]:
+        try:
+            status = os.stat(file.path)
+        except FileNotFoundError:
+            return []
+        if status.st_ino != file.position.inode or status.st_size < file.position.offset:
+            # Replaced or truncated: what it holds now is another record, read from its start.
+            self.finish()
+            file.position, file.lines, file.skipping = FilePosition(status.st_ino, 0), 0, False
+        if status.st_size == file.position.offset:
+            return []
+        index = list(self._files).index(file.path)
+        with file.path.open("rb") as stream:
+            stream.seek(file.position.offset)
+            complete = _complete_lines(stream, file)
+        lines: list[TimedLine] = []
+        for line in complete.split(b"\n"):
+            if not line.strip():
+                continue
+            file.lines += 1
+            said = self._map_line(line.rstrip(b"\r"), file.source)
+            if said.timestamp_ns is not None:
+                file.latest_ns = max(file.latest_ns, said.timestamp_ns)
+            lines.append(TimedLine(file.latest_ns, index, file.lines, file.source, said))
+        return lines
+
+    def _record(self, timed: TimedLine) -> None:
+        if self._recorder is None:
+            self._recorder = self._start(timed.said, timed.at_ns)
+        self._recorder.apply(timed)
+
+    def _start(self, said: SessionLine, at_ns: int) -> SessionRecorder:
+        if self._session_id is None:
+            self._session_id = said.session_id or session_id_from_name(self.session)
+        main = self._files[self.session.path].position
+        # Where the main file was taken up names the run: the same session followed again from
+        # another point is another run, never a second copy of this one.
+        run_id = run_id_of(self.session.kind, self._session_id, f"watch:{main.inode}:{main.offset}")
+        return SessionRecorder(
+            self._harness,
+            session_id=self._session_id,
+            run_id=run_id,
+            started_ns=at_ns or time.time_ns(),
+            pipeline=self._pipeline,
+            tracer=self._tracer,
+        )
+
+
+def _inode(path: Path) -> int:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return 0
+
+
+def _complete_lines(stream: IO[bytes], file: _OpenFile) -> bytes:
+    """The complete lines from the file's offset (without their last newline), the offset moved
+    past them; a partial last line stays for the next poll. A line longer than a record may be
+    (`MAX_RECORD_BYTES`) is passed over, with a warning, as its newline comes."""
+    chunk = stream.read(READ_BYTES)
+    if file.skipping:
+        end = chunk.find(b"\n")
+        file.position.offset += len(chunk) if end < 0 else end + 1
+        if end < 0:
+            return b""
+        file.skipping = False
+        chunk = chunk[end + 1 :]
+    held = bytearray(chunk)
+    while b"\n" not in held and len(chunk) == READ_BYTES:  # one line longer than a read
+        if len(held) > MAX_RECORD_BYTES:
+            warnings.warn(
+                f"{file.path}: skipped a line longer than {MAX_RECORD_BYTES} bytes", TranscriptReadWarning, 2
+            )
+            file.position.offset += len(held)
+            file.skipping = True
+            return b""
+        chunk = stream.read(READ_BYTES)
+        held += chunk
+    end = held.rfind(b"\n")
+    if end < 0:
+        return b""
+    file.position.offset += end + 1
+    return bytes(held[:end])

@@ -1,0 +1,250 @@
+"""`transcript-otel watch`: a session log written as the real CLIs wrote it (replayed here line by
+line from the recorded fixtures, some lines cut in two) is exported as it grows: each line once,
+none left out, across restarts, rotation and truncation, with the same entries an import of the
+whole file gives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel import TranscriptPipeline, read_records
+from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.reading.text import entry_text
+from transcript_otel.sessions.files import find_sessions
+from transcript_otel.sessions.importer import import_session
+from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sinks import JsonlMirror
+
+from loopback import subprocess_env
+
+SESSIONS = Path(__file__).parent / "fixtures" / "sessions"
+CLAUDE_PROJECT = SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work"
+CODEX_DAY = SESSIONS / "codex/shell/codex-home/sessions/2026/11/27"
+CLI = [sys.executable, "-m", "transcript_otel.cli"]
+
+
+def _session_file(directory: Path) -> Path:
+    (path,) = directory.glob("*.jsonl")
+    return path
+
+
+def _said(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [
+        (r["context"]["entry_type"], entry_text(r["context"]["entry_type"], r["context"]["detail"]))
+        for r in records
+        if r["event"] == TranscriptEvent.ENTRY.value
+    ]
+
+
+def _mirror(directory: Path) -> list[dict[str, Any]]:
+    """Every record of every run in the mirror, runs in the order they began."""
+    runs = [list(read_records(path)) for path in directory.glob("*.jsonl")]
+    return [record for run in sorted(runs, key=lambda run: run[0]["timestamp"]) for record in run]
+
+
+def _imported(source: Path, tmp_path: Path) -> list[tuple[str, str]]:
+    (session,) = find_sessions([source])
+    return _said(list(read_records(import_session(session, tmp_path / "imported").path)))
+
+
+@pytest.fixture
+def watch(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> Iterator[Callable[..., Watcher]]:
+    """Watchers of `tmp_path/home`, writing to the mirror `tmp_path/runs`, keeping their state in
+    `tmp_path/watch.json` (one after the other: a restart)."""
+    made: list[Watcher] = []
+
+    def start(**options: Any) -> Watcher:
+        pipeline = make_pipeline([JsonlMirror(tmp_path / "runs")])
+        from opentelemetry import trace
+
+        watcher = Watcher(
+            [tmp_path / "home"],
+            WatchState(tmp_path / "watch.json"),
+            pipeline=pipeline,
+            tracer=trace.get_tracer(__name__),
+            **options,
+        )
+        made.append(watcher)
+        return watcher
+
+    yield start
+    for watcher in made:
+        watcher.close()
+
+
+def _copy_in_steps(source: Path, target: Path, steps: int) -> Iterator[None]:
+    """Writes `source` to `target` in `steps` appends, each cut in the middle of a line."""
+    data = source.read_bytes()
+    cuts = [len(data) * step // steps for step in range(1, steps + 1)]
+    written = 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for cut in cuts:
+        with target.open("ab") as out:
+            out.write(data[written:cut])
+        written = cut
+        yield
+
+
+@pytest.mark.parametrize("source", [CLAUDE_PROJECT, CODEX_DAY], ids=["claude_code", "codex"])
+def test_a_growing_session_is_exported_line_by_line_as_an_import_gives_it(
+    source: Path, tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    (tmp_path / "home").mkdir()
+    watcher = watch()
+    target = tmp_path / "home" / "project" / _session_file(source).name
+    for _ in _copy_in_steps(_session_file(source), target, steps=7):
+        watcher.poll_once()
+    watcher.close()
+    records = _mirror(tmp_path / "runs")
+    assert _said(records) == _imported(source, tmp_path)
+    assert [r["event"] for r in records].count(TranscriptEvent.START.value) == 1
+
+
+def test_a_restart_goes_on_where_it_stopped_with_no_line_twice_or_left_out(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    (tmp_path / "home").mkdir()
+    target = tmp_path / "home" / "project" / _session_file(CLAUDE_PROJECT).name
+    steps = _copy_in_steps(_session_file(CLAUDE_PROJECT), target, steps=6)
+    first = watch()
+    for _ in range(3):
+        next(steps)
+        first.poll_once()
+    first.close()
+    second = watch()  # the same state file: it goes on
+    for _ in steps:
+        second.poll_once()
+    second.close()
+    records = _mirror(tmp_path / "runs")
+    assert _said(records) == _imported(CLAUDE_PROJECT, tmp_path)
+    # Two runs of the session, one per watch, with different ids.
+    starts = [r for r in records if r["event"] == TranscriptEvent.START.value]
+    assert len({r["context"]["run_id"] for r in starts}) == 2
+
+
+def test_at_its_first_start_a_watch_takes_sessions_up_from_their_end(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    target = tmp_path / "home" / "project" / _session_file(CODEX_DAY).name
+    target.parent.mkdir(parents=True)
+    lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(lines[:-3]))  # its past: left to `import`
+    watcher = watch()
+    assert watcher.poll_once() == 0
+    with target.open("ab") as out:
+        out.write(b"".join(lines[-3:]))
+    assert watcher.poll_once() == 3
+
+
+def test_a_replaced_or_truncated_file_is_read_again_from_its_start(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    (tmp_path / "home").mkdir()
+    target = tmp_path / "home" / "project" / _session_file(CODEX_DAY).name
+    target.parent.mkdir()
+    data = _session_file(CODEX_DAY).read_bytes()
+    watcher = watch()
+    target.write_bytes(data)
+    whole = watcher.poll_once()
+    assert whole == len(data.splitlines())
+    rotated = target.with_name("new")
+    rotated.write_bytes(data)
+    os.replace(rotated, target)  # another inode
+    assert watcher.poll_once() == whole
+    target.write_bytes(data[: len(data) // 2].rsplit(b"\n", 1)[0] + b"\n")  # shorter: truncated
+    assert watcher.poll_once() == len(data[: len(data) // 2].rsplit(b"\n", 1)[0].splitlines())
+    watcher.close()
+    starts = [r for r in _mirror(tmp_path / "runs") if r["event"] == TranscriptEvent.START.value]
+    assert len({r["context"]["run_id"] for r in starts}) == 3
+
+
+def test_new_sessions_and_subagents_are_found_in_new_directories(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    (tmp_path / "home").mkdir()
+    watcher = watch()
+    project = SESSIONS / "claude_code/parallel_subagents/home/.claude/projects/-scratch-work"
+    main = _session_file(project)
+    target = tmp_path / "home" / "a-new-project" / main.name
+    target.parent.mkdir()
+    target.write_bytes(main.read_bytes())
+    assert watcher.poll_once() == len(main.read_bytes().splitlines())
+    subagents = main.with_suffix("") / "subagents"
+    copied = target.with_suffix("") / "subagents"
+    copied.mkdir(parents=True)
+    sub_lines = 0
+    for path in subagents.glob("agent-*.jsonl"):
+        (copied / path.name).write_bytes(path.read_bytes())
+        sub_lines += len(path.read_bytes().splitlines())
+    assert watcher.poll_once() == sub_lines
+    watcher.close()
+    sources = {r["context"]["source"] for r in _mirror(tmp_path / "runs") if r["event"] == "transcript.entry"}
+    assert len([s for s in sources if s.startswith("subagent:")]) == 2
+
+
+def test_an_idle_session_has_its_run_ended(tmp_path: Path, watch: Callable[..., Watcher]) -> None:
+    (tmp_path / "home").mkdir()
+    watcher = watch(idle_s=0.0)
+    target = tmp_path / "home" / "project" / _session_file(CODEX_DAY).name
+    target.parent.mkdir()
+    target.write_bytes(_session_file(CODEX_DAY).read_bytes())
+    assert watcher.poll_once() > 0
+    time.sleep(0.01)  # past an idle time of 0
+    watcher.poll_once()
+    watcher._pipeline.flush(10.0)
+    events = [r["event"] for r in _mirror(tmp_path / "runs")]
+    assert events[-1] == TranscriptEvent.STOP.value
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Waits for `condition` (no timing asserted: a slow machine only waits longer)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.05)
+
+
+def test_the_watch_command_exports_live_and_goes_on_after_sigterm(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    runs = tmp_path / "runs"
+    env = subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(runs))
+    command = [*CLI, "watch", str(home), "--state", str(tmp_path / "watch.json")]
+    source = SESSIONS / "codex/resumed/codex-home/sessions/2026/11/27"
+    target = home / "project" / _session_file(source).name
+    lines = _session_file(source).read_bytes().splitlines(keepends=True)
+    # Stopped between the session's two turns (`codex exec` and its `resume`): the run after the
+    # restart holds the second turn whole, as the import does.
+    half = max(i for i, line in enumerate(lines) if b'"task_started"' in line)
+
+    def entries() -> int:
+        return (
+            sum(1 for r in _mirror(runs) if r["event"] == TranscriptEvent.ENTRY.value) if runs.exists() else 0
+        )
+
+    for part in (lines[:half], lines[half:]):
+        watcher = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert watcher.stdout is not None
+        assert "following" in watcher.stdout.readline()
+        before = entries()
+        target.parent.mkdir(exist_ok=True)
+        with target.open("ab") as out:
+            out.write(b"".join(part))
+        _wait_for(lambda before=before: entries() > before, "the appended lines exported")  # type: ignore[misc]
+        watcher.send_signal(signal.SIGTERM)
+        assert watcher.wait(timeout=60) == 0, watcher.stderr.read() if watcher.stderr else ""
+    assert _said(_mirror(runs)) == _imported(source, tmp_path)
