@@ -84,6 +84,7 @@ class Watcher:
         self._followers: dict[Path, SessionFollower] = {}
         self._last_gain: dict[Path, float] = {}
         self._polled: dict[Path, float] = {}
+        self._recent: dict[Path, bool] = {}  # by session file: written to lately, at its last poll
         self._directories: dict[Path, int] = {}
         self.stopped = threading.Event()
         first_start = not state.started_before
@@ -111,6 +112,7 @@ class Watcher:
                 continue
             self._polled[path] = now
             gained = follower.poll()
+            self._note_recency(path, gained)
             recorded += gained
             if gained:
                 self._last_gain[path] = now
@@ -137,12 +139,18 @@ class Watcher:
             self.state.save()
 
     def _due(self, path: Path, now: float) -> bool:
-        """Every round for a file written to lately; every `SLOW_POLL_S` for the others."""
-        if path in self._last_gain or now - self._polled.get(path, -SLOW_POLL_S) >= SLOW_POLL_S:
+        """Every round for a file written to lately; every `SLOW_POLL_S` for the others (whether
+        a file is recent is looked at when it is polled, not every round)."""
+        if self._recent.get(path, True):
             return True
-        with contextlib.suppress(OSError):
-            return time.time() - path.stat().st_mtime < RECENT_S
-        return False
+        return now - self._polled.get(path, -SLOW_POLL_S) >= SLOW_POLL_S
+
+    def _note_recency(self, path: Path, gained: int) -> None:
+        recent = gained > 0
+        if not recent:
+            with contextlib.suppress(OSError):
+                recent = time.time() - path.stat().st_mtime < RECENT_S
+        self._recent[path] = recent
 
     def _discover(self) -> None:
         """Sessions in the directories whose time changed since the last look (a file or a
