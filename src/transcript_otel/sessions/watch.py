@@ -1,9 +1,9 @@
 """`transcript-otel watch`: every session the CLIs write, exported live as it is written.
 
 The `Watcher` polls in rounds, four a second: each session file written to in the last day
-every round (a stat; reading only what a file gained), older ones every `SLOW_POLL_S`, and each directory below
-the roots for files that appear (a directory's time changes when one is made in it). A
-session's lines go through its `SessionFollower` into the process's pipeline: the normal
+every round (a stat; reading only what a file gained), older ones every `SLOW_POLL_S`, and
+each directory below the roots for files that appear (a directory's time changes when one is
+made in it). A session's lines go through its `SessionFollower` into the process's pipeline: the normal
 sinks, the JSONL mirror and OTLP. Where each file was recorded to is kept in the state
 directory once those lines are written, so a watch that stops and starts again goes on from
 there, exporting no line twice and leaving none out. A session idle for `idle_s` has its run
