@@ -6,6 +6,7 @@ same run at every import, and readable by `show`, `summary` and `bundle` like an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from transcript_otel.sessions.importer import ImportedRun, import_session
 from transcript_otel.sessions.recorder import run_id_of
 
 from loopback import subprocess_env
+from receivers import TapCollector, run_to_completion
 
 SESSIONS = Path(__file__).parent / "fixtures" / "sessions"
 SCENARIOS = sorted(
@@ -275,3 +277,35 @@ def test_the_import_says_what_the_live_run_recorded(scenario: str, tmp_path: Pat
     # The same model calls, the same tokens in each turn (the log counts them per message, the
     # live run from each turn's result).
     assert _main_chats(imported) == _main_chats(live)
+
+
+async def _sent(scenario: str, runs: Path) -> list[Any]:
+    """The spans a backend receives from `transcript-otel import --endpoint`."""
+    async with TapCollector() as tap:
+        command = [
+            *CLI,
+            "import",
+            str(SESSIONS / scenario),
+            "--jsonl-dir",
+            str(runs),
+            "--endpoint",
+            tap.endpoint,
+        ]
+        status, _, stderr = await run_to_completion(command, 120, env=subprocess_env())
+        assert status == 0, stderr.decode(errors="replace")
+        await tap.wait_for(lambda: any(s.name.startswith("invoke_agent claude-code") for s in tap.spans), 20)
+        await asyncio.sleep(0.2)  # anything more than was sent would arrive now
+        return list(tap.spans)
+
+
+def test_an_import_sent_to_a_backend_twice_is_one_trace_there(tmp_path: Path) -> None:
+    scenario = "claude_code/parallel_subagents"
+    first, second = (asyncio.run(_sent(scenario, tmp_path / "runs")) for _ in range(2))
+    (mirror,) = (tmp_path / "runs").glob("*.jsonl")
+    kept = _spans(list(read_records(mirror)))
+    for sent in (first, second):
+        assert sorted(span.span_id.hex() for span in sent) == sorted(span["span_id"] for span in kept)
+        assert {span.trace_id.hex() for span in sent} == {kept[0]["trace_id"]}
+    names = Counter(span.name for span in first)
+    assert names["invoke_agent claude-code"] == 1
+    assert names["invoke_agent general-purpose"] == 2

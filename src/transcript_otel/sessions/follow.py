@@ -96,10 +96,12 @@ class SessionFollower:
         return len(merged)
 
     def finish(self) -> None:
-        """End the live run (idle, or the watch stops); the next lines start another."""
+        """End the live run (idle, or the watch stops); the next lines start another, read
+        afresh (an idle session keeps no mapping state: memory is its positions alone)."""
         if self._recorder is not None:
             self._recorder.finish()
             self._recorder = None
+            self._map_line = self._harness.mapper()
 
     def _read(self, file: _OpenFile) -> list[TimedLine]:
         try:
