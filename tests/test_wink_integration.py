@@ -299,15 +299,18 @@ def test_claude_subagent_has_its_own_chat_span_and_tokens_are_counted_once(run: 
     assert found["gen_ai.response.model"] == "claude-opus-4-6"
     assert "transcript.turn" not in found  # main turns have one
     assert attributes(turn)["transcript.turn"] == 1
-    # The subagent's answer (10 in, 5 out) is on its chat span, not on the main turn (whose two
-    # messages are its own 20 and 10); the agents' spans carry totals under names of ours. (Its
-    # message that only calls Bash is a `tool_use` entry, which carries no message usage.)
-    assert (found["gen_ai.usage.input_tokens"], found["gen_ai.usage.output_tokens"]) == (10, 5)
+    # The subagent's model calls (10 in, 5 out each) are on its chat span, not on the main turn
+    # (whose two messages are its own 20 and 10); the agents' spans carry totals under names of
+    # ours. Its message that only calls Bash counts where we map the transcript lines (0.24, 0.25:
+    # its first `tool_use` keeps the message's usage); 0.26+ map them themselves, and their
+    # `tool_use` entries do not carry it, so only the answer counts there (a known gap).
+    counted = (20, 10) if run.version in ("0.24.0", "0.25.0") else (10, 5)
+    assert (found["gen_ai.usage.input_tokens"], found["gen_ai.usage.output_tokens"]) == counted
     turn_usage = attributes(turn)
     assert (turn_usage["gen_ai.usage.input_tokens"], turn_usage["gen_ai.usage.output_tokens"]) == (20, 10)
     sub_usage = attributes(subagent)
     sub_totals = (sub_usage["transcript.usage.input_tokens"], sub_usage["transcript.usage.output_tokens"])
-    assert sub_totals == (10, 5)
+    assert sub_totals == counted
     chats = [s for s in run.tree("claude-rich") if attributes(s)["gen_ai.operation.name"] == "chat"]
     assert len(chats) == 2
     root_usage = attributes(root)
