@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -309,3 +310,26 @@ def test_an_import_sent_to_a_backend_twice_is_one_trace_there(tmp_path: Path) ->
     names = Counter(span.name for span in first)
     assert names["invoke_agent claude-code"] == 1
     assert names["invoke_agent general-purpose"] == 2
+
+
+def test_a_session_opening_with_undated_lines_begins_at_its_first_time(tmp_path: Path) -> None:
+    """Older Claude Code files open with lines that say no time (`summary`): the run begins at
+    the first time a line tells, never at the file's modification time, and stays one run."""
+    source = SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work"
+    (main,) = source.glob("*.jsonl")
+    copy = tmp_path / "in" / main.name
+    copy.parent.mkdir()
+    undated = json.dumps({"type": "summary", "summary": "an earlier session", "leafUuid": "u-0"})
+    copy.write_text(undated + "\n" + main.read_text())
+    os.utime(copy, (2_000_000_000, 2_000_000_000))  # 2033: a time no line says
+    (session,) = find_sessions([copy])
+    imported = import_session(session, tmp_path / "runs")
+    records = _records(imported)
+    first_time = _first_time(_import("claude_code/tools", tmp_path / "clean"))
+    assert timestamp_ns(records[0]["timestamp"]) == first_time
+    assert all(not r["timestamp"].startswith("2033") for r in records)
+    with copy.open("a") as out:  # the session goes on; imported again, it is the same run
+        out.write(main.read_text().splitlines(keepends=True)[-1])
+    again = import_session(session, tmp_path / "runs")
+    assert again.path == imported.path
+    assert [path.name for path in (tmp_path / "runs").glob("*.jsonl")] == [imported.path.name]

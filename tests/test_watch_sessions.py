@@ -57,12 +57,13 @@ def _imported(source: Path, tmp_path: Path) -> list[tuple[str, str]]:
     return _said(list(read_records(import_session(session, tmp_path / "imported").path)))
 
 
-@pytest.fixture
+@pytest.fixture(params=[True, False], ids=["kernel-changes", "polling"])
 def watch(
-    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline], request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., Watcher]]:
     """Watchers of `tmp_path/home`, writing to the mirror `tmp_path/runs`, keeping their state in
-    `tmp_path/watch.json` (one after the other: a restart)."""
+    `tmp_path/watch.json` (one after the other: a restart); told what changed by the kernel
+    (inotify), or polling as where it cannot."""
     made: list[Watcher] = []
 
     def start(**options: Any) -> Watcher:
@@ -74,6 +75,7 @@ def watch(
             WatchState(tmp_path / "watch.json"),
             pipeline=pipeline,
             tracer=trace.get_tracer(__name__),
+            kernel_changes=request.param,
             **options,
         )
         made.append(watcher)
@@ -248,3 +250,42 @@ def test_the_watch_command_exports_live_and_goes_on_after_sigterm(tmp_path: Path
         watcher.send_signal(signal.SIGTERM)
         assert watcher.wait(timeout=60) == 0, watcher.stderr.read() if watcher.stderr else ""
     assert _said(_mirror(runs)) == _imported(source, tmp_path)
+
+
+def _chat_tokens_and_cost(records: list[dict[str, Any]]) -> tuple[int, float]:
+    chats = [
+        r["context"]["attributes"]
+        for r in records
+        if r["event"] == TranscriptEvent.SPAN.value and r["context"]["name"].startswith("chat")
+    ]
+    tokens = sum(a.get("gen_ai.usage.input_tokens", 0) for a in chats)
+    return tokens, round(sum(a.get("transcript.usage.cost_usd", 0.0) for a in chats), 9)
+
+
+def test_a_session_taken_up_part_way_counts_only_what_comes_after(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> None:
+    """Claude's `cost-state` lines are running totals: a watch restarted between the two runs of
+    a resumed session counts the second run's tokens and cost once, not the session's again."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    project = SESSIONS / "claude_code/resumed/home/.claude/projects/-scratch-work"
+    lines = _session_file(project).read_bytes().splitlines(keepends=True)
+    first_run_end = next(i for i, line in enumerate(lines) if b'"type":"cost-state"' in line) + 1
+    target = tmp_path / "home" / "project" / _session_file(project).name
+    target.parent.mkdir(parents=True)
+    tracer = TracerProvider().get_tracer(__name__)  # spans that record, for their records
+    for part in (lines[:first_run_end], lines[first_run_end:]):
+        watcher = Watcher(
+            [tmp_path / "home"],
+            WatchState(tmp_path / "watch.json"),
+            pipeline=make_pipeline([JsonlMirror(tmp_path / "runs")]),
+            tracer=tracer,
+        )
+        with target.open("ab") as out:
+            out.write(b"".join(part))
+        watcher.poll_once()
+        watcher.close()
+    (session,) = find_sessions([project])
+    imported = list(read_records(import_session(session, tmp_path / "imported").path))
+    assert _chat_tokens_and_cost(_mirror(tmp_path / "runs")) == _chat_tokens_and_cost(imported)

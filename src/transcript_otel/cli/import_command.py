@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -20,6 +21,7 @@ _DESCRIPTION: Final = (
     "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it. "
     "Exits 1 when a session could not be imported or sent (each said in one line), 2 for bad paths."
 )
+_WIDTH: Final = 88
 _EPILOG: Final = """examples:
   transcript-otel import --claude-code --codex
   transcript-otel import ~/.claude/projects/-home-me-repo/0b6f...jsonl
@@ -30,7 +32,7 @@ def add_import(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "import",
         help="import the session logs Claude Code and Codex wrote",
-        description=_DESCRIPTION,
+        description=textwrap.fill(_DESCRIPTION, _WIDTH),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -66,8 +68,12 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
     sends = args.endpoint is not None or bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     )
+    sessions = list(find_sessions(paths))
+    if not sessions:
+        print(f"transcript-otel import: no sessions in {', '.join(map(str, paths))}", file=sys.stderr)
+        return 1
     failed = 0
-    for session in list(find_sessions(paths)):
+    for session in sessions:
         failed += not _import_one(session, directory, args.endpoint, sends, out)
     return 1 if failed else 0
 

@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -31,7 +32,7 @@ def add_watch(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "watch",
         help="export the sessions Claude Code and Codex write, live",
-        description=_DESCRIPTION,
+        description=textwrap.fill(_DESCRIPTION, 88),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -43,14 +44,15 @@ def add_watch(commands: Any) -> None:
     parser.add_argument(
         "--state",
         type=Path,
-        help="where it keeps how far each file was exported (default: the state directory's watch.json)",
+        help="where it keeps how far each file was exported "
+        "(default: $XDG_STATE_HOME/transcript-otel/watch.json, or ~/.local/state/...)",
     )
     parser.add_argument(
         "--idle",
         type=float,
         default=300.0,
         metavar="SECONDS",
-        help="end a session's run after this idle time",
+        help="end a session's run after this idle time (default: %(default)s)",
     )
     parser.set_defaults(handler=run_watch)
 

@@ -222,6 +222,20 @@ class ClaudeSessionMapper:
                     )
         return [MappedEntry(EntryType.TOKEN_USAGE.value, detail, line, source)]
 
+    def resume_after(self, cost_state: str | bytes) -> None:
+        """Go on from a `cost-state` line (the last before the lines this mapper will see: a
+        session taken up part-way): its totals were reported, so only what comes after counts."""
+        try:
+            entry = json.loads(cost_state)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(entry, dict):
+            return
+        total = entry.get("totalCostUSD")
+        if isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total):
+            self._cost_so_far = float(total)
+        self._counted = summed_model_usage(entry.get("modelUsage"))
+
     def _count_message(self, message: Any) -> None:
         """Adds a message's usage to what the lines told, once per message id."""
         if not isinstance(message, dict) or not isinstance(message.get("id"), str):

@@ -21,6 +21,7 @@ from typing import IO, Final
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
 from transcript_otel.sessions.files import SessionFiles
@@ -30,6 +31,8 @@ from transcript_otel.sessions.timeline import MapLine, TimedLine
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat.
 READ_BYTES: Final = 1 << 20
+# The longest a burst waits for the writer to make room (the watch is our own process).
+WRITER_WAIT_S: Final = 60.0
 
 
 @dataclass(slots=True)
@@ -48,6 +51,7 @@ class _OpenFile:
     latest_ns: int = 0  # the time of its last line: later lines without one keep it
     lines: int = 0  # lines read, to number them
     skipping: bool = False  # inside a line too long to hold, until its newline
+    unreadable: bool = False  # said once, until it can be read again
 
 
 class SessionFollower:
@@ -64,7 +68,10 @@ class SessionFollower:
         """`positions`: where each file was read to (absent: from its start)."""
         self.session = session
         self._harness = HARNESSES[session.kind]
-        self._map_line: MapLine = self._harness.mapper()
+        taken_up = positions.get(session.path)
+        self._map_line: MapLine = self._harness.mapper(
+            _last_report(session.path, taken_up.offset, self._harness.report_marker) if taken_up else None
+        )
         self._tracer = tracer
         self._pipeline = pipeline
         self._files = {
@@ -91,8 +98,10 @@ class SessionFollower:
             if lines:
                 gained.append(lines)
         merged = list(heapq.merge(*gained, key=lambda line: (line.at_ns, line.file_index, line.number)))
-        for timed in merged:
+        for count, timed in enumerate(merged, 1):
             self._record(timed)
+            if count % WAKE_THRESHOLD == 0:  # a burst (history, a file read again) waits, never drops
+                self._pipeline.wait_for_room(WRITER_WAIT_S)
         return len(merged)
 
     def finish(self) -> None:
@@ -101,9 +110,23 @@ class SessionFollower:
         if self._recorder is not None:
             self._recorder.finish()
             self._recorder = None
-            self._map_line = self._harness.mapper()
+            main = self._files[self.session.path].position
+            self._map_line = self._harness.mapper(
+                _last_report(self.session.path, main.offset, self._harness.report_marker)
+            )
 
     def _read(self, file: _OpenFile) -> list[TimedLine]:
+        """What `file` gained; nothing, and a warning once, while it cannot be read (the other
+        files and sessions go on; the position stays, so nothing is lost once it can)."""
+        try:
+            return self._read_gained(file)
+        except OSError as exc:
+            if not file.unreadable:
+                warnings.warn(f"{file.path}: cannot be read: {exc}", TranscriptReadWarning, 2)
+            file.unreadable = True
+            return []
+
+    def _read_gained(self, file: _OpenFile) -> list[TimedLine]:
         try:
             status = os.stat(file.path)
         except FileNotFoundError:
@@ -118,6 +141,7 @@ class SessionFollower:
         with file.path.open("rb") as stream:
             stream.seek(file.position.offset)
             complete = _complete_lines(stream, file)
+        file.unreadable = False
         lines: list[TimedLine] = []
         for line in complete.split(b"\n"):
             if not line.strip():
@@ -149,6 +173,31 @@ class SessionFollower:
             pipeline=self._pipeline,
             tracer=self._tracer,
         )
+
+
+def _last_report(path: Path, before: int, marker: bytes | None) -> bytes | None:
+    """The last line holding `marker` that ends before byte `before` of `path`, read backwards
+    (at most `MAX_RECORD_BYTES` of it): the running totals a session taken up there had reached."""
+    if marker is None or before <= 0:
+        return None
+    try:
+        with path.open("rb") as stream:
+            end = before
+            tail = b""
+            while end > 0 and before - end < MAX_RECORD_BYTES:
+                start = max(0, end - READ_BYTES)
+                stream.seek(start)
+                tail = stream.read(end - start) + tail
+                end = start
+                found = tail.rfind(marker)
+                if found >= 0:
+                    line_start = tail.rfind(b"\n", 0, found) + 1
+                    line_end = tail.find(b"\n", found)
+                    if line_start > 0 or end == 0:
+                        return tail[line_start : line_end if line_end >= 0 else len(tail)]
+    except OSError:
+        return None
+    return None
 
 
 def _inode(path: Path) -> int:

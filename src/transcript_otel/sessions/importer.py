@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Final
 
@@ -23,11 +24,13 @@ from transcript_otel.model.entries import TranscriptSummary
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sessions.files import SessionFiles, SessionKind
 from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, run_id_of
-from transcript_otel.sessions.timeline import timeline
+from transcript_otel.sessions.timeline import TimedLine, timeline
 from transcript_otel.sinks.jsonl_files import run_file_name
 
 # An import has no agent waiting on it: the writer gets the time it needs to write it all.
 _IMPORT_SHUTDOWN_S: Final = 3600.0
+# Undated lines looked past for the session's first time, at most.
+_MAX_UNDATED_LINES: Final = 10_000
 # Lines recorded between two looks at the backlog: the writer's wake threshold.
 _WAIT_EVERY: Final = WAKE_THRESHOLD
 
@@ -53,13 +56,20 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
     and a failure of ours a `transcript.error` record, never an exception.
     """
     harness = HARNESSES[session.kind]
-    lines = timeline(session.sources(), harness.mapper())
-    first = next(lines, None)
-    if first is None:
+    lines = timeline(session.sources(), harness.mapper(None))
+    # The run began at the first time a line tells (older files open with undated lines):
+    # never the file's modification time while any line has one.
+    head: list[TimedLine] = []
+    for timed in lines:
+        head.append(timed)
+        if timed.at_ns or len(head) >= _MAX_UNDATED_LINES:
+            break
+    if not head:
         raise EmptySessionError(f"{session.path}: no lines to import")
-    session_id = first.said.session_id or session_id_from_name(session)
+    session_id = next((t.said.session_id for t in head if t.said.session_id), None)
+    session_id = session_id or session_id_from_name(session)
     run_id = run_id_of(session.kind, session_id)
-    started_ns = first.at_ns or session.path.stat().st_mtime_ns
+    started_ns = head[-1].at_ns or session.path.stat().st_mtime_ns
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / run_file_name(
         RunInfo(harness.prompt_name, harness.adapter, session_id, started_ns, run_id=run_id)
@@ -77,14 +87,16 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
         recorder = SessionRecorder(
             harness, session_id=session_id, run_id=run_id, started_ns=started_ns, pipeline=pipeline
         )
-        recorder.apply(first)
-        for count, timed in enumerate(lines, 1):
+        for count, timed in enumerate(chain(head, lines), 1):
             recorder.apply(timed)
             if count % _WAIT_EVERY == 0:  # nothing may be dropped: wait for the writer instead
                 pipeline.wait_for_room(_IMPORT_SHUTDOWN_S)
         recorder.finish()
-    finally:
+    except BaseException:
         pipeline.shutdown()
+        partial.unlink(missing_ok=True)  # interrupted: the earlier import, if any, stays whole
+        raise
+    pipeline.shutdown()
     os.replace(partial, final)
     return ImportedRun(session, session_id, run_id, final, recorder.run.emitter.stop())
 

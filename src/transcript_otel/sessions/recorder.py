@@ -37,21 +37,30 @@ class Harness(NamedTuple):
     adapter: str
     prompt_name: str
     provider: str
-    mapper: Callable[[], MapLine]
+    # A mapper of the session's lines; given the session's last running-total report before
+    # the first line it will see (a session taken up part-way), it counts from there.
+    mapper: Callable[[bytes | None], MapLine]
+    # What marks a line of running totals (Claude's `cost-state`); None: the CLI writes none.
+    report_marker: bytes | None
 
 
-def _codex_mapper() -> MapLine:
+def _codex_mapper(_last_report: bytes | None) -> MapLine:
     mapper = CodexRolloutMapper()
     return lambda line, _source: mapper.line(line)
 
 
-def _claude_mapper() -> MapLine:
-    return ClaudeSessionMapper().line
+def _claude_mapper(last_report: bytes | None) -> MapLine:
+    mapper = ClaudeSessionMapper()
+    if last_report is not None:
+        mapper.resume_after(last_report)
+    return mapper.line
 
 
 HARNESSES: Final = {
-    SessionKind.CLAUDE_CODE: Harness("claude_code_session", "claude-code", "anthropic", _claude_mapper),
-    SessionKind.CODEX: Harness("codex_session", "codex", "openai", _codex_mapper),
+    SessionKind.CLAUDE_CODE: Harness(
+        "claude_code_session", "claude-code", "anthropic", _claude_mapper, b'"type":"cost-state"'
+    ),
+    SessionKind.CODEX: Harness("codex_session", "codex", "openai", _codex_mapper, None),
 }
 
 

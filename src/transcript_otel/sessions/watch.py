@@ -26,6 +26,7 @@ from typing import Final
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.sessions.changes import KernelChanges
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
 
@@ -75,7 +76,10 @@ class Watcher:
         pipeline: TranscriptPipeline,
         tracer: trace.Tracer,
         idle_s: float = DEFAULT_IDLE_S,
+        kernel_changes: bool = True,
     ) -> None:
+        """`kernel_changes`: learn which files changed from the kernel where it can say (then a
+        round looks only at those, and at everything every `SLOW_POLL_S`); else poll."""
         self.roots = roots
         self.state = state
         self.idle_s = idle_s
@@ -85,7 +89,11 @@ class Watcher:
         self._last_gain: dict[Path, float] = {}
         self._polled: dict[Path, float] = {}
         self._recent: dict[Path, bool] = {}  # by session file: written to lately, at its last poll
-        self._directories: dict[Path, int] = {}
+        self._directories: dict[Path, int] = {}  # by directory: its time at the last look
+        self._directories_looked: dict[Path, float] = {}
+        self._session_of_file: dict[Path, Path] = {}  # a session's file -> its main file
+        self._changes = KernelChanges.open() if kernel_changes else None
+        self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
         first_start = not state.started_before
         self._know_directories()
@@ -99,26 +107,26 @@ class Watcher:
     def run(self) -> None:
         while not self.stopped.is_set():
             self.poll_once()
-            self.stopped.wait(POLL_S)
+            if self._changes is not None:
+                self._changes.wait(POLL_S)  # asleep until a file changes (or the round is up)
+            else:
+                self.stopped.wait(POLL_S)
         self.close()
 
     def poll_once(self) -> int:
         """One round: new files found, new lines recorded and written, positions kept. The lines."""
         now = time.monotonic()
-        self._discover()
-        recorded = 0
-        for path, follower in list(self._followers.items()):
-            if not self._due(path, now):
-                continue
-            self._polled[path] = now
-            gained = follower.poll()
-            self._note_recency(path, gained)
-            recorded += gained
-            if gained:
-                self._last_gain[path] = now
-            elif now - self._last_gain.get(path, now) > self.idle_s:
-                follower.finish()
-                self._last_gain.pop(path, None)
+        changed = self._changes.pending() if self._changes is not None else None
+        if changed is None or now - self._last_sweep >= SLOW_POLL_S:
+            # Everything: polling, a sweep behind the kernel's word, or after it lost events.
+            self._last_sweep = now
+            everything = self._changes is not None
+            self._discover(self._due_directories(now, everything))
+            polled = [path for path in self._followers if everything or self._due(path, now)]
+        else:
+            polled = self._changed_sessions(changed)
+        recorded = sum(self._poll(path, now) for path in polled)
+        self._end_idle_runs(now)
         if recorded:
             # Written first, then the positions: a line is never left out; a crash in between
             # exports this round's lines again after the restart (a clean stop does not).
@@ -129,6 +137,9 @@ class Watcher:
     def close(self) -> None:
         for follower in self._followers.values():
             follower.finish()
+        if self._changes is not None:
+            self._changes.close()
+            self._changes = None
         self._pipeline.flush(_WRITE_WAIT_S)
         self._keep_positions()
 
@@ -137,6 +148,37 @@ class Watcher:
             self.state.positions.update(follower.positions())
         with contextlib.suppress(OSError):
             self.state.save()
+
+    def _poll(self, path: Path, now: float) -> int:
+        follower = self._followers[path]
+        self._polled[path] = now
+        gained = follower.poll()
+        self._note_recency(path, gained)
+        if gained:
+            self._last_gain[path] = now
+        return gained
+
+    def _end_idle_runs(self, now: float) -> None:
+        """End the runs of sessions idle past `idle_s` (the sessions that gained lately only)."""
+        for path, gained_at in list(self._last_gain.items()):
+            if now - gained_at > self.idle_s:
+                self._followers[path].finish()
+                del self._last_gain[path]
+
+    def _changed_sessions(self, changed: set[Path]) -> list[Path]:
+        """The sessions whose files the kernel said changed; directories it said were made are
+        looked into, and files not known yet found."""
+        new_directories = [path for path in changed if path.is_dir() and path not in self._directories]
+        sessions = dict.fromkeys(self._discover(new_directories) if new_directories else [])
+        for path in changed:
+            if path.suffix != ".jsonl":
+                continue
+            if path not in self._session_of_file:
+                sessions.update(dict.fromkeys(self._discover([path.parent])))
+            main = self._session_of_file.get(path)
+            if main is not None:
+                sessions[main] = None
+        return list(sessions)
 
     def _due(self, path: Path, now: float) -> bool:
         """Every round for a file written to lately; every `SLOW_POLL_S` for the others (whether
@@ -152,13 +194,15 @@ class Watcher:
                 recent = time.time() - path.stat().st_mtime < RECENT_S
         self._recent[path] = recent
 
-    def _discover(self) -> None:
-        """Sessions in the directories whose time changed since the last look (a file or a
-        directory was made in them); new directories are looked into at once."""
-        changed = [d for d, seen in list(self._directories.items()) if _mtime(d) != seen]
+    def _discover(self, directories: list[Path]) -> list[Path]:
+        """Sessions in those of `directories` whose time changed since the last look (a file or
+        a directory was made in them); new directories are looked into at once. The sessions
+        found, or that gained a file."""
+        touched: list[Path] = []
+        changed = [d for d in directories if _mtime(d) != self._directories.get(d)]
         while changed:
             directory = changed.pop()
-            self._directories[directory] = _mtime(directory)
+            self._know(directory)
             with contextlib.suppress(OSError):
                 for entry in os.scandir(directory):
                     if entry.is_dir() and Path(entry.path) not in self._directories:
@@ -167,28 +211,55 @@ class Watcher:
                 follower = self._followers.get(session.path)
                 if follower is None:
                     self._follow(session)
+                    touched.append(session.path)
                 else:
                     for path, source in session.subagents:
-                        follower.add_file(path, source)
+                        if path not in self._session_of_file:
+                            follower.add_file(path, source)
+                            self._session_of_file[path] = session.path
+                            touched.append(session.path)
+        return touched
+
+    def _due_directories(self, now: float, everything: bool) -> list[Path]:
+        """The directories to look at this round: those changed in the last day every round (a
+        session being written, its project, its day), the others every `SLOW_POLL_S`."""
+        due: list[Path] = []
+        wall = time.time()
+        for directory, seen in self._directories.items():
+            recent = everything or (seen > 0 and wall - seen / 1e9 < RECENT_S)
+            if recent or now - self._directories_looked.get(directory, -SLOW_POLL_S) >= SLOW_POLL_S:
+                self._directories_looked[directory] = now
+                due.append(directory)
+        return due
 
     def _know_directories(self) -> None:
         for root in self.roots:
             if root.is_dir():
-                self._directories[root] = _mtime(root)
                 for directory, _, _ in os.walk(root):
-                    self._directories[Path(directory)] = _mtime(Path(directory))
+                    self._know(Path(directory))
+
+    def _know(self, directory: Path) -> None:
+        """Look at `directory` from now on: its time, and the kernel's word on its files."""
+        if directory not in self._directories and self._changes is not None:
+            self._changes.add(directory)  # where it will not, the sweeps find what changed
+        self._directories[directory] = _mtime(directory)
 
     def _sessions(self) -> list[SessionFiles]:
         return _sessions_in(self.roots)
 
     def _follow(self, session: SessionFiles) -> None:
+        for path, _ in session.sources():
+            self._session_of_file[path] = session.path
         self._followers[session.path] = SessionFollower(
             session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline
         )
 
 
 def _end_of(path: Path) -> FilePosition:
-    status = path.stat()
+    try:
+        status = path.stat()
+    except OSError:  # gone meanwhile: a file that comes back is read from its start
+        return FilePosition(0, 0)
     return FilePosition(status.st_ino, status.st_size)
 
 
