@@ -13,6 +13,7 @@ never a second copy. The spans go to the mirror as `transcript.span` records, fr
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -83,6 +84,8 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
         span_events=False,
         shutdown_timeout_s=_IMPORT_SHUTDOWN_S,
     )
+    # No agent shares this process: the writer need not let go of the GIL for one so often.
+    pipeline.yield_every_s = sys.getswitchinterval()
     try:
         recorder = SessionRecorder(
             harness, session_id=session_id, run_id=run_id, started_ns=started_ns, pipeline=pipeline
