@@ -287,6 +287,78 @@ def render_import(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_SESSION_KINDS = {"claude_code": "Claude Code", "codex": "Codex"}
+_SESSION_SIZES = {"10mb": 10, "100mb": 100, "200mb": 200}
+
+
+def render_sessions(sessions: dict[str, Any]) -> str:
+    """One line per CLI and size: import MB/s against the json.loads floor, memory, entries;
+    then how the memory grows from the smallest size to the larger ones."""
+    lines = [
+        "| session (files, lines, repetitions) | import: median [best] | MB/s: median [best] "
+        "| json.loads floor | import / floor (median of pairs) | orjson floor | import / orjson "
+        "| the mapper alone | peak RSS, process | RSS growth in the call (max) "
+        "| entries recorded / carried by the lines (lines carrying them) | errors, dropped |",
+        "|" + "---|" * 12,
+    ]
+    results = sessions["results"]
+    for result in results:
+        counted = result["counted"]
+        recorded = "/".join(f"{n:,}" for n in result["entries"])
+        complete = result["entries"] == [counted["entries"]] == result["summary_entries"]
+        lines.append(
+            f"| {_SESSION_KINDS[result['kind']]} {result['bytes'] / 1e6:.1f} MB ({result['files']}, "
+            f"{result['lines']:,}, {result['repetitions']:,}) "
+            f"| {result['import_median_s']:.2f} s [{result['import_best_s']:.2f} s] "
+            f"| {result['mb_per_s']:.1f} [{result['mb_per_s_best']:.1f}] "
+            f"| {result['floor_mb_per_s']:.0f} MB/s | {result['ratio_floor']:.1f}x "
+            f"| {result['orjson_mb_per_s']:.0f} MB/s | {result['ratio_orjson']:.1f}x "
+            f"| {result['mapper_mb_per_s']:.0f} MB/s "
+            f"| {fmt_bytes(result['peak_rss'])} ({fmt_bytes(result['peak_rss_max'])} max) "
+            f"| {fmt_bytes(result['rss_growth'])} ({fmt_bytes(result['rss_growth_max'])}) "
+            f"| {recorded} / {counted['entries']:,} ({counted['lines_with_entries']:,}) "
+            f"{'complete' if complete else 'MISMATCH'} | {result['errors']}, {result['dropped']} |"
+        )
+    growth: list[str] = []
+    for kind, label in _SESSION_KINDS.items():
+        mine = {r["size"]: r for r in results if r["kind"] == kind}
+        base = mine.get("10mb")
+        if base is None:
+            continue
+        for size in ("100mb", "200mb"):
+            if size in mine:
+                other = mine[size]
+                growth.append(
+                    f"{label} {_SESSION_SIZES[size]} MB / 10 MB: peak RSS "
+                    f"{other['peak_rss'] / base['peak_rss']:.2f}x, growth in the call "
+                    f"{other['rss_growth'] / max(base['rss_growth'], 1):.2f}x "
+                    f"(files {other['bytes'] / base['bytes']:.1f}x)"
+                )
+        if "100mb" in mine and "200mb" in mine:
+            small, large = mine["100mb"], mine["200mb"]
+            growth.append(
+                f"{label} 200 MB / 100 MB: peak RSS {large['peak_rss'] / small['peak_rss']:.2f}x, growth "
+                f"in the call {large['rss_growth'] / max(small['rss_growth'], 1):.2f}x"
+            )
+    if growth:
+        lines += ["", "Memory against file size: " + "; ".join(growth) + "."]
+    return "\n".join(lines)
+
+
+def render_watch(watch: dict[str, Any]) -> str:
+    latency = watch["latency_s"]
+    return "\n".join(
+        [
+            "| idle CPU, share of a core | a process that only sleeps "
+            "| append -> mirror: p50 | p99 | worst |",
+            "|---|---|---|---|---|",
+            f"| {watch['idle_cpu_share']:.2%} | {watch['sleeping_process_cpu_share']:.2%} "
+            f"| {fmt_ns(latency['p50'] * 1e9)} | {fmt_ns(latency['p99'] * 1e9)} "
+            f"| {fmt_ns(latency['worst'] * 1e9)} |",
+        ]
+    )
+
+
 def _yes(value: bool) -> str:
     return "yes" if value else "NO"
 
@@ -369,6 +441,25 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
             f"{imported['rounds']} rounds of fresh processes, the variants taking turns",
             "",
             render_import(imported),
+            "",
+        ]
+    sessions = results.get("sessions", {}).get("sessions")
+    if sessions:
+        out += [
+            "8. `transcript-otel import` (`import_session`) of session files synthesized from the "
+            "recorded fixtures, fresh processes, import and the json.loads floor taking turns; "
+            "MB = 10^6 bytes of session files (target: >= 50 MB/s, memory independent of file size)",
+            "",
+            render_sessions(sessions),
+            "",
+        ]
+    watch = results.get("watch", {}).get("watch")
+    if watch:
+        out += [
+            "9. `transcript-otel watch` following a home of 20 sessions written lately and 500 older "
+            "ones (targets: idle CPU <= 1% of a core, an appended line in the mirror within 1 s, p99)",
+            "",
+            render_watch(watch),
             "",
         ]
     for name, payload in results.items():

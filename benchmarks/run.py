@@ -36,6 +36,8 @@ SECTIONS = (
     "e2e",
     "run",
     "import",
+    "sessions",
+    "watch",
 )
 # Run only when named in --only: `outage10` takes ten minutes and writes 5.9 GB of mirror.
 ON_DEMAND = ("outage10",)
@@ -86,6 +88,14 @@ def _section_main(name: str) -> Callable[[], Any]:
         import bench_import
 
         return bench_import.main
+    if name == "sessions":
+        import bench_sessions
+
+        return bench_sessions.main
+    if name == "watch":
+        import bench_watch
+
+        return bench_watch.main
     raise SystemExit(f"unknown section {name!r}; choose from {', '.join(SECTIONS + ON_DEMAND)}")
 
 
