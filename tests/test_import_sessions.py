@@ -30,8 +30,8 @@ from transcript_otel.sessions.recorder import run_id_of
 
 from loopback import subprocess_env
 from receivers import TapCollector, run_to_completion
+from session_fixtures import SESSIONS
 
-SESSIONS = Path(__file__).parent / "fixtures" / "sessions"
 SCENARIOS = sorted(
     f"{cli.name}/{scenario.name}"
     for cli in SESSIONS.iterdir()

@@ -43,24 +43,14 @@ from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.timeline import timeline
 
 from helpers import JSONISH
+from session_fixtures import CLAUDE, CLAUDE_SCENARIOS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "agents"))
 
 from claude_code import USAGE_KEYS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sessions" / "claude_code"
-SCENARIOS = (
-    "tools",
-    "foreground_subagent",
-    "background_subagent",
-    "parallel_subagents",
-    "denied_tool",
-    "fatal_500",
-    "bad_request",
-    "max_turns",
-    "resumed",
-    "compacted",
-)
+FIXTURES = CLAUDE
+SCENARIOS = CLAUDE_SCENARIOS
 PROJECT = Path("home/.claude/projects/-scratch-work")
 # What both say: the conversation, the run's failure, and these events.
 SHARED_TYPES = frozenset({"thinking", "assistant_message", "tool_use", "tool_result", "error"})

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +25,10 @@ from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.text import entry_text
 
 from helpers import JSONISH
+from session_fixtures import CODEX, CODEX_SCENARIOS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sessions" / "codex"
-SCENARIOS = ["apply_patch", "compacted", "mcp_tool", "resumed", "shell", "tool_then_500"]
+FIXTURES = CODEX
+SCENARIOS = sorted(CODEX_SCENARIOS)
 Turn = list[MappedEntry]
 
 

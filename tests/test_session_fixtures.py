@@ -14,23 +14,8 @@ from typing import Any
 
 import pytest
 
-SESSIONS = Path(__file__).resolve().parent / "fixtures" / "sessions"
-CLAUDE = SESSIONS / "claude_code"
-CODEX = SESSIONS / "codex"
+from session_fixtures import CLAUDE, CLAUDE_SCENARIOS, CODEX, CODEX_SCENARIOS, SESSIONS
 
-CLAUDE_SCENARIOS = (
-    "tools",
-    "foreground_subagent",
-    "background_subagent",
-    "parallel_subagents",
-    "denied_tool",
-    "fatal_500",
-    "bad_request",
-    "max_turns",
-    "resumed",
-    "compacted",
-)
-CODEX_SCENARIOS = ("shell", "apply_patch", "mcp_tool", "tool_then_500", "resumed", "compacted")
 CONVERSATION = ("user", "assistant", "attachment", "system")
 CONVERSATION_FIELDS = ("uuid", "parentUuid", "isSidechain", "timestamp", "sessionId", "version", "cwd")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")

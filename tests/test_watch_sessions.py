@@ -26,8 +26,8 @@ from transcript_otel.sessions.watch import Watcher, WatchState
 from transcript_otel.sinks import JsonlMirror
 
 from loopback import subprocess_env
+from session_fixtures import SESSIONS
 
-SESSIONS = Path(__file__).parent / "fixtures" / "sessions"
 CLAUDE_PROJECT = SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work"
 CODEX_DAY = SESSIONS / "codex/shell/codex-home/sessions/2026/11/27"
 CLI = [sys.executable, "-m", "transcript_otel.cli"]

@@ -1,0 +1,24 @@
+"""Where the recorded session logs of the real CLIs are (tests/agents/record_session_fixtures.py
+records them; docs/session-logs.md says what they show), for every test that reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+SESSIONS: Final = Path(__file__).resolve().parent / "fixtures" / "sessions"
+CLAUDE: Final = SESSIONS / "claude_code"
+CODEX: Final = SESSIONS / "codex"
+CLAUDE_SCENARIOS: Final = (
+    "tools",
+    "foreground_subagent",
+    "background_subagent",
+    "parallel_subagents",
+    "denied_tool",
+    "fatal_500",
+    "bad_request",
+    "max_turns",
+    "resumed",
+    "compacted",
+)
+CODEX_SCENARIOS: Final = ("shell", "apply_patch", "mcp_tool", "tool_then_500", "resumed", "compacted")
