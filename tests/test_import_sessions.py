@@ -283,18 +283,14 @@ def test_the_import_says_what_the_live_run_recorded(scenario: str, tmp_path: Pat
 async def _sent(scenario: str, runs: Path) -> list[Any]:
     """The spans a backend receives from `transcript-otel import --endpoint`."""
     async with TapCollector() as tap:
-        command = [
-            *CLI,
-            "import",
-            str(SESSIONS / scenario),
-            "--jsonl-dir",
-            str(runs),
-            "--endpoint",
-            tap.endpoint,
-        ]
+        session = str(SESSIONS / scenario)
+        command = [*CLI, "import", session, "--jsonl-dir", str(runs), "--endpoint", tap.endpoint]
         status, _, stderr = await run_to_completion(command, 120, env=subprocess_env())
         assert status == 0, stderr.decode(errors="replace")
-        await tap.wait_for(lambda: any(s.name.startswith("invoke_agent claude-code") for s in tap.spans), 20)
+        # The import wrote the run before sending it: as many spans as it keeps must arrive.
+        (mirror,) = runs.glob("*.jsonl")
+        kept = len(_spans(list(read_records(mirror))))
+        await tap.wait_for(lambda: len(tap.spans) >= kept, 60)
         await asyncio.sleep(0.2)  # anything more than was sent would arrive now
         return list(tap.spans)
 
