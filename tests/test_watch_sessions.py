@@ -289,3 +289,36 @@ def test_a_session_taken_up_part_way_counts_only_what_comes_after(
     (session,) = find_sessions([project])
     imported = list(read_records(import_session(session, tmp_path / "imported").path))
     assert _chat_tokens_and_cost(_mirror(tmp_path / "runs")) == _chat_tokens_and_cost(imported)
+
+
+def test_a_replaced_session_file_is_counted_again_from_its_start(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> None:
+    """A session file replaced by another (log rotation, a copy put back) is a record read from
+    its start: its run counts all of its tokens and cost, not from where the old file ended."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    project = SESSIONS / "claude_code/resumed/home/.claude/projects/-scratch-work"
+    data = _session_file(project).read_bytes()
+    target = tmp_path / "home" / "project" / _session_file(project).name
+    target.parent.mkdir(parents=True)
+    runs = tmp_path / "runs"
+    watcher = Watcher(
+        [tmp_path / "home"],
+        WatchState(tmp_path / "watch.json"),
+        pipeline=make_pipeline([JsonlMirror(runs)]),
+        tracer=TracerProvider().get_tracer(__name__),
+    )
+    target.write_bytes(data)
+    watcher.poll_once()
+    replaced = target.with_name("copy")
+    replaced.write_bytes(data)
+    os.replace(replaced, target)
+    watcher.poll_once()
+    watcher.close()
+    (session,) = find_sessions([project])
+    whole = _chat_tokens_and_cost(list(read_records(import_session(session, tmp_path / "imported").path)))
+    records = _mirror(runs)
+    starts = [i for i, r in enumerate(records) if r["event"] == TranscriptEvent.START.value]
+    assert len(starts) == 2
+    assert _chat_tokens_and_cost(records[starts[1] :]) == whole

@@ -10,7 +10,6 @@ another id, if the session goes on later.
 
 from __future__ import annotations
 
-import heapq
 import os
 import time
 import warnings
@@ -27,7 +26,7 @@ from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarnin
 from transcript_otel.sessions.files import SessionFiles
 from transcript_otel.sessions.importer import session_id_from_name
 from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, run_id_of
-from transcript_otel.sessions.timeline import MapLine, TimedLine
+from transcript_otel.sessions.timeline import MapLine, TimedLine, in_time_order
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat.
 READ_BYTES: Final = 1 << 20
@@ -69,9 +68,7 @@ class SessionFollower:
         self.session = session
         self._harness = HARNESSES[session.kind]
         taken_up = positions.get(session.path)
-        self._map_line: MapLine = self._harness.mapper(
-            _last_report(session.path, taken_up.offset, self._harness.report_marker) if taken_up else None
-        )
+        self._map_line = self._mapper(taken_up.offset if taken_up else 0)
         self._tracer = tracer
         self._pipeline = pipeline
         self._files = {
@@ -97,7 +94,7 @@ class SessionFollower:
             lines = self._read(file)
             if lines:
                 gained.append(lines)
-        merged = list(heapq.merge(*gained, key=lambda line: (line.at_ns, line.file_index, line.number)))
+        merged = list(in_time_order(gained))
         for count, timed in enumerate(merged, 1):
             self._record(timed)
             if count % WAKE_THRESHOLD == 0:  # a burst (history, a file read again) waits, never drops
@@ -110,10 +107,12 @@ class SessionFollower:
         if self._recorder is not None:
             self._recorder.finish()
             self._recorder = None
-            main = self._files[self.session.path].position
-            self._map_line = self._harness.mapper(
-                _last_report(self.session.path, main.offset, self._harness.report_marker)
-            )
+            self._map_line = self._mapper(self._files[self.session.path].position.offset)
+
+    def _mapper(self, main_offset: int) -> MapLine:
+        """A mapper of the session's lines from `main_offset` of its main file on, going on from
+        the running totals the session had reached there."""
+        return self._harness.mapper(_last_report(self.session.path, main_offset, self._harness.report_marker))
 
     def _read(self, file: _OpenFile) -> list[TimedLine]:
         """What `file` gained; nothing, and a warning once, while it cannot be read (the other
@@ -132,9 +131,10 @@ class SessionFollower:
         except FileNotFoundError:
             return []
         if status.st_ino != file.position.inode or status.st_size < file.position.offset:
-            # Replaced or truncated: what it holds now is another record, read from its start.
-            self.finish()
+            # Replaced or truncated: what it holds now is another record, read from its start
+            # (a main file read again from 0 has no earlier totals to go on from).
             file.position, file.lines, file.skipping = FilePosition(status.st_ino, 0), 0, False
+            self.finish()
         if status.st_size == file.position.offset:
             return []
         index = list(self._files).index(file.path)

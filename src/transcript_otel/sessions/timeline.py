@@ -9,7 +9,7 @@ line at a time: memory does not grow with the files' size.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,8 +30,14 @@ class TimedLine(NamedTuple):
 
 def timeline(files: list[tuple[Path, str]], map_line: MapLine) -> Iterator[TimedLine]:
     """Every line of `files` (path, source), mapped, in time order; file order within a file."""
-    streams = [_file_lines(path, source, index, map_line) for index, (path, source) in enumerate(files)]
-    # Ties go to the earlier file (the main one first), then to file order.
+    return in_time_order(
+        [_file_lines(path, source, index, map_line) for index, (path, source) in enumerate(files)]
+    )
+
+
+def in_time_order(streams: Iterable[Iterable[TimedLine]]) -> Iterator[TimedLine]:
+    """The lines of `streams` (each in its file's order) merged by time; ties go to the earlier
+    file (the main one first), then to file order."""
     return heapq.merge(*streams, key=lambda line: (line.at_ns, line.file_index, line.number))
 
 
