@@ -7,6 +7,7 @@ same run at every import, and readable by `show`, `summary` and `bundle` like an
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -19,11 +20,13 @@ from typing import Any
 import pytest
 
 from transcript_otel import check_invariants, read_records
+from transcript_otel.capture.defaults import pipeline_from_environment
 from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.mappings.session_lines import timestamp_ns
 from transcript_otel.model import span_records as fields
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.text import entry_text
+from transcript_otel.sessions import importer
 from transcript_otel.sessions.files import SessionKind, find_sessions
 from transcript_otel.sessions.importer import ImportedRun, import_session
 from transcript_otel.sessions.recorder import run_id_of
@@ -100,6 +103,31 @@ def test_importing_again_replaces_the_run_with_the_same_one(scenario: str, tmp_p
     assert second.path == first.path
     assert [path.name for path in tmp_path.iterdir()] == [first.path.name]
     assert second.path.read_bytes() == content
+
+
+def _by_kind(path: Path) -> tuple[list[str], list[str], list[str]]:
+    """The run's entry records in file order, and its span and other records, sorted: where a
+    span's record lands among the entries depends on where a batch of the writer ended."""
+    lines = path.read_text().splitlines()
+    entries = [line for line in lines if '"event":"transcript.entry"' in line]
+    spans = sorted(line for line in lines if '"event":"transcript.span"' in line)
+    others = sorted(set(lines) - set(entries) - set(spans))
+    return entries, spans, others
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_import_writes_what_a_writer_thread_would_whenever_it_drains(
+    scenario: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import writes on its own thread, every few hundred records. Draining after every
+    few records (mid-turn, mid-tool-call) or a background writer thread writes the same
+    records, the entries in the same order, the spans with the same ids and times."""
+    written = _by_kind(_import(scenario, tmp_path / "caller").path)
+    monkeypatch.setattr(importer, "_DRAIN_AT_RECORDS", 3)
+    assert _by_kind(_import(scenario, tmp_path / "often").path) == written
+    threaded = functools.partial(pipeline_from_environment, drained_by_caller=False)
+    monkeypatch.setattr(importer, "pipeline_from_environment", threaded)
+    assert _by_kind(_import(scenario, tmp_path / "thread").path) == written
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

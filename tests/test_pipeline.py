@@ -532,6 +532,85 @@ def test_after_pending_runs_at_once_after_shutdown_and_a_failure_is_counted(
     assert jsonl_pipeline.internal_errors == before + 1
 
 
+# -- a pipeline drained by its caller (`transcript-otel import`) ------------------------
+
+
+def test_a_pipeline_drained_by_its_caller_writes_on_the_callers_thread_only(
+    make_pipeline: MakePipeline, runs_dir: Path
+) -> None:
+    pipeline = make_pipeline([JsonlMirror(runs_dir)], drained_by_caller=True)
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.start()
+    emitter.emit("user_message", detail={"i": 0})
+    ran: list[str] = []
+    emitter.after_written(lambda: ran.append(threading.current_thread().name))
+    time.sleep(0.1)  # a writer thread, if one ran, would have written by now
+    assert emitter.jsonl_path is None or not Path(emitter.jsonl_path).exists()
+    assert ran == []
+    assert "transcript-otel-writer" not in {thread.name for thread in threading.enumerate()}
+    pipeline.drain_here()
+    assert ran == [threading.current_thread().name]
+    assert [c["detail"] for c in entry_contexts(run_records(emitter))] == [{"i": 0}]
+
+
+def test_a_pipeline_drained_by_its_caller_never_drops(make_pipeline: MakePipeline, runs_dir: Path) -> None:
+    # A bound of 1 byte, which a threaded pipeline holds to by dropping (the test above):
+    # here the caller's pace bounds the backlog, and everything it queued is written.
+    pipeline = make_pipeline([JsonlMirror(runs_dir)], max_backlog_bytes=1, drained_by_caller=True)
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.start()
+    for index in range(3000):
+        emitter.emit("assistant_message", detail={"i": index})
+    assert pipeline.wait_for_room(5.0) is True  # drains, at once
+    assert not pipeline.backlog
+    summary = emitter.stop()
+    assert emitter.dropped_entries == 0
+    records = run_records(emitter)
+    assert [c["detail"]["i"] for c in entry_contexts(records)] == list(range(3000))
+    assert errors(records) == []
+    assert summary.total_entries == 3000
+    assert check_invariants(records) == []
+
+
+@pytest.mark.parametrize("drained_by_caller", [False, True], ids=["writer thread", "caller"])
+def test_actions_deferred_by_actions_run_as_on_the_writer_thread(
+    make_pipeline: MakePipeline, runs_dir: Path, drained_by_caller: bool
+) -> None:
+    """While the caller drains, it is the writer: an action queued by an action of the drain
+    (a span that ends after another) runs right after it, a flush within is a no-op, a record
+    queued within is written next; all as on the writer thread."""
+    pipeline = make_pipeline([JsonlMirror(runs_dir)], drained_by_caller=drained_by_caller)
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    seen: list[tuple[str, int]] = []
+
+    def lines() -> int:
+        assert emitter.jsonl_path is not None
+        return len(Path(emitter.jsonl_path).read_text().splitlines())
+
+    def outer() -> None:
+        seen.append(("outer", lines()))
+        emitter.emit("assistant_message", detail={"after": "outer"})
+        emitter.after_written(lambda: seen.append(("inner", lines())))
+        seen.append(("flushed within", int(pipeline.flush(1.0))))
+
+    emitter.start()
+    for index in range(300):  # more than one batch
+        emitter.emit("assistant_message", detail={"i": index})
+    emitter.after_written(outer)
+    emitter.emit("assistant_message", detail={"after": "queued"})
+    assert pipeline.flush(5.0) is True
+    assert seen == [("outer", 301), ("flushed within", 0), ("inner", 301)]
+    details = [c["detail"] for c in entry_contexts(run_records(emitter))]
+    assert details[300:] == [{"after": "queued"}, {"after": "outer"}]
+
+
+def test_only_a_pipeline_drained_by_its_caller_is_drained_by_it(
+    make_pipeline: MakePipeline, runs_dir: Path
+) -> None:
+    with pytest.raises(RuntimeError, match="drained by its caller"):
+        make_pipeline([JsonlMirror(runs_dir)]).drain_here()
+
+
 # -- when the writer writes: after the agent's bursts, bounded ----------------------------
 
 

@@ -112,6 +112,8 @@ class AgentSide(BackgroundWriter):
         The writer measures the backlog after each batch, but a burst can outrun it and a
         stuck sink stops it: then the agent thread measures it, once per 256 entries it queues.
         """
+        if self.drained_by_caller:
+            return  # no writer to wake, no bound to measure: the caller drains
         self._samples_due -= 1
         if self._samples_due <= 0:
             self._samples_due = WAKE_THRESHOLD
@@ -120,7 +122,11 @@ class AgentSide(BackgroundWriter):
 
     def wait_for_room(self, timeout_s: float) -> bool:
         """For a producer that may wait (never an agent's own thread: `transcript-otel run`'s
-        capture): wait, up to `timeout_s`, until the backlog is at most half full. Whether it is."""
+        capture): wait, up to `timeout_s`, until the backlog is at most half full. Whether it is.
+        A pipeline drained by its caller is drained here, at once."""
+        if self.drained_by_caller:
+            self.drain_here()
+            return True
         deadline = time.monotonic() + timeout_s
         while len(self.backlog) > self.backlog_limit // 2:
             left = deadline - time.monotonic()
@@ -136,7 +142,8 @@ class AgentSide(BackgroundWriter):
 
         `deep=True` also asks each sink to push its data onward (the OTel SDK's
         exporters). Bounded by `timeout_s` (default `shutdown_timeout_s`); returns
-        False on timeout. A no-op when called from the writer thread itself.
+        False on timeout. A no-op when called from the writer thread itself; a pipeline
+        drained by its caller is drained here.
         """
         timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s
         if threading.current_thread() is self._thread or self._closed:
@@ -146,6 +153,9 @@ class AgentSide(BackgroundWriter):
             with self._lock:
                 self._flushes_pending += 1
         self.backlog.append(request)
+        if self.drained_by_caller:
+            self.drain_here()
+            return request.done.is_set()
         self._flush_wanted.set()
         self.wake()
         return request.done.wait(timeout)

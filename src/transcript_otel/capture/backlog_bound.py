@@ -76,7 +76,7 @@ class BacklogBound(PipelineState):
 
     def _set_entry_bytes(self, entry_bytes: float) -> None:
         self._entry_bytes = entry_bytes
-        if not self._closed:
+        if not self._closed and not self.drained_by_caller:
             self.backlog_limit = self._limit_for(entry_bytes)
 
     def _limit_for(self, entry_bytes: float) -> int:

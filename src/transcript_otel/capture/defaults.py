@@ -51,6 +51,7 @@ def pipeline_from_environment(
     backend_profile: str | None = None,
     openinference: bool | None = None,
     genai_content: GenAiContent | None = None,
+    drained_by_caller: bool = False,
 ) -> TranscriptPipeline:
     """The JSONL mirror, OTel log records and span events, as a pipeline.
 
@@ -58,6 +59,7 @@ def pipeline_from_environment(
     variable, else the default (the backend profile's for lengths and OpenInference).
     `logger_provider=None` means the global one. `genai_content` replaces what
     `genai_content_from()` would read (an `openinference` given too still applies).
+    `drained_by_caller`: no writer thread (`TranscriptPipeline`).
     """
     sinks: list[Sink] = []
     if _choose(jsonl, env.env_flag(env.TRANSCRIPT_OTEL_JSONL, True)):
@@ -96,6 +98,7 @@ def pipeline_from_environment(
         redactor=redactor,
         content_policy=content_policy or policy_from(),
         genai_content=genai_content,
+        drained_by_caller=drained_by_caller,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import random
+import sys
 import threading
 import time
 import weakref
@@ -32,7 +33,7 @@ DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
 
 
 class TranscriptPipeline(AgentSide):
-    """A byte-bounded backlog drained into `sinks` by one background thread."""
+    """A byte-bounded backlog drained into `sinks` by one background thread (or by its caller)."""
 
     def __init__(
         self,
@@ -44,7 +45,12 @@ class TranscriptPipeline(AgentSide):
         redactor: Redactor | None = None,
         content_policy: ContentPolicy | None = None,
         genai_content: GenAiContent | None = None,
+        drained_by_caller: bool = False,
     ) -> None:
+        """`drained_by_caller`: no writer thread; the one thread that queues records writes
+        them by calling `drain_here()` (an import, which has nothing else to do meanwhile: no
+        GIL shared between two threads, no backlog to measure, since the caller's own pace
+        bounds it), and nothing is ever dropped."""
         self.sinks = list(sinks)
         self.redactor = Redactor() if redactor is None else redactor
         self.content_policy = ContentPolicy() if content_policy is None else content_policy
@@ -56,7 +62,8 @@ class TranscriptPipeline(AgentSide):
         self.shutdown_timeout_s = shutdown_timeout_s
         self.backlog = deque()
         self._entry_bytes = 0.0
-        self.backlog_limit = self._limit_for(INITIAL_ENTRY_BYTES)
+        self.drained_by_caller = drained_by_caller
+        self.backlog_limit = sys.maxsize if drained_by_caller else self._limit_for(INITIAL_ENTRY_BYTES)
         self._samples_due = 0
         self._random = random.Random(0)
         self._measure_newest = False

@@ -86,6 +86,8 @@ class PipelineState:
     # with no agent thread in it (`transcript-otel run`) lets go less often.
     yield_every_s: float
     internal_errors: int
+    # No writer thread: the one producer writes what it queued itself (`drain_here`).
+    drained_by_caller: bool
 
     def _yield_gil(self) -> None:
         """Release the GIL for a moment: a thread waiting for it takes it now rather than after

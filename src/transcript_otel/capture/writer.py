@@ -89,7 +89,7 @@ class BackgroundWriter(SinkWriting, BacklogBound):
 
     def ensure_running(self) -> None:
         """Start the writer thread, unless it runs already or the pipeline is closed."""
-        if self._thread is not None or self._closed:
+        if self._thread is not None or self._closed or self.drained_by_caller:
             return
         with self._lock:
             if self._thread is not None or self._closed:
@@ -124,6 +124,24 @@ class BackgroundWriter(SinkWriting, BacklogBound):
                 logger.warning("transcript-otel: writer error: %r", exc)
             if self._closed and not self.backlog:
                 return
+
+    def drain_here(self) -> None:
+        """Write everything queued, on this thread: how a pipeline `drained_by_caller` is
+        written. While it runs, this thread is the writer (actions it runs that queue records
+        or defer more actions see it as such); called again from within, it does nothing."""
+        if not self.drained_by_caller:
+            raise RuntimeError("drain_here() is for a pipeline drained by its caller")
+        if self._thread is not None:
+            return
+        self._thread = threading.current_thread()
+        try:
+            with suppress_instrumentation():
+                self._drain()
+        except Exception as exc:  # as on the writer thread: the caller must survive anything
+            self.internal_errors += 1
+            logger.warning("transcript-otel: writer error: %r", exc)
+        finally:
+            self._thread = None
 
     def _wait_for_pause(self) -> None:
         """Wait, bounded, until no record arrived since the last look (see the module's docstring).
@@ -173,7 +191,7 @@ class BackgroundWriter(SinkWriting, BacklogBound):
             if deferred:
                 search_batch(deferred)
             batch = _with_repairs_reports(batch)
-            if taken:
+            if taken and not self.drained_by_caller:
                 self._measure_on_writer(taken)
             let_this_thread_wait(time.monotonic() + MAX_EXPORT_WAIT_S if self._may_wait_for_export() else 0.0)
             if batch:

@@ -150,7 +150,7 @@ class SessionFollower:
             said = self._map_line(line.rstrip(b"\r"), file.source)
             if said.timestamp_ns is not None:
                 file.latest_ns = max(file.latest_ns, said.timestamp_ns)
-            lines.append(TimedLine(file.latest_ns, index, file.lines, file.source, said))
+            lines.append(TimedLine(file.latest_ns, index, file.lines, file.source, said, len(line)))
         return lines
 
     def _record(self, timed: TimedLine) -> None:

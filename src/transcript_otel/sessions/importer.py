@@ -12,8 +12,8 @@ never a second copy. The spans go to the mirror as `transcript.span` records, fr
 
 from __future__ import annotations
 
+import math
 import os
-import sys
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -32,8 +32,10 @@ from transcript_otel.sinks.jsonl_files import run_file_name
 _IMPORT_SHUTDOWN_S: Final = 3600.0
 # Undated lines looked past for the session's first time, at most.
 _MAX_UNDATED_LINES: Final = 10_000
-# Lines recorded between two looks at the backlog: the writer's wake threshold.
-_WAIT_EVERY: Final = WAKE_THRESHOLD
+# The records queued, or the bytes of the lines read, before what they made is written: what
+# bounds the memory an import holds (the entries' objects take a few times their line's bytes).
+_DRAIN_AT_RECORDS: Final = WAKE_THRESHOLD
+_DRAIN_AT_BYTES: Final = 4 * 1024 * 1024
 
 
 class EmptySessionError(ValueError):
@@ -77,23 +79,29 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
     )
     partial = directory / f".{run_id}.importing"
     partial.unlink(missing_ok=True)
+    # No agent shares this process, so no writer thread: this one writes what it read, every
+    # few hundred records (one thread, no GIL handed back and forth, nothing ever dropped).
     pipeline = pipeline_from_environment(
         jsonl=True,
         jsonl_path=partial,
         log_records=False,
         span_events=False,
         shutdown_timeout_s=_IMPORT_SHUTDOWN_S,
+        drained_by_caller=True,
     )
-    # No agent shares this process: the writer need not let go of the GIL for one so often.
-    pipeline.yield_every_s = sys.getswitchinterval()
+    pipeline.yield_every_s = math.inf  # no other thread of ours waits for the GIL
+    backlog = pipeline.backlog
     try:
         recorder = SessionRecorder(
             harness, session_id=session_id, run_id=run_id, started_ns=started_ns, pipeline=pipeline
         )
-        for count, timed in enumerate(chain(head, lines), 1):
+        read = 0
+        for timed in chain(head, lines):
             recorder.apply(timed)
-            if count % _WAIT_EVERY == 0:  # nothing may be dropped: wait for the writer instead
-                pipeline.wait_for_room(_IMPORT_SHUTDOWN_S)
+            read += timed.size
+            if len(backlog) >= _DRAIN_AT_RECORDS or read >= _DRAIN_AT_BYTES:
+                pipeline.wait_for_room(_IMPORT_SHUTDOWN_S)  # drains, on this thread
+                read = 0
         recorder.finish()
     except BaseException:
         pipeline.shutdown()

@@ -26,6 +26,7 @@ class TimedLine(NamedTuple):
     number: int  # its line number in its file
     source: str
     said: SessionLine
+    size: int  # its length in bytes
 
 
 def timeline(files: list[tuple[Path, str]], map_line: MapLine) -> Iterator[TimedLine]:
@@ -48,4 +49,4 @@ def _file_lines(path: Path, source: str, file_index: int, map_line: MapLine) -> 
             said = map_line(line.rstrip(b"\r\n"), source)
             if said.timestamp_ns is not None:
                 latest = max(latest, said.timestamp_ns)
-            yield TimedLine(latest, file_index, number, source, said)
+            yield TimedLine(latest, file_index, number, source, said, len(line))
