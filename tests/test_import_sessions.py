@@ -21,6 +21,7 @@ import pytest
 
 from transcript_otel import check_invariants, read_records
 from transcript_otel.capture.defaults import pipeline_from_environment
+from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.mappings.session_lines import timestamp_ns
 from transcript_otel.model import span_records as fields
@@ -206,6 +207,33 @@ def test_the_cli_imports_the_default_locations_and_the_readers_read_the_runs(tmp
         )
         assert done.returncode == 0, done.stderr
         assert bundle.is_file()
+
+
+@pytest.mark.parametrize("stage", ["shutdown", "replace"])
+def test_an_import_interrupted_at_its_end_leaves_the_earlier_run_whole(
+    stage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    earlier = _import("codex/shell", tmp_path)
+    content = earlier.path.read_bytes()
+
+    shut_down = TranscriptPipeline.shutdown
+    interrupts = [KeyboardInterrupt()]  # one Ctrl-C, at the end of the import
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        if stage == "shutdown":
+            shut_down(*args, **kwargs)
+        if interrupts:
+            raise interrupts.pop()
+
+    if stage == "replace":
+        monkeypatch.setattr(importer.os, "replace", interrupted)
+    else:
+        monkeypatch.setattr(TranscriptPipeline, "shutdown", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _import("codex/shell", tmp_path)
+    monkeypatch.undo()
+    assert [path.name for path in tmp_path.iterdir()] == [earlier.path.name]  # no partial file
+    assert earlier.path.read_bytes() == content
 
 
 def test_bad_paths_and_empty_sessions_are_said(tmp_path: Path) -> None:

@@ -103,12 +103,12 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
                 pipeline.wait_for_room(_IMPORT_SHUTDOWN_S)  # drains, on this thread
                 read = 0
         recorder.finish()
-    except BaseException:
         pipeline.shutdown()
+        os.replace(partial, final)
+    except BaseException:
+        pipeline.shutdown()  # once only: a second call does nothing
         partial.unlink(missing_ok=True)  # interrupted: the earlier import, if any, stays whole
         raise
-    pipeline.shutdown()
-    os.replace(partial, final)
     return ImportedRun(session, session_id, run_id, final, recorder.run.emitter.stop())
 
 
