@@ -226,7 +226,7 @@ def test_an_import_interrupted_at_its_end_leaves_the_earlier_run_whole(
             raise interrupts.pop()
 
     if stage == "replace":
-        monkeypatch.setattr(importer.os, "replace", interrupted)
+        monkeypatch.setattr(os, "replace", interrupted)
     else:
         monkeypatch.setattr(TranscriptPipeline, "shutdown", interrupted)
     with pytest.raises(KeyboardInterrupt):
