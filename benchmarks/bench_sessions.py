@@ -45,6 +45,11 @@ then `PAIRS` timed pairs:
   (`HARNESSES[kind].mapper(None)`; that pass is timed too, once: *the mapper alone*, the lines
   read with `for line in file` and mapped, no timeline, no run); and the run's
   `transcript.error` records and dropped entries (`transcript.stop`), which must be 0.
+
+*Many sessions* (what `transcript-otel import --claude-code` or `--codex` meets): one session of
+2.5 MB synthesized as above, copied 40 times under session ids of their own (100 MB a CLI), and
+the directory imported by the CLI in a child process (its start-up included) with `--jobs 1` and
+with `--jobs` at its default (one worker per CPU), taking turns: one warm-up pair, 3 timed pairs.
 """
 
 from __future__ import annotations
@@ -414,7 +419,100 @@ def measure(kind: str, size_key: str, target: int, scratch: Path) -> dict[str, A
     }
 
 
-def main(sizes: tuple[str, ...] = ("10mb", "100mb", "200mb")) -> dict[str, Any]:
+# -- many sessions: `transcript-otel import DIR`, one session per worker process ----------------
+
+MANY_SESSIONS: Final = 40
+MANY_SESSION_BYTES: Final = int(2.5 * MB)  # 40 sessions of 2.5 MB: 100 MB a CLI
+MANY_PAIRS: Final = 3
+
+
+def synthesize_many(kind: str, home: Path, count: int = MANY_SESSIONS) -> dict[str, Any]:
+    """`count` sessions of `kind` under `home`, each a copy of one synthesized session of
+    `MANY_SESSION_BYTES` under a session id of its own (in its files' names and lines)."""
+    one = synthesize(kind, MANY_SESSION_BYTES, home / "template")
+    session_id = CLAUDE_SESSION if kind == "claude_code" else CODEX_SESSION
+    template = home / "template"
+    files = sorted(template.rglob("*.jsonl"))
+    for index in range(count):
+        new_id = str(uuid.uuid5(_NAMESPACE, f"{kind}:session:{index}"))
+        for path in files:
+            target = home / "sessions" / str(path.relative_to(template)).replace(session_id, new_id)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes().replace(session_id.encode(), new_id.encode()))
+    shutil.rmtree(template)
+    root = home / "sessions"
+    return {
+        "root": str(root),
+        "sessions": count,
+        "bytes": sum(path.stat().st_size for path in root.rglob("*.jsonl")),
+        "lines_each": one["lines"],
+    }
+
+
+def _cli_import(root: str, mirror: Path, jobs: int) -> float:
+    """The wall time of `transcript-otel import --jobs N ROOT`, the interpreter's start included."""
+    shutil.rmtree(mirror, ignore_errors=True)
+    started = time.perf_counter()
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transcript_otel.cli",
+            "import",
+            "--jobs",
+            str(jobs),
+            "--jsonl-dir",
+            str(mirror),
+            root,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=_environment(),
+        timeout=1800,
+    )
+    elapsed = time.perf_counter() - started
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"import --jobs {jobs} exited with {completed.returncode}: {completed.stderr[-2000:]}"
+        )
+    return elapsed
+
+
+def measure_many(kind: str, scratch: Path) -> dict[str, Any]:
+    """`MANY_SESSIONS` sessions imported by the CLI one at a time (`--jobs 1`) and with one worker
+    per CPU (`--jobs` its default), taking turns: one untimed warm-up pair, `MANY_PAIRS` timed."""
+    home = scratch / f"{kind}-many"
+    made = synthesize_many(kind, home)
+    mirror = scratch / "mirror-many"
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    serial: list[float] = []
+    parallel: list[float] = []
+    for index in range(1 + MANY_PAIRS):
+        order = (1, cpus) if index % 2 else (cpus, 1)
+        times = {jobs: _cli_import(made["root"], mirror, jobs) for jobs in order}
+        if index:
+            serial.append(times[1])
+            parallel.append(times[cpus])
+    runs = len(list(mirror.glob("*.jsonl")))
+    shutil.rmtree(home)
+    shutil.rmtree(mirror, ignore_errors=True)
+    size = made["bytes"]
+    return {
+        "kind": kind,
+        **made,
+        "cpus": cpus,
+        "runs_written": runs,
+        "serial_s": serial,
+        "parallel_s": parallel,
+        "serial_mb_per_s": size / MB / statistics.median(serial),
+        "parallel_mb_per_s": size / MB / statistics.median(parallel),
+        "parallel_best_mb_per_s": size / MB / min(parallel),
+        "speedup": statistics.median(s / p for s, p in zip(serial, parallel, strict=True)),
+    }
+
+
+def main(sizes: tuple[str, ...] = ("10mb", "100mb", "200mb", "many")) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-sessions-") as directory:
         scratch = Path(directory)
@@ -428,7 +526,16 @@ def main(sizes: tuple[str, ...] = ("10mb", "100mb", "200mb")) -> dict[str, Any]:
                     file=sys.stderr,
                     flush=True,
                 )
-    return {"sessions": {"results": results}}
+        many: list[dict[str, Any]] = []
+        if "many" in sizes:
+            for kind, _ in KINDS:
+                many.append(measure_many(kind, scratch))
+                print(
+                    f"[bench] sessions {kind} many: {many[-1]['parallel_mb_per_s']:.1f} MB/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return {"sessions": {"results": results, "many": many}}
 
 
 if __name__ == "__main__":

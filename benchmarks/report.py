@@ -342,6 +342,22 @@ def render_sessions(sessions: dict[str, Any]) -> str:
             )
     if growth:
         lines += ["", "Memory against file size: " + "; ".join(growth) + "."]
+    many = sessions.get("many") or []
+    if many:
+        lines += [
+            "",
+            "| many sessions (`transcript-otel import DIR`) | runs written | `--jobs 1`: MB/s "
+            "| `--jobs` default (CPUs): MB/s, median [best] | speed-up (median of pairs) |",
+            "|---|---|---|---|---|",
+        ]
+        for result in many:
+            lines.append(
+                f"| {_SESSION_KINDS[result['kind']]}: {result['sessions']} sessions, "
+                f"{result['bytes'] / 1e6:.0f} MB | {result['runs_written']} "
+                f"| {result['serial_mb_per_s']:.1f} "
+                f"| {result['parallel_mb_per_s']:.1f} [{result['parallel_best_mb_per_s']:.1f}] "
+                f"({result['cpus']} workers) | {result['speedup']:.2f}x |"
+            )
     return "\n".join(lines)
 
 
