@@ -24,8 +24,9 @@ def value_at(value: Any, *keys: str) -> Any:
 
 def mapping_at(value: Any, key: str) -> Mapping[str, Any] | None:
     """`value[key]` when both are mappings, else None."""
-    if isinstance(value, Mapping):
-        found = value.get(key)
-        if isinstance(found, Mapping):
-            return found
+    if type(value) is not dict and (value is None or not isinstance(value, Mapping)):
+        return None
+    found = value.get(key)
+    if type(found) is dict or (found is not None and isinstance(found, Mapping)):
+        return found
     return None
