@@ -6,6 +6,7 @@ whole file gives.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -208,6 +209,42 @@ def test_an_idle_session_has_its_run_ended(tmp_path: Path, watch: Callable[..., 
     watcher._pipeline.flush(10.0)
     events = [r["event"] for r in _mirror(tmp_path / "runs")]
     assert events[-1] == TranscriptEvent.STOP.value
+
+
+def _state_files(tmp_path: Path) -> set[str]:
+    return set(json.loads((tmp_path / "watch.json").read_text())["files"])
+
+
+def test_a_deleted_session_is_forgotten_and_the_others_go_on(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """The CLIs delete old sessions (Claude Code after `cleanupPeriodDays`): a deleted session's
+    run ends, the state file stops naming its files (during a run and across a restart), and a
+    watch that runs for months does not hold every session it ever saw."""
+    (tmp_path / "home").mkdir()
+    watcher = watch()
+    codex = tmp_path / "home" / "codex" / _session_file(CODEX_DAY).name
+    claude = tmp_path / "home" / "claude" / _session_file(CLAUDE_PROJECT).name
+    for source, target in ((CODEX_DAY, codex), (CLAUDE_PROJECT, claude)):
+        target.parent.mkdir()
+        target.write_bytes(_session_file(source).read_bytes())
+    assert watcher.poll_once() > 0
+    assert _state_files(tmp_path) == {str(codex), str(claude)}
+    codex.unlink()
+    assert watcher.poll_once() == 0
+    assert _state_files(tmp_path) == {str(claude)}
+    runs = {r["context"]["session_id"]: r["event"] for r in _mirror(tmp_path / "runs")}
+    codex_session = next(iter(session for session in runs if session in codex.name))
+    assert runs[codex_session] == TranscriptEvent.STOP.value  # its run ended
+    lines = _session_file(CLAUDE_PROJECT).read_bytes().splitlines(keepends=True)
+    with claude.open("ab") as out:
+        out.write(lines[-1])  # the other session goes on
+    assert watcher.poll_once() == 1
+    watcher.close()
+    # Deleted while no watch ran: gone from the state at the next start.
+    claude.unlink()
+    watch().close()
+    assert _state_files(tmp_path) == set()
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:

@@ -1,7 +1,7 @@
 """Which files changed, as the kernel tells it (Linux inotify), so that an idle watch costs nothing.
 
-One watch per directory reports the files written, made or moved into it, and the
-directories made in it. Where inotify is missing (another OS, a kernel without it, a
+One watch per directory reports the files written, made, deleted or moved in or out of it,
+and the directories made in it. Where inotify is missing (another OS, a kernel without it, a
 filesystem that does not report changes), `KernelChanges.open()` returns None and the watch
 polls instead; where the kernel lost events (its queue overflowed), `pending()` says so and
 the watch looks at everything once.
@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Final
 
 _IN_MODIFY: Final = 0x00000002
+_IN_MOVED_FROM: Final = 0x00000040
 _IN_MOVED_TO: Final = 0x00000080
 _IN_CREATE: Final = 0x00000100
+_IN_DELETE: Final = 0x00000200
 _IN_Q_OVERFLOW: Final = 0x00004000
 _IN_NONBLOCK: Final = os.O_NONBLOCK
 _IN_CLOEXEC: Final = os.O_CLOEXEC
-_MASK: Final = _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO
+# Deleted or moved away too: a session that is gone is forgotten (`Watcher._forget`).
+_MASK: Final = _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO | _IN_DELETE | _IN_MOVED_FROM
 _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 _READ_BYTES: Final = 64 * 1024
 

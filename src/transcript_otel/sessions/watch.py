@@ -96,6 +96,8 @@ class Watcher:
         self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
         first_start = not state.started_before
+        for path in [path for path in state.positions if not path.exists()]:
+            del state.positions[path]  # deleted while the watch was not running
         self._know_directories()
         for session in self._sessions():
             if first_start:  # its past is `import`'s: take it up from its end
@@ -125,9 +127,10 @@ class Watcher:
             polled = [path for path in self._followers if everything or self._due(path, now)]
         else:
             polled = self._changed_sessions(changed)
+        known = len(self._followers)
         recorded = sum(self._poll(path, now) for path in polled)
         self._end_idle_runs(now)
-        if recorded:
+        if recorded or len(self._followers) < known:  # lines, or sessions forgotten
             # Written first, then the positions: a line is never left out; a crash in between
             # exports this round's lines again after the restart (a clean stop does not).
             self._pipeline.flush(_WRITE_WAIT_S)
@@ -153,10 +156,29 @@ class Watcher:
         follower = self._followers[path]
         self._polled[path] = now
         gained = follower.poll()
-        self._note_recency(path, gained)
         if gained:
+            self._recent[path] = True
             self._last_gain[path] = now
-        return gained
+            return gained
+        try:
+            self._recent[path] = time.time() - path.stat().st_mtime < RECENT_S
+        except FileNotFoundError:
+            self._forget(path)
+        except OSError:
+            self._recent[path] = False
+        return 0
+
+    def _forget(self, main: Path) -> None:
+        """A session whose main file is gone (the CLIs delete old sessions: Claude Code after
+        `cleanupPeriodDays`): its run ends, and neither the watch nor its state file keeps it,
+        so a watch that runs for months holds the sessions there are, not all there were."""
+        follower = self._followers.pop(main)
+        follower.finish()
+        for path in follower.positions():
+            self.state.positions.pop(path, None)
+            self._session_of_file.pop(path, None)
+        for table in (self._last_gain, self._polled, self._recent):
+            table.pop(main, None)
 
     def _end_idle_runs(self, now: float) -> None:
         """End the runs of sessions idle past `idle_s` (the sessions that gained lately only)."""
@@ -186,13 +208,6 @@ class Watcher:
         if self._recent.get(path, True):
             return True
         return now - self._polled.get(path, -SLOW_POLL_S) >= SLOW_POLL_S
-
-    def _note_recency(self, path: Path, gained: int) -> None:
-        recent = gained > 0
-        if not recent:
-            with contextlib.suppress(OSError):
-                recent = time.time() - path.stat().st_mtime < RECENT_S
-        self._recent[path] = recent
 
     def _discover(self, directories: list[Path]) -> list[Path]:
         """Sessions in those of `directories` whose time changed since the last look (a file or
