@@ -17,6 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TextIO
 
 from transcript_otel import environment_variables as env
+from transcript_otel.cli.read_commands import number_at_least
 from transcript_otel.sessions.files import SessionFiles, claude_code_root, codex_root, find_sessions
 from transcript_otel.sinks.jsonl_files import default_directory
 
@@ -64,23 +65,12 @@ def add_import(commands: Any) -> None:
     parser.add_argument(
         "-j",
         "--jobs",
-        type=_jobs,
+        type=number_at_least(1),
         metavar="N",
         help="sessions imported at once, each in a worker process (default: the CPUs this process "
         "may use; 1: all in this process)",
     )
     parser.set_defaults(handler=run_import)
-
-
-def _jobs(text: str) -> int:
-    """A number of worker processes: 1 or more (argparse's message names the option)."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {number}")
-    return number
 
 
 def run_import(args: argparse.Namespace, out: TextIO) -> int:

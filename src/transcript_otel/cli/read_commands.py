@@ -179,14 +179,18 @@ def format_summary(digest: RunDigest) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _count(text: str) -> int:
-    """A number of things: 0 or more (argparse's message names the option)."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {number}")
+def number_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse `type`: a whole number, `minimum` or more (argparse's message names the option)."""
+
+    def number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {value}")
+        return value
+
     return number
 
 
@@ -203,7 +207,7 @@ def add_validate(commands: Any) -> None:
     )
     validate.add_argument("--adapter", help="the adapter every entry must name (invariant 5)")
     validate.add_argument(
-        "--max", type=_count, default=200, help="print at most this many problems (default 200)"
+        "--max", type=number_at_least(0), default=200, help="print at most this many problems (default 200)"
     )
 
 
