@@ -11,6 +11,7 @@ own converter reads the attributes back.
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
@@ -32,7 +33,8 @@ from transcript_otel.genai.content import (
     system_instructions_attributes,
     tool_definitions_attributes,
 )
-from transcript_otel.genai.pieces import KEEP_CHARS
+from transcript_otel.genai.fit import AttributeBuilder
+from transcript_otel.genai.pieces import KEEP_CHARS, compact_json
 from transcript_otel.genai.rules import ContentAttributes, ContentRules
 from transcript_otel.mappings.lines import select_adapter
 from transcript_otel.otel import attributes as attr
@@ -1039,6 +1041,33 @@ def test_details_of_any_shape_never_raise_and_stay_valid(entries: list[tuple[str
     check(chat.attributes(rules(limit), "stop"), limit)
     check(agent.attributes(rules(limit)), limit)
     check(tool.attributes(rules(limit)), limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(DETAILS, max_size=6), st.sampled_from([40, 300, 5000]))
+def test_what_fits_goes_out_as_the_json_of_the_whole_byte_for_byte(items: list[Any], limit: int) -> None:
+    """An array (or a value) whose JSON fits goes out as `compact_json` of it, uncut; what does
+    not fit is cut to the limit or left out."""
+    builder = AttributeBuilder(lambda text: text, limit, False)
+    copied = [builder.value(item) for item in items]
+    whole = compact_json(copied)
+    builder.truncated = False  # what `value()` itself stopped short is not what is asked here
+    fitted = builder.fit(copy.deepcopy(copied), "part", "start")  # a cut shortens in place
+    if len(whole) <= limit:
+        assert fitted == whole
+        assert not builder.truncated
+    else:
+        assert fitted is None or len(fitted) <= limit
+        assert builder.truncated
+    for item in copied:
+        builder.truncated = False
+        one = builder.fit_value(copy.deepcopy(item))
+        if len(compact_json(item)) <= limit:
+            assert one == compact_json(item)
+            assert not builder.truncated
+        else:
+            assert one is None or len(one) <= limit
+            assert builder.truncated
 
 
 class Exploding(Mapping[str, Any]):

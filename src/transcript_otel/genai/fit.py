@@ -89,6 +89,9 @@ class AttributeBuilder:
 
     def fit(self, items: list[Any], shape: _Shape, drop: _Drop) -> str | None:
         """`items` as a JSON array within the limit, or None when even cut it cannot fit."""
+        encoded = [compact_json(item) for item in items]
+        if _array_length(encoded) <= self.limit:  # the common case: an array is its items joined
+            return "[" + ",".join(encoded) + "]"
         fitted, cut = _fit_array(items, self.limit, shape, drop)
         if fitted is None and shape == "message" and items:
             fitted = _fit_last_message(items[-1], self.limit)
@@ -98,6 +101,9 @@ class AttributeBuilder:
 
     def fit_value(self, value: Any) -> str | None:
         """One JSON value within the limit (its strings shortened), or None."""
+        encoded = compact_json(value)
+        if len(encoded) <= self.limit:
+            return encoded
         fitted, cut = _fit_array([value], self.limit + 2, "value", None)  # `[` and `]` not counted
         self.truncated = self.truncated or cut
         return None if fitted is None else compact_json(fitted[0])
