@@ -253,7 +253,7 @@ def test_bad_paths_and_empty_sessions_are_said(tmp_path: Path) -> None:
         timeout=60,
     )
     assert said.returncode == 1
-    assert "no lines to import" in said.stderr
+    assert said.stderr == f"transcript-otel import: {empty}: no lines to import\n"  # the path once
 
 
 def test_lines_that_are_not_the_format_become_unknown_entries_and_the_rest_is_kept(tmp_path: Path) -> None:

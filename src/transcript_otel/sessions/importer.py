@@ -68,7 +68,7 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
         if timed.at_ns or len(head) >= _MAX_UNDATED_LINES:
             break
     if not head:
-        raise EmptySessionError(f"{session.path}: no lines to import")
+        raise EmptySessionError("no lines to import")  # the caller names the session
     session_id = next((t.said.session_id for t in head if t.said.session_id), None)
     session_id = session_id or session_id_from_name(session)
     run_id = run_id_of(session.kind, session_id)
