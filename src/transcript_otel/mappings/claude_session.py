@@ -41,14 +41,13 @@ the block split out of it); the first entry of a line carries the line as `raw`.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import OrderedDict
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings.claude_stream import summed_model_usage
+from transcript_otel.mappings.claude_stream import RunningCost, summed_model_usage
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
@@ -111,11 +110,11 @@ class ClaudeSessionMapper:
     """Maps the lines of one session's files; remembers the tool names seen (per source, through
     `ClaudeTranscriptMapper`) and the cost reported so far."""
 
-    __slots__ = ("_cost_so_far", "_counted", "_counted_messages", "_transcript")
+    __slots__ = ("_counted", "_counted_messages", "_running_cost", "_transcript")
 
     def __init__(self) -> None:
         self._transcript = ClaudeTranscriptMapper()
-        self._cost_so_far = 0.0
+        self._running_cost = RunningCost()
         # The tokens of the messages seen (each once), to tell what the session's totals hold
         # beyond them: model calls that wrote no line (`/compact`'s summary).
         self._counted: dict[str, int] = {}
@@ -202,14 +201,11 @@ class ClaudeSessionMapper:
         """`cost-state` (cumulative over the session) as stdout's `result` gives it: the cost
         since the last report and the session's token totals, on the main source."""
         detail: dict[str, Any] = {"sdk_entry": entry}
-        total = entry.get("totalCostUSD")
         if source == MAIN_SOURCE:
-            if isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total):
-                detail["turn_cost_usd"] = max(0.0, total - self._cost_so_far)
-                self._cost_so_far = max(self._cost_so_far, float(total))
-            session_usage = summed_model_usage(entry.get("modelUsage"))
+            session_usage = self._running_cost.add_report(
+                detail, entry.get("totalCostUSD"), entry.get("modelUsage")
+            )
             if session_usage:
-                detail["session_usage"] = session_usage
                 unreported = {
                     key: value - self._counted.get(key, 0)
                     for key, value in session_usage.items()
@@ -231,9 +227,7 @@ class ClaudeSessionMapper:
             return
         if not isinstance(entry, dict):
             return
-        total = entry.get("totalCostUSD")
-        if isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total):
-            self._cost_so_far = float(total)
+        self._running_cost.resume_at(entry.get("totalCostUSD"))
         self._counted = summed_model_usage(entry.get("modelUsage"))
 
     def _count_message(self, message: Any) -> None:

@@ -105,11 +105,11 @@ class ClaudeStreamMapper:
     """Maps the messages of one run; remembers what the CLI reports as running totals, the tool
     names seen (per source), the subagent messages counted, and the progress frames folding."""
 
-    __slots__ = ("_cost_so_far", "_counted_messages", "_progress", "_progress_count", "_tool_names")
+    __slots__ = ("_counted_messages", "_progress", "_progress_count", "_running_cost", "_tool_names")
 
     def __init__(self) -> None:
         self._tool_names = ToolNames()
-        self._cost_so_far = 0.0
+        self._running_cost = RunningCost()
         self._counted_messages: dict[str, None] = {}
         self._progress: dict[str, Any] | None = None
         self._progress_count = 0
@@ -232,12 +232,7 @@ class ClaudeStreamMapper:
         if message.get("usage") is not None or total is not None:
             detail: dict[str, Any] = {"sdk_entry": message}
             if source == MAIN_SOURCE:
-                if isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total):
-                    detail["turn_cost_usd"] = max(0.0, total - self._cost_so_far)
-                    self._cost_so_far = max(self._cost_so_far, float(total))
-                session_usage = summed_model_usage(message.get("modelUsage"))
-                if session_usage:
-                    detail["session_usage"] = session_usage
+                self._running_cost.add_report(detail, total, message.get("modelUsage"))
             entries.append((EntryType.TOKEN_USAGE, detail))
         if reports_error(message):
             entries.append((EntryType.ERROR, {"sdk_entry": message}))
@@ -280,6 +275,37 @@ def _is_synthetic(message: dict[str, Any]) -> bool:
 def _launched_in_background(message: dict[str, Any]) -> bool:
     result = message.get("tool_use_result")
     return isinstance(result, dict) and result.get("status") == "async_launched"
+
+
+class RunningCost:
+    """The session's cost as Claude Code reports it, a running total (stream-json `result`'s
+    `total_cost_usd`, a session file's `cost-state` `totalCostUSD`): what each report adds."""
+
+    __slots__ = ("so_far",)
+
+    def __init__(self) -> None:
+        self.so_far = 0.0
+
+    def add_report(self, detail: dict[str, Any], total: Any, model_usage: Any) -> dict[str, int]:
+        """Put in `detail` what a main agent's report of the running `total` and `modelUsage`
+        says: `turn_cost_usd`, the cost since the last report, and `session_usage`, the token
+        totals (summed over the models, returned too)."""
+        if _finite_number(total):
+            detail["turn_cost_usd"] = max(0.0, total - self.so_far)
+            self.so_far = max(self.so_far, float(total))
+        session_usage = summed_model_usage(model_usage)
+        if session_usage:
+            detail["session_usage"] = session_usage
+        return session_usage
+
+    def resume_at(self, total: Any) -> None:
+        """Reports before this point were counted: go on from their running `total`."""
+        if _finite_number(total):
+            self.so_far = float(total)
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def summed_model_usage(model_usage: Any) -> dict[str, int]:
