@@ -117,13 +117,16 @@ class BackgroundWriter(SinkWriting, BacklogBound):
             self._wake.clear()
             self._wait_for_pause()
             self._flush_wanted.clear()
-            try:
-                self._drain()
-            except Exception as exc:  # the writer must survive anything
-                self.internal_errors += 1
-                logger.warning("transcript-otel: writer error: %r", exc)
+            self._drain_surviving()
             if self._closed and not self.backlog:
                 return
+
+    def _drain_surviving(self) -> None:
+        try:
+            self._drain()
+        except Exception as exc:  # the writer (or the caller draining) must survive anything
+            self.internal_errors += 1
+            logger.warning("transcript-otel: writer error: %r", exc)
 
     def drain_here(self) -> None:
         """Write everything queued, on this thread: how a pipeline `drained_by_caller` is
@@ -136,10 +139,7 @@ class BackgroundWriter(SinkWriting, BacklogBound):
         self._thread = threading.current_thread()
         try:
             with suppress_instrumentation():
-                self._drain()
-        except Exception as exc:  # as on the writer thread: the caller must survive anything
-            self.internal_errors += 1
-            logger.warning("transcript-otel: writer error: %r", exc)
+                self._drain_surviving()
         finally:
             self._thread = None
 
