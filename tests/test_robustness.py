@@ -207,3 +207,51 @@ def test_forked_pool_workers_that_record_nothing_leave_no_file(
     assert [r["event"] for r in child] == ["transcript.start", "transcript.entry"]
     assert child[0]["context"]["forked_from_run_id"] == parent.run_id
     assert child[1]["context"]["detail"] == {"square": 9}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_shares_the_file_its_parent_names_after_the_fork(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path
+) -> None:
+    """The parent names its file after the fork and writes it later; the child, in the same
+    second, could not see that name and appended to the parent's file (a flaky test under load).
+    Here the order is forced: a pipeline drained by its caller writes nothing until told to."""
+    import multiprocessing
+
+    pipeline = make_pipeline([JsonlMirror(runs_dir)], drained_by_caller=True)
+    parent = TranscriptEmitter(prompt_name="fork", adapter="a", session_id="same", pipeline=pipeline)
+    parent.start()
+    parent.emit("user_message", detail={"text": "before the fork"})
+    context = multiprocessing.get_context("fork")
+    named = context.Event()
+
+    def record_in_child() -> None:
+        named.wait(10.0)
+        parent.emit("tool_result", detail={"child": True})
+        parent.flush(10.0)
+        pipeline.shutdown(10.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a process with threads
+        child = context.Process(target=record_in_child)
+        child.start()
+    parent_path = Path(str(parent.jsonl_path))  # named now, after the fork, and not created yet
+    assert not parent_path.exists()
+    named.set()
+    child.join(30.0)
+    assert child.exitcode == 0
+    parent.stop()
+    assert parent.flush(10.0)
+
+    (child_path,) = [path for path in runs_dir.glob("*.jsonl") if path != parent_path]
+    assert parent.run_id not in child_path.name
+    assert "_same-" in child_path.name
+    child_records = list(read_records(child_path))
+    assert [r["event"] for r in child_records] == ["transcript.start", "transcript.entry"]
+    assert child_records[0]["context"]["forked_from_run_id"] == parent.run_id
+    assert child_records[1]["context"]["detail"] == {"child": True}
+    assert [(r["event"], r["context"].get("detail")) for r in read_records(parent_path)] == [
+        ("transcript.start", None),
+        ("transcript.entry", {"text": "before the fork"}),
+        ("transcript.stop", None),
+    ]

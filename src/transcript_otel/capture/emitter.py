@@ -330,6 +330,7 @@ class TranscriptEmitter:
             adapter=old.adapter,
             session_id=old.session_id,
             started_ns=time.time_ns(),
+            forked_from_run_id=old.run_id,
         )
         if self._enabled:
             self._pipeline.register_run(self._run)

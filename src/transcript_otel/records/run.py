@@ -37,6 +37,9 @@ class RunInfo:
     # A forked child's `transcript.start` (a queued item), written before the run's first
     # other record; none comes, and neither is written (`TranscriptPipeline._prepare`).
     held_start: tuple[Any, ...] | None = None
+    # The run a forked child continues from. Its file always carries the child's run id: the
+    # parent may have named the plain name after the fork without having created it yet.
+    forked_from_run_id: str | None = None
     _last_ns_by_source: dict[str, int] = field(default_factory=dict, repr=False)
     _drop_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

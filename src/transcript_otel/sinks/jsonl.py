@@ -68,8 +68,9 @@ class JsonlMirror(Sink):
             return str(self.path)
         name = run_file_name(run)
         candidate = os.path.join(self._directory_text, name)
-        # Files are created on the first write, so names already handed out count too.
-        if candidate in self._assigned or os.path.exists(candidate):
+        # Files are created on the first write, so names already handed out count too; and a
+        # forked child cannot see a name its parent hands out after the fork.
+        if run.forked_from_run_id is not None or candidate in self._assigned or os.path.exists(candidate):
             stem = name.removesuffix(".jsonl")
             candidate = os.path.join(self._directory_text, f"{stem}-{run.run_id[:12]}.jsonl")
         self._assigned.add(candidate)
