@@ -40,13 +40,13 @@ the block split out of it); the first entry of a line carries the line as `raw`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import OrderedDict
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._json import loads
 from transcript_otel.mappings.claude_stream import RunningCost, summed_model_usage
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
@@ -124,7 +124,7 @@ class ClaudeSessionMapper:
         if isinstance(line, bytes):
             line = line.decode("utf-8", "backslashreplace")
         try:
-            entry = json.loads(line) if isinstance(line, str) else None
+            entry = loads(line) if isinstance(line, str) else None
         except (ValueError, RecursionError):
             entry = None
         if not isinstance(entry, dict):  # the transcript mapping says why, with the line as raw
@@ -153,7 +153,7 @@ class ClaudeSessionMapper:
                 entries=[event], opens_turn=_manual_compaction(entry) and source == MAIN_SOURCE
             )
         if kind == "summary":
-            return said._replace(entries=self._transcript.line(line, source))
+            return said._replace(entries=self._transcript.parsed(entry, line, source))
         unknown = MappedEntry(EntryType.UNKNOWN.value, {"sdk_entry": entry}, line, source)
         return said._replace(entries=[unknown])
 
@@ -165,7 +165,7 @@ class ClaudeSessionMapper:
             return said._replace(entries=[_error(entry, "api_error", words, line, source)])
         self._count_message(message)
         entries: list[MappedEntry] = []
-        for mapped in self._transcript.line(line, source):
+        for mapped in self._transcript.parsed(entry, line, source):
             entries += _thinking_first(mapped) if mapped.entry_type == "assistant_message" else [mapped]
         if entries and entries[0].raw is None:  # a line of tool calls only: its first call keeps it
             entries[0] = entries[0]._replace(raw=line)
@@ -187,7 +187,7 @@ class ClaudeSessionMapper:
             detail = _notification(entry, text)
             event = MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)
             return said._replace(entries=[event], opens_turn=source == MAIN_SOURCE)
-        entries = self._transcript.line(line, source)
+        entries = self._transcript.parsed(entry, line, source)
         results = [mapped for mapped in entries if mapped.entry_type == EntryType.TOOL_RESULT.value]
         launched = entry.get("toolUseResult")
         if isinstance(launched, dict) and launched.get("status") == "async_launched":
@@ -222,7 +222,7 @@ class ClaudeSessionMapper:
         """Go on from a `cost-state` line (the last before the lines this mapper will see: a
         session taken up part-way): its totals were reported, so only what comes after counts."""
         try:
-            entry = json.loads(cost_state)
+            entry = loads(cost_state)
         except (ValueError, RecursionError):
             return
         if not isinstance(entry, dict):

@@ -22,11 +22,11 @@ One line of `<session>.jsonl` (source `main`) or `<session>/subagents/agent-<id>
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._json import loads
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import safe_text
 
@@ -63,7 +63,7 @@ class ClaudeTranscriptMapper:
             text = safe_text(line)[0]  # a repr that cannot raise
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": "line is not text"}, text, source)]
         try:
-            entry = json.loads(line)
+            entry = loads(line)
         except (ValueError, RecursionError) as exc:
             return [
                 MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"Invalid JSON: {exc}"}, line, source)
@@ -71,6 +71,10 @@ class ClaudeTranscriptMapper:
         if not isinstance(entry, dict):
             reason = f"a transcript line must be a JSON object, got {type(entry).__name__}"
             return _unparsed(reason, line, source)
+        return self.parsed(entry, line, source)
+
+    def parsed(self, entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
+        """`line(line, source)` for a line already parsed to `entry` (the session mapper's)."""
         native_type = entry.get("type")
         entry_type = (
             _TYPE_MAP.get(native_type, EntryType.UNKNOWN)

@@ -30,7 +30,6 @@ line (and Codex's `config.toml`), for `transcript-otel run` to record.
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._json import loads
 from transcript_otel.model.entries import EntryType
 
 TOOL_ITEMS: Final = {
@@ -96,7 +96,7 @@ class CodexExecAdapter:
         if not line.strip():
             return []
         try:
-            event = json.loads(line)
+            event = loads(line)
         except (ValueError, RecursionError) as exc:
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):

@@ -40,10 +40,10 @@ mapper keeps, bounded, the open calls' names and the calls a typed item answered
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._json import loads
 from transcript_otel.mappings.codex_exec import tool_failed
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import EntryType
@@ -112,7 +112,7 @@ def _call_input(payload: dict[str, Any]) -> Any:
         value = payload.get(key)
         if isinstance(value, str) and key == "arguments":
             try:
-                return json.loads(value)
+                return loads(value)
             except (ValueError, RecursionError):
                 return value
         if value is not None:
@@ -189,7 +189,7 @@ class CodexRolloutMapper:
         if not text.strip():
             return SessionLine([])
         try:
-            record = json.loads(text)
+            record = loads(text)
         except (ValueError, RecursionError) as exc:
             return SessionLine([MappedEntry(_UNKNOWN, {"parse_error": f"invalid JSON: {exc}"}, text)])
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):

@@ -24,12 +24,12 @@ understands `@@RALPH@@` lines wherever they start.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
+from transcript_otel.mappings._json import loads
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
@@ -86,7 +86,7 @@ class ClaudeStreamJsonAdapter:
         if not line.strip():
             return []
         try:
-            message = json.loads(line)
+            message = loads(line)
         except (ValueError, RecursionError) as exc:
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
         if isinstance(message, dict) and isinstance(message.get("session_id"), str) and message["session_id"]:
@@ -121,7 +121,7 @@ ADAPTER_NAMES: Final = (*_FACTORIES, "auto")
 
 def _json_type(line: str) -> tuple[str | None, dict[str, Any]]:
     try:
-        value = json.loads(line)
+        value = loads(line)
     except (ValueError, RecursionError):
         return None, {}
     if isinstance(value, dict) and isinstance(value.get("type"), str):

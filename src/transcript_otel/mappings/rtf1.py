@@ -21,11 +21,11 @@ line starting with `@@RALPH@@ ` carries one JSON event. The adapter maps:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
+from transcript_otel.mappings._json import loads
 from transcript_otel.model.entries import EntryType
 
 PREFIX: Final = "@@RALPH@@ "
@@ -93,7 +93,7 @@ class Rtf1Adapter:
         if not line.startswith(PREFIX):
             return assistant_line(line)
         try:
-            event = json.loads(line[len(PREFIX) :])
+            event = loads(line[len(PREFIX) :])
         except (ValueError, RecursionError) as exc:
             return [_unknown(line, f"invalid JSON: {exc}")]
         try:
