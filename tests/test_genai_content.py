@@ -1070,6 +1070,30 @@ def test_what_fits_goes_out_as_the_json_of_the_whole_byte_for_byte(items: list[A
             assert builder.truncated
 
 
+# Values a tool's arguments or result may hold, without floats: every character, surrogates too.
+FLOATLESS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(st.characters(codec=None, exclude_categories=()), max_size=12),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(FLOATLESS, st.booleans())
+def test_content_goes_out_as_the_stdlibs_compact_json_of_it(value: Any, with_float: bool) -> None:
+    """Content is encoded by orjson unless a float is in it, and is the same text either way:
+    the stdlib's, whatever the characters or the size of the integers."""
+    builder = AttributeBuilder(lambda text: text, 10**9, False)
+    copied = builder.value([value, 1.5e-05] if with_float else value)
+    assert builder.fit_value(copied) == compact_json(copied)
+    assert builder.fit([copied, copied], "part", None) == compact_json([copied, copied])
+
+
 class Exploding(Mapping[str, Any]):
     """A mapping every read of which fails."""
 

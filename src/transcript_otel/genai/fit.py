@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NamedTuple
 
+import orjson
+
 from transcript_otel.genai.lookup import value_at
 from transcript_otel.genai.pieces import compact_json
 from transcript_otel.records.serialize import safe_text
@@ -27,14 +29,16 @@ _MAX_DEPTH: Final = 32
 
 
 class AttributeBuilder:
-    """Copies what goes out, redacted and JSON-safe; remembers whether anything was cut."""
+    """Copies what goes out, redacted and JSON-safe; remembers whether anything was cut, and
+    whether a copy held a float (then what it builds is encoded by the stdlib: see `_encode`)."""
 
-    __slots__ = ("_redact", "limit", "truncated")
+    __slots__ = ("_redact", "floats", "limit", "truncated")
 
     def __init__(self, redact: Callable[[str], str], limit: int, truncated: bool) -> None:
         self._redact = redact
         self.limit = limit
         self.truncated = truncated
+        self.floats = False
 
     def text(self, text: Any) -> str:
         return self._redact(safe_text(text)[0])
@@ -55,6 +59,7 @@ class AttributeBuilder:
         if value is None or isinstance(value, bool | int):
             return value
         if isinstance(value, float):
+            self.floats = True
             return value if math.isfinite(value) else None
         if depth < _MAX_DEPTH and isinstance(value, Mapping | list | tuple):
             try:
@@ -89,7 +94,7 @@ class AttributeBuilder:
 
     def fit(self, items: list[Any], shape: _Shape, drop: _Drop) -> str | None:
         """`items` as a JSON array within the limit, or None when even cut it cannot fit."""
-        encoded = [compact_json(item) for item in items]
+        encoded = [self._encode(item) for item in items]
         if _array_length(encoded) <= self.limit:  # the common case: an array is its items joined
             return "[" + ",".join(encoded) + "]"
         fitted, cut = _fit_array(items, self.limit, shape, drop)
@@ -101,12 +106,23 @@ class AttributeBuilder:
 
     def fit_value(self, value: Any) -> str | None:
         """One JSON value within the limit (its strings shortened), or None."""
-        encoded = compact_json(value)
+        encoded = self._encode(value)
         if len(encoded) <= self.limit:
             return encoded
         fitted, cut = _fit_array([value], self.limit + 2, "value", None)  # `[` and `]` not counted
         self.truncated = self.truncated or cut
         return None if fitted is None else compact_json(fitted[0])
+
+    def _encode(self, value: Any) -> str:
+        """`compact_json(value)` of what this builder built (its copies, strings it made, literals).
+        orjson writes it in a third of the time, the same text but for floats (`1e-05` is
+        `1e-5` to it), which only copies bring in; an integer beyond 64 bits it refuses."""
+        if not self.floats:
+            try:
+                return orjson.dumps(value).decode()
+            except TypeError:
+                pass
+        return compact_json(value)
 
 
 _Shape = Literal["message", "part", "definition", "value"]
