@@ -20,5 +20,6 @@ CLAUDE_SCENARIOS: Final = (
     "max_turns",
     "resumed",
     "compacted",
+    "auto_compacted",
 )
 CODEX_SCENARIOS: Final = ("shell", "apply_patch", "mcp_tool", "tool_then_500", "resumed", "compacted")

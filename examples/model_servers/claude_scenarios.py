@@ -189,6 +189,23 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             Step.say("Third answer.", input_tokens=1100, output_tokens=14),
         ]
     },
+    # Auto-compaction: the first answer reports a context close to the model's window, so the
+    # CLI compacts the session before it sends the next prompt (resumed). The summary it is
+    # given names the conversation that goes on: after the compaction the summary is the
+    # first user message.
+    "auto_compact": {
+        "AUTO-COMPACT-SCENARIO": [
+            Step.call(bash("toolu_big_1", "echo big"), input_tokens=190_000, output_tokens=30),
+            Step.say(
+                "AUTO-COMPACT-CONTINUED: the user asked for the task, which was answered.",
+                input_tokens=190_100,
+                output_tokens=20,
+            ),
+        ],
+        "AUTO-COMPACT-CONTINUED": [
+            Step.say("Answered after the compaction.", input_tokens=1200, output_tokens=12)
+        ],
+    },
     # Two prompts to one session: the second arrives while the first turn's subagent still runs.
     "two_prompts": {
         "TWO-PROMPTS-FIRST": [

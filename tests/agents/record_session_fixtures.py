@@ -26,7 +26,9 @@ Resumed sessions: the `resumed` scenarios run the CLI a second time with the fir
 session id (`claude -p --resume <id>`, `codex exec resume <id>`). `compacted`: Claude Code gets
 `/compact` sent to the resumed session, then one more prompt; Codex runs with
 `model_auto_compact_token_limit` below the first turn's tokens, so the resumed turn compacts
-first. What the files hold: docs/session-logs.md.
+first. `auto_compacted`: Claude Code's first answer reports a context past the window
+`CLAUDE_CODE_AUTO_COMPACT_WINDOW` sets, so the resumed prompt is compacted first, by the CLI
+itself. What the files hold: docs/session-logs.md.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Scenario:
     runs: tuple[Run, ...] = (Run(),)
     case: str | None = None
     config: tuple[tuple[str, str], ...] = field(default=())  # Codex `-c key=value` overrides
+    environment: tuple[tuple[str, str], ...] = field(default=())  # Claude Code: added to the case's
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -93,6 +96,14 @@ CLAUDE: dict[str, Scenario] = {
         "stream_json_input",
         (Run(), Run("/compact", resume=True), Run("Anything else?", resume=True)),
         case="stream_json_input",
+    ),
+    # A session whose first answer reports a context close to the window, resumed: the CLI
+    # compacts it by itself before the next prompt.
+    "auto_compacted": Scenario(
+        "auto_compact",
+        (Run(), Run("And now?", resume=True)),
+        case="tools",
+        environment=(("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "100000"),),
     ),
 }
 
@@ -158,7 +169,7 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
     recording = Recording()
     session_id = ""
     with claude_offline.model_server(scenario.model, scratch) as model:
-        environment = claude_code.case_environment(case, model, home)
+        environment = {**claude_code.case_environment(case, model, home), **dict(scenario.environment)}
         for run in scenario.runs:
             prompt = run.prompt or claude_scenarios.prompt_for(scenario.model)
             resume = ("--resume", session_id) if run.resume else ()
