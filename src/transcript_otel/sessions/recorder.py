@@ -24,6 +24,7 @@ from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.sessions.files import SessionKind
+from transcript_otel.sessions.recorded_spans import recording_tracer
 from transcript_otel.sessions.timeline import MapLine, TimedLine
 
 # Run ids of recorded sessions: uuid5 of this namespace and `{kind}:{session id}[:{offset}]`.
@@ -135,7 +136,6 @@ def derived_id_tracer(run_id: str, prompt_name: str) -> trace.Tracer:
     """A tracer whose spans record (for their `transcript.span` records) under ids derived from
     `run_id`, in the order they open: the same spans at every import."""
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.id_generator import IdGenerator
 
     class DerivedIds(IdGenerator):
@@ -151,8 +151,7 @@ def derived_id_tracer(run_id: str, prompt_name: str) -> trace.Tracer:
 
     # As a live run names its service: OTEL_SERVICE_NAME, else the run's name.
     service = os.environ.get("OTEL_SERVICE_NAME") or prompt_name
-    provider = TracerProvider(id_generator=DerivedIds(), resource=Resource.create({SERVICE_NAME: service}))
-    return provider.get_tracer(_TRACER_NAME)
+    return recording_tracer(DerivedIds(), Resource.create({SERVICE_NAME: service}), _TRACER_NAME)
 
 
 def _derived(identity: str, size: int) -> int:

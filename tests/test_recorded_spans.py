@@ -1,0 +1,119 @@
+"""An import's spans are recorded without the SDK's tracer (`sessions.recorded_spans`): the
+`transcript.span` records are byte for byte those the SDK's spans gave, under the attribute
+limits the environment sets, and a span behaves as the SDK's does where the span tree may touch
+it (after its end, its events)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+from transcript_otel.model.span_records import span_fields
+from transcript_otel.sessions.files import find_sessions
+from transcript_otel.sessions.importer import import_session
+from transcript_otel.sessions.recorded_spans import RecordedSpan, RecordingTracer, recording_tracer
+
+from session_fixtures import SESSIONS
+
+SCENARIOS = sorted(f"{cli.name}/{s.name}" for cli in SESSIONS.iterdir() for s in cli.iterdir() if s.is_dir())
+LIMITS = {
+    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "6",
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "24",
+    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "40",
+}
+
+
+def _imported(scenario: str, directory: Path) -> bytes:
+    (session,) = find_sessions([SESSIONS / scenario])
+    return import_session(session, directory).path.read_bytes()
+
+
+@pytest.mark.parametrize("limits", [False, True], ids=["no limits", "limits"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_an_import_records_the_spans_the_sdks_tracer_would(
+    scenario: str, limits: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in LIMITS.items() if limits else ():
+        monkeypatch.setenv(key, value)
+    recorded = _imported(scenario, tmp_path / "recorded")
+    # A sampler in the environment (here the default one, named) makes the import use the SDK.
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+    assert _imported(scenario, tmp_path / "sdk") == recorded
+    assert b'"event":"transcript.span"' in recorded
+
+
+def test_the_sdks_tracer_is_used_for_a_sampler_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    resource = Resource.create({})
+    assert isinstance(recording_tracer(RandomIdGenerator(), resource, "t"), RecordingTracer)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    tracer = recording_tracer(RandomIdGenerator(), resource, "t")
+    assert not tracer.start_span("s").is_recording()  # the SDK's decision: not sampled
+
+
+def _pair(**limits: int) -> tuple[trace.Tracer, trace.Tracer]:
+    resource = Resource.create({"service.name": "svc"})
+    sdk = TracerProvider(resource=resource, span_limits=SpanLimits(**limits)).get_tracer("t")
+    return sdk, RecordingTracer(RandomIdGenerator(), resource, SpanLimits(**limits))
+
+
+def _fields(span: trace.Span) -> dict[str, object]:
+    found = span_fields(span, 99, None)
+    assert found is not None
+    return {
+        key: value for key, value in found.items() if key not in ("start_time_unix_nano", "parent_span_id")
+    }
+
+
+def test_a_recorded_span_changes_as_the_sdks_does_and_not_after_its_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spans = []
+    for tracer in _pair(max_span_attributes=3, max_span_attribute_length=5, max_events=2):
+        root = tracer.start_span("root", attributes={"a": "abcdefgh", "list": ["x", "yyyyyyy"]})
+        child = tracer.start_span(
+            "child", context=trace.set_span_in_context(root), kind=trace.SpanKind.CLIENT
+        )
+        child.set_attribute("n", 1)
+        child.set_attributes({"b": True, "c": 2.5, "d": "dropped: over the count"})
+        child.update_name("renamed")
+        for number in range(3):
+            child.record_exception(ValueError(f"bad {number}"), timestamp=number)
+        child.end(end_time=7)
+        with caplog.at_level(logging.WARNING):
+            child.set_attribute("late", 1)
+            child.update_name("late")
+            child.end(end_time=8)
+        spans.append((root, child))
+    (sdk_root, sdk_child), (root, child) = spans
+    assert isinstance(child, RecordedSpan)
+    assert _fields(root) == _fields(sdk_root)
+    recorded, expected = _fields(child), _fields(sdk_child)
+    for events in (recorded.pop("events"), expected.pop("events")):  # tracebacks differ in line
+        assert isinstance(events, list)
+        for event in events:
+            event["attributes"].pop("exception.stacktrace")
+    assert recorded == expected
+    assert span_fields(child, 99, None)["parent_span_id"] == format(root.get_span_context().span_id, "016x")  # type: ignore[index]
+    assert child.end_time == 7
+    assert not child.is_recording()
+    assert [r.getMessage() for r in caplog.records if r.name.endswith("recorded_spans")] == [
+        "Setting attribute on ended span.",
+        "Calling update_name() on ended span.",
+        "Calling end() on ended span.",
+    ]
+
+
+def test_a_span_started_as_current_is_current_until_it_ends() -> None:
+    _, tracer = _pair()
+    with tracer.start_as_current_span("outer") as outer:
+        assert trace.get_current_span() is outer
+        inner = tracer.start_span("inner")
+        assert inner.is_recording()
+    assert not outer.is_recording()
+    assert span_fields(inner, 1, None)["parent_span_id"] == format(outer.get_span_context().span_id, "016x")  # type: ignore[index]
