@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import json
 import math
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -296,6 +297,15 @@ def test_iso_timestamp_across_second_boundaries() -> None:
         "2024-01-15T10:30:05.000000+00:00",
     ]
     assert iso_timestamp(base) == stamps[0]  # going back a second is not confused by any caching
+
+
+@given(st.lists(st.integers(min_value=-(10**18), max_value=253_402_300_799 * 10**9), min_size=1, max_size=20))
+def test_iso_timestamp_is_datetimes_in_any_order(stamps: list[int]) -> None:
+    """Whatever the order (days and seconds cached, times going back), datetime's own text."""
+    for stamp in stamps:
+        seconds, nanoseconds = divmod(stamp, 10**9)
+        moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanoseconds // 1000)
+        assert iso_timestamp(stamp) == moment.isoformat(timespec="microseconds")
 
 
 def test_loads_accepts_str_and_bytes() -> None:
