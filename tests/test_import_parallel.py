@@ -139,3 +139,40 @@ def test_jobs_below_one_is_refused(tmp_path: Path) -> None:
     assert "argument -j/--jobs: must be 1 or more, not 0" in done.stderr
     assert done.stdout == ""
     assert not (tmp_path / "runs").exists()
+
+
+def test_workers_are_spawned_when_this_process_has_other_threads(tmp_path: Path) -> None:
+    """Forked workers start with the import loaded (no other thread may hold a lock a fork would
+    copy); with one more thread alive they are spawned, and import the same."""
+    import threading
+
+    from transcript_otel.cli.import_workers import _worker_start, imports
+
+    alone_in_its_process = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from transcript_otel.cli.import_workers import _worker_start as w; print(w().get_start_method())",
+        ],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        check=True,
+    )
+    assert alone_in_its_process.stdout.strip() == "fork"
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert _worker_start().get_start_method() == "spawn"
+        sessions = list(find_sessions([CODEX / "resumed", CLAUDE / "tools"]))
+        spawned = [outcome.run for outcome in imports(sessions, tmp_path / "spawned", 2)]
+    finally:
+        stop.set()
+        other.join()
+    alone = [outcome.run for outcome in imports(sessions, tmp_path / "alone", 1)]
+    assert [path.name for path in spawned if path] == [path.name for path in alone if path]
+    for one, two in zip(spawned, alone, strict=True):
+        assert one is not None
+        assert two is not None
+        assert one.read_bytes() == two.read_bytes()
