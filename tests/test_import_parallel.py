@@ -152,7 +152,8 @@ def test_workers_are_spawned_when_this_process_has_other_threads(tmp_path: Path)
         [
             sys.executable,
             "-c",
-            "from transcript_otel.cli.import_workers import _worker_start as w; print(w().get_start_method())",
+            "from transcript_otel.cli.import_workers import _worker_start\n"
+            "print(_worker_start().get_start_method())",
         ],
         capture_output=True,
         text=True,
