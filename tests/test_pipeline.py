@@ -580,13 +580,13 @@ def test_actions_deferred_by_actions_run_as_on_the_writer_thread(
     """While the caller drains, it is the writer: an action queued by an action of the drain
     (a span that ends after another) runs right after it, a flush within is a no-op, a record
     queued within is written next; all as on the writer thread."""
-    pipeline = make_pipeline([JsonlMirror(runs_dir)], drained_by_caller=drained_by_caller)
+    taken = RecordingSink()
+    pipeline = make_pipeline([JsonlMirror(runs_dir), taken], drained_by_caller=drained_by_caller)
     emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
     seen: list[tuple[str, int]] = []
 
-    def lines() -> int:
-        assert emitter.jsonl_path is not None
-        return len(Path(emitter.jsonl_path).read_text().splitlines())
+    def lines() -> int:  # the records the sinks have taken (in the file, or in its buffer)
+        return len(taken.records)
 
     def outer() -> None:
         seen.append(("outer", lines()))
@@ -603,6 +603,40 @@ def test_actions_deferred_by_actions_run_as_on_the_writer_thread(
     assert seen == [("outer", 301), ("flushed within", 0), ("inner", 301)]
     details = [c["detail"] for c in entry_contexts(run_records(emitter))]
     assert details[300:] == [{"after": "queued"}, {"after": "outer"}]
+
+
+def test_a_pipeline_drained_by_its_caller_flushes_its_sinks_once_a_drain(
+    make_pipeline: MakePipeline, runs_dir: Path
+) -> None:
+    """Not after every batch (a span's end ends one: an import has thousands); what was
+    drained is in the file when the drain returns."""
+    taken = RecordingSink()
+    pipeline = make_pipeline([JsonlMirror(runs_dir), taken], drained_by_caller=True)
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.start()
+    for index in range(10):
+        emitter.emit("assistant_message", detail={"i": index})
+        emitter.after_written(lambda: None)  # each ends a batch
+    pipeline.drain_here()
+    assert taken.flushes == 1
+    assert emitter.jsonl_path is not None
+    assert len(Path(emitter.jsonl_path).read_text().splitlines()) == 11
+
+
+def test_a_failed_flush_after_a_drain_by_the_caller_is_reported_for_what_it_drained(
+    make_pipeline: MakePipeline, runs_dir: Path
+) -> None:
+    failing = RecordingSink("failing", fail_flush=True)
+    pipeline = make_pipeline([JsonlMirror(runs_dir), failing], drained_by_caller=True)
+    emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+    emitter.start()
+    for index in range(5):
+        emitter.emit("assistant_message", detail={"i": index})
+        emitter.after_written(lambda: None)
+    pipeline.drain_here()
+    (report,) = errors(run_records(emitter))
+    assert report["context"]["sink"] == "failing"
+    assert report["context"]["possibly_lost_records"] == 6  # the start and the five entries
 
 
 def test_only_a_pipeline_drained_by_its_caller_is_drained_by_it(

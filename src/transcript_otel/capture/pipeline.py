@@ -77,6 +77,7 @@ class TranscriptPipeline(AgentSide):
         self._released = False
         self._mirror_only = False
         self._warned_sinks = set()
+        self._unflushed = []
         self._on_shutdown: list[Callable[[], None]] = []
         self._after_batch = []
         self._next_records = []

@@ -33,6 +33,9 @@ class SinkWriting(PipelineState):
     # The end of a shutdown that ran out of time: only the mirror is written.
     _mirror_only: bool
     _released: bool  # the sinks are shut down
+    # Drained by its caller: the records written since the sinks were last flushed, which the
+    # caller flushes once it has drained (`flush_written`), not after every batch.
+    _unflushed: list[PreparedRecord]
 
     def emit_genai_event(
         self, name: str, attributes: Mapping[str, Any], context: Context, timestamp_ns: int
@@ -58,7 +61,9 @@ class SinkWriting(PipelineState):
                 logger.debug("transcript-otel: could not emit the %s event: %r", name, exc)
 
     def _write_batch(self, batch: list[PreparedRecord]) -> None:
-        """Every sink takes the whole batch in turn, then flushes it.
+        """Every sink takes the whole batch in turn, then flushes it; drained by its caller,
+        the sinks are flushed once the caller has drained (`flush_written`): a span's end
+        ends a batch, and an import's thousands of small batches each cost a `write()`.
 
         Failures become `transcript.error` records for the other sinks, written
         after the batch; runs that stopped in the batch are closed last.
@@ -72,18 +77,37 @@ class SinkWriting(PipelineState):
                     failures.append((sink, self._failure_record(sink, record, exc)))
                 if time.perf_counter() >= self._yield_at:
                     self._yield_gil()
-            try:
-                sink.flush()
-            except Exception as exc:
-                failures.extend((sink, report) for report in self._lost_records(sink, "flush", exc, batch))
+            if not self.drained_by_caller:
+                failures += self._flushed(sink, batch)
+        if self.drained_by_caller:
+            self._unflushed += batch
+        self._report_failures(failures)
+        for record in batch:
+            if record.event is TranscriptEvent.STOP:
+                self._close_run(record.run, batch)
+
+    def flush_written(self) -> None:
+        """Flush every sink after a drain by the caller, for the records written since the last."""
+        written, self._unflushed = self._unflushed, []
+        if written:
+            self._report_failures(
+                [failure for sink in self._active_sinks() for failure in self._flushed(sink, written)]
+            )
+
+    def _flushed(self, sink: Sink, written: list[PreparedRecord]) -> list[tuple[Sink, PreparedRecord]]:
+        """Flush `sink`: the reports of what of `written` it may have lost, if that failed."""
+        try:
+            sink.flush()
+        except Exception as exc:
+            return [(sink, report) for report in self._lost_records(sink, "flush", exc, written)]
+        return []
+
+    def _report_failures(self, failures: list[tuple[Sink, PreparedRecord]]) -> None:
         for failed_sink, report in failures:
             self._write_to_others(report, failed_sink)
         if failures:
             for sink in self._active_sinks():
                 self._guard(sink, lambda s: s.flush())
-        for record in batch:
-            if record.event is TranscriptEvent.STOP:
-                self._close_run(record.run, batch)
 
     def _active_sinks(self) -> list[Sink]:
         if self._mirror_only:

@@ -124,6 +124,8 @@ class BackgroundWriter(SinkWriting, BacklogBound):
     def _drain_surviving(self) -> None:
         try:
             self._drain()
+            if self.drained_by_caller:
+                self.flush_written()
         except Exception as exc:  # the writer (or the caller draining) must survive anything
             self.internal_errors += 1
             logger.warning("transcript-otel: writer error: %r", exc)
