@@ -63,9 +63,15 @@ def _first_text(
     return None
 
 
+# The keys under which a detail nests where a tool's id or name may sit (`_tool_candidates`).
+_NESTING_KEYS: Final = ("notification", "sdk_entry", "type", "content")
+
+
 def _tool_candidates(detail: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], bool]]:
     """Where a tool id or name may sit, most specific first; True where `id` is the call id
     (a Codex item, a content block). Not copied: this runs on the agent's thread."""
+    if type(detail) is dict and not any(key in detail for key in _NESTING_KEYS):
+        return [(detail, False)]  # a flat detail (WINK's, a session's): itself alone, at once
     candidates: list[tuple[Mapping[str, Any], bool]] = []
     notification = mapping_at(detail, "notification")
     if notification is not None:

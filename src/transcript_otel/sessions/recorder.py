@@ -9,11 +9,12 @@ lines as they are appended (`watch`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import uuid
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -27,9 +28,14 @@ from transcript_otel.sessions.files import SessionKind
 from transcript_otel.sessions.recorded_spans import recording_tracer
 from transcript_otel.sessions.timeline import MapLine, TimedLine
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
+
 # Run ids of recorded sessions: uuid5 of this namespace and `{kind}:{session id}[:{offset}]`.
 _RUN_NAMESPACE: Final = uuid.UUID("8f3a7f4e-2b1c-5d6e-9a0b-1c2d3e4f5a6b")
 _TRACER_NAME: Final = "transcript_otel.sessions"
+# What `Resource.create` reads besides the service name.
+_RESOURCE_VARIABLES: Final = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS")
 
 
 class Harness(NamedTuple):
@@ -135,7 +141,6 @@ class SessionRecorder:
 def derived_id_tracer(run_id: str, prompt_name: str) -> trace.Tracer:
     """A tracer whose spans record (for their `transcript.span` records) under ids derived from
     `run_id`, in the order they open: the same spans at every import."""
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace.id_generator import IdGenerator
 
     class DerivedIds(IdGenerator):
@@ -151,7 +156,17 @@ def derived_id_tracer(run_id: str, prompt_name: str) -> trace.Tracer:
 
     # As a live run names its service: OTEL_SERVICE_NAME, else the run's name.
     service = os.environ.get("OTEL_SERVICE_NAME") or prompt_name
-    return recording_tracer(DerivedIds(), Resource.create({SERVICE_NAME: service}), _TRACER_NAME)
+    detected = _resource(service, *(os.environ.get(name) for name in _RESOURCE_VARIABLES))
+    return recording_tracer(DerivedIds(), detected, _TRACER_NAME)
+
+
+@functools.lru_cache(maxsize=8)
+def _resource(service: str, *variables: str | None) -> Resource:
+    """The resource of `service`'s spans, made once for the values of `_RESOURCE_VARIABLES`:
+    `Resource.create` runs its detectors on a thread pool, 0.7 ms an import."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+    return Resource.create({SERVICE_NAME: service})
 
 
 def _derived(identity: str, size: int) -> int:
