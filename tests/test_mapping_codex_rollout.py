@@ -588,6 +588,14 @@ def test_blank_lines_and_bytes() -> None:
     assert one(mapper.line(line.encode())) == MappedEntry("user_message", {"text": "é"}, line)
     entry = one(mapper.line(b"\xff\n"))
     assert (entry.entry_type, entry.raw) == ("unknown", "\ufffd\n")
+    # Bytes are parsed as read; what is not UTF-8 is read as its text (U+FFFD) says.
+    bad_byte = event({"type": "user_message", "message": "\ufffd"}).encode().replace(b"\xef\xbf\xbd", b"\xff")
+    assert one(mapper.line(bad_byte)).detail == {"text": "\ufffd"}
+    assert mapper.line("\u00a0\u2028".encode()) == SessionLine([])  # blank as text, not as bytes
+    assert mapper.line(b'{"type": 1}').entries[0].raw == '{"type": 1}'
+    for broken in (b'{"type": "event_msg",', '{"type": "event_msg",'):
+        said = "Expecting property name enclosed in double quotes: line 1 column 22 (char 21)"
+        assert one(mapper.line(broken)).detail == {"parse_error": f"invalid JSON: {said}"}
 
 
 def test_calls_that_never_end_are_not_kept_without_bound() -> None:

@@ -173,6 +173,10 @@ class _Said(NamedTuple):
     session_id: str | None = None
 
 
+def _text_of(line: str | bytes) -> str:
+    return line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+
+
 class CodexRolloutMapper:
     """Maps the lines of one rollout file, in file order (one mapper per file)."""
 
@@ -184,21 +188,40 @@ class CodexRolloutMapper:
         self._compaction_shown = False  # since the last `compacted` line
 
     def line(self, line: str | bytes) -> SessionLine:
-        """One line's entries and facts; never raises."""
-        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        """One line's entries and facts; never raises.
+
+        A line as read (bytes) is parsed as it is, and decoded only for what keeps its text
+        (the first entry's `raw`): most lines of a rollout say nothing (`world_state`,
+        `token_count`, ...), and three copies of each cost a tenth of an import."""
+        if isinstance(line, bytes):
+            if line.isspace() or not line:
+                return SessionLine([])
+            try:
+                record = loads(line)
+            except (ValueError, RecursionError):  # not UTF-8, perhaps: what its text says
+                return self._parsed_text(line.decode("utf-8", "replace"))
+            return self._said(record, line)
+        return self._parsed_text(line)
+
+    def _parsed_text(self, text: str) -> SessionLine:
         if not text.strip():
             return SessionLine([])
         try:
             record = loads(text)
         except (ValueError, RecursionError) as exc:
             return SessionLine([MappedEntry(_UNKNOWN, {"parse_error": f"invalid JSON: {exc}"}, text)])
+        return self._said(record, text)
+
+    def _said(self, record: Any, line: str | bytes) -> SessionLine:
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             reason = "a rollout line must be a JSON object with a string 'type'"
-            return SessionLine([MappedEntry(_UNKNOWN, {"parse_error": reason, "line": record}, text)])
+            return SessionLine(
+                [MappedEntry(_UNKNOWN, {"parse_error": reason, "line": record}, _text_of(line))]
+            )
         payload = record.get("payload")
         said = self._record(record["type"], payload if isinstance(payload, dict) else {}, record)
         entries = [
-            MappedEntry(entry_type.value, detail, text if index == 0 else None)
+            MappedEntry(entry_type.value, detail, _text_of(line) if index == 0 else None)
             for index, (entry_type, detail) in enumerate(said.entries)
         ]
         return SessionLine(entries, timestamp_ns(record.get("timestamp")), *said[1:])
