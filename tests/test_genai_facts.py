@@ -353,3 +353,20 @@ def test_wrong_types_tell_nothing(detail: dict[str, Any]) -> None:
     assert init_model(detail) is None
     assert final_answer(detail) is None
     assert subagent_agent_id(detail) is None
+
+
+def test_a_detail_is_read_as_a_mapping_whatever_mapping_it_is() -> None:
+    """Dicts are told at once; any other Mapping still counts (a harness may hand one over)."""
+    from types import MappingProxyType
+
+    from transcript_otel.genai.attributes import tool_identity
+    from transcript_otel.genai.lookup import is_mapping
+
+    class Ordered(dict[str, Any]):
+        pass
+
+    mappings: list[object] = [{}, Ordered(), MappingProxyType({"a": 1})]
+    others: list[object] = [None, [], "text", ("a", 1), 0]
+    assert [is_mapping(value) for value in mappings + others] == [True] * 3 + [False] * 5
+    proxy = MappingProxyType({"tool_use_id": "c1", "tool_name": "Bash"})
+    assert tool_identity(proxy) == tool_identity(dict(proxy)) == ("c1", "Bash")

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from transcript_otel.genai.lookup import mapping_at
+from transcript_otel.genai.lookup import is_mapping, mapping_at
 from transcript_otel.otel import attributes as attr
 from transcript_otel.records.serialize import safe_text
 
@@ -88,7 +88,7 @@ def _tool_candidates(detail: Mapping[str, Any]) -> list[tuple[Mapping[str, Any],
         content = container.get("content")
         if isinstance(content, list):
             for block in content:
-                if isinstance(block, Mapping) and block.get("type") in ("tool_use", "tool_result"):
+                if is_mapping(block) and block.get("type") in ("tool_use", "tool_result"):
                     candidates.append((block, True))
         candidates.append((container, False))
     return candidates
@@ -174,7 +174,7 @@ _CODEX_ITEM_TOOL_NAMES: Final = {
 
 def tool_identity(detail: Any) -> tuple[str | None, str | None]:
     """`(call id, tool name)` of a `tool_use`/`tool_result` entry's `detail`, where found."""
-    if not isinstance(detail, Mapping):
+    if not is_mapping(detail):
         return None, None
     found = _tool_attributes(detail)
     name = found.get(attr.GEN_AI_TOOL_NAME)
@@ -188,7 +188,7 @@ def tool_identity(detail: Any) -> tuple[str | None, str | None]:
 def usage_attributes(detail: Any) -> dict[str, int]:
     """The `gen_ai.usage.*` token counts found in `detail` (Codex, Claude or plain): input is the
     whole prompt, cached tokens included, and a cache-write count goes under both its names."""
-    return _usage_attributes(detail) if isinstance(detail, Mapping) else {}
+    return _usage_attributes(detail) if is_mapping(detail) else {}
 
 
 def _running_total(detail: Any) -> dict[str, int] | None:
@@ -225,7 +225,7 @@ class RunningUsage:
 def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:
     """The `gen_ai.tool.*` / `gen_ai.usage.*` attributes `detail` supports. A tool is named as
     its span names it (`tool_identity`): Codex command, file-change and web-search items too."""
-    if not isinstance(detail, Mapping):
+    if not is_mapping(detail):
         return {}
     if entry_type in ("tool_use", "tool_result"):
         call_id, name = tool_identity(detail)
@@ -242,12 +242,12 @@ def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:
 
 def cost_usd(detail: Any) -> float:
     """The cost a `token_usage` entry adds: its `turn_cost_usd`, else Claude's `total_cost_usd`."""
-    if not isinstance(detail, Mapping):
+    if not is_mapping(detail):
         return 0.0
     cost = detail.get("turn_cost_usd")
     if cost is None:
         entry = detail.get("sdk_entry")
-        cost = entry.get("total_cost_usd") if isinstance(entry, Mapping) else None
+        cost = entry.get("total_cost_usd") if is_mapping(entry) else None
     if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
         return float(cost)
     return 0.0
@@ -271,25 +271,25 @@ def run_totals(usage: Mapping[str, int]) -> dict[str, int]:
 def session_usage(detail: Any) -> dict[str, int]:
     """The session's own running token totals a `token_usage` entry reports (Claude Code's
     `modelUsage`, subagents included, as the mapping put it in `detail.session_usage`)."""
-    totals = detail.get("session_usage") if isinstance(detail, Mapping) else None
+    totals = detail.get("session_usage") if is_mapping(detail) else None
     return usage_attributes({"usage": totals}) if totals is not None else {}
 
 
 def tool_failed(detail: Any) -> bool:
     """Whether a `tool_result` entry says its call failed (each harness says it its own way)."""
-    if not isinstance(detail, Mapping):
+    if not is_mapping(detail):
         return False
     if detail.get("is_error") is True:  # line adapters say so themselves
         return True
     result = detail.get("result")
-    if isinstance(result, Mapping) and result.get("success") is False:
+    if is_mapping(result) and result.get("success") is False:
         return True
     entry = detail.get("sdk_entry")
-    if isinstance(entry, Mapping) and entry.get("is_error") is True:
+    if is_mapping(entry) and entry.get("is_error") is True:
         return True
     notification = detail.get("notification")
-    item = notification.get("item") if isinstance(notification, Mapping) else None
-    if isinstance(item, Mapping):
+    item = notification.get("item") if is_mapping(notification) else None
+    if is_mapping(item):
         exit_code = item.get("exitCode")
         return item.get("status") in ("failed", "declined") or (isinstance(exit_code, int) and exit_code != 0)
     return False
@@ -298,9 +298,9 @@ def tool_failed(detail: Any) -> bool:
 def message_usage(detail: Any) -> tuple[str, dict[str, int]] | None:
     """A Claude transcript message's id and usage (repeated on each line of the message; on the
     first call of a message of tool calls only, `claude_message`)."""
-    entry = detail.get("sdk_entry") if isinstance(detail, Mapping) else None
-    message = entry.get("message") if isinstance(entry, Mapping) else None
-    if not isinstance(message, Mapping) or not isinstance(message.get("id"), str):
+    entry = detail.get("sdk_entry") if is_mapping(detail) else None
+    message = entry.get("message") if is_mapping(entry) else None
+    if not is_mapping(message) or not isinstance(message.get("id"), str):
         message = mapping_at(detail, "claude_message")
     if message is None or not isinstance(message.get("id"), str):
         return None

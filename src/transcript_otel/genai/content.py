@@ -47,6 +47,7 @@ from typing import Any, Final
 
 from transcript_otel.genai.facts import final_answer
 from transcript_otel.genai.fit import AttributeBuilder
+from transcript_otel.genai.lookup import is_mapping
 from transcript_otel.genai.pieces import (
     KEEP_CHARS,
     KIND_ANSWER,
@@ -177,7 +178,7 @@ class ToolContent:
 
     def add(self, entry_type: str, detail: Any) -> None:
         try:
-            if not isinstance(detail, Mapping):
+            if not is_mapping(detail):
                 return
             # The span knows its call's id and name: only the words are read here.
             if entry_type == "tool_use":
@@ -258,7 +259,7 @@ def system_instructions_attributes(text: str | None, rules: ContentRules) -> Con
 def _definition(definition: Any, builder: AttributeBuilder) -> dict[str, Any] | None:
     """`{"type": "function", "name", "description", "parameters"}` of a tool definition (WINK's
     `{name, description, inputSchema}`, Anthropic's `input_schema`, or the conventions' own)."""
-    if not isinstance(definition, Mapping):
+    if not is_mapping(definition):
         return None
     name = definition.get("name")
     if not isinstance(name, str) or not name:
@@ -271,7 +272,7 @@ def _definition(definition: Any, builder: AttributeBuilder) -> dict[str, Any] | 
         found["description"] = builder.text(description)
     for key in ("parameters", "inputSchema", "input_schema"):
         parameters = definition.get(key)
-        if isinstance(parameters, Mapping):
+        if is_mapping(parameters):
             found["parameters"] = builder.value(parameters)
             break
     return found

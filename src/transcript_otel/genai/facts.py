@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from transcript_otel.genai.lookup import mapping_at
+from transcript_otel.genai.lookup import is_mapping, mapping_at
 from transcript_otel.records.serialize import safe_text
 
 # Claude Code's own messages (an API error's text, ...) name this model: no model answered.
@@ -56,7 +56,7 @@ class SubagentIdentity(NamedTuple):
 
 def _text(container: Any, key: str) -> str | None:
     """The non-empty string under `key`, made encodable (OTLP cannot carry lone surrogates)."""
-    value = container.get(key) if isinstance(container, Mapping) else None
+    value = container.get(key) if is_mapping(container) else None
     return safe_text(value)[0] if isinstance(value, str) and value else None
 
 

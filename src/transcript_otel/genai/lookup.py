@@ -9,7 +9,16 @@ they never raise.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+
+def is_mapping(value: Any) -> TypeIs[Mapping[str, Any]]:
+    """`isinstance(value, Mapping)`, with a dict (most details and their parts) told at once:
+    the ABC's check costs ~0.2 µs, and an import asks it a hundred thousand times."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 def value_at(value: Any, *keys: str) -> Any:

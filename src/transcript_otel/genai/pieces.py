@@ -19,7 +19,7 @@ from typing import Any, Final, NamedTuple
 
 from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.genai.facts import final_answer
-from transcript_otel.genai.lookup import value_at
+from transcript_otel.genai.lookup import is_mapping, value_at
 from transcript_otel.records.serialize import safe_text
 
 # What a span keeps of its entries' words until it ends, in characters (`ChatContent`): about
@@ -107,7 +107,7 @@ def _size_of(value: Any, depth: int = _SIZE_DEPTH) -> int:
     if isinstance(value, str):
         return len(value)
     items: list[Any]
-    if isinstance(value, Mapping):
+    if is_mapping(value):
         items = list(islice(value.values(), _SIZE_ITEMS))
     elif isinstance(value, list | tuple):
         items = list(value[:_SIZE_ITEMS])
@@ -136,7 +136,7 @@ def make_piece(
 def _message(detail: Mapping[str, Any]) -> Any:
     """Claude's `sdk_entry.message`, else a chat adapter's `message`."""
     message = value_at(detail, "sdk_entry", "message")
-    return message if isinstance(message, Mapping) else detail.get("message")
+    return message if is_mapping(message) else detail.get("message")
 
 
 def _user_pieces(detail: Mapping[str, Any]) -> list[Piece]:
@@ -187,7 +187,7 @@ def _thinking_pieces(detail: Mapping[str, Any]) -> list[Piece]:
 def _codex_item(detail: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The Codex item a tool entry is about: app-server `notification.item`, exec `event.item`."""
     for item in (value_at(detail, "notification", "item"), value_at(detail, "event", "item")):
-        if isinstance(item, Mapping):
+        if is_mapping(item):
             return item
     return None
 
@@ -211,7 +211,7 @@ def call_arguments(detail: Mapping[str, Any]) -> Any:
         if item.get("arguments") is not None:  # MCP calls
             return item.get("arguments")
     for container in (detail.get("notification"), detail.get("sdk_entry"), detail):
-        if isinstance(container, Mapping):
+        if is_mapping(container):
             for key in ("arguments", "input"):  # WINK-bridged Codex tools; Claude, chat, RTF1
                 if container.get(key) is not None:
                     return container[key]
@@ -242,11 +242,11 @@ def call_response(detail: Mapping[str, Any]) -> tuple[tuple[str, ...], Any]:
         if kind in _WEB_SEARCH_ITEMS:
             return (), item.get("results")
     result = detail.get("result")  # WINK-bridged Codex tools
-    if isinstance(result, Mapping):
+    if is_mapping(result):
         texts = texts_of(result.get("contentItems"))
         return (texts, None) if texts else ((), result)
     entry = detail.get("sdk_entry")
-    if isinstance(entry, Mapping) and "content" in entry:  # Claude: a string or blocks
+    if is_mapping(entry) and "content" in entry:  # Claude: a string or blocks
         content = entry["content"]
         texts = texts_of(content)
         return (texts, None) if texts else ((), _without_media(content) or None)
@@ -280,7 +280,7 @@ def _response_piece(detail: Mapping[str, Any]) -> Piece:
 
 def entry_pieces(entry_type: str, detail: Any) -> list[Piece]:
     """The message parts an entry holds (an empty list for anything else)."""
-    if not isinstance(detail, Mapping):
+    if not is_mapping(detail):
         return []
     if entry_type == "user_message":
         return _user_pieces(detail)
@@ -318,7 +318,7 @@ def _bounded(piece: Piece, keep_chars: int) -> Piece:
     value = piece.value
     if isinstance(value, str):
         value = _cut(value, room)
-    elif isinstance(value, Mapping):  # arguments: their long strings cut, their keys kept
+    elif is_mapping(value):  # arguments: their long strings cut, their keys kept
         value = {key: _cut(item, room) if isinstance(item, str) else item for key, item in value.items()}
     if value is not None and not isinstance(value, str) and _size_of(value) > room:
         # Too large a structure to keep by reference (an image's base64 inside a result): the
