@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.context import Context
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.exports.bundle.writer import write_bundle
@@ -476,3 +477,36 @@ def test_url_passwords_and_aws_secret_keys_are_redacted(text: str, kind: str, se
 )
 def test_urls_without_a_password_are_left_alone(text: str) -> None:
     assert Redactor().text(text) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=30), st.sampled_from(list(SECRETS.values())), st.just("https://u:pw@host/x")
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_texts_are_redacted_together_as_each_alone(texts: list[str], user_rules: bool) -> None:
+    redactor = Redactor([("ticket", r"TICKET-\d+")] if user_rules else ())
+    assert redactor.texts(texts) == [redactor.text(text) for text in texts]
+
+
+def test_a_span_records_fields_are_redacted(tmp_path: Path) -> None:
+    pipeline = TranscriptPipeline([JsonlMirror(tmp_path)])
+    try:
+        emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
+        emitter.start()
+        emitter.span_ended(
+            {"name": f"execute_tool {SECRETS['github_token']}", "kind": "INTERNAL", "status": "UNSET"},
+            Context(),
+            1,
+        )
+        emitter.stop()
+    finally:
+        pipeline.shutdown()
+    (span,) = [r for r in read_records(str(emitter.jsonl_path)) if r["event"] == "transcript.span"]
+    assert span["context"]["name"] == f"execute_tool {marker('github_token', SECRETS['github_token'])}"
+    assert (span["context"]["kind"], span["context"]["status"]) == ("INTERNAL", "UNSET")

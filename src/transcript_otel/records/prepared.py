@@ -106,11 +106,12 @@ def prepare_lifecycle(item: QueuedItem, redactor: Redactor | None = None) -> Pre
             dropped_entries=run.dropped,
         )
     if isinstance(extra, dict):
-        for key, value in extra.items():
-            if key not in context:  # caller fields never overwrite the run's identity
-                if isinstance(value, str):
-                    value = safe_text(value if redactor is None else redactor.text(value))[0]
-                context[key] = value
+        fields = {key: value for key, value in extra.items() if key not in context}  # never the run's
+        texts = [key for key, value in fields.items() if isinstance(value, str)]
+        said = [fields[key] for key in texts]
+        for key, text in zip(texts, said if redactor is None else redactor.texts(said), strict=True):
+            fields[key] = safe_text(text)[0]
+        context.update(fields)
     record = PreparedRecord(
         event=event,
         run=run,

@@ -348,6 +348,15 @@ class Redactor:
             text = redacted.decode("utf-8", "surrogatepass")
         return self._user_rules(text)
 
+    def texts(self, texts: list[str]) -> list[str]:
+        """`text()` of each, with the built-in rules' literals looked for in all at once: most
+        texts hold none, and each search costs a call before a byte is read (a span's record
+        has half a dozen short fields)."""
+        if len(texts) < 2 or self.has_user_rules:
+            return [self.text(text) for text in texts]
+        holding = parts_holding_literals([text.encode("utf-8", "surrogatepass") for text in texts])
+        return [self.text(text) if holds else text for text, holds in zip(texts, holding, strict=True)]
+
     # Encoded JSON with the built-in patterns applied (it stays valid JSON); `_builtin`
     # itself rather than a method that calls it, which cost a call per entry.
     encoded = staticmethod(_builtin)
