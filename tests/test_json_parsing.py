@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -39,7 +40,15 @@ def test_what_python_writes_parses_to_what_the_stdlib_reads(value: Any) -> None:
     ids=["nan", "big-int", "lone-surrogate", "duplicate-key", "19-digits", "deep"],
 )
 def test_what_orjson_refuses_is_read_as_the_stdlib_reads_it(text: str) -> None:
-    assert repr(loads(text)) == repr(json.loads(text))
+    assert _outcome(loads, text) == _outcome(json.loads, text)
+
+
+def _outcome(parse: Callable[[str], Any], text: str) -> str:
+    """What parsing `text` gives, or raises (1,100 levels are too deep for the stdlib of 3.11)."""
+    try:
+        return repr(parse(text))
+    except RecursionError as exc:
+        return type(exc).__name__
 
 
 def test_a_bad_line_raises_the_stdlibs_error() -> None:
