@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -659,3 +660,31 @@ def test_any_lines_map_to_canonical_entries_and_never_raise(lines: list[str]) ->
         assert [entry.raw for entry in said.entries][:1] in ([], [line])
         for entry in said.entries:
             entry_text(entry.entry_type, entry.detail)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.datetimes(timezones=st.just(UTC)).map(
+                lambda t: t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            ),
+            st.sampled_from(
+                [
+                    "2026-11-27T08:01:07.12Z",
+                    "2026-11-27T08:01:07.\u0661\u0662\u0663Z",
+                    "2026-11-27T08:01:07.123",
+                    "x" * 24,
+                ]
+            ),
+            st.text(max_size=26),
+        ),
+        max_size=12,
+    )
+)
+def test_times_are_read_alike_in_any_order(values: list[str]) -> None:
+    """A line's second is kept for the next (most share it): what a time reads as never depends
+    on the line before."""
+    from transcript_otel.mappings import session_lines
+
+    for value in values:
+        assert session_lines.timestamp_ns(value) == session_lines._parsed(value)

@@ -27,10 +27,30 @@ class SessionLine(NamedTuple):
     session_id: str | None = None  # the session's own id, where the line names it
 
 
+# The last second told in the CLIs' own shape (`2026-11-27T08:01:07.123Z`), and its ns: most
+# lines of a session share their second with the line before.
+_last_second: tuple[str, int] = ("", 0)
+
+
 def timestamp_ns(value: Any) -> int | None:
     """An ISO 8601 time as the CLIs write it (`2026-11-27T08:01:07.123Z`) in ns; None if not one."""
+    global _last_second
     if not isinstance(value, str):
         return None
+    millis = value[20:23]
+    shaped = (
+        len(value) == 24 and value[19] == "." and value[23] == "Z" and millis.isascii() and millis.isdigit()
+    )
+    second, second_ns = _last_second
+    if shaped and value[:19] == second:
+        return second_ns + int(millis) * 1_000_000
+    found = _parsed(value)
+    if shaped and found is not None:
+        _last_second = (value[:19], found - int(millis) * 1_000_000)
+    return found
+
+
+def _parsed(value: str) -> int | None:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:

@@ -11,6 +11,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.trace import SpanContext
 
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.records.queued import EntryPlacement, QueuedItem
@@ -70,16 +71,29 @@ def record_message(event: TranscriptEvent, context: dict[str, Any]) -> str:
     return str(event.value)
 
 
+# The last span context whose ids were written out, and them: a span's records come together.
+_last_ids: tuple[SpanContext | None, str, str] = (None, "", "")
+
+
 def with_trace(record: PreparedRecord) -> PreparedRecord:
     """`record` with the trace and span ids of its OTel context, if that holds a valid span."""
+    global _last_ids
     # An empty Context (no span was current when the agent emitted) is falsy: nothing to look up.
     if record.otel_context:
         span_context = trace.get_current_span(record.otel_context).get_span_context()
-        if span_context.is_valid:
-            record.trace_id = span_context.trace_id
-            record.span_id = span_context.span_id
-            record.context["trace_id"] = format(span_context.trace_id, "032x")
-            record.context["span_id"] = format(span_context.span_id, "016x")
+        last = _last_ids
+        if span_context is not last[0]:
+            if not span_context.is_valid:
+                return record
+            last = _last_ids = (
+                span_context,
+                format(span_context.trace_id, "032x"),
+                format(span_context.span_id, "016x"),
+            )
+        record.trace_id = span_context.trace_id
+        record.span_id = span_context.span_id
+        record.context["trace_id"] = last[1]
+        record.context["span_id"] = last[2]
     return record
 
 
