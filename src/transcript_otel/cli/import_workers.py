@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import sys
 import warnings
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -95,16 +96,17 @@ def imports(sessions: Sequence[SessionFiles], directory: Path, jobs: int) -> Gen
 
 
 def _worker_start() -> BaseContext:
-    """How workers start: forked from this process, with what an import needs imported once
-    here, while it has no other thread (the pool forks them all at its first task, before its
-    own thread starts); else spawned, each importing it all again (0.2 s of CPU a worker, 6%
+    """How workers start: forked from this process on Linux, with what an import needs imported
+    once here, while it has no other thread (the pool forks them all at its first task, before
+    its own thread starts); else spawned, each importing it all again (0.2 s of CPU a worker, 6%
     of importing 100 MB with two). A fork copies this process's state: nothing of an import's
     is set up here, and the registry gives a forked child fresh pipelines."""
     import importlib
     import multiprocessing
     import threading
 
-    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+    # Linux only: macOS's own libraries may run threads a fork would break (spawn is its default).
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
         return multiprocessing.get_context("spawn")  # a fork would copy other threads' locks
     for module in _WHAT_AN_IMPORT_LOADS:
         importlib.import_module(module)
