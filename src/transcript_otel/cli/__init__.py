@@ -15,8 +15,7 @@ from typing import Any
 
 from transcript_otel.cli import export_commands, import_command, read_commands, watch_command
 from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
-from transcript_otel.reading.sources import RunNotFoundError
-from transcript_otel.reading.text import visible
+from transcript_otel.reading.errors import RunNotFoundError
 from transcript_otel.version import __version__
 
 __all__ = ["main"]
@@ -83,6 +82,8 @@ class _Warnings:
             self.more += 1
             return
         self.shown += 1
+        from transcript_otel.reading.text import visible
+
         print(f"transcript-otel: warning: {visible(str(message))}", file=sys.stderr)
 
     def print_the_rest(self) -> None:

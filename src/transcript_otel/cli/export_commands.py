@@ -14,12 +14,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from transcript_otel.cli.read_commands import add_run_command
-from transcript_otel.exports import destination
-from transcript_otel.reading.show import ShowWriter
-from transcript_otel.reading.sources import RecordSource, open_run
+
+if TYPE_CHECKING:
+    from transcript_otel.reading.sources import RecordSource
 
 FORMATS: Final = ("devflow", "markdown", "html", "jsonl")
 _PROGRESS_EVERY_S: Final = 0.2
@@ -71,10 +71,17 @@ def add_bundle(commands: Any) -> None:
     )
 
 
+def _opened(run: str, label: str) -> Progress:
+    """The run asked for (`open_run`), its records counted on a terminal as they are read."""
+    from transcript_otel.reading.sources import open_run
+
+    return Progress(open_run(run), label, sys.stderr)
+
+
 def run_bundle(args: argparse.Namespace, out: TextIO) -> int:
     from transcript_otel.exports.bundle.writer import write_bundle
 
-    source = Progress(open_run(args.run), "bundling", sys.stderr)
+    source = _opened(args.run, "bundling")
     if args.output != "-":
         info = write_bundle(source.records(), args.output)
         print(f"{info.path}: {info.entries} entries", file=sys.stderr)
@@ -114,7 +121,7 @@ def add_export(commands: Any) -> None:
 
 
 def run_export(args: argparse.Namespace, out: TextIO) -> int:
-    source = Progress(open_run(args.run), f"exporting {args.format}", sys.stderr)
+    source = _opened(args.run, f"exporting {args.format}")
     if args.format == "devflow":
         from transcript_otel.exports.devflow.writer import write_devflow
 
@@ -127,6 +134,8 @@ def run_export(args: argparse.Namespace, out: TextIO) -> int:
 
             write_html(source, stream)
         elif args.format == "markdown":
+            from transcript_otel.reading.show import ShowWriter
+
             writer = ShowWriter(stream, max_chars=None, markdown=True)
             for record in source.records():
                 writer.write(record)
@@ -143,6 +152,8 @@ def _text_output(path: str | None, default: TextIO) -> Iterator[TextIO]:
     if path is None or path == "-":
         yield default
         return
+    from transcript_otel.exports import destination
+
     target = Path(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=destination.scratch_directory(target))
     try:
@@ -199,7 +210,7 @@ def run_replay(args: argparse.Namespace, out: TextIO) -> int:
     quiet = logging.getLogger("opentelemetry")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    source = Progress(open_run(args.run), "replaying", sys.stderr)
+    source = _opened(args.run, "replaying")
     try:
         result = replay(
             source, endpoint=args.endpoint, protocol=args.protocol, service_name=args.service_name

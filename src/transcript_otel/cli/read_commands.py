@@ -8,14 +8,12 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from transcript_otel.model.invariants import INVARIANTS, check_invariants
-from transcript_otel.reading.digest import RunDigest
-from transcript_otel.reading.lines import TranscriptReadWarning
-from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
-from transcript_otel.reading.sources import open_run
-from transcript_otel.reading.text import visible
+from transcript_otel.model.invariants import INVARIANTS
+
+if TYPE_CHECKING:
+    from transcript_otel.reading.digest import RunDigest
 
 RUN_HELP = (
     "a JSONL mirror file, a debug bundle (.zip), an OTLP JSON export, or a run id, session id or "
@@ -86,6 +84,9 @@ def add_show(commands: Any) -> None:
 
 
 def run_show(args: argparse.Namespace, out: TextIO) -> int:
+    from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
+    from transcript_otel.reading.sources import open_run
+
     source = open_run(args.run)
     writer = ShowWriter(
         out,
@@ -124,6 +125,10 @@ def add_summary(commands: Any) -> None:
 
 
 def run_summary(args: argparse.Namespace, out: TextIO) -> int:
+    from transcript_otel.reading.digest import RunDigest
+    from transcript_otel.reading.sources import open_run
+    from transcript_otel.reading.text import visible
+
     digest = RunDigest.of(open_run(args.run).records())
     if args.json:
         json.dump(digest.as_dict(), out, indent=2, ensure_ascii=False)
@@ -212,6 +217,10 @@ def add_validate(commands: Any) -> None:
 
 
 def run_validate(args: argparse.Namespace, out: TextIO) -> int:
+    from transcript_otel.model.invariants import check_invariants
+    from transcript_otel.reading.lines import TranscriptReadWarning
+    from transcript_otel.reading.sources import open_run
+
     source = open_run(args.run)
     counted = {"records": 0}
     with warnings.catch_warnings(record=True) as unreadable:

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, Protocol
 
 from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
 from transcript_otel.reading.bundle import iter_bundle_records
+from transcript_otel.reading.errors import NotARunError, RunNotFoundError
 from transcript_otel.reading.lines import LineReader, TranscriptReadWarning
 from transcript_otel.reading.otlp_records import NotOtlpError, records_from_otlp
 from transcript_otel.records.serialize import loads
@@ -42,14 +43,6 @@ class RecordSource(Protocol):
     """Anything whose records can be read, from the start, as many times as asked."""
 
     def records(self) -> Iterator[dict[str, Any]]: ...
-
-
-class RunNotFoundError(LookupError):
-    """No run matches what was asked for (the message says where we looked)."""
-
-
-class NotARunError(ValueError):
-    """The file has content, but no transcript record in it."""
 
 
 @dataclass(frozen=True, slots=True)
