@@ -21,20 +21,15 @@ _LOADED_ON_FIRST_USE: Final = {
     "SpanEventSink": "transcript_otel.sinks.span_events",
 }
 
-if not TYPE_CHECKING:
+if not TYPE_CHECKING:  # PEP 562; hidden from type checkers, which see the imports above
 
     def __getattr__(name: str) -> object:
-        module_name = _LOADED_ON_FIRST_USE.get(name)
-        if module_name is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         from importlib import import_module
 
-        value = getattr(import_module(module_name), name)
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *_LOADED_ON_FIRST_USE})
+        if name not in _LOADED_ON_FIRST_USE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        sink = globals()[name] = getattr(import_module(_LOADED_ON_FIRST_USE[name]), name)
+        return sink
 
 
 __all__ = ["JsonlMirror", "OTelLogSink", "Sink", "SpanEventSink"]
