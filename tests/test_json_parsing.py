@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transcript_otel.mappings._json import loads
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
+from transcript_otel.records.serialize import parse_json
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
@@ -23,8 +23,8 @@ _JSON = st.recursive(
 @given(_JSON)
 def test_what_python_writes_parses_to_what_the_stdlib_reads(value: Any) -> None:
     text = json.dumps(value)  # NaN, infinities and integers of any size included
-    assert repr(loads(text)) == repr(json.loads(text))
-    assert repr(loads(text.encode())) == repr(json.loads(text))
+    assert repr(parse_json(text)) == repr(json.loads(text))
+    assert repr(parse_json(text.encode())) == repr(json.loads(text))
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_what_python_writes_parses_to_what_the_stdlib_reads(value: Any) -> None:
     ids=["nan", "big-int", "lone-surrogate", "duplicate-key", "19-digits", "deep"],
 )
 def test_what_orjson_refuses_is_read_as_the_stdlib_reads_it(text: str) -> None:
-    assert _outcome(loads, text) == _outcome(json.loads, text)
+    assert _outcome(parse_json, text) == _outcome(json.loads, text)
 
 
 def _outcome(parse: Callable[[str], Any], text: str) -> str:
@@ -53,9 +53,9 @@ def _outcome(parse: Callable[[str], Any], text: str) -> str:
 
 def test_a_bad_line_raises_the_stdlibs_error() -> None:
     with pytest.raises(json.JSONDecodeError, match=r"^Expecting ',' delimiter: line 1 column 9 \(char 8\)$"):
-        loads('{"a": 1 "b": 2}')
+        parse_json('{"a": 1 "b": 2}')
     with pytest.raises(UnicodeDecodeError):
-        loads(b'{"a": "\xff"}')  # bytes that are not UTF-8, as `json.loads` says
+        parse_json(b'{"a": "\xff"}')  # bytes that are not UTF-8, as `json.loads` says
     said = CodexRolloutMapper().line(b'{"type": "event_msg",')
     assert said.entries[0].entry_type == "unknown"
     assert said.entries[0].detail["parse_error"].startswith("invalid JSON: Expecting property name")

@@ -46,11 +46,11 @@ from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings._json import loads
 from transcript_otel.mappings.claude_stream import RunningCost, summed_model_usage
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
+from transcript_otel.records.serialize import parse_json
 
 # A message's usage keys, as the session's totals (`cost-state`) give them too.
 _USAGE_KEYS: Final = (
@@ -124,7 +124,7 @@ class ClaudeSessionMapper:
         if isinstance(line, bytes):
             line = line.decode("utf-8", "backslashreplace")
         try:
-            entry = loads(line) if isinstance(line, str) else None
+            entry = parse_json(line) if isinstance(line, str) else None
         except (ValueError, RecursionError):
             entry = None
         if not isinstance(entry, dict):  # the transcript mapping says why, with the line as raw
@@ -222,7 +222,7 @@ class ClaudeSessionMapper:
         """Go on from a `cost-state` line (the last before the lines this mapper will see: a
         session taken up part-way): its totals were reported, so only what comes after counts."""
         try:
-            entry = loads(cost_state)
+            entry = parse_json(cost_state)
         except (ValueError, RecursionError):
             return
         if not isinstance(entry, dict):

@@ -26,9 +26,8 @@ from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings._json import loads
 from transcript_otel.model.entries import EntryType
-from transcript_otel.records.serialize import safe_text
+from transcript_otel.records.serialize import parse_json, safe_text
 
 _TYPE_MAP: Final = {
     "user": EntryType.USER_MESSAGE,
@@ -63,7 +62,7 @@ class ClaudeTranscriptMapper:
             text = safe_text(line)[0]  # a repr that cannot raise
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": "line is not text"}, text, source)]
         try:
-            entry = loads(line)
+            entry = parse_json(line)
         except (ValueError, RecursionError) as exc:
             return [
                 MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"Invalid JSON: {exc}"}, line, source)

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings._json import loads
 from transcript_otel.model.entries import EntryType
+from transcript_otel.records.serialize import parse_json
 
 TOOL_ITEMS: Final = {
     "command_execution": "codex:command",
@@ -96,7 +96,7 @@ class CodexExecAdapter:
         if not line.strip():
             return []
         try:
-            event = loads(line)
+            event = parse_json(line)
         except (ValueError, RecursionError) as exc:
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):

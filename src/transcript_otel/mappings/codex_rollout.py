@@ -43,10 +43,10 @@ from __future__ import annotations
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings._json import loads
 from transcript_otel.mappings.codex_exec import tool_failed
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import EntryType
+from transcript_otel.records.serialize import parse_json
 
 _COMMAND: Final = "codex:command"
 _SHELL_TOOLS: Final = frozenset({"exec_command", "shell", "shell_command", "local_shell", "container.exec"})
@@ -112,7 +112,7 @@ def _call_input(payload: dict[str, Any]) -> Any:
         value = payload.get(key)
         if isinstance(value, str) and key == "arguments":
             try:
-                return loads(value)
+                return parse_json(value)
             except (ValueError, RecursionError):
                 return value
         if value is not None:
@@ -197,7 +197,7 @@ class CodexRolloutMapper:
             if line.isspace() or not line:
                 return SessionLine([])
             try:
-                record = loads(line)
+                record = parse_json(line)
             except (ValueError, RecursionError):  # not UTF-8, perhaps: what its text says
                 return self._parsed_text(line.decode("utf-8", "replace"))
             return self._said(record, line)
@@ -207,7 +207,7 @@ class CodexRolloutMapper:
         if not text.strip():
             return SessionLine([])
         try:
-            record = loads(text)
+            record = parse_json(text)
         except (ValueError, RecursionError) as exc:
             return SessionLine([MappedEntry(_UNKNOWN, {"parse_error": f"invalid JSON: {exc}"}, text)])
         return self._said(record, text)

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
-from transcript_otel.mappings._json import loads
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 from transcript_otel.model.entries import EntryType, RawJson
+from transcript_otel.records.serialize import parse_json
 
 ADAPTER_VARIABLE: Final = "TRANSCRIPT_OTEL_LINE_ADAPTER"
 _CODEX_EVENTS: Final = frozenset(
@@ -86,7 +86,7 @@ class ClaudeStreamJsonAdapter:
         if not line.strip():
             return []
         try:
-            message = loads(line)
+            message = parse_json(line)
         except (ValueError, RecursionError) as exc:
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
         if isinstance(message, dict) and isinstance(message.get("session_id"), str) and message["session_id"]:
@@ -121,7 +121,7 @@ ADAPTER_NAMES: Final = (*_FACTORIES, "auto")
 
 def _json_type(line: str) -> tuple[str | None, dict[str, Any]]:
     try:
-        value = loads(line)
+        value = parse_json(line)
     except (ValueError, RecursionError):
         return None, {}
     if isinstance(value, dict) and isinstance(value.get("type"), str):

