@@ -9,16 +9,13 @@ import sys
 import textwrap
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import Any, Final, TextIO
 
 from transcript_otel import environment_variables as env
 from transcript_otel.cli.import_workers import Outcome, imports, usable_cpus
 from transcript_otel.cli.read_commands import number_at_least
 from transcript_otel.sessions.files import SessionFiles, claude_code_root, codex_root, find_sessions
 from transcript_otel.sinks.jsonl_files import default_directory
-
-if TYPE_CHECKING:
-    pass
 
 _DESCRIPTION: Final = (
     "Import the sessions Claude Code and Codex logged themselves (no wrapper needed): each "

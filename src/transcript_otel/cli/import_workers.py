@@ -189,7 +189,7 @@ def _start_worker() -> None:
     """A worker's start: SIGINT (a Ctrl-C reaches the whole process group) interrupts the import
     under way, as in the parent, and the worker starts no other; idle, it waits quietly."""
     signal.signal(signal.SIGINT, _on_sigint)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the parent spawned it
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the parent started it
 
 
 def _on_sigint(signum: int, frame: FrameType | None) -> None:

@@ -121,9 +121,9 @@ def prepare_lifecycle(item: QueuedItem, redactor: Redactor | None = None) -> Pre
         )
     if isinstance(extra, dict):
         fields = {key: value for key, value in extra.items() if key not in context}  # never the run's
-        texts = [key for key, value in fields.items() if isinstance(value, str)]
-        said = [fields[key] for key in texts]
-        for key, text in zip(texts, said if redactor is None else redactor.texts(said), strict=True):
+        text_keys = [key for key, value in fields.items() if isinstance(value, str)]
+        texts = [fields[key] for key in text_keys]
+        for key, text in zip(text_keys, texts if redactor is None else redactor.texts(texts), strict=True):
             fields[key] = safe_text(text)[0]
         context.update(fields)
     record = PreparedRecord(
