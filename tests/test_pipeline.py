@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import transcript_otel.sinks.jsonl as jsonl_module
 from transcript_otel import (
     TranscriptEmitter,
     TranscriptPipeline,
@@ -216,17 +217,16 @@ def test_sink_failing_to_name_the_run_file(
 def test_run_file_is_named_on_the_writer_not_on_the_agent_thread(
     make_pipeline: MakePipeline, runs_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Naming a run's file looks at the directory (is the name taken?): never on the agent's
-    thread, which must not wait for a filesystem, unless the application asks for the path."""
+    """Naming a run's file claims the name in the directory: never on the agent's thread,
+    which must not wait for a filesystem, unless the application asks for the path."""
     looked_from: list[str] = []
-    exists = os.path.exists
+    claim = jsonl_module.claim_private
 
-    def recording_exists(path: str) -> bool:
-        if str(path).startswith(str(runs_dir)):
-            looked_from.append(threading.current_thread().name)
-        return exists(path)
+    def recording_claim(path: Path) -> bool:
+        looked_from.append(threading.current_thread().name)
+        return claim(path)
 
-    monkeypatch.setattr(os.path, "exists", recording_exists)
+    monkeypatch.setattr(jsonl_module, "claim_private", recording_claim)
     pipeline = make_pipeline([JsonlMirror(runs_dir)])
     emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
     emitter.start()
@@ -546,7 +546,7 @@ def test_a_pipeline_drained_by_its_caller_writes_on_the_callers_thread_only(
     ran: list[str] = []
     emitter.after_written(lambda: ran.append(threading.current_thread().name))
     time.sleep(0.1)  # a writer thread, if one ran, would have written by now
-    assert emitter.jsonl_path is None or not Path(emitter.jsonl_path).exists()
+    assert [path.stat().st_size for path in runs_dir.glob("*.jsonl")] in ([], [0])
     assert ran == []
     assert set(threading.enumerate()) <= threads_before
     pipeline.drain_here()

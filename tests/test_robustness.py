@@ -15,6 +15,7 @@ import transcript_otel.sinks.jsonl as jsonl_module
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, TranscriptReadWarning, read_records
 from transcript_otel.reading.otlp_records import record_from_otlp
 from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks import JsonlMirror, Sink
 
 from helpers import entry_contexts, run_records
@@ -235,8 +236,8 @@ def test_a_forked_child_never_shares_the_file_its_parent_names_after_the_fork(
         warnings.simplefilter("ignore", DeprecationWarning)  # forking a process with threads
         child = context.Process(target=record_in_child)
         child.start()
-    parent_path = Path(str(parent.jsonl_path))  # named now, after the fork, and not created yet
-    assert not parent_path.exists()
+    parent_path = Path(str(parent.jsonl_path))  # named (claimed empty) now, after the fork
+    assert parent_path.stat().st_size == 0
     named.set()
     child.join(30.0)
     assert child.exitcode == 0
@@ -255,3 +256,30 @@ def test_a_forked_child_never_shares_the_file_its_parent_names_after_the_fork(
         ("transcript.entry", {"text": "before the fork"}),
         ("transcript.stop", None),
     ]
+
+
+def test_two_processes_naming_runs_alike_in_the_same_second_get_two_files(tmp_path: Path) -> None:
+    """Two mirrors (what two processes each have) name runs with the same prompt, session and
+    start second, neither having written yet: the first name is claimed on disk, so the second
+    run takes its run-id suffix instead of appending to the first one's file."""
+    started_ns = time.time_ns()
+    first = RunInfo("same", "cli", "session-1", started_ns, run_id="a" * 32)
+    second = RunInfo("same", "cli", "session-1", started_ns, run_id="b" * 32)
+
+    first_path = Path(JsonlMirror(tmp_path).local_path(first))
+    second_path = Path(JsonlMirror(tmp_path).local_path(second))
+
+    assert first_path != second_path
+    assert first_path.name.endswith("_same_session-1.jsonl")
+    assert second_path.name.endswith("_same_session-1-bbbbbbbbbbbb.jsonl")
+    assert first_path.exists()
+    assert first_path.stat().st_mode & 0o777 == 0o600
+
+
+def test_naming_a_run_where_no_file_can_be_made_raises_nothing(tmp_path: Path) -> None:
+    """The name stands; the first write fails and is reported as any failed write is."""
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    path = JsonlMirror(not_a_directory).local_path(RunInfo("p", "a", "s", time.time_ns()))
+    assert Path(path).parent == not_a_directory
+    assert Path(path).name.endswith("_p_s.jsonl")

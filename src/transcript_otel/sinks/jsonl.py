@@ -23,12 +23,21 @@ from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks.base import Sink
 from transcript_otel.sinks.jsonl_buffer import BufferedFile
-from transcript_otel.sinks.jsonl_files import default_directory, open_private, run_file_name
+from transcript_otel.sinks.jsonl_files import claim_private, default_directory, open_private, run_file_name
 from transcript_otel.sinks.jsonl_write_failures import SINK_NAME, account_for_failure
 
 # A run that is never stopped must not hold a file descriptor for ever: files idle this
 # long are closed (and reopened for appending if the run writes again).
 IDLE_CLOSE_S: Final = 60.0
+
+
+def _claimed(path: str) -> bool:
+    """Whether `path` was free and is now this run's; a directory that cannot be written
+    counts as free: the first write fails and is reported as every failed write is."""
+    try:
+        return claim_private(Path(path))
+    except OSError:
+        return True
 
 
 class JsonlMirror(Sink):
@@ -68,9 +77,10 @@ class JsonlMirror(Sink):
             return str(self.path)
         name = run_file_name(run)
         candidate = os.path.join(self._directory_text, name)
-        # Files are created on the first write, so names already handed out count too; and a
-        # forked child cannot see a name its parent hands out after the fork.
-        if run.forked_from_run_id is not None or candidate in self._assigned or os.path.exists(candidate):
+        # The name is claimed by creating the file, so another process naming a run alike (same
+        # prompt, session and second) gets the run-id suffix; a forked child, which shares this
+        # one's memory of the names handed out but not what it names after the fork, always does.
+        if run.forked_from_run_id is not None or candidate in self._assigned or not _claimed(candidate):
             stem = name.removesuffix(".jsonl")
             candidate = os.path.join(self._directory_text, f"{stem}-{run.run_id[:12]}.jsonl")
         self._assigned.add(candidate)

@@ -37,9 +37,23 @@ def run_file_name(run: RunInfo) -> str:
 
 def open_private(target: Path) -> int:
     """Open `target` for appending: file 0600 in a 0700 directory."""
-    directory = target.parent
+    _private_directory(target.parent)
+    return os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def claim_private(target: Path) -> bool:
+    """Create `target` empty (0600 in a 0700 directory) unless it exists: False when it does.
+    Atomic, so of two processes naming a file alike only one gets the name."""
+    _private_directory(target.parent)
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _private_directory(directory: Path) -> None:
     if not directory.is_dir():
         os.makedirs(directory, mode=0o700, exist_ok=True)
         os.chmod(directory, 0o700)
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    return fd
