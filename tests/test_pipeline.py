@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import transcript_otel.sinks.jsonl as jsonl_module
+import transcript_otel.sinks.jsonl_files as jsonl_files
 from transcript_otel import (
     TranscriptEmitter,
     TranscriptPipeline,
@@ -220,7 +221,7 @@ def test_run_file_is_named_on_the_writer_not_on_the_agent_thread(
     """Naming a run's file claims the name in the directory: never on the agent's thread,
     which must not wait for a filesystem, unless the application asks for the path."""
     looked_from: list[str] = []
-    claim = jsonl_module.claim_private
+    claim = jsonl_files.claim_private
 
     def recording_claim(path: Path) -> bool:
         looked_from.append(threading.current_thread().name)
