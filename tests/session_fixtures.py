@@ -22,4 +22,13 @@ CLAUDE_SCENARIOS: Final = (
     "compacted",
     "auto_compacted",
 )
-CODEX_SCENARIOS: Final = ("shell", "apply_patch", "mcp_tool", "tool_then_500", "resumed", "compacted")
+CODEX_SCENARIOS: Final = (
+    "shell",
+    "apply_patch",
+    "mcp_tool",
+    "web_search",
+    "tour",
+    "tool_then_500",
+    "resumed",
+    "compacted",
+)

@@ -286,6 +286,8 @@ SAME_RUN = {
     "claude_code/denied_tool": "claude-stream-json",
     "codex/shell": "codex-json",
     "codex/mcp_tool": "codex-json",
+    "codex/web_search": "codex-json",
+    "codex/tour": "codex-json",
 }
 
 

@@ -82,6 +82,8 @@ def exec_tool(item: dict[str, Any]) -> tuple[Any, ...]:
     if kind == "mcp_tool_call":
         texts = [part["text"] for part in item["result"]["content"]]
         return ("mcp", item["server"], item["tool"], item["arguments"], "\n".join(texts))
+    if kind == "web_search":
+        return ("web_search", item["query"], item["action"])
     assert kind == "file_change"
     return ("file_change", sorted((change["path"], change["kind"]) for change in item["changes"]))
 
@@ -92,6 +94,8 @@ def rollout_tool(item: dict[str, Any], text: str) -> tuple[Any, ...]:
         return ("command", shlex.join(item["command"]), text, item["exit_code"])
     if kind == "McpToolCall":
         return ("mcp", item["server"], item["tool"], item["arguments"], text)
+    if kind == "WebSearch":
+        return ("web_search", item["query"], item["action"])
     assert kind == "FileChange"
     return ("file_change", sorted((path, change["type"]) for path, change in item["changes"].items()))
 
@@ -456,6 +460,21 @@ def test_typed_item_of_a_call_not_seen_gives_the_call_too() -> None:
         "tool_use", {"tool_use_id": "ws_1", "tool_name": "codex:web_search", "input": {"query": "otel"}}, line
     )
     assert (result.entry_type, result.raw, result.detail["is_error"]) == ("tool_result", None, False)
+
+
+def test_a_hosted_web_search_is_one_call_though_its_history_item_comes_after() -> None:
+    """Codex 0.171 writes the `WebSearch` item, then the history's `web_search_call` (same id,
+    no output after it): one tool call, answered, as `codex exec --json` shows it."""
+    mapper = CodexRolloutMapper()
+    action = {"type": "search", "query": "otel"}
+    use, result = mapper.line(
+        typed({"type": "WebSearch", "id": "ws_1", "query": "otel", "action": action})
+    ).entries
+    assert (use.entry_type, result.entry_type) == ("tool_use", "tool_result")
+    later = item({"type": "web_search_call", "id": "ws_1", "status": "completed", "action": action})
+    assert mapper.line(later).entries == []
+    # The id is forgotten once matched: a later call reusing it is a call again.
+    assert one(mapper.line(later)).entry_type == "tool_use"
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,11 @@ CODEX: dict[str, Scenario] = {
     "apply_patch": Scenario("apply_patch"),
     # tool_search, then the MCP tool `docs/lookup`.
     "mcp_tool": Scenario("mcp_tool"),
+    # A hosted web search in the same response as the answer.
+    "web_search": Scenario("web_search"),
+    # Every kind of item in one turn: commands (one failing), a patch, tool_search and the MCP
+    # tool, a web search, the answer.
+    "tour": Scenario("tour"),
     # A command, then every attempt at the next step fails with HTTP 500: the turn fails.
     "tool_then_500": Scenario("tool_then_500"),
     # `codex exec`, then `codex exec resume <thread id>` with a second prompt.

@@ -27,7 +27,8 @@ result (not the `*_output` item, unless no typed item answers that call), `token
 * `item_completed` `CommandExecution`, `FileChange`, `McpToolCall`, `WebSearch` →
   `tool_result` `{tool_use_id, tool_name, is_error, text, item}` (after a `tool_use` when the
   history showed no call); `*_output` → `tool_result` for a call no typed item answered (the
-  first of the two wins; Codex writes the typed item first);
+  first of the two wins; Codex writes the typed item first); a call the typed item came before
+  (a hosted `web_search_call`, written after its `WebSearch` item) → nothing;
 * `token_usage_record` → `token_usage` `{usage, response_id, turn_id}`: one response's tokens;
 * `event_msg` `error` / `stream_error` / `warning` → `system_event` `api_error` / `retry` /
   `warning`; `world_state`, `thread_settings_applied` and older versions' duplicates → nothing;
@@ -184,7 +185,7 @@ class CodexRolloutMapper:
 
     def __init__(self) -> None:
         self._calls: dict[str, str] = {}  # call id → tool name, for calls with no result yet
-        self._answered: dict[str, None] = {}  # calls a typed item answered, until their output
+        self._answered: dict[str, None] = {}  # calls a typed item answered, until their output or call
         self._compaction_shown = False  # since the last `compacted` line
 
     def line(self, line: str | bytes) -> SessionLine:
@@ -327,6 +328,11 @@ class CodexRolloutMapper:
             return [(EntryType.THINKING, {"text": "\n\n".join(texts)})] if texts else []
         call_id = _call_id(payload)
         if kind in _CALLS:
+            if call_id is not None and call_id in self._answered:
+                # A hosted web search: Codex writes the typed item, which gave the call and its
+                # result, before the history's call (and no output follows).
+                del self._answered[call_id]
+                return []
             name = _tool_name(payload)
             if call_id is not None:
                 _remember(self._calls, call_id, name)
