@@ -28,6 +28,7 @@ CODEX_SCENARIOS: Final = (
     "mcp_tool",
     "web_search",
     "tour",
+    "subagent",
     "tool_then_500",
     "resumed",
     "compacted",

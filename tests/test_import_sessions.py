@@ -171,6 +171,52 @@ def test_subagents_are_sources_and_spans_of_their_own(tmp_path: Path) -> None:
         assert span[fields.END] <= root[fields.END]
 
 
+def test_a_codex_subagents_thread_is_part_of_its_session(tmp_path: Path) -> None:
+    """Codex `multi_agent_v2` writes a subagent's thread to a file of its own: the import makes
+    it a source and an `invoke_agent` span of the session's one run, under the `spawn_agent`
+    call, running on after that call returned until the parent is told it completed; each
+    model call's tokens counted once, as served."""
+    rollouts = sorted((SESSIONS / "codex/subagent").rglob("rollout-*.jsonl"))
+    # Named alone, either file is the same session, whose main file is the root thread's.
+    assert len({find_sessions([path]).__next__().path for path in rollouts}) == 1
+    imported = _import("codex/subagent", tmp_path)
+    records = _records(imported)
+    entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    (child,) = [p for p in rollouts if p != imported.session.path]
+    thread = child.stem[-36:]
+    assert Counter(e["source"] for e in entries) == {"main": 14, f"subagent:{thread}": 5}
+    assert [e["entry_type"] for e in entries if e["entry_type"] == "unknown"] == []
+    spans = _spans(records)
+    by_name = {span[fields.NAME]: span for span in spans}
+    subagent, spawn = by_name["invoke_agent subagent"], by_name["execute_tool spawn_agent"]
+    assert subagent[fields.PARENT_SPAN_ID] == spawn["span_id"]
+    assert subagent[fields.ATTRIBUTES]["gen_ai.agent.id"] == thread
+    assert subagent[fields.END] > spawn[fields.END]
+    chats = {
+        span[fields.ATTRIBUTES].get("gen_ai.agent.name"): span[fields.ATTRIBUTES]["gen_ai.usage.input_tokens"]
+        for span in spans
+        if span[fields.NAME].startswith("chat")
+    }
+    assert chats == {None: 2400 + 2600 + 2800, thread: 1500}
+    run_total = by_name["invoke_agent codex"][fields.ATTRIBUTES]["transcript.usage.input_tokens"]
+    assert run_total == sum(call["usage"]["input_tokens"] for call in _served("codex/subagent")) == 9300
+
+
+def test_a_codex_subagents_file_without_its_roots_is_a_session_of_its_own(tmp_path: Path) -> None:
+    """Nothing is left out: with the root thread's file gone, the subagent's imports alone; a
+    rollout whose first line says nothing of its thread is a session too."""
+    rollouts = sorted((SESSIONS / "codex/subagent").rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_size)
+    child = tmp_path / "sessions" / rollouts[0].name
+    child.parent.mkdir()
+    shutil.copy(rollouts[0], child)
+    broken = child.parent / "rollout-2026-11-27T00-00-00-not-json.jsonl"
+    broken.write_text('{"timestamp": "2026-11-27T00:00:00Z", "type"\n')
+    found = {session.path: session.subagents for session in find_sessions([child.parent])}
+    assert found == {broken: (), child: ()}
+    imported = import_session(next(iter(find_sessions([child]))), tmp_path / "runs")
+    assert imported.summary.total_entries == 5
+
+
 def test_the_cli_imports_the_default_locations_and_the_readers_read_the_runs(tmp_path: Path) -> None:
     claude_home = tmp_path / "claude"
     shutil.copytree(SESSIONS / "claude_code/tools/home/.claude", claude_home)

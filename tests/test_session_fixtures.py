@@ -39,8 +39,14 @@ def claude_subagents(scenario: str) -> list[Path]:
 
 
 def codex_rollout(scenario: str) -> Path:
-    (path,) = (CODEX / scenario / "codex-home" / "sessions").glob("*/*/*/rollout-*.jsonl")
+    """The file of the thread `codex exec` ran (a subagent's thread has a file of its own)."""
+    thread = json.loads((CODEX / scenario / "stdout-1.jsonl").read_text().splitlines()[0])["thread_id"]
+    (path,) = (CODEX / scenario / "codex-home" / "sessions").glob(f"*/*/*/rollout-*-{thread}.jsonl")
     return path
+
+
+def codex_rollouts(scenario: str) -> list[Path]:
+    return sorted((CODEX / scenario / "codex-home" / "sessions").glob("*/*/*/rollout-*.jsonl"))
 
 
 def every_jsonl() -> Iterator[Path]:
@@ -244,10 +250,42 @@ def test_codex_lines_carry_what_an_importer_relies_on(scenario: str) -> None:
     # The per-response usage sums to the last running total.
     last = records[-1]["thread_token_usage"]
     assert sum(r["usage"]["input_tokens"] for r in records) == last["input_tokens"]
-    # The per-response records are what the scripted model served.
+    # The per-response records, in the thread's file and its subagents', are what the scripted
+    # model served.
     served = json.loads((CODEX / scenario / "meta.json").read_text())["served"]
     answered = [s["response_id"] for s in served if "usage" in s]
-    assert [r["response_id"] for r in records] == answered
+    every_record = [
+        line["payload"]["response_id"]
+        for rollout in codex_rollouts(scenario)
+        for line in lines(rollout)
+        if line["type"] == "token_usage_record"
+    ]
+    assert sorted(every_record) == answered
+
+
+def test_codex_subagent_threads_name_their_session_and_parent() -> None:
+    """`multi_agent_v2`: the subagent's file is named after its own thread; its `session_meta`
+    names the root thread as its session and parent, and the parent's file tells when it
+    started (with the spawning call's id) and completed."""
+    root = codex_rollout("subagent")
+    (child,) = [path for path in codex_rollouts("subagent") if path != root]
+    root_id = lines(root)[0]["payload"]["id"]
+    meta = lines(child)[0]["payload"]
+    assert child.stem.endswith(meta["id"])
+    assert meta["session_id"] == meta["parent_thread_id"] == root_id != meta["id"]
+    assert meta["source"]["subagent"]["thread_spawn"]["agent_path"] == "/root/helper"
+    activity = [
+        line["payload"]["item"]
+        for line in lines(root)
+        if line["type"] == "event_msg"
+        and line["payload"]["type"] == "item_completed"
+        and line["payload"]["item"]["type"] == "SubAgentActivity"
+    ]
+    assert [(a["kind"], a["agent_thread_id"]) for a in activity] == [
+        ("started", meta["id"]),
+        ("completed", meta["id"]),
+    ]
+    assert activity[0]["id"] == "call_spawn_1"
 
 
 def test_codex_tool_items_and_error() -> None:

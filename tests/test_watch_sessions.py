@@ -115,6 +115,35 @@ def test_a_growing_session_is_exported_line_by_line_as_an_import_gives_it(
     assert [r["event"] for r in records].count(TranscriptEvent.START.value) == 1
 
 
+def test_a_codex_subagents_thread_is_watched_as_part_of_its_session(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """Its own file appears while the root's grows: its lines go to the root's run, as the
+    import of the two files gives them. (Codex writes the file's first line, which says whose
+    thread it holds, whole: a watch that saw only part of it would take it for a session.)"""
+    day = SESSIONS / "codex/subagent/codex-home/sessions/2026/11/27"
+    root, child = sorted(day.glob("*.jsonl"), key=lambda path: path.stat().st_size, reverse=True)
+    (tmp_path / "home").mkdir()
+    watcher = watch()
+    target = tmp_path / "home" / "sessions" / "2026" / "11" / "27"
+    first_line = child.read_bytes().splitlines(keepends=True)[0]
+    growing = _copy_in_steps(root, target / root.name, 4)
+    next(growing)
+    watcher.poll_once()
+    (target / child.name).write_bytes(first_line)
+    for _ in growing:
+        watcher.poll_once()
+    with (target / child.name).open("ab") as out:
+        out.write(child.read_bytes()[len(first_line) :])
+    watcher.poll_once()
+    watcher.close()
+    records = _mirror(tmp_path / "runs")
+    assert [r["event"] for r in records].count(TranscriptEvent.START.value) == 1
+    sources = {r["context"]["source"] for r in records if r["event"] == TranscriptEvent.ENTRY.value}
+    assert sources == {"main", f"subagent:{child.stem[-36:]}"}
+    assert sorted(_said(records)) == sorted(_imported(day, tmp_path))
+
+
 def test_a_restart_goes_on_where_it_stopped_with_no_line_twice_or_left_out(
     tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:

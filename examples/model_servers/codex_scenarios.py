@@ -85,6 +85,11 @@ def mcp_call(call_id: str, server: str, tool: str, arguments: JsonObj) -> JsonOb
     return {**function_call(call_id, tool, arguments), "namespace": f"mcp__{server}"}
 
 
+def collaboration(call_id: str, tool: str, arguments: JsonObj) -> JsonObj:
+    """A call of one of the subagent tools codex offers with `multi_agent_v2`."""
+    return {**function_call(call_id, tool, arguments), "namespace": "collaboration"}
+
+
 def apply_patch(call_id: str, patch: str) -> JsonObj:
     return {"type": "custom_tool_call", "call_id": call_id, "name": "apply_patch", "input": patch}
 
@@ -228,6 +233,30 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
                 reasoning_tokens=6,
             )
         ]
+    },
+    # A subagent (`multi_agent_v2`'s `collaboration` tools): spawned with a task of its own,
+    # waited for, its answer reported. The child's conversation key is the longer one: with
+    # `fork_turns` "all" its request would hold the parent's prompt too.
+    "subagent": {
+        "SUBAGENT-SCENARIO": [
+            Step.call(
+                collaboration(
+                    "call_spawn_1",
+                    "spawn_agent",
+                    {"task_name": "helper", "message": "SUBAGENT-CHILD-TASK: say hi.", "fork_turns": "none"},
+                ),
+                input_tokens=2400,
+                output_tokens=30,
+            ),
+            Step.call(
+                collaboration("call_wait_1", "wait_agent", {"timeout_ms": 10000}),
+                input_tokens=2600,
+                cached_tokens=2400,
+                output_tokens=12,
+            ),
+            Step.say("The helper said hi.", input_tokens=2800, cached_tokens=2600, output_tokens=8),
+        ],
+        "SUBAGENT-CHILD-TASK": [Step.say("Hi from the helper.", input_tokens=1500, output_tokens=6)],
     },
     # A hosted web search in the same response as the answer.
     "web_search": {

@@ -43,12 +43,19 @@ from scripted_http import AnswerLog, JsonObj, ScriptedHandler, http_server, main
 
 
 def _user_text(request: JsonObj) -> str:
+    """The user's messages, and what other agents sent (a subagent's task comes as an
+    `agent_message`, its payload in an `encrypted_content` part: plain text from this model)."""
     texts = []
     for item in request.get("input") or []:
-        if isinstance(item, dict) and item.get("type") == "message" and item.get("role") == "user":
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if (kind == "message" and item.get("role") == "user") or kind == "agent_message":
             for part in item.get("content") or []:
-                if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    texts.append(part["text"])
+                if isinstance(part, dict):
+                    text = part.get("text", part.get("encrypted_content"))
+                    if isinstance(text, str):
+                        texts.append(text)
     return "\n".join(texts)
 
 

@@ -114,6 +114,8 @@ CODEX: dict[str, Scenario] = {
     "apply_patch": Scenario("apply_patch"),
     # tool_search, then the MCP tool `docs/lookup`.
     "mcp_tool": Scenario("mcp_tool"),
+    # A subagent (`multi_agent_v2`): spawned, waited for; its rollout is a file of its own.
+    "subagent": Scenario("subagent", config=(("features.multi_agent_v2", "true"),)),
     # A hosted web search in the same response as the answer.
     "web_search": Scenario("web_search"),
     # Every kind of item in one turn: commands (one failing), a patch, tool_search and the MCP

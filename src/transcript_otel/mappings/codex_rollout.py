@@ -35,7 +35,16 @@ result (not the `*_output` item, unless no typed item answers that call), `token
 * any other line, event or item type → `unknown`; a line that is not a JSON object with a
   string `type` → `unknown` with `detail.parse_error`; a blank line → nothing.
 
-`raw` is the line, on its first entry; the source is `main` (rollouts hold no subagents). The
+* subagents (`multi_agent_v2`): `item_completed` `SubAgentActivity` → `system_event`
+  `subagent_started` / `subagent_completed` `{item_id, agent_thread_id, agent_path, model}`;
+  `CollabAgentToolCall` → `tool_result` of the call it answers (`wait_agent`); a
+  `response_item` `agent_message` → `user_message` `{text, author, recipient}` when the
+  `inter_agent_communication_metadata` line before it says it starts a turn (a subagent's
+  task), else `system_event` `agent_message` (a subagent's answer); its text is the plain parts
+  (the model's own words are `encrypted_content`).
+
+`raw` is the line, on its first entry; the source is `main` (a subagent's thread is a file of
+its own, mapped by a mapper of its own: the importer gives its entries their source). The
 mapper keeps, bounded, the open calls' names and the calls a typed item answered.
 """
 
@@ -60,6 +69,7 @@ _TYPED_TOOLS: Final = {
     "FileChange": "codex:file_change",
     "WebSearch": "codex:web_search",
     "McpToolCall": None,  # named after the MCP tool
+    "CollabAgentToolCall": None,  # named after the call it answers (`wait_agent`)
 }
 # Typed items the history already holds (the message, the reasoning, the compaction output).
 _TYPED_ELSEWHERE: Final = frozenset({"AgentMessage", "Reasoning", "ContextCompaction"})
@@ -76,6 +86,8 @@ _QUIET_EVENTS: Final = frozenset(
 )  # fmt: skip
 _SYSTEM_EVENTS: Final = {"error": "api_error", "stream_error": "retry", "warning": "warning"}
 _QUIET_LINES: Final = frozenset({"world_state"})
+# What a `SubAgentActivity` item tells of the subagent it started or saw complete.
+_SUBAGENT_KEYS: Final = ("agent_thread_id", "agent_path", "model")
 _MAX_CALLS: Final = 10_000
 _META_KEYS: Final = ("cwd", "cli_version", "originator", "source", "model_provider")
 _UNKNOWN: Final = EntryType.UNKNOWN.value
@@ -181,12 +193,13 @@ def _text_of(line: str | bytes) -> str:
 class CodexRolloutMapper:
     """Maps the lines of one rollout file, in file order (one mapper per file)."""
 
-    __slots__ = ("_answered", "_calls", "_compaction_shown")
+    __slots__ = ("_answered", "_calls", "_compaction_shown", "_message_starts_turn")
 
     def __init__(self) -> None:
         self._calls: dict[str, str] = {}  # call id → tool name, for calls with no result yet
         self._answered: dict[str, None] = {}  # calls a typed item answered, until their output or call
         self._compaction_shown = False  # since the last `compacted` line
+        self._message_starts_turn = False  # what the `inter_agent_communication_metadata` before said
 
     def line(self, line: str | bytes) -> SessionLine:
         """One line's entries and facts; never raises.
@@ -250,6 +263,9 @@ class CodexRolloutMapper:
                 return _Said([])
             detail = {"subtype": "compaction", "text": payload.get("message")}
             return _Said([(EntryType.SYSTEM_EVENT, detail)])
+        if kind == "inter_agent_communication_metadata":
+            self._message_starts_turn = payload.get("trigger_turn") is True
+            return _Said([])
         if kind in _QUIET_LINES:
             return _Said([])
         return _Said([(EntryType.UNKNOWN, {"line_type": kind})])
@@ -290,11 +306,19 @@ class CodexRolloutMapper:
             return [(EntryType.USER_MESSAGE, {"text": "".join(_texts(item.get("content")))})]
         if kind in _TYPED_ELSEWHERE:
             return []
+        if kind == "SubAgentActivity":
+            # `kind`: started (`id` is the spawning call's), completed.
+            detail = {"subtype": f"subagent_{item.get('kind')}", "item_id": item.get("id")}
+            detail.update({key: item[key] for key in _SUBAGENT_KEYS if item.get(key) is not None})
+            return [(EntryType.SYSTEM_EVENT, detail)]
         if not isinstance(kind, str) or kind not in _TYPED_TOOLS:
             return [(EntryType.UNKNOWN, {"line_type": "item_completed", "item_type": kind})]
         call_id = _text(item.get("id"))
         server, tool = _text(item.get("server")), _text(item.get("tool"))
-        name = _TYPED_TOOLS[kind] or (f"{server}:{tool}" if server and tool else "codex:mcp")
+        if kind == "CollabAgentToolCall":  # named as the model called it (`wait_agent`)
+            name = self._calls.get(call_id or "") or f"codex:{tool or 'collab'}"
+        else:
+            name = _TYPED_TOOLS[kind] or (f"{server}:{tool}" if server and tool else "codex:mcp")
         entries: _Entries = []
         if call_id is None or call_id not in self._calls:
             if call_id is not None and call_id in self._answered:
@@ -309,6 +333,20 @@ class CodexRolloutMapper:
             EntryType.TOOL_RESULT, call_id, name, is_error=failed, text=_typed_output(item), item=item
         )
         return [*entries, result]
+
+    def _agent_message(self, payload: dict[str, Any]) -> tuple[EntryType, dict[str, Any]]:
+        """A message between agents: the task that starts a subagent's turn is its prompt; any
+        other (a subagent's final answer to its parent) a `system_event`. Only the plain parts:
+        the payload the model wrote is an `encrypted_content` part."""
+        starts_turn, self._message_starts_turn = self._message_starts_turn, False
+        said = {
+            "text": "".join(_texts(payload.get("content"))),
+            "author": payload.get("author"),
+            "recipient": payload.get("recipient"),
+        }
+        if starts_turn:
+            return EntryType.USER_MESSAGE, said
+        return EntryType.SYSTEM_EVENT, {"subtype": "agent_message", **said}
 
     def _item(self, payload: dict[str, Any], compaction: bool) -> _Entries:
         kind = _text(payload.get("type"))
@@ -326,6 +364,8 @@ class CodexRolloutMapper:
         if kind == "reasoning":
             texts = _texts(payload.get("summary")) or _texts(payload.get("content"))
             return [(EntryType.THINKING, {"text": "\n\n".join(texts)})] if texts else []
+        if kind == "agent_message":
+            return [self._agent_message(payload)]
         call_id = _call_id(payload)
         if kind in _CALLS:
             if call_id is not None and call_id in self._answered:

@@ -2,26 +2,34 @@
 
 Claude Code: `$CLAUDE_CONFIG_DIR` (default `~/.claude`) `/projects/<project>/<session>.jsonl`,
 each subagent in `<session>/subagents/agent-<agentId>.jsonl` beside it. Codex:
-`$CODEX_HOME` (default `~/.codex`) `/sessions/YYYY/MM/DD/rollout-<time>-<session>.jsonl`,
-one file per session (a resumed session appends to it).
+`$CODEX_HOME` (default `~/.codex`) `/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl`, one
+file per thread (a resumed session appends to it): a subagent's thread (`multi_agent_v2`) has
+a file of its own, whose `session_meta` names the session it belongs to (`session_id`, the
+root thread's id, where its own is `id`), looked for beside the root's file and in the next
+day's folder.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import date, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
+from transcript_otel.records.serialize import parse_json
 
 SUBAGENTS_DIR: Final = "subagents"
 _SUBAGENT_PREFIX: Final = "agent-"
 _ROLLOUT_PREFIX: Final = "rollout-"
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# A rollout's first line (`session_meta`, with the ~21 KB system prompt) is read up to this.
+_MAX_META_BYTES: Final = 1 << 20
 
 
 class SessionKind(StrEnum):
@@ -85,7 +93,13 @@ def _session_of(path: Path) -> SessionFiles | None:
         main = path.parent.parent.with_suffix(".jsonl")  # <session>/subagents/ -> <session>.jsonl
         return _session_of(main) if main.is_file() else None
     if path.name.startswith(_ROLLOUT_PREFIX):
-        return SessionFiles(SessionKind.CODEX, path)
+        thread = _thread_of(path)
+        if thread.session_id != thread.thread_id:  # a subagent's thread: part of its root's session
+            root = _codex_root_file(path, thread.session_id)
+            if root is not None:
+                return _session_of(root)
+            return SessionFiles(SessionKind.CODEX, path)  # the root's file is gone: it alone
+        return SessionFiles(SessionKind.CODEX, path, tuple(_codex_subagents(path, thread.thread_id)))
     return SessionFiles(SessionKind.CLAUDE_CODE, path, tuple(_subagents(path)))
 
 
@@ -94,3 +108,66 @@ def _subagents(main: Path) -> Iterator[tuple[Path, str]]:
     if directory.is_dir():
         for path in sorted(directory.glob(f"{_SUBAGENT_PREFIX}*.jsonl")):
             yield path, subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
+
+
+class _Thread(NamedTuple):
+    thread_id: str | None
+    session_id: str | None  # the root thread's id; the thread's own for a root
+
+
+def _thread_of(path: Path) -> _Thread:
+    """What a rollout's `session_meta` says of its thread; (None, None) for a file without one
+    (yet: a file being written is asked again next time, what it said is remembered)."""
+    try:
+        return _meta_of(path, path.stat().st_ino)
+    except (OSError, ValueError, RecursionError):
+        return _Thread(None, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _meta_of(path: Path, _inode: int) -> _Thread:  # a file replaced at the same path is read again
+    """Raises for a first line not (yet) whole or not JSON: a failure is not remembered."""
+    with path.open("rb") as stream:
+        first = stream.readline(_MAX_META_BYTES)
+    if not first.endswith(b"\n"):
+        raise ValueError("the first line is not whole yet")
+    meta = parse_json(first)
+    payload = meta.get("payload") if isinstance(meta, dict) and meta.get("type") == "session_meta" else None
+    if not isinstance(payload, dict):
+        return _Thread(None, None)
+    thread, session = payload.get("id"), payload.get("session_id")
+    thread = thread if isinstance(thread, str) else None
+    return _Thread(thread, session if isinstance(session, str) else thread)
+
+
+def _codex_root_file(path: Path, session_id: str | None) -> Path | None:
+    """The root thread's file of a subagent's rollout: beside it, else a day before."""
+    if session_id is None:
+        return None
+    for directory in (path.parent, *_other_day(path.parent, -1)):
+        found = sorted(directory.glob(f"{_ROLLOUT_PREFIX}*-{session_id}.jsonl"))
+        if found:
+            return found[0]
+    return None
+
+
+def _codex_subagents(root: Path, session_id: str | None) -> Iterator[tuple[Path, str]]:
+    """The rollouts of the subagents of the session whose root thread `root` holds."""
+    if session_id is None:
+        return
+    for directory in (root.parent, *_other_day(root.parent, 1)):
+        for path in sorted(directory.glob(f"{_ROLLOUT_PREFIX}*.jsonl")):
+            thread = _thread_of(path)
+            if thread.session_id == session_id and thread.thread_id not in (None, session_id):
+                yield path, subagent_source(str(thread.thread_id))
+
+
+def _other_day(directory: Path, days: int) -> list[Path]:
+    """`.../YYYY/MM/DD` moved by `days`, if the folder is one and exists."""
+    try:
+        day = date(int(directory.parent.parent.name), int(directory.parent.name), int(directory.name))
+    except ValueError:
+        return []
+    other = day + timedelta(days=days)
+    found = directory.parent.parent.parent / f"{other.year:04d}" / f"{other.month:02d}" / f"{other.day:02d}"
+    return [found] if found.is_dir() else []

@@ -23,6 +23,7 @@ from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
+from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.sessions.files import SessionKind
 from transcript_otel.sessions.recorded_spans import recording_tracer
@@ -52,8 +53,17 @@ class Harness(NamedTuple):
 
 
 def _codex_mapper(_last_report: bytes | None) -> MapLine:
-    mapper = CodexRolloutMapper()
-    return lambda line, _source: mapper.line(line)
+    """A mapper per file: the root thread's, and each subagent's (its entries under its source)."""
+    main = CodexRolloutMapper()
+    subagents: dict[str, CodexRolloutMapper] = {}
+
+    def map_line(line: bytes, source: str) -> SessionLine:
+        if source == MAIN_SOURCE:
+            return main.line(line)
+        said = subagents.setdefault(source, CodexRolloutMapper()).line(line)
+        return said._replace(entries=[entry._replace(source=source) for entry in said.entries])
+
+    return map_line
 
 
 def _claude_mapper(last_report: bytes | None) -> MapLine:
@@ -126,7 +136,7 @@ class SessionRecorder:
             run.record(
                 entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw, timestamp_ns=at
             )
-        if said.ends_turn and self._turn_open:
+        if said.ends_turn and self._turn_open and timed.source == MAIN_SOURCE:
             run.end_turn(at_ns=at)
             self._turn_open = False
 

@@ -298,6 +298,8 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
                     call = self._background_calls.pop(ended_call, None)
                 if call is not None:
                     self._end_tool(call, failed=says(detail, "is_error"), end_ns=timestamp_ns)
+            if entry_type == ENTRY_SYSTEM_EVENT and isinstance(detail, Mapping):
+                self._end_completed_subagent(detail, timestamp_ns)
         except Exception as exc:
             self._report("could not end a tool span", exc)
         return slot.context

@@ -35,7 +35,7 @@ from transcript_otel.instrumentation.span_tree.span_slot import (
     keep_bounded,
 )
 from transcript_otel.instrumentation.span_tree.turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
-from transcript_otel.model.entries import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType
+from transcript_otel.model.entries import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, subagent_source
 from transcript_otel.otel import attributes as attr
 from transcript_otel.otel.attributes import (
     GEN_AI_AGENT_ID,
@@ -54,7 +54,10 @@ GEN_AI_TRANSFER_TARGET_NAME: Final = "gen_ai.transfer.target.name"
 TRANSFER_RETURNS_TO_CALLER: Final = "return_to_caller"
 
 # Tools that start a Claude subagent.
-_SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
+_SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent", "spawn_agent"})  # Claude; Codex (`multi_agent_v2`)
+# Launchers that return as the subagent starts: it runs on until its parent is told it completed.
+_LAUNCH_AND_RETURN: Final = frozenset({"spawn_agent"})
+SUBAGENT_COMPLETED: Final = "subagent_completed"
 
 
 class ToolSpans(SpanCompletion, ContentKeeping):
@@ -110,7 +113,8 @@ class ToolSpans(SpanCompletion, ContentKeeping):
 
     def _end_tool(self, tool: ToolSlot, *, failed: bool, end_ns: int) -> None:
         with self._lock:
-            subagent = self._subagents.pop(tool.subagent_source, None) if tool.subagent_source else None
+            ends_subagent = tool.subagent_source is not None and tool.name not in _LAUNCH_AND_RETURN
+            subagent = self._subagents.pop(str(tool.subagent_source), None) if ends_subagent else None
             if tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
                 self._ended_launchers.append(tool)
         if subagent is not None:
@@ -202,6 +206,16 @@ class ToolSpans(SpanCompletion, ContentKeeping):
                 return tool
         waiting = open_calls or ended_calls
         return waiting[0] if waiting else None
+
+    def _end_completed_subagent(self, detail: Mapping[str, Any], end_ns: int) -> None:
+        """Codex tells the parent thread that a subagent's thread completed: its span ends."""
+        thread = detail.get("agent_thread_id")
+        if detail.get("subtype") != SUBAGENT_COMPLETED or not isinstance(thread, str):
+            return
+        with self._lock:
+            subagent = self._subagents.pop(subagent_source(thread), None)
+        if subagent is not None:
+            self._end(subagent, end_ns)
 
     def _learn_agent_id(self, detail: Any) -> None:
         """A stream-json subagent's real agent id (`task_started`, or its messages' `agent_id`):
