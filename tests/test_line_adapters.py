@@ -240,6 +240,8 @@ def test_codex_thread_id_is_the_session_id() -> None:
         ("web_search", {"query": "otel"}, "codex:web_search"),
         ("mcp_tool_call", {"server": "docs", "tool": "search"}, "docs:search"),
         ("mcp_tool_call", {}, "codex:mcp"),
+        ("collab_tool_call", {"tool": "wait", "receiver_thread_ids": []}, "codex:wait"),
+        ("collab_tool_call", {}, "codex:collab"),
     ],
 )
 def test_codex_tool_items_are_a_use_then_a_result(item_type: str, fields: dict[str, Any], name: str) -> None:

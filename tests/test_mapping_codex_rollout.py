@@ -96,6 +96,8 @@ def exec_tool(item: dict[str, Any]) -> tuple[Any, ...]:
         return ("mcp", item["server"], item["tool"], item["arguments"], "\n".join(texts))
     if kind == "web_search":
         return ("web_search", item["query"], item["action"])
+    if kind == "collab_tool_call":
+        return ("collab", item["tool"], item["status"], item["receiver_thread_ids"])
     assert kind == "file_change"
     return ("file_change", sorted((change["path"], change["kind"]) for change in item["changes"]))
 
@@ -108,13 +110,17 @@ def rollout_tool(item: dict[str, Any], text: str) -> tuple[Any, ...]:
         return ("mcp", item["server"], item["tool"], item["arguments"], text)
     if kind == "WebSearch":
         return ("web_search", item["query"], item["action"])
+    if kind == "CollabAgentToolCall":
+        return ("collab", item["tool"], item["status"], item["receiver_thread_ids"])
     assert kind == "FileChange"
     return ("file_change", sorted((path, change["type"]) for path, change in item["changes"].items()))
 
 
-# Codex's own `tool_search` is not printed by `codex exec --json`; of the subagent tools it
-# prints only the wait, as a `collab_tool_call` item, which its mapping does not read (yet).
-NOT_PRINTED_ALIKE = frozenset({"tool_search", "spawn_agent", "wait_agent"})
+# Codex's own `tool_search` is not printed by `codex exec --json`, nor is `spawn_agent`; the
+# wait for a subagent is, as a `collab_tool_call` (`codex:wait`), where the file names the
+# call as the model made it (`wait_agent`): compared below, by name.
+NOT_PRINTED_ALIKE = frozenset({"tool_search", "spawn_agent"})
+SAME_CALL = {"codex:wait": "wait_agent"}
 
 
 def said(entry: MappedEntry, rollout: bool, ids: dict[str, str]) -> tuple[Any, ...] | None:
@@ -130,10 +136,11 @@ def said(entry: MappedEntry, rollout: bool, ids: dict[str, str]) -> tuple[Any, .
         return None
     call = ids.setdefault(detail["tool_use_id"], f"call#{len(ids)}")  # ids differ: their pairing must not
     assert tool_identity(detail) == (detail["tool_use_id"], detail["tool_name"])
+    name = SAME_CALL.get(detail["tool_name"], detail["tool_name"])
     if kind == "tool_use":
-        return (kind, detail["tool_name"], call)
+        return (kind, name, call)
     facts = rollout_tool(detail["item"], detail["text"]) if rollout else exec_tool(item)
-    return (kind, detail["tool_name"], call, detail["is_error"], facts)
+    return (kind, name, call, detail["is_error"], facts)
 
 
 def conversation(turn: Turn, rollout: bool) -> list[tuple[Any, ...]]:

@@ -6,8 +6,9 @@ The Codex CLI's non-interactive mode prints one JSON event per line (the
 * `thread.started` → `system_event` (`subtype: thread_started`; its `thread_id` is the
   session id); `turn.started` → `system_event` (`subtype: turn_started`);
 * `item.started` of a tool item (`command_execution`, `file_change`, `mcp_tool_call`,
-  `web_search`) → `tool_use`; its `item.completed` → `tool_result` (a failure when the
-  status is `failed`/`declined` or the exit code is not 0). Codex starts only commands
+  `web_search`, `collab_tool_call`: the wait for a subagent) → `tool_use`; its
+  `item.completed` → `tool_result` (a failure when the status is `failed`/`declined` or the
+  exit code is not 0). Codex starts only commands
   and MCP calls: a tool item that arrives completed only gives both entries then;
 * `item.completed` of `agent_message` → `assistant_message`, of `reasoning` →
   `thinking`, of `todo_list` → `system_event` (`subtype: todo_list`), of `error` →
@@ -24,7 +25,8 @@ The prompt is not in the stream: `ExecCommand` reads it, and the model, from the
 line (and Codex's `config.toml`), for `transcript-otel run` to record.
 
 `detail` is `{"event": event}` plus, for tool entries, `tool_use_id` and `tool_name`
-(`codex:command`, `codex:file_change`, `codex:web_search`, or the MCP tool's name);
+(`codex:command`, `codex:file_change`, `codex:web_search`, `codex:<collab tool>` such as
+`codex:wait`, or the MCP tool's name);
 `raw` is the line.
 """
 
@@ -46,6 +48,7 @@ TOOL_ITEMS: Final = {
     "file_change": "codex:file_change",
     "web_search": "codex:web_search",
     "mcp_tool_call": None,  # named after the MCP tool
+    "collab_tool_call": None,  # a subagent tool (`multi_agent_v2`): `codex:` and the tool it names
 }
 _COMPLETED_ITEMS: Final = {
     "agent_message": EntryType.ASSISTANT_MESSAGE,
@@ -67,8 +70,10 @@ def _item(event: dict[str, Any]) -> dict[str, Any]:
 
 def _tool_detail(event: dict[str, Any], item: dict[str, Any], item_type: str) -> dict[str, Any]:
     name = TOOL_ITEMS[item_type]
-    if name is None:
-        server, tool = item.get("server"), item.get("tool")
+    server, tool = item.get("server"), item.get("tool")
+    if item_type == "collab_tool_call":
+        name = f"codex:{tool}" if isinstance(tool, str) else "codex:collab"
+    elif name is None:
         name = f"{server}:{tool}" if isinstance(server, str) and isinstance(tool, str) else "codex:mcp"
     detail: dict[str, Any] = {"event": event, "tool_name": name}
     if isinstance(item.get("id"), str):

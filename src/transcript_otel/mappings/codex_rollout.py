@@ -315,7 +315,7 @@ class CodexRolloutMapper:
             return [(EntryType.UNKNOWN, {"line_type": "item_completed", "item_type": kind})]
         call_id = _text(item.get("id"))
         server, tool = _text(item.get("server")), _text(item.get("tool"))
-        if kind == "CollabAgentToolCall":  # named as the model called it (`wait_agent`)
+        if kind == "CollabAgentToolCall":  # named as the model called it (`wait_agent`), else as exec
             name = self._calls.get(call_id or "") or f"codex:{tool or 'collab'}"
         else:
             name = _TYPED_TOOLS[kind] or (f"{server}:{tool}" if server and tool else "codex:mcp")
