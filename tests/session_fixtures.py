@@ -33,3 +33,5 @@ CODEX_SCENARIOS: Final = (
     "resumed",
     "compacted",
 )
+# The same conversations in an older CLI's rollout format (docs/session-logs.md).
+CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed")

@@ -334,6 +334,8 @@ SAME_RUN = {
     "codex/mcp_tool": "codex-json",
     "codex/web_search": "codex-json",
     "codex/tour": "codex-json",
+    "codex/v0.140_shell": "codex-json",
+    "codex/v0.140_mcp_tool": "codex-json",
 }
 
 

@@ -26,10 +26,10 @@ from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.text import entry_text
 
 from helpers import JSONISH
-from session_fixtures import CODEX, CODEX_SCENARIOS
+from session_fixtures import CODEX, CODEX_OLDER_SCENARIOS, CODEX_SCENARIOS
 
 FIXTURES = CODEX
-SCENARIOS = sorted(CODEX_SCENARIOS)
+SCENARIOS = sorted(CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS)
 Turn = list[MappedEntry]
 
 
@@ -123,7 +123,7 @@ NOT_PRINTED_ALIKE = frozenset({"tool_search", "spawn_agent"})
 SAME_CALL = {"codex:wait": "wait_agent"}
 
 
-def said(entry: MappedEntry, rollout: bool, ids: dict[str, str]) -> tuple[Any, ...] | None:
+def said(entry: MappedEntry, rollout: bool, ids: dict[str, str], typed: bool) -> tuple[Any, ...] | None:
     """What an entry says that both streams say: None for what only one of them has (the prompt,
     the lifecycle, retries, compaction, per-response tokens, the `tool_search` tool)."""
     kind, detail = entry.entry_type, entry.detail
@@ -139,13 +139,16 @@ def said(entry: MappedEntry, rollout: bool, ids: dict[str, str]) -> tuple[Any, .
     name = SAME_CALL.get(detail["tool_name"], detail["tool_name"])
     if kind == "tool_use":
         return (kind, name, call)
+    if not typed:  # an older rollout's result is the output the model read: its outcome only
+        return (kind, name, call, detail["is_error"])
     facts = rollout_tool(detail["item"], detail["text"]) if rollout else exec_tool(item)
     return (kind, name, call, detail["is_error"], facts)
 
 
-def conversation(turn: Turn, rollout: bool) -> list[tuple[Any, ...]]:
+def conversation(turn: Turn, rollout: bool, typed: bool = True) -> list[tuple[Any, ...]]:
+    """`typed`: the rollout has typed tool items (0.171), whose facts are compared too."""
     ids: dict[str, str] = {}
-    return [found for entry in turn if (found := said(entry, rollout, ids)) is not None]
+    return [found for entry in turn if (found := said(entry, rollout, ids, typed)) is not None]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -154,9 +157,12 @@ def test_rollout_says_what_the_exec_stream_says(scenario: str) -> None:
     command Codex ran), results, failure and turn errors: turn by turn, run by run."""
     rollout, printed = rollout_turns(scenario), exec_turns(scenario)
     assert len(rollout) == len(printed) == len(meta(scenario)["runs"])
+    typed = scenario not in CODEX_OLDER_SCENARIOS
     for mine, theirs in zip(rollout, printed, strict=True):
-        assert conversation(mine, rollout=True) == conversation(theirs, rollout=False)
-        assert conversation(mine, rollout=True)  # something was compared
+        assert conversation(mine, rollout=True, typed=typed) == conversation(
+            theirs, rollout=False, typed=typed
+        )
+        assert conversation(mine, rollout=True, typed=typed)  # something was compared
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -184,15 +190,22 @@ def test_rollout_tokens_per_turn(scenario: str) -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rollout_tokens_are_what_the_model_served(scenario: str) -> None:
-    answered = {s["response_id"]: s["usage"] for s in meta(scenario)["served"] if s["status"] == 200}
-    usage = {
-        entry.detail["response_id"]: entry.detail["usage"]
+    """Each response's tokens, by its id (0.171), or in order (0.140 names no response)."""
+    answered = [(s["response_id"], s["usage"]) for s in meta(scenario)["served"] if s["status"] == 200]
+    counted = [
+        (entry.detail["response_id"], entry.detail["usage"])
         for _, line in rollout_lines(scenario, subagents=True)
         for entry in line.entries
         if entry.entry_type == "token_usage"
-    }
-    assert usage.keys() == answered.keys()
-    for response_id, served in answered.items():
+    ]
+    if scenario in CODEX_OLDER_SCENARIOS:
+        assert [response_id for response_id, _ in counted] == [None] * len(answered)
+        counted = [
+            (answered_id, usage) for (answered_id, _), (_, usage) in zip(answered, counted, strict=True)
+        ]
+    usage = dict(counted)
+    assert usage.keys() == dict(answered).keys()
+    for response_id, served in answered:
         assert usage[response_id]["input_tokens"] == served["input_tokens"]
         assert usage[response_id]["cached_input_tokens"] == served["input_tokens_details"]["cached_tokens"]
         assert usage[response_id]["output_tokens"] == served["output_tokens"]
@@ -215,6 +228,57 @@ def test_rollout_lifecycle(scenario: str) -> None:
         assert all(entry.source == "main" for entry in said.entries)
         assert [entry.raw for entry in said.entries][:1] in ([], [line])
         assert "unknown" not in {entry.entry_type for entry in said.entries}
+
+
+def _token_count(total: int, last: int) -> str:
+    def usage(tokens: int) -> dict[str, int]:
+        return {
+            "input_tokens": tokens,
+            "cached_input_tokens": 0,
+            "output_tokens": 1,
+            "total_tokens": tokens + 1,
+        }
+
+    return event(
+        {"type": "token_count", "info": {"total_token_usage": usage(total), "last_token_usage": usage(last)}}
+    )
+
+
+def test_without_usage_records_a_token_count_whose_total_moved_is_a_responses_tokens() -> None:
+    """Codex 0.140 writes no `token_usage_record`: `token_count` tells each response's tokens;
+    one repeating the running total (rate limits told again) or telling nothing adds nothing."""
+    mapper = CodexRolloutMapper()
+    first = one(mapper.line(_token_count(3000, 3000)))
+    assert (first.entry_type, first.detail["usage"]["input_tokens"], first.detail["response_id"]) == (
+        "token_usage",
+        3000,
+        None,
+    )
+    assert mapper.line(_token_count(3000, 3000)).entries == []
+    assert mapper.line(event({"type": "token_count", "info": None})).entries == []
+    assert one(mapper.line(_token_count(6200, 3200))).detail["usage"]["input_tokens"] == 3200
+
+
+def test_with_usage_records_a_token_count_adds_nothing() -> None:
+    mapper = CodexRolloutMapper()
+    record = {"usage": {"input_tokens": 10}, "response_id": "resp_1", "turn_id": "t1"}
+    assert one(mapper.line(rollout("token_usage_record", record))).entry_type == "token_usage"
+    assert mapper.line(_token_count(10, 10)).entries == []
+
+
+@pytest.mark.parametrize(
+    ("output", "failed"),
+    [
+        ("Chunk ID: 1\nWall time: 0.0 seconds\nProcess exited with code 2\nOutput:\nls: no\n", True),
+        ("Chunk ID: 1\nProcess exited with code 0\nOutput:\nProcess exited with code 1\n", False),
+        ("no exit line", False),
+    ],
+)
+def test_a_commands_output_that_says_it_exited_badly_is_a_failure(output: str, failed: bool) -> None:
+    mapper = CodexRolloutMapper()
+    mapper.line(item({"type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": "c1"}))
+    result = one(mapper.line(item({"type": "function_call_output", "call_id": "c1", "output": output})))
+    assert (result.detail["tool_name"], result.detail["is_error"]) == ("codex:command", failed)
 
 
 def test_a_message_between_agents_starts_a_turn_only_when_its_metadata_says_so() -> None:

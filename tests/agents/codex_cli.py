@@ -51,6 +51,19 @@ def require_cli() -> Path:
     return cli
 
 
+def cli_at(version: str) -> Path:
+    """The `codex` binary of `version`: the pinned one, or an older one installed for recording
+    session fixtures in its format (`npm install --prefix .agents/codex-VERSION @openai/codex@VERSION`)."""
+    if version == CODEX_VERSION:
+        return require_cli()
+    path = ROOT / ".agents" / f"codex-{version}" / "node_modules" / ".bin" / "codex"
+    if not path.exists():
+        raise RuntimeError(
+            f"no Codex CLI {version}: npm install --prefix .agents/codex-{version} @openai/codex@{version}"
+        )
+    return path
+
+
 def model_slug(scenario: str) -> str:
     return UNKNOWN_MODEL if scenario == "unknown_model" else MODEL
 

@@ -76,6 +76,7 @@ class Scenario:
     case: str | None = None
     config: tuple[tuple[str, str], ...] = field(default=())  # Codex `-c key=value` overrides
     environment: tuple[tuple[str, str], ...] = field(default=())  # Claude Code: added to the case's
+    cli_version: str | None = None  # Codex: an older CLI, for its rollout format (default: the pinned one)
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -125,6 +126,11 @@ CODEX: dict[str, Scenario] = {
     "tool_then_500": Scenario("tool_then_500"),
     # `codex exec`, then `codex exec resume <thread id>` with a second prompt.
     "resumed": Scenario("plain", (Run(), Run("And now?", resume=True))),
+    # The rollout format of an older Codex (no `token_usage_record`, no typed items, no
+    # `ordinal`): the same conversations, recorded with 0.140.
+    "v0.140_shell": Scenario("shell", cli_version="0.140.0"),
+    "v0.140_mcp_tool": Scenario("mcp_tool", cli_version="0.140.0"),
+    "v0.140_resumed": Scenario("plain", (Run(), Run("And now?", resume=True)), cli_version="0.140.0"),
     # Auto-compaction: with a token limit below what the first turn reported, the resumed
     # turn compacts the history first. (In one turn that calls tools, a limit the scripted
     # usage exceeds compacts after every answer, and the scripted model, which picks its
@@ -190,7 +196,7 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
 
 
 def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
-    cli = codex_cli.require_cli()
+    cli = codex_cli.cli_at(scenario.cli_version or codex_cli.CODEX_VERSION)
     home, work = scratch_dirs(scratch)
     recording = Recording()
     thread_id = ""
@@ -259,8 +265,9 @@ def record_one(cli: str, name: str) -> None:
             }
             for run in recording.runs
         ]
+        cli_version = dict.fromkeys(version, scenario.cli_version) if scenario.cli_version else version
         meta = {
-            **version,
+            **cli_version,
             "model_scenario": scenario.model,
             "runs": runs,
             "session_files": files,

@@ -6,7 +6,8 @@ are in a rollout twice, in the model-facing history (`response_item`) and as UI 
 `AgentMessage`/`Reasoning` items, nor older `agent_message`/`agent_reasoning`), the typed
 `UserMessage` item for the prompt (not the history's user message), the typed tool item for a
 result (not the `*_output` item, unless no typed item answers that call), `token_usage_record`
-(not `token_count`), the compaction output (not `ContextCompaction`, nor `compacted` after it).
+(not `token_count`, unless the file has no record: 0.140), the compaction output (not
+`ContextCompaction`, nor `compacted` after it).
 
 * `session_meta` → `system_event` `thread_started` (as `codex exec`'s `thread.started`); its `id`
   is the session id. `turn_context` → nothing; its `model` is the turn's model;
@@ -27,9 +28,12 @@ result (not the `*_output` item, unless no typed item answers that call), `token
 * `item_completed` `CommandExecution`, `FileChange`, `McpToolCall`, `WebSearch` →
   `tool_result` `{tool_use_id, tool_name, is_error, text, item}` (after a `tool_use` when the
   history showed no call); `*_output` → `tool_result` for a call no typed item answered (the
-  first of the two wins; Codex writes the typed item first); a call the typed item came before
+  first of the two wins; Codex writes the typed item first; a command's output that says
+  "Process exited with code N", N not 0, is a failure); a call the typed item came before
   (a hosted `web_search_call`, written after its `WebSearch` item) → nothing;
 * `token_usage_record` → `token_usage` `{usage, response_id, turn_id}`: one response's tokens;
+  in a file without them (Codex 0.140), `token_count` → `token_usage` `{usage}` (its
+  `last_token_usage`) when its running total moved;
 * `event_msg` `error` / `stream_error` / `warning` → `system_event` `api_error` / `retry` /
   `warning`; `world_state`, `thread_settings_applied` and older versions' duplicates → nothing;
 * any other line, event or item type → `unknown`; a line that is not a JSON object with a
@@ -50,6 +54,7 @@ mapper keeps, bounded, the open calls' names and the calls a typed item answered
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.mappings._entry import MappedEntry
@@ -76,7 +81,7 @@ _TYPED_ELSEWHERE: Final = frozenset({"AgentMessage", "Reasoning", "ContextCompac
 # Events of this and older versions that repeat what other lines hold, or only bookkeeping.
 _QUIET_EVENTS: Final = frozenset(
     {
-        "token_count", "thread_settings_applied", "agent_message", "agent_message_delta",
+        "thread_settings_applied", "agent_message", "agent_message_delta",
         "agent_reasoning", "agent_reasoning_delta", "agent_reasoning_raw_content",
         "agent_reasoning_section_break", "exec_command_begin", "exec_command_end",
         "exec_command_output_delta", "patch_apply_begin", "patch_apply_end", "mcp_tool_call_begin",
@@ -89,6 +94,7 @@ _QUIET_LINES: Final = frozenset({"world_state"})
 # What a `SubAgentActivity` item tells of the subagent it started or saw complete.
 _SUBAGENT_KEYS: Final = ("agent_thread_id", "agent_path", "model")
 _MAX_CALLS: Final = 10_000
+_EXIT_LINE: Final = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
 _META_KEYS: Final = ("cwd", "cli_version", "originator", "source", "model_provider")
 _UNKNOWN: Final = EntryType.UNKNOWN.value
 
@@ -193,13 +199,22 @@ def _text_of(line: str | bytes) -> str:
 class CodexRolloutMapper:
     """Maps the lines of one rollout file, in file order (one mapper per file)."""
 
-    __slots__ = ("_answered", "_calls", "_compaction_shown", "_message_starts_turn")
+    __slots__ = (
+        "_answered",
+        "_calls",
+        "_compaction_shown",
+        "_last_total",
+        "_message_starts_turn",
+        "_usage_records",
+    )
 
     def __init__(self) -> None:
         self._calls: dict[str, str] = {}  # call id → tool name, for calls with no result yet
         self._answered: dict[str, None] = {}  # calls a typed item answered, until their output or call
         self._compaction_shown = False  # since the last `compacted` line
         self._message_starts_turn = False  # what the `inter_agent_communication_metadata` before said
+        self._usage_records = False  # the file has `token_usage_record`s: `token_count` repeats them
+        self._last_total: Any = None  # the running total of the last `token_count` counted
 
     def line(self, line: str | bytes) -> SessionLine:
         """One line's entries and facts; never raises.
@@ -248,6 +263,7 @@ class CodexRolloutMapper:
         if kind == "event_msg":
             return self._event(payload)
         if kind == "token_usage_record":
+            self._usage_records = True
             detail = {key: payload.get(key) for key in ("usage", "response_id", "turn_id")}
             return _Said([(EntryType.TOKEN_USAGE, detail)])
         if kind == "session_meta":
@@ -286,6 +302,8 @@ class CodexRolloutMapper:
         if kind == "turn_aborted":
             detail = {"subtype": "turn_aborted", "turn_id": turn, "reason": payload.get("reason")}
             return _Said([(EntryType.SYSTEM_EVENT, detail)], ends_turn=True)
+        if kind == "token_count":
+            return _Said(self._counted(payload.get("info")))
         if kind == "item_completed":
             item = payload.get("item")
             return _Said(self._typed(item if isinstance(item, dict) else {}))
@@ -333,6 +351,18 @@ class CodexRolloutMapper:
             EntryType.TOOL_RESULT, call_id, name, is_error=failed, text=_typed_output(item), item=item
         )
         return [*entries, result]
+
+    def _counted(self, info: Any) -> _Entries:
+        """A response's tokens where the file has no `token_usage_record` (Codex 0.140): the
+        `last_token_usage` of a `token_count` whose running total moved (one that repeats the
+        total, as when rate limits are told again, counts nothing)."""
+        if self._usage_records or not isinstance(info, dict):
+            return []
+        total, last = info.get("total_token_usage"), info.get("last_token_usage")
+        if total == self._last_total or not isinstance(last, dict):
+            return []
+        self._last_total = total
+        return [(EntryType.TOKEN_USAGE, {"usage": last, "response_id": None, "turn_id": None})]
 
     def _agent_message(self, payload: dict[str, Any]) -> tuple[EntryType, dict[str, Any]]:
         """A message between agents: the task that starts a subagent's turn is its prompt; any
@@ -387,8 +417,16 @@ class CodexRolloutMapper:
             output = payload.get("output", payload.get("tools"))
             texts = _texts(output)
             said = {"text": "\n".join(texts)} if texts or isinstance(output, str) else {"output": output}
-            return [_tool(EntryType.TOOL_RESULT, call_id, called, is_error=False, **said)]
+            failed = called == _COMMAND and _exited_badly(texts)
+            return [_tool(EntryType.TOOL_RESULT, call_id, called, is_error=failed, **said)]
         return [(EntryType.UNKNOWN, {"line_type": "response_item", "payload_type": kind})]
+
+
+def _exited_badly(texts: list[str]) -> bool:
+    """A command's output says it exited with a code other than 0 (what a failed command's
+    output says where no typed item tells its status: Codex 0.140)."""
+    found = _EXIT_LINE.search("\n".join(texts))
+    return found is not None and found.group(1) != "0"
 
 
 def _tool(
