@@ -35,3 +35,5 @@ CODEX_SCENARIOS: Final = (
 )
 # The same conversations in an older CLI's rollout format (docs/session-logs.md).
 CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed")
+# Codex's terminal UI as a person runs it (`codex PROMPT`): what it printed as it ended.
+CODEX_INTERACTIVE_SCENARIOS: Final = ("interactive",)

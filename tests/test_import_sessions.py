@@ -59,9 +59,15 @@ def _spans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _served(scenario: str) -> list[dict[str, Any]]:
-    """The model calls the scripted server answered, with the usage it sent."""
+    """The model calls the scripted server answered, with the usage it sent; not the title
+    Codex's terminal UI asks for, in a thread of its own that it logs nowhere (its own token
+    summary does not count it either: `codex/interactive/terminal-1.txt`)."""
     meta = json.loads((SESSIONS / scenario / "meta.json").read_text())
-    return [call for call in meta["served"] if call.get("status") == 200 and call.get("usage")]
+    return [
+        call
+        for call in meta["served"]
+        if call.get("status") == 200 and call.get("usage") and call.get("conversation") != "title"
+    ]
 
 
 def _first_time(imported: ImportedRun) -> int:

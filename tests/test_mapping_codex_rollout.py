@@ -26,7 +26,7 @@ from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.text import entry_text
 
 from helpers import JSONISH
-from session_fixtures import CODEX, CODEX_OLDER_SCENARIOS, CODEX_SCENARIOS
+from session_fixtures import CODEX, CODEX_INTERACTIVE_SCENARIOS, CODEX_OLDER_SCENARIOS, CODEX_SCENARIOS
 
 FIXTURES = CODEX
 SCENARIOS = sorted(CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS)
@@ -34,7 +34,28 @@ Turn = list[MappedEntry]
 
 
 def test_every_recorded_scenario_is_compared() -> None:
-    assert sorted(path.name for path in FIXTURES.iterdir() if path.is_dir()) == SCENARIOS
+    recorded = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
+    assert recorded == sorted(SCENARIOS + list(CODEX_INTERACTIVE_SCENARIOS))
+
+
+def test_the_terminal_ui_logs_what_codex_exec_printed_for_the_same_conversation() -> None:
+    """`interactive` is `shell`'s conversation in the terminal UI a person uses: its rollout
+    says what `codex exec --json` printed for `shell`, with the same tokens per response; the
+    UI's own summary as it ended counts them alike."""
+    (turn,) = rollout_turns("interactive")
+    (printed,) = exec_turns("shell")
+    assert conversation(turn, rollout=True) == conversation(printed, rollout=False)
+    tokens = [usage_attributes(e.detail) for e in turn if e.entry_type == "token_usage"]
+    shell_tokens = [
+        usage_attributes(e.detail) for e in rollout_turns("shell")[0] if e.entry_type == "token_usage"
+    ]
+    assert tokens == shell_tokens
+    summary = (FIXTURES / "interactive" / "terminal-1.txt").read_text().splitlines()[0]
+    uncached = sum(t["gen_ai.usage.input_tokens"] - t["gen_ai.usage.cache_read.input_tokens"] for t in tokens)
+    cached = sum(t["gen_ai.usage.cache_read.input_tokens"] for t in tokens)
+    output = sum(t["gen_ai.usage.output_tokens"] for t in tokens)
+    assert summary.startswith("Token usage: ")
+    assert f"input={uncached:,} (+ {cached:,} cached) output={output:,}" in summary
 
 
 def meta(scenario: str) -> dict[str, Any]:
@@ -43,7 +64,11 @@ def meta(scenario: str) -> dict[str, Any]:
 
 
 def thread_file(scenario: str) -> str:
-    """The session file of the thread `codex exec` ran (each subagent's thread has its own)."""
+    """The session file of the thread `codex exec` ran (each subagent's thread has its own);
+    the terminal UI's one file."""
+    if scenario in CODEX_INTERACTIVE_SCENARIOS:
+        (only,) = meta(scenario)["session_files"]
+        return str(only)
     thread = json.loads((FIXTURES / scenario / "stdout-1.jsonl").read_text().splitlines()[0])["thread_id"]
     (name,) = [name for name in meta(scenario)["session_files"] if name.endswith(f"-{thread}.jsonl")]
     return str(name)
@@ -279,6 +304,12 @@ def test_a_commands_output_that_says_it_exited_badly_is_a_failure(output: str, f
     mapper.line(item({"type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": "c1"}))
     result = one(mapper.line(item({"type": "function_call_output", "call_id": "c1", "output": output})))
     assert (result.detail["tool_name"], result.detail["is_error"]) == ("codex:command", failed)
+
+
+def test_the_tools_a_model_is_told_of_give_nothing() -> None:
+    """The terminal UI with a code-mode model (gpt-6-sol) declares its tools in the history."""
+    tools = {"type": "additional_tools", "id": "at_1", "role": "developer", "tools": [{"type": "namespace"}]}
+    assert CodexRolloutMapper().line(item(tools)).entries == []
 
 
 def test_a_message_between_agents_starts_a_turn_only_when_its_metadata_says_so() -> None:

@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from session_fixtures import CLAUDE, CLAUDE_SCENARIOS, CODEX, CODEX_OLDER_SCENARIOS, CODEX_SCENARIOS, SESSIONS
+from session_fixtures import (
+    CLAUDE,
+    CLAUDE_SCENARIOS,
+    CODEX,
+    CODEX_INTERACTIVE_SCENARIOS,
+    CODEX_OLDER_SCENARIOS,
+    CODEX_SCENARIOS,
+    SESSIONS,
+)
 
 CONVERSATION = ("user", "assistant", "attachment", "system")
 CONVERSATION_FIELDS = ("uuid", "parentUuid", "isSidechain", "timestamp", "sessionId", "version", "cwd")
@@ -55,7 +63,9 @@ def every_jsonl() -> Iterator[Path]:
 
 def test_the_documented_scenarios_are_all_there() -> None:
     assert sorted(p.name for p in CLAUDE.iterdir()) == sorted(CLAUDE_SCENARIOS)
-    assert sorted(p.name for p in CODEX.iterdir()) == sorted(CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS)
+    assert sorted(p.name for p in CODEX.iterdir()) == sorted(
+        CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS + CODEX_INTERACTIVE_SCENARIOS
+    )
 
 
 @pytest.mark.parametrize("path", list(every_jsonl()), ids=lambda p: str(p.relative_to(SESSIONS)))

@@ -162,6 +162,18 @@ def _stream(response_id: str, model: str, step: Step, failure: int | str | None)
     yield _event("response.completed", response=completed)
 
 
+TITLE_CONVERSATION = "title"
+TITLE_STEP = Step.say(json.dumps({"title": "Scripted task"}), input_tokens=600, output_tokens=9)
+
+
+def _asks_for_a_title(request: JsonObj) -> bool:
+    text = request.get("text")
+    answer_format = text.get("format") if isinstance(text, dict) else None
+    schema = answer_format.get("schema") if isinstance(answer_format, dict) else None
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return isinstance(properties, dict) and set(properties) == {"title"}
+
+
 class ScriptedModel:
     """The scenario and the log of what was served."""
 
@@ -170,7 +182,11 @@ class ScriptedModel:
         self.answers = AnswerLog(log_path)
 
     def answer(self, request: JsonObj) -> tuple[str | None, int, Step]:
-        """(conversation key, step number, step): the first step codex does not hold yet."""
+        """(conversation key, step number, step): the first step codex does not hold yet; the
+        title the terminal UI asks for a new thread (in a thread of its own, for JSON of a
+        schema with a `title`) as a model gives it."""
+        if _asks_for_a_title(request):
+            return TITLE_CONVERSATION, 0, TITLE_STEP
         key = conversation_key(request, list(self.conversations))
         if key is None:
             return None, 0, Step.say("OK.", input_tokens=100, output_tokens=3)

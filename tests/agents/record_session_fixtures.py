@@ -8,7 +8,8 @@ scenario runs one or more times with the real CLI against the scripted model
 one model server, and lands in `tests/fixtures/sessions/<cli>/<scenario>/`:
 
 * `stdout-<N>.jsonl`: what run N printed (`claude -p --output-format stream-json --verbose`,
-  or `codex exec --json`);
+  or `codex exec --json`); for Codex's terminal UI (`interactive`), `terminal-<N>.txt`: what
+  it printed as it ended, its escape sequences removed;
 * every session file the runs wrote, at its path under the throwaway home:
   `home/.claude/projects/<project>/<session>.jsonl` and `.../<session>/subagents/*` for
   Claude Code, `codex-home/sessions/YYYY/MM/DD/rollout-*.jsonl` for Codex (nothing else the
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests/: the terminal
 
 import claude_code
 import claude_offline  # on the path once claude_code is imported
@@ -52,6 +54,8 @@ import codex_cli
 import codex_offline
 import codex_scenarios
 from captured_run import run_cli, scratch_dirs
+
+from terminal_session import TerminalSession
 
 FIXTURES = claude_code.ROOT / "tests" / "fixtures" / "sessions"
 
@@ -77,6 +81,7 @@ class Scenario:
     config: tuple[tuple[str, str], ...] = field(default=())  # Codex `-c key=value` overrides
     environment: tuple[tuple[str, str], ...] = field(default=())  # Claude Code: added to the case's
     cli_version: str | None = None  # Codex: an older CLI, for its rollout format (default: the pinned one)
+    interactive: bool = False  # Codex: its terminal UI (`codex PROMPT`), as a person runs it
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -129,6 +134,8 @@ CODEX: dict[str, Scenario] = {
     # The rollout format of an older Codex (no `token_usage_record`, no typed items, no
     # `ordinal`): the same conversations, recorded with 0.140.
     "v0.140_shell": Scenario("shell", cli_version="0.140.0"),
+    # `shell` in the terminal UI a person uses (`codex PROMPT`), left with Ctrl-D.
+    "interactive": Scenario("shell", interactive=True),
     "v0.140_mcp_tool": Scenario("mcp_tool", cli_version="0.140.0"),
     "v0.140_resumed": Scenario("plain", (Run(), Run("And now?", resume=True)), cli_version="0.140.0"),
     # Auto-compaction: with a token limit below what the first turn reported, the resumed
@@ -170,6 +177,7 @@ def _codex_thread_id(stdout: str) -> str:
 class Recording:
     runs: list[dict[str, Any]] = field(default_factory=list)
     stdouts: list[str] = field(default_factory=list)
+    terminal: list[str] = field(default_factory=list)  # what a terminal UI printed when it ended
     served: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -195,6 +203,44 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
     return recording, [home / ".claude" / "projects"]
 
 
+# The terminal UI's text without its escape sequences (colours, cursor moves, titles).
+_ESCAPES = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[\]P_^][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_UI_WAIT_S = 60.0
+
+
+def run_codex_ui(cli: Path, prompt: str, environment: dict[str, str], work: Path, sessions: Path) -> str:
+    """`codex PROMPT` on a terminal until its turn completes, then Ctrl-D: what it printed after
+    it left its screen (its token usage, how to resume). It first offers a newer model: the
+    existing one is kept ("2")."""
+    import shlex
+    import time
+
+    command = f"cd {shlex.quote(str(work))} && {shlex.quote(str(cli))} --no-daemon {shlex.quote(prompt)}"
+    with TerminalSession(
+        command, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40
+    ) as terminal:
+        terminal.expect("existing", _UI_WAIT_S)
+        terminal.wait_quiet(0.5)  # drawn: it reads keys now
+        terminal.send_keys(b"2")
+        deadline = time.monotonic() + _UI_WAIT_S
+        while not any(
+            b'"type":"task_complete"' in path.read_bytes() for path in sessions.rglob("rollout-*.jsonl")
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the turn never completed:\n{_ESCAPES.sub('', terminal.output)[-2000:]}")
+            time.sleep(0.2)
+        terminal.wait_quiet(1.0)
+        terminal.send_keys(b"\x04")
+        terminal.expect("codex resume", _UI_WAIT_S)
+        status = terminal.close()
+    if status != 0:
+        raise RuntimeError(f"codex exited {status}")
+    after_screen = terminal.output.rpartition("\x1b[?1049l")[2]  # the alternate screen left
+    return "".join(
+        line.rstrip() + "\n" for line in _ESCAPES.sub("", after_screen).replace("\r", "").splitlines()
+    )
+
+
 def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
     cli = codex_cli.cli_at(scenario.cli_version or codex_cli.CODEX_VERSION)
     home, work = scratch_dirs(scratch)
@@ -206,6 +252,13 @@ def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pat
         )
         environment = codex_offline.offline_environment(codex_home, home)
         overrides = [part for key, value in scenario.config for part in ("-c", f"{key}={value}")]
+        if scenario.interactive:
+            prompt = codex_scenarios.prompt_for(scenario.model)
+            printed = run_codex_ui(cli, prompt, environment, work, codex_home / "sessions")
+            recording.terminal.append(printed)
+            recording.runs.append(_run_meta(["--no-daemon", prompt], 0, ""))
+            recording.served = model.served()
+            return recording, [codex_home / "sessions"]
         for run in scenario.runs:
             prompt = run.prompt or codex_scenarios.prompt_for(scenario.model)
             resume = ("resume", thread_id) if run.resume else ()
@@ -249,6 +302,8 @@ def record_one(cli: str, name: str) -> None:
         target.mkdir(parents=True)
         for number, stdout in enumerate(recording.stdouts, 1):
             (target / f"stdout-{number}.jsonl").write_text(without_machine_paths(stdout, scratch))
+        for number, printed in enumerate(recording.terminal, 1):
+            (target / f"terminal-{number}.txt").write_text(without_machine_paths(printed, scratch))
         files = []
         for root in session_roots:
             for path in sorted(p for p in root.rglob("*") if p.is_file()):

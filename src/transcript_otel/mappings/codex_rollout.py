@@ -17,6 +17,7 @@ result (not the `*_output` item, unless no typed item answers that call), `token
 * `item_completed` `UserMessage` (older: `event_msg` `user_message`) → `user_message` `{text}`;
   the history's user and developer messages (the prompt again, and what Codex injects:
   `<environment_context>`, AGENTS.md, skills) → nothing: `codex exec --json` shows none;
+* `additional_tools` (the tools a code-mode model is told of) → nothing;
 * `message` of the assistant → `assistant_message` `{text}`; `reasoning` → `thinking` `{text}`
   (the summary, else the content; nothing when only encrypted);
 * a compaction's output (`metadata.compaction_output`, a `compaction` item) → `system_event`
@@ -91,6 +92,8 @@ _QUIET_EVENTS: Final = frozenset(
 )  # fmt: skip
 _SYSTEM_EVENTS: Final = {"error": "api_error", "stream_error": "retry", "warning": "warning"}
 _QUIET_LINES: Final = frozenset({"world_state"})
+# History items that only declare to the model what it may use (a code-mode model's tools).
+_MODEL_CONTEXT_ITEMS: Final = frozenset({"additional_tools"})
 # What a `SubAgentActivity` item tells of the subagent it started or saw complete.
 _SUBAGENT_KEYS: Final = ("agent_thread_id", "agent_path", "model")
 _MAX_CALLS: Final = 10_000
@@ -386,6 +389,8 @@ class CodexRolloutMapper:
             return [
                 (EntryType.SYSTEM_EVENT, {"subtype": "compaction", "item_type": kind, "text": "".join(texts)})
             ]
+        if kind in _MODEL_CONTEXT_ITEMS:
+            return []  # what Codex tells the model it may use: no one said it
         if kind == "message":
             if payload.get("role") != "assistant":
                 return []  # the prompt is the `UserMessage` item; the rest is what Codex injects
