@@ -35,5 +35,7 @@ CODEX_SCENARIOS: Final = (
 )
 # The same conversations in an older CLI's rollout format (docs/session-logs.md).
 CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed")
-# Codex's terminal UI as a person runs it (`codex PROMPT`): what it printed as it ended.
+# The terminal UIs as a person runs them (`claude PROMPT`, `codex PROMPT`): what they printed
+# as they ended (`terminal-1.txt`), no stdout stream.
+CLAUDE_INTERACTIVE_SCENARIOS: Final = ("interactive",)
 CODEX_INTERACTIVE_SCENARIOS: Final = ("interactive",)

@@ -43,7 +43,7 @@ from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.timeline import timeline
 
 from helpers import JSONISH
-from session_fixtures import CLAUDE, CLAUDE_SCENARIOS
+from session_fixtures import CLAUDE, CLAUDE_INTERACTIVE_SCENARIOS, CLAUDE_SCENARIOS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "agents"))
 
@@ -149,7 +149,32 @@ def usage_of(usage: dict[str, Any]) -> dict[str, int]:
 
 
 def test_every_scenario_has_a_recording() -> None:
-    assert sorted(path.name for path in FIXTURES.iterdir() if path.is_dir()) == sorted(SCENARIOS)
+    recorded = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
+    assert recorded == sorted(SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS)
+
+
+def test_the_terminal_ui_logs_what_claude_p_logs_for_the_same_conversation() -> None:
+    """`interactive` is `tools`' conversation in the terminal UI a person uses: the same
+    entries, plus the permission mode it ran in and the turn's end (`turn_duration`), which
+    ends the turn there, not when the UI is left; the same cost and session totals once."""
+    interactive, printed = file_entries("interactive"), file_entries("tools")
+    assert shared(interactive) == shared(printed)
+    extra = sorted((e.entry_type, e.detail.get("subtype")) for e in interactive if not shared([e]))
+    expected = sorted((e.entry_type, e.detail.get("subtype")) for e in printed if not shared([e]))
+    assert extra == sorted(
+        [*expected, ("system_event", "permission_mode"), ("system_event", "turn_duration")]
+    )
+    lines = mapped_file("interactive")
+    first_end = next(index for index, (_, line, _) in enumerate(lines) if line.ends_turn)
+    assert [e.detail.get("subtype") for e in lines[first_end][1].entries] == ["turn_duration"]
+
+    def reported(entries: list[MappedEntry]) -> list[tuple[float, dict[str, int]]]:
+        return [
+            (cost_usd(e.detail), e.detail["session_usage"]) for e in entries if e.entry_type == "token_usage"
+        ]
+
+    assert reported(interactive) == reported(printed)
+    assert len(reported(interactive)) == 1  # the UI's second `cost-state`, as it was left, repeats it
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -480,6 +505,35 @@ def test_cost_state_is_the_runs_cost_since_the_last_report_and_the_session_total
         {"input_tokens": 100, "output_tokens": 10},
         {"input_tokens": 200},
     ]
+
+
+def test_a_cost_state_repeating_the_last_ones_totals_adds_nothing_but_still_ends_the_turn() -> None:
+    """The terminal UI writes its `cost-state` again as it is left: the same totals."""
+    mapper = ClaudeSessionMapper()
+    first, again = mapper.line(cost_state(0.5, i=100), "main"), mapper.line(cost_state(0.5, i=100), "main")
+    assert kinds(first) == [("token_usage", None)]
+    assert again.entries == []
+    assert again.ends_turn
+    assert kinds(mapper.line(cost_state(0.75, i=100), "main")) == [("token_usage", None)]
+
+
+def test_the_terminal_uis_permission_mode_is_an_event_when_it_changes() -> None:
+    mapper = ClaudeSessionMapper()
+
+    def told(mode: str) -> list[tuple[str, Any]]:
+        line = json.dumps({"type": "permission-mode", "permissionMode": mode, "sessionId": "s-1"})
+        return [(e.detail["subtype"], e.detail["mode"]) for e in mapper.line(line, "main").entries]
+
+    assert told("auto") == [("permission_mode", "auto")]
+    assert told("auto") == []  # told again at the next prompt
+    assert told("plan") == [("permission_mode", "plan")]
+
+
+def test_the_terminal_uis_turn_duration_ends_the_turn_of_the_main_agent_only() -> None:
+    line = line_of(type="system", subtype="turn_duration", durationMs=436, messageCount=17)
+    main, subagent = ClaudeSessionMapper().line(line, "main"), ClaudeSessionMapper().line(line, "subagent:a1")
+    assert kinds(main) == [("system_event", "turn_duration")]
+    assert (main.ends_turn, subagent.ends_turn) == (True, False)
 
 
 def test_a_subagents_cost_state_carries_no_cost_of_the_run() -> None:

@@ -12,6 +12,8 @@ from anthropic_api import serve
 from claude_scenarios import prompt_for
 from scripted_http import ModelServer, environment_without, running
 
+API_KEY = "sk-ant-scripted-model"
+
 
 def model_server(scenario: str, directory: Path) -> contextlib.AbstractContextManager[ModelServer]:
     """The scripted Anthropic Messages API serving `scenario`, in a thread of ours."""
@@ -24,7 +26,7 @@ def offline_environment(model: ModelServer, home: Path) -> dict[str, str]:
         ("ANTHROPIC_", "CLAUDE", "OTEL_", "TRANSCRIPT_OTEL_"),
         HOME=str(home),
         ANTHROPIC_BASE_URL=model.url,
-        ANTHROPIC_API_KEY="sk-ant-scripted-model",
+        ANTHROPIC_API_KEY=API_KEY,
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
         DISABLE_TELEMETRY="1",
         DISABLE_AUTOUPDATER="1",

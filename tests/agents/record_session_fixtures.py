@@ -81,7 +81,7 @@ class Scenario:
     config: tuple[tuple[str, str], ...] = field(default=())  # Codex `-c key=value` overrides
     environment: tuple[tuple[str, str], ...] = field(default=())  # Claude Code: added to the case's
     cli_version: str | None = None  # Codex: an older CLI, for its rollout format (default: the pinned one)
-    interactive: bool = False  # Codex: its terminal UI (`codex PROMPT`), as a person runs it
+    interactive: bool = False  # the terminal UI (`claude PROMPT`, `codex PROMPT`), as a person runs it
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -105,6 +105,8 @@ CLAUDE: dict[str, Scenario] = {
     ),
     # A session whose first answer reports a context close to the window, resumed: the CLI
     # compacts it by itself before the next prompt.
+    # `tools` in the terminal UI a person uses (`claude PROMPT`), left with Ctrl-C twice.
+    "interactive": Scenario("tools", interactive=True),
     "auto_compacted": Scenario(
         "auto_compact",
         (Run(), Run("And now?", resume=True)),
@@ -181,6 +183,20 @@ class Recording:
     served: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _as_after_first_use(home: Path, work: Path) -> None:
+    """Claude Code's state once a person has used it: onboarding done, the API key approved, the
+    folder trusted, Bash allowed (`~/.claude/settings.json`), so no first-run dialog shows."""
+    state = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [claude_offline.API_KEY[-20:]], "rejected": []},
+        "projects": {str(work): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}},
+    }
+    (home / ".claude.json").write_text(json.dumps(state))
+    (home / ".claude").mkdir(exist_ok=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
+
+
 def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
     cli = claude_code.cli_path()
     if cli is None:
@@ -191,6 +207,14 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
     session_id = ""
     with claude_offline.model_server(scenario.model, scratch) as model:
         environment = {**claude_code.case_environment(case, model, home), **dict(scenario.environment)}
+        if scenario.interactive:
+            _as_after_first_use(home, work)
+            prompt = claude_scenarios.prompt_for(scenario.model)
+            projects = home / ".claude" / "projects"
+            recording.terminal.append(run_ui(CLAUDE_UI, [str(cli), prompt], environment, work, projects))
+            recording.runs.append(_run_meta([prompt], 0, ""))
+            recording.served = model.served()
+            return recording, [projects]
         for run in scenario.runs:
             prompt = run.prompt or claude_scenarios.prompt_for(scenario.model)
             resume = ("--resume", session_id) if run.resume else ()
@@ -204,41 +228,57 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
 
 
 # The terminal UI's text without its escape sequences (colours, cursor moves, titles).
-_ESCAPES = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[\]P_^][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ESCAPES = re.compile(
+    r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]"  # CSI: colours, cursor moves, modes
+    r"|\x1b[\]P_^][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC, DCS...: titles, queries
+    r"|\x1b[()*+][0-9A-Za-z]|\x1b[78=>]|\x1b[@-Z\\-_]|[\x0e\x0f]"  # character sets, saved cursors
+)
 _UI_WAIT_S = 60.0
 
 
-def run_codex_ui(cli: Path, prompt: str, environment: dict[str, str], work: Path, sessions: Path) -> str:
-    """`codex PROMPT` on a terminal until its turn completes, then Ctrl-D: what it printed after
-    it left its screen (its token usage, how to resume). It first offers a newer model: the
-    existing one is kept ("2")."""
+@dataclass(frozen=True)
+class TerminalUI:
+    """How a CLI's terminal UI is driven: `answers` (a text it shows, the keys a person presses
+    then), what its session file says once the prompt's turn is over, and the keys that leave it."""
+
+    answers: tuple[tuple[str, bytes], ...]
+    turn_over: bytes
+    leave: tuple[bytes, ...]
+
+
+CODEX_UI = TerminalUI((("existing", b"2"),), b'"type":"task_complete"', (b"\x04",))  # keep the model
+CLAUDE_UI = TerminalUI((), b'"subtype":"turn_duration"', (b"\x03", b"\x03"))  # Ctrl-C twice
+
+
+def run_ui(
+    ui: TerminalUI, command: list[str], environment: dict[str, str], work: Path, sessions: Path
+) -> str:
+    """`command` on a terminal, as a person runs it, until its first turn is over, then left:
+    what it printed once it left its screen (the CLIs say how to resume there)."""
     import shlex
     import time
 
-    command = f"cd {shlex.quote(str(work))} && {shlex.quote(str(cli))} --no-daemon {shlex.quote(prompt)}"
-    with TerminalSession(
-        command, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40
-    ) as terminal:
-        terminal.expect("existing", _UI_WAIT_S)
-        terminal.wait_quiet(0.5)  # drawn: it reads keys now
-        terminal.send_keys(b"2")
+    line = f"cd {shlex.quote(str(work))} && {shlex.join(command)}"
+    with TerminalSession(line, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40) as terminal:
+        for shown, keys in ui.answers:
+            terminal.expect(shown, _UI_WAIT_S)
+            terminal.wait_quiet(0.5)  # drawn: it reads keys now
+            terminal.send_keys(keys)
         deadline = time.monotonic() + _UI_WAIT_S
-        while not any(
-            b'"type":"task_complete"' in path.read_bytes() for path in sessions.rglob("rollout-*.jsonl")
-        ):
+        while not any(ui.turn_over in path.read_bytes() for path in sessions.rglob("*.jsonl")):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the turn never completed:\n{_ESCAPES.sub('', terminal.output)[-2000:]}")
+                raise RuntimeError(f"the turn never ended:\n{_ESCAPES.sub('', terminal.output)[-2000:]}")
             time.sleep(0.2)
         terminal.wait_quiet(1.0)
-        terminal.send_keys(b"\x04")
-        terminal.expect("codex resume", _UI_WAIT_S)
+        for keys in ui.leave:
+            terminal.send_keys(keys)
+            terminal.wait_quiet(0.5)
         status = terminal.close()
     if status != 0:
-        raise RuntimeError(f"codex exited {status}")
+        raise RuntimeError(f"{command[0]} exited {status}")
     after_screen = terminal.output.rpartition("\x1b[?1049l")[2]  # the alternate screen left
-    return "".join(
-        line.rstrip() + "\n" for line in _ESCAPES.sub("", after_screen).replace("\r", "").splitlines()
-    )
+    text = _ESCAPES.sub("", after_screen).replace("\r", "")
+    return "".join(line.rstrip() + "\n" for line in text.splitlines() if line.strip())
 
 
 def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
@@ -254,8 +294,8 @@ def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pat
         overrides = [part for key, value in scenario.config for part in ("-c", f"{key}={value}")]
         if scenario.interactive:
             prompt = codex_scenarios.prompt_for(scenario.model)
-            printed = run_codex_ui(cli, prompt, environment, work, codex_home / "sessions")
-            recording.terminal.append(printed)
+            command = [str(cli), "--no-daemon", prompt]
+            recording.terminal.append(run_ui(CODEX_UI, command, environment, work, codex_home / "sessions"))
             recording.runs.append(_run_meta(["--no-daemon", prompt], 0, ""))
             recording.served = model.served()
             return recording, [codex_home / "sessions"]

@@ -1,4 +1,5 @@
-"""Claude Code 2.1.332 session log lines to canonical entries (an import after the fact).
+"""Claude Code 2.1.332 session log lines to canonical entries (an import after the fact), as
+`claude -p` and the terminal UI a person uses write them.
 
 One line of `~/.claude/projects/<project>/<session>.jsonl` (source `main`) or of
 `<session>/subagents/agent-<agentId>.jsonl` (source `subagent:<agentId>`), as measured in
@@ -20,11 +21,14 @@ for the same conversation on stdout (`claude -p --output-format stream-json`), w
 | `user`, `/compact` or command output echo | `user_message` (no new turn) |
 | `system` `api_error` | `system_event` `api_retry` (stdout's name for the retried attempt) |
 | `system` `compact_boundary` | `system_event` `compaction`; a manual one `opens_turn` (main) |
+| `system` `turn_duration` (terminal UI) | `system_event` `turn_duration`; `ends_turn` (main) |
 | `system`, other subtype | `system_event` with that subtype |
 | `attachment` `max_turns_reached` | `error`, `detail.exception` = `error_max_turns` |
 | `attachment`, context (`_CONTEXT_ATTACHMENTS`) | nothing: what the CLI injects before a request |
 | `attachment`, another kind | `system_event` `attachment`, `detail.attachment_type` |
-| `cost-state` | `token_usage`: `turn_cost_usd`, `session_usage` (main); `ends_turn` |
+| `cost-state` | `token_usage`: `turn_cost_usd`, `session_usage` (main); `ends_turn`; nothing |
+| | more for one repeating the last one's totals (the terminal UI writes it again on leaving) |
+| `permission-mode` (terminal UI) | `system_event` `permission_mode`, `detail.mode`, when it changed |
 | other bookkeeping (`_BOOKKEEPING`) | nothing |
 | `summary` (older versions) | `system_event` `compaction` |
 | any other type | `unknown`, the line kept whole |
@@ -62,7 +66,7 @@ _USAGE_KEYS: Final = (
 # Message ids remembered to count each message once (its lines repeat its usage); the oldest go.
 _MAX_COUNTED_MESSAGES: Final = 10_000
 # Lines that say nothing of the conversation (docs/session-logs.md, "Bookkeeping lines"): the
-# CLI's own state. `file-history-snapshot`: older versions' file backups (not in 2.1.332 files).
+# CLI's own state. `file-history-snapshot`: the terminal UI's file backups (not in `-p` files).
 _BOOKKEEPING: Final = frozenset(
     {
         "queue-operation",
@@ -95,6 +99,7 @@ _CONTEXT_ATTACHMENTS: Final = frozenset(
 _THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 _SYNTHETIC_MODEL: Final = "<synthetic>"
 _SYSTEM_SUBTYPES: Final = {"api_error": "api_retry", "compact_boundary": "compaction"}
+_TURN_OVER: Final = "turn_duration"  # written by the terminal UI as a prompt's turn ends
 _COMMAND_OUTPUT: Final = ("<local-command-stdout>", "<local-command-stderr>")
 _NOTIFICATION_TAG: Final = "<task-notification>"
 # `/compact` is written after the boundary it made: the boundary opens its turn, not the echo.
@@ -110,7 +115,14 @@ class ClaudeSessionMapper:
     """Maps the lines of one session's files; remembers the tool names seen (per source, through
     `ClaudeTranscriptMapper`) and the cost reported so far."""
 
-    __slots__ = ("_counted", "_counted_messages", "_running_cost", "_transcript")
+    __slots__ = (
+        "_counted",
+        "_counted_messages",
+        "_last_report",
+        "_permission_mode",
+        "_running_cost",
+        "_transcript",
+    )
 
     def __init__(self) -> None:
         self._transcript = ClaudeTranscriptMapper()
@@ -119,6 +131,8 @@ class ClaudeSessionMapper:
         # beyond them: model calls that wrote no line (`/compact`'s summary).
         self._counted: dict[str, int] = {}
         self._counted_messages: OrderedDict[str, None] = OrderedDict()
+        self._last_report: tuple[Any, Any] | None = None  # the last `cost-state`'s totals
+        self._permission_mode: Any = None  # the last `permission-mode` told
 
     def line(self, line: str | bytes, source: str) -> SessionLine:
         if isinstance(line, bytes):
@@ -134,7 +148,14 @@ class ClaudeSessionMapper:
         said = SessionLine([], at, session_id=session_id if isinstance(session_id, str) else None)
         kind = entry.get("type")
         if kind == "cost-state":
-            return said._replace(entries=self._cost(entry, line, source), ends_turn=source == MAIN_SOURCE)
+            report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
+            repeated = source == MAIN_SOURCE and report == self._last_report  # on leaving, again
+            if source == MAIN_SOURCE:
+                self._last_report = report
+            entries = [] if repeated else self._cost(entry, line, source)
+            return said._replace(entries=entries, ends_turn=source == MAIN_SOURCE)
+        if kind == "permission-mode":
+            return said._replace(entries=self._permission_mode_told(entry, line, source))
         if kind in _BOOKKEEPING:
             return said
         if kind == "assistant":
@@ -149,8 +170,11 @@ class ClaudeSessionMapper:
             if isinstance(subtype, str):
                 detail["subtype"] = _SYSTEM_SUBTYPES.get(subtype, subtype)
             event = MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)
+            main = source == MAIN_SOURCE
             return said._replace(
-                entries=[event], opens_turn=_manual_compaction(entry) and source == MAIN_SOURCE
+                entries=[event],
+                opens_turn=_manual_compaction(entry) and main,
+                ends_turn=subtype == _TURN_OVER and main,  # the terminal UI's turn is over
             )
         if kind == "summary":
             return said._replace(entries=self._transcript.parsed(entry, line, source))
@@ -218,6 +242,15 @@ class ClaudeSessionMapper:
                     )
         return [MappedEntry(EntryType.TOKEN_USAGE.value, detail, line, source)]
 
+    def _permission_mode_told(self, entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
+        """The terminal UI tells the permission mode at every prompt: a change is an event."""
+        mode = entry.get("permissionMode")
+        if mode == self._permission_mode:
+            return []
+        self._permission_mode = mode
+        detail = {"sdk_entry": entry, "subtype": "permission_mode", "mode": mode}
+        return [MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)]
+
     def resume_after(self, cost_state: str | bytes) -> None:
         """Go on from a `cost-state` line (the last before the lines this mapper will see: a
         session taken up part-way): its totals were reported, so only what comes after counts."""
@@ -229,6 +262,7 @@ class ClaudeSessionMapper:
             return
         self._running_cost.resume_at(entry.get("totalCostUSD"))
         self._counted = summed_model_usage(entry.get("modelUsage"))
+        self._last_report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
 
     def _count_message(self, message: Any) -> None:
         """Adds a message's usage to what the lines told, once per message id."""
