@@ -37,5 +37,5 @@ CODEX_SCENARIOS: Final = (
 CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed")
 # The terminal UIs as a person runs them (`claude PROMPT`, `codex PROMPT`): what they printed
 # as they ended (`terminal-1.txt`), no stdout stream.
-CLAUDE_INTERACTIVE_SCENARIOS: Final = ("interactive",)
-CODEX_INTERACTIVE_SCENARIOS: Final = ("interactive",)
+CLAUDE_INTERACTIVE_SCENARIOS: Final = ("interactive", "interactive_two_prompts")
+CODEX_INTERACTIVE_SCENARIOS: Final = ("interactive", "interactive_two_prompts")

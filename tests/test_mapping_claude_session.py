@@ -148,33 +148,44 @@ def usage_of(usage: dict[str, Any]) -> dict[str, int]:
     return {key: usage[key] for key in USAGE_KEYS}
 
 
+def meta_of(scenario: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((FIXTURES / scenario / "meta.json").read_text())
+    return found
+
+
 def test_every_scenario_has_a_recording() -> None:
     recorded = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
     assert recorded == sorted(SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS)
 
 
-def test_the_terminal_ui_logs_what_claude_p_logs_for_the_same_conversation() -> None:
-    """`interactive` is `tools`' conversation in the terminal UI a person uses: the same
-    entries, plus the permission mode it ran in and the turn's end (`turn_duration`), which
-    ends the turn there, not when the UI is left; the same cost and session totals once."""
-    interactive, printed = file_entries("interactive"), file_entries("tools")
+@pytest.mark.parametrize(
+    ("scenario", "printed_as"), [("interactive", "tools"), ("interactive_two_prompts", "resumed")]
+)
+def test_the_terminal_ui_logs_what_claude_p_logs_for_the_same_conversation(
+    scenario: str, printed_as: str
+) -> None:
+    """The terminal UI a person uses, given `printed_as`'s conversation (its prompts typed in
+    one UI, not one `claude -p` each): the same entries, plus the permission mode it ran in and
+    each turn's end (`turn_duration`), which ends the turn there, not when the UI is left; the
+    same cost and session totals, reported once, as the UI is left."""
+    interactive, printed = file_entries(scenario), file_entries(printed_as)
     assert shared(interactive) == shared(printed)
-    extra = sorted((e.entry_type, e.detail.get("subtype")) for e in interactive if not shared([e]))
-    expected = sorted((e.entry_type, e.detail.get("subtype")) for e in printed if not shared([e]))
-    assert extra == sorted(
-        [*expected, ("system_event", "permission_mode"), ("system_event", "turn_duration")]
-    )
-    lines = mapped_file("interactive")
-    first_end = next(index for index, (_, line, _) in enumerate(lines) if line.ends_turn)
-    assert [e.detail.get("subtype") for e in lines[first_end][1].entries] == ["turn_duration"]
+    prompts = len(meta_of(scenario)["runs"][0]["arguments"])
+    extra = [(e.entry_type, e.detail.get("subtype")) for e in interactive if not shared([e])]
+    expected = [(e.entry_type, e.detail.get("subtype")) for e in printed if not shared([e])]
+    ui_only = [("system_event", "permission_mode")] + [("system_event", "turn_duration")] * prompts
+    without_reports = [kind for kind in expected if kind != ("token_usage", None)]
+    assert sorted(extra) == sorted([*without_reports, *ui_only, ("token_usage", None)])
+    ends = [line for _, line, _ in mapped_file(scenario) if line.ends_turn]
+    assert [[e.detail.get("subtype") for e in line.entries] for line in ends[:prompts]] == [
+        ["turn_duration"]
+    ] * prompts
 
-    def reported(entries: list[MappedEntry]) -> list[tuple[float, dict[str, int]]]:
-        return [
-            (cost_usd(e.detail), e.detail["session_usage"]) for e in entries if e.entry_type == "token_usage"
-        ]
+    def reported(entries: list[MappedEntry]) -> tuple[float, dict[str, int]]:
+        reports = [e.detail for e in entries if e.entry_type == "token_usage"]
+        return round(sum(cost_usd(r) for r in reports), 9), reports[-1]["session_usage"]
 
     assert reported(interactive) == reported(printed)
-    assert len(reported(interactive)) == 1  # the UI's second `cost-state`, as it was left, repeats it
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -38,24 +38,33 @@ def test_every_recorded_scenario_is_compared() -> None:
     assert recorded == sorted(SCENARIOS + list(CODEX_INTERACTIVE_SCENARIOS))
 
 
-def test_the_terminal_ui_logs_what_codex_exec_printed_for_the_same_conversation() -> None:
-    """`interactive` is `shell`'s conversation in the terminal UI a person uses: its rollout
-    says what `codex exec --json` printed for `shell`, with the same tokens per response; the
-    UI's own summary as it ended counts them alike."""
-    (turn,) = rollout_turns("interactive")
-    (printed,) = exec_turns("shell")
-    assert conversation(turn, rollout=True) == conversation(printed, rollout=False)
-    tokens = [usage_attributes(e.detail) for e in turn if e.entry_type == "token_usage"]
-    shell_tokens = [
-        usage_attributes(e.detail) for e in rollout_turns("shell")[0] if e.entry_type == "token_usage"
-    ]
-    assert tokens == shell_tokens
-    summary = (FIXTURES / "interactive" / "terminal-1.txt").read_text().splitlines()[0]
-    uncached = sum(t["gen_ai.usage.input_tokens"] - t["gen_ai.usage.cache_read.input_tokens"] for t in tokens)
-    cached = sum(t["gen_ai.usage.cache_read.input_tokens"] for t in tokens)
-    output = sum(t["gen_ai.usage.output_tokens"] for t in tokens)
+@pytest.mark.parametrize(
+    ("scenario", "printed_as"), [("interactive", "shell"), ("interactive_two_prompts", "resumed")]
+)
+def test_the_terminal_ui_logs_what_codex_exec_printed_for_the_same_conversation(
+    scenario: str, printed_as: str
+) -> None:
+    """The terminal UI a person uses, given `printed_as`'s conversation (its prompts typed in
+    one UI, not one `codex exec` each): its rollout says, turn by turn, what `codex exec
+    --json` printed, with the same tokens per response as `printed_as`'s rollout; the UI's own
+    summary as it ended counts them alike."""
+    turns, printed = rollout_turns(scenario), exec_turns(printed_as)
+    assert len(turns) == len(printed) == len(meta(scenario)["runs"][0]["arguments"]) - 1
+    for turn, theirs in zip(turns, printed, strict=True):
+        assert conversation(turn, rollout=True) == conversation(theirs, rollout=False)
+
+    def tokens(of: list[Turn]) -> list[dict[str, int]]:
+        return [usage_attributes(e.detail) for turn in of for e in turn if e.entry_type == "token_usage"]
+
+    assert tokens(turns) == tokens(rollout_turns(printed_as))
+    summary = (FIXTURES / scenario / "terminal-1.txt").read_text().splitlines()[0]
+    counted = tokens(turns)
+    cached = sum(t["gen_ai.usage.cache_read.input_tokens"] for t in counted)
+    uncached = sum(t["gen_ai.usage.input_tokens"] for t in counted) - cached
+    output = sum(t["gen_ai.usage.output_tokens"] for t in counted)
+    told = f"input={uncached:,}" + (f" (+ {cached:,} cached)" if cached else "") + f" output={output:,}"
     assert summary.startswith("Token usage: ")
-    assert f"input={uncached:,} (+ {cached:,} cached) output={output:,}" in summary
+    assert told in summary
 
 
 def meta(scenario: str) -> dict[str, Any]:

@@ -82,6 +82,7 @@ class Scenario:
     environment: tuple[tuple[str, str], ...] = field(default=())  # Claude Code: added to the case's
     cli_version: str | None = None  # Codex: an older CLI, for its rollout format (default: the pinned one)
     interactive: bool = False  # the terminal UI (`claude PROMPT`, `codex PROMPT`), as a person runs it
+    follow_ups: tuple[str, ...] = ()  # the terminal UI: prompts typed after the first
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -107,6 +108,8 @@ CLAUDE: dict[str, Scenario] = {
     # compacts it by itself before the next prompt.
     # `tools` in the terminal UI a person uses (`claude PROMPT`), left with Ctrl-C twice.
     "interactive": Scenario("tools", interactive=True),
+    # `resumed`'s conversation, its second prompt typed in the same terminal UI.
+    "interactive_two_prompts": Scenario("stream_json_input", interactive=True, follow_ups=("And now?",)),
     "auto_compacted": Scenario(
         "auto_compact",
         (Run(), Run("And now?", resume=True)),
@@ -138,6 +141,8 @@ CODEX: dict[str, Scenario] = {
     "v0.140_shell": Scenario("shell", cli_version="0.140.0"),
     # `shell` in the terminal UI a person uses (`codex PROMPT`), left with Ctrl-D.
     "interactive": Scenario("shell", interactive=True),
+    # `resumed`'s conversation, its second prompt typed in the same terminal UI.
+    "interactive_two_prompts": Scenario("plain", interactive=True, follow_ups=("And now?",)),
     "v0.140_mcp_tool": Scenario("mcp_tool", cli_version="0.140.0"),
     "v0.140_resumed": Scenario("plain", (Run(), Run("And now?", resume=True)), cli_version="0.140.0"),
     # Auto-compaction: with a token limit below what the first turn reported, the resumed
@@ -211,8 +216,9 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
             _as_after_first_use(home, work)
             prompt = claude_scenarios.prompt_for(scenario.model)
             projects = home / ".claude" / "projects"
-            recording.terminal.append(run_ui(CLAUDE_UI, [str(cli), prompt], environment, work, projects))
-            recording.runs.append(_run_meta([prompt], 0, ""))
+            printed = run_ui(CLAUDE_UI, [str(cli), prompt], environment, work, projects, scenario.follow_ups)
+            recording.terminal.append(printed)
+            recording.runs.append(_run_meta([prompt, *scenario.follow_ups], 0, ""))
             recording.served = model.served()
             return recording, [projects]
         for run in scenario.runs:
@@ -251,10 +257,16 @@ CLAUDE_UI = TerminalUI((), b'"subtype":"turn_duration"', (b"\x03", b"\x03"))  # 
 
 
 def run_ui(
-    ui: TerminalUI, command: list[str], environment: dict[str, str], work: Path, sessions: Path
+    ui: TerminalUI,
+    command: list[str],
+    environment: dict[str, str],
+    work: Path,
+    sessions: Path,
+    follow_ups: tuple[str, ...] = (),
 ) -> str:
-    """`command` on a terminal, as a person runs it, until its first turn is over, then left:
-    what it printed once it left its screen (the CLIs say how to resume there)."""
+    """`command` on a terminal, as a person runs it, until its prompt's turn is over, each of
+    `follow_ups` typed once the turn before it is over, then left: what it printed once it
+    left its screen (the CLIs say how to resume there)."""
     import shlex
     import time
 
@@ -264,12 +276,19 @@ def run_ui(
             terminal.expect(shown, _UI_WAIT_S)
             terminal.wait_quiet(0.5)  # drawn: it reads keys now
             terminal.send_keys(keys)
-        deadline = time.monotonic() + _UI_WAIT_S
-        while not any(ui.turn_over in path.read_bytes() for path in sessions.rglob("*.jsonl")):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the turn never ended:\n{_ESCAPES.sub('', terminal.output)[-2000:]}")
-            time.sleep(0.2)
-        terminal.wait_quiet(1.0)
+        for turns, typed in enumerate((*follow_ups, None), 1):
+            deadline = time.monotonic() + _UI_WAIT_S
+            while sum(path.read_bytes().count(ui.turn_over) for path in sessions.rglob("*.jsonl")) < turns:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"turn {turns} never ended:\n{_ESCAPES.sub('', terminal.output)[-2000:]}"
+                    )
+                time.sleep(0.2)
+            terminal.wait_quiet(1.0)
+            if typed is not None:
+                terminal.send_keys(typed.encode())
+                terminal.wait_quiet(0.5)
+                terminal.send_keys(b"\r")
         for keys in ui.leave:
             terminal.send_keys(keys)
             terminal.wait_quiet(0.5)
@@ -295,8 +314,11 @@ def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pat
         if scenario.interactive:
             prompt = codex_scenarios.prompt_for(scenario.model)
             command = [str(cli), "--no-daemon", prompt]
-            recording.terminal.append(run_ui(CODEX_UI, command, environment, work, codex_home / "sessions"))
-            recording.runs.append(_run_meta(["--no-daemon", prompt], 0, ""))
+            sessions = codex_home / "sessions"
+            recording.terminal.append(
+                run_ui(CODEX_UI, command, environment, work, sessions, scenario.follow_ups)
+            )
+            recording.runs.append(_run_meta(["--no-daemon", prompt, *scenario.follow_ups], 0, ""))
             recording.served = model.served()
             return recording, [codex_home / "sessions"]
         for run in scenario.runs:
