@@ -35,6 +35,8 @@ CODEX_SCENARIOS: Final = (
 )
 # The same conversations in an older CLI's rollout format (docs/session-logs.md).
 CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed")
+# The same conversations in an older Claude Code's log format (docs/session-logs.md).
+CLAUDE_OLDER_SCENARIOS: Final = ("v2.0.32_tools",)
 # The terminal UIs as a person runs them (`claude PROMPT`, `codex PROMPT`): what they printed
 # as they ended (`terminal-1.txt`), no stdout stream.
 CLAUDE_INTERACTIVE_SCENARIOS: Final = ("interactive", "interactive_two_prompts")

@@ -59,23 +59,59 @@ def _spans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _served(scenario: str) -> list[dict[str, Any]]:
-    """The model calls the scripted server answered, with the usage it sent; not the title
-    Codex's terminal UI asks for, in a thread of its own that it logs nowhere (its own token
-    summary does not count it either: `codex/interactive/terminal-1.txt`)."""
+    """The model calls the scripted server answered, with the usage it sent, but those the CLIs
+    log in no file (nor count in their own summaries): the title Codex's terminal UI asks for a
+    new thread (in a thread of its own), and Claude Code 2.0's "Warmup" calls that left no
+    agent file (`_warmups_no_file_holds`)."""
     meta = json.loads((SESSIONS / scenario / "meta.json").read_text())
+    unlogged = _warmups_no_file_holds(scenario)
     return [
         call
         for call in meta["served"]
-        if call.get("status") == 200 and call.get("usage") and call.get("conversation") != "title"
+        if call.get("status") == 200
+        and call.get("usage")
+        and call.get("conversation") != "title"
+        and call.get("message_id") not in unlogged
     ]
 
 
+def _warmups_no_file_holds(scenario: str) -> set[str]:
+    meta = json.loads((SESSIONS / scenario / "meta.json").read_text())
+    logged = "".join(path.read_text() for path in (SESSIONS / scenario / "home").rglob("*.jsonl"))
+    warmups = [
+        call["message_id"] for call in meta["served"] if "message_id" in call and call["conversation"] is None
+    ]
+    return {message_id for message_id in warmups if message_id not in logged}
+
+
+def test_claude_code_2_0_logs_its_agents_warmups_beside_the_session(tmp_path: Path) -> None:
+    """Claude Code 2.0.32 writes each subagent's file in the project's folder itself, not in
+    `<session>/subagents/`: the session's agents' "Warmup" calls. They are subagents of the
+    session's one run (named alone, an agent file is that session too); one of its three
+    warm-up calls has no file."""
+    project = SESSIONS / "claude_code/v2.0.32_tools/home/.claude/projects/-scratch-work"
+    agents = sorted(project.glob("agent-*.jsonl"))
+    (main,) = [path for path in project.glob("*.jsonl") if path not in agents]
+    assert {find_sessions([path]).__next__().path for path in [*agents, main]} == {main}
+    records = _records(_import("claude_code/v2.0.32_tools", tmp_path))
+    entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    sources = Counter(e["source"] for e in entries)
+    assert sources == {"main": 6, **{f"subagent:{path.stem.removeprefix('agent-')}": 2 for path in agents}}
+    prompts = [
+        e["detail"]["sdk_entry"]["message"]["content"] for e in entries if e["entry_type"] == "user_message"
+    ]
+    assert sorted(prompts)[-2:] == ["Warmup", "Warmup"]
+    assert len(_warmups_no_file_holds("claude_code/v2.0.32_tools")) == 1
+
+
 def _first_time(imported: ImportedRun) -> int:
-    for line in imported.session.path.read_text().splitlines():
-        at = timestamp_ns(json.loads(line).get("timestamp"))
-        if at is not None:
-            return at
-    raise AssertionError("no timestamp in the session file")
+    """The earliest time the session's files tell first (Claude Code 2.0's subagent warm-ups
+    are logged before the session's own first line)."""
+    firsts = []
+    for path, _ in imported.session.sources():
+        times = (timestamp_ns(json.loads(line).get("timestamp")) for line in path.read_text().splitlines())
+        firsts.append(next(at for at in times if at is not None))
+    return min(firsts)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -43,7 +43,7 @@ from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.timeline import timeline
 
 from helpers import JSONISH
-from session_fixtures import CLAUDE, CLAUDE_INTERACTIVE_SCENARIOS, CLAUDE_SCENARIOS
+from session_fixtures import CLAUDE, CLAUDE_INTERACTIVE_SCENARIOS, CLAUDE_OLDER_SCENARIOS, CLAUDE_SCENARIOS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "agents"))
 
@@ -61,11 +61,12 @@ SHARED_EVENTS = frozenset({"api_retry", "task_notification", "compaction"})
 
 
 def session_files(scenario: str) -> list[tuple[Path, str]]:
-    """The session file (`main`), then each subagent file with its source `subagent:<agentId>`."""
+    """The session file (`main`), then each subagent file with its source `subagent:<agentId>`
+    (in `<session>/subagents/`; in 2.0, beside the session's file)."""
     project = FIXTURES / scenario / PROJECT
-    (main,) = project.glob("*.jsonl")
-    subagents = sorted(project.glob("*/subagents/agent-*.jsonl"))
-    return [(main, "main")] + [(p, "subagent:" + p.stem.removeprefix("agent-")) for p in subagents]
+    agents = sorted(project.glob("*/subagents/agent-*.jsonl")) + sorted(project.glob("agent-*.jsonl"))
+    (main,) = [path for path in project.glob("*.jsonl") if path not in agents]
+    return [(main, "main")] + [(p, "subagent:" + p.stem.removeprefix("agent-")) for p in agents]
 
 
 def mapped_file(scenario: str) -> list[tuple[dict[str, Any], SessionLine, str]]:
@@ -155,7 +156,17 @@ def meta_of(scenario: str) -> dict[str, Any]:
 
 def test_every_scenario_has_a_recording() -> None:
     recorded = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
-    assert recorded == sorted(SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS)
+    assert recorded == sorted(SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS + CLAUDE_OLDER_SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", CLAUDE_OLDER_SCENARIOS)
+def test_an_older_clis_file_says_what_its_stdout_says(scenario: str) -> None:
+    """Claude Code 2.0.32: its session's own lines say what `claude -p` printed; it logged no
+    `cost-state` (the cost was on stdout only); its agents' warm-ups are sources of their own."""
+    from_file, from_stdout = shared(file_entries(scenario)), shared(stdout_entries(scenario))
+    assert from_file["main"] == from_stdout["main"]
+    assert sorted(from_file) == sorted(source for _, source in session_files(scenario))
+    assert [e for e in file_entries(scenario) if e.entry_type in ("token_usage", "unknown")] == []
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ import pytest
 from session_fixtures import (
     CLAUDE,
     CLAUDE_INTERACTIVE_SCENARIOS,
+    CLAUDE_OLDER_SCENARIOS,
     CLAUDE_SCENARIOS,
     CODEX,
     CODEX_INTERACTIVE_SCENARIOS,
@@ -63,7 +64,9 @@ def every_jsonl() -> Iterator[Path]:
 
 
 def test_the_documented_scenarios_are_all_there() -> None:
-    assert sorted(p.name for p in CLAUDE.iterdir()) == sorted(CLAUDE_SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS)
+    assert sorted(p.name for p in CLAUDE.iterdir()) == sorted(
+        CLAUDE_SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS + CLAUDE_OLDER_SCENARIOS
+    )
     assert sorted(p.name for p in CODEX.iterdir()) == sorted(
         CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS + CODEX_INTERACTIVE_SCENARIOS
     )

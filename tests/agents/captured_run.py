@@ -59,6 +59,22 @@ class Served(Protocol):
     def served(self) -> list[dict[str, Any]]: ...
 
 
+def older_cli(root: Path, package: str, version: str) -> Path:
+    """An older release of an npm CLI, installed beside the pinned ones to record session
+    fixtures in its format: `.agents/<name>-<version>` (`npm install --prefix`)."""
+    name = package.rpartition("/")[2]
+    path = root / ".agents" / f"{name}-{version}" / "node_modules" / ".bin" / package_binary(package)
+    if not path.exists():
+        raise RuntimeError(
+            f"no {package} {version}: npm install --prefix .agents/{name}-{version} {package}@{version}"
+        )
+    return path
+
+
+def package_binary(package: str) -> str:
+    return {"@openai/codex": "codex", "@anthropic-ai/claude-code": "claude"}[package]
+
+
 def scratch_dirs(scratch: Path) -> tuple[Path, Path]:
     """A throwaway `HOME` and working directory for one run."""
     home, work = scratch / "home", scratch / "work"

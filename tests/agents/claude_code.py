@@ -22,7 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
-from captured_run import Recorded, record_main, run_cli, scratch_dirs  # noqa: E402
+from captured_run import Recorded, older_cli, record_main, run_cli, scratch_dirs  # noqa: E402
 from claude_offline import model_server, offline_environment  # noqa: E402
 from claude_scenarios import prompt_for  # noqa: E402
 from scripted_http import ModelServer  # noqa: E402
@@ -37,6 +37,16 @@ def cli_path() -> Path | None:
     named = os.environ.get(CLI_VARIABLE)
     path = Path(named) if named else INSTALLED_CLI
     return path if path.exists() else None
+
+
+def cli_at(version: str) -> Path:
+    """The `claude` binary of `version`: the pinned one, or an older one (`older_cli`)."""
+    if version != CLAUDE_CODE_VERSION:
+        return older_cli(ROOT, "@anthropic-ai/claude-code", version)
+    cli = cli_path()
+    if cli is None:
+        raise RuntimeError("no Claude Code CLI: run `make agents`")
+    return cli
 
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")

@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
-from captured_run import Recorded, record_main, run_cli, scratch_dirs  # noqa: E402
+from captured_run import Recorded, older_cli, record_main, run_cli, scratch_dirs  # noqa: E402
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 
@@ -52,16 +52,8 @@ def require_cli() -> Path:
 
 
 def cli_at(version: str) -> Path:
-    """The `codex` binary of `version`: the pinned one, or an older one installed for recording
-    session fixtures in its format (`npm install --prefix .agents/codex-VERSION @openai/codex@VERSION`)."""
-    if version == CODEX_VERSION:
-        return require_cli()
-    path = ROOT / ".agents" / f"codex-{version}" / "node_modules" / ".bin" / "codex"
-    if not path.exists():
-        raise RuntimeError(
-            f"no Codex CLI {version}: npm install --prefix .agents/codex-{version} @openai/codex@{version}"
-        )
-    return path
+    """The `codex` binary of `version`: the pinned one, or an older one (`older_cli`)."""
+    return require_cli() if version == CODEX_VERSION else older_cli(ROOT, "@openai/codex", version)
 
 
 def model_slug(scenario: str) -> str:

@@ -80,7 +80,7 @@ class Scenario:
     case: str | None = None
     config: tuple[tuple[str, str], ...] = field(default=())  # Codex `-c key=value` overrides
     environment: tuple[tuple[str, str], ...] = field(default=())  # Claude Code: added to the case's
-    cli_version: str | None = None  # Codex: an older CLI, for its rollout format (default: the pinned one)
+    cli_version: str | None = None  # an older CLI, for its log format (default: the pinned one)
     interactive: bool = False  # the terminal UI (`claude PROMPT`, `codex PROMPT`), as a person runs it
     follow_ups: tuple[str, ...] = ()  # the terminal UI: prompts typed after the first
 
@@ -106,6 +106,8 @@ CLAUDE: dict[str, Scenario] = {
     ),
     # A session whose first answer reports a context close to the window, resumed: the CLI
     # compacts it by itself before the next prompt.
+    # The session log format of an older Claude Code: the same conversations, recorded with 2.0.32.
+    "v2.0.32_tools": Scenario("tools", cli_version="2.0.32"),
     # `tools` in the terminal UI a person uses (`claude PROMPT`), left with Ctrl-C twice.
     "interactive": Scenario("tools", interactive=True),
     # `resumed`'s conversation, its second prompt typed in the same terminal UI.
@@ -203,9 +205,7 @@ def _as_after_first_use(home: Path, work: Path) -> None:
 
 
 def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
-    cli = claude_code.cli_path()
-    if cli is None:
-        raise RuntimeError("no Claude Code CLI: run `make agents`")
+    cli = claude_code.cli_at(scenario.cli_version or claude_code.CLAUDE_CODE_VERSION)
     case = claude_code.CASES[scenario.case or scenario.model]
     home, work = scratch_dirs(scratch)
     recording = Recording()

@@ -1,7 +1,8 @@
 """Where Claude Code and Codex keep their session logs, and which files make one session.
 
 Claude Code: `$CLAUDE_CONFIG_DIR` (default `~/.claude`) `/projects/<project>/<session>.jsonl`,
-each subagent in `<session>/subagents/agent-<agentId>.jsonl` beside it. Codex:
+each subagent in `<session>/subagents/agent-<agentId>.jsonl` beside it (2.0 and before:
+`agent-<agentId>.jsonl` in the project's folder itself, its lines naming their `sessionId`). Codex:
 `$CODEX_HOME` (default `~/.codex`) `/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl`, one
 file per thread (a resumed session appends to it): a subagent's thread (`multi_agent_v2`) has
 a file of its own, whose `session_meta` names the session it belongs to (`session_id`, the
@@ -92,14 +93,17 @@ def _session_of(path: Path) -> SessionFiles | None:
     if path.parent.name == SUBAGENTS_DIR:
         main = path.parent.parent.with_suffix(".jsonl")  # <session>/subagents/ -> <session>.jsonl
         return _session_of(main) if main.is_file() else None
+    if path.name.startswith(_SUBAGENT_PREFIX):  # Claude Code 2.0: beside its session's file
+        main = path.with_name(f"{_ids_of(path).session_id}.jsonl")
+        return _session_of(main) if main.is_file() else SessionFiles(SessionKind.CLAUDE_CODE, path)
     if path.name.startswith(_ROLLOUT_PREFIX):
-        thread = _thread_of(path)
-        if thread.session_id != thread.thread_id:  # a subagent's thread: part of its root's session
+        thread = _ids_of(path)
+        if thread.session_id != thread.own_id:  # a subagent's thread: part of its root's session
             root = _codex_root_file(path, thread.session_id)
             if root is not None:
                 return _session_of(root)
             return SessionFiles(SessionKind.CODEX, path)  # the root's file is gone: it alone
-        return SessionFiles(SessionKind.CODEX, path, tuple(_codex_subagents(path, thread.thread_id)))
+        return SessionFiles(SessionKind.CODEX, path, tuple(_codex_subagents(path, thread.own_id)))
     return SessionFiles(SessionKind.CLAUDE_CODE, path, tuple(_subagents(path)))
 
 
@@ -108,36 +112,45 @@ def _subagents(main: Path) -> Iterator[tuple[Path, str]]:
     if directory.is_dir():
         for path in sorted(directory.glob(f"{_SUBAGENT_PREFIX}*.jsonl")):
             yield path, subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
+    for path in sorted(main.parent.glob(f"{_SUBAGENT_PREFIX}*.jsonl")):  # Claude Code 2.0
+        if _ids_of(path).session_id == main.stem:
+            yield path, subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
 
 
-class _Thread(NamedTuple):
-    thread_id: str | None
-    session_id: str | None  # the root thread's id; the thread's own for a root
+class _Ids(NamedTuple):
+    own_id: str | None  # a Codex thread's id
+    session_id: str | None  # the session it belongs to (a Codex root thread's is its own)
 
 
-def _thread_of(path: Path) -> _Thread:
-    """What a rollout's `session_meta` says of its thread; (None, None) for a file without one
-    (yet: a file being written is asked again next time, what it said is remembered)."""
+def _ids_of(path: Path) -> _Ids:
+    """What a log's first line says of whose it is: a rollout's `session_meta`, a Claude Code
+    2.0 subagent's `sessionId`; (None, None) where it says nothing (yet: a file being written
+    is asked again next time, what it said is remembered)."""
     try:
-        return _meta_of(path, path.stat().st_ino)
+        return _first_line_ids(path, path.stat().st_ino)
     except (OSError, ValueError, RecursionError):
-        return _Thread(None, None)
+        return _Ids(None, None)
 
 
 @functools.lru_cache(maxsize=4096)
-def _meta_of(path: Path, _inode: int) -> _Thread:  # a file replaced at the same path is read again
+def _first_line_ids(path: Path, _inode: int) -> _Ids:  # a file replaced at the same path is read again
     """Raises for a first line not (yet) whole or not JSON: a failure is not remembered."""
     with path.open("rb") as stream:
         first = stream.readline(_MAX_META_BYTES)
     if not first.endswith(b"\n"):
         raise ValueError("the first line is not whole yet")
-    meta = parse_json(first)
-    payload = meta.get("payload") if isinstance(meta, dict) and meta.get("type") == "session_meta" else None
+    line = parse_json(first)
+    if not isinstance(line, dict):
+        return _Ids(None, None)
+    if not path.name.startswith(_ROLLOUT_PREFIX):
+        session = line.get("sessionId")
+        return _Ids(None, session if isinstance(session, str) else None)
+    payload = line.get("payload") if line.get("type") == "session_meta" else None
     if not isinstance(payload, dict):
-        return _Thread(None, None)
+        return _Ids(None, None)
     thread, session = payload.get("id"), payload.get("session_id")
     thread = thread if isinstance(thread, str) else None
-    return _Thread(thread, session if isinstance(session, str) else thread)
+    return _Ids(thread, session if isinstance(session, str) else thread)
 
 
 def _codex_root_file(path: Path, session_id: str | None) -> Path | None:
@@ -157,9 +170,9 @@ def _codex_subagents(root: Path, session_id: str | None) -> Iterator[tuple[Path,
         return
     for directory in (root.parent, *_other_day(root.parent, 1)):
         for path in sorted(directory.glob(f"{_ROLLOUT_PREFIX}*.jsonl")):
-            thread = _thread_of(path)
-            if thread.session_id == session_id and thread.thread_id not in (None, session_id):
-                yield path, subagent_source(str(thread.thread_id))
+            thread = _ids_of(path)
+            if thread.session_id == session_id and thread.own_id not in (None, session_id):
+                yield path, subagent_source(str(thread.own_id))
 
 
 def _other_day(directory: Path, days: int) -> list[Path]:
