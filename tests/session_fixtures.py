@@ -29,6 +29,7 @@ CODEX_SCENARIOS: Final = (
     "web_search",
     "tour",
     "subagent",
+    "code_mode",
     "tool_then_500",
     "resumed",
     "compacted",

@@ -150,10 +150,11 @@ def rollout_tool(item: dict[str, Any], text: str) -> tuple[Any, ...]:
     return ("file_change", sorted((path, change["type"]) for path, change in item["changes"].items()))
 
 
-# Codex's own `tool_search` is not printed by `codex exec --json`, nor is `spawn_agent`; the
+# Codex's own `tool_search` is not printed by `codex exec --json`, nor are `spawn_agent` and
+# code mode's script (the commands it runs are); the
 # wait for a subagent is, as a `collab_tool_call` (`codex:wait`), where the file names the
 # call as the model made it (`wait_agent`): compared below, by name.
-NOT_PRINTED_ALIKE = frozenset({"tool_search", "spawn_agent"})
+NOT_PRINTED_ALIKE = frozenset({"tool_search", "spawn_agent", "codex:code_mode"})
 SAME_CALL = {"codex:wait": "wait_agent"}
 
 
@@ -599,6 +600,7 @@ def test_compaction_output_is_a_compaction_event_and_the_compacted_line_adds_not
             {"type": "search", "query": "otel"},
         ),
         ({"type": "tool_search_call", "arguments": {"query": "docs"}}, "tool_search", {"query": "docs"}),
+        ({"type": "custom_tool_call", "name": "exec", "input": "text(1);"}, "codex:code_mode", "text(1);"),
         ({"type": "function_call", "name": "update_plan", "arguments": "{}"}, "update_plan", {}),
     ],
 )

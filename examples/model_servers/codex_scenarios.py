@@ -90,6 +90,11 @@ def collaboration(call_id: str, tool: str, arguments: JsonObj) -> JsonObj:
     return {**function_call(call_id, tool, arguments), "namespace": "collaboration"}
 
 
+def code_mode_exec(call_id: str, script: str) -> JsonObj:
+    """Code mode's one tool: JavaScript run in a V8 isolate, its nested tools on `tools`."""
+    return {"type": "custom_tool_call", "call_id": call_id, "name": "exec", "input": script}
+
+
 def apply_patch(call_id: str, patch: str) -> JsonObj:
     return {"type": "custom_tool_call", "call_id": call_id, "name": "apply_patch", "input": patch}
 
@@ -257,6 +262,30 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             Step.say("The helper said hi.", input_tokens=2800, cached_tokens=2600, output_tokens=8),
         ],
         "SUBAGENT-CHILD-TASK": [Step.say("Hi from the helper.", input_tokens=1500, output_tokens=6)],
+    },
+    # Code mode (a model such as gpt-6-sol is given one `exec` tool, JavaScript whose nested
+    # tools are on `tools`): a script that runs two commands, one failing, then the answer.
+    "code_mode": {
+        "CODE-MODE-SCENARIO": [
+            Step.call(
+                code_mode_exec(
+                    "call_code_1",
+                    'const ok = await tools.exec_command({cmd: "echo hello from code mode"});\n'
+                    'const bad = await tools.exec_command({cmd: "ls /no/such/dir"});\n'
+                    "text(ok);\ntext(bad);\n",
+                ),
+                reasoning="I will run both commands from one script.",
+                input_tokens=4000,
+                output_tokens=60,
+                reasoning_tokens=10,
+            ),
+            Step.say(
+                "The script ran both; the second failed.",
+                input_tokens=4400,
+                cached_tokens=4000,
+                output_tokens=12,
+            ),
+        ]
     },
     # A hosted web search in the same response as the answer.
     "web_search": {

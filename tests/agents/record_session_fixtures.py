@@ -131,6 +131,8 @@ CODEX: dict[str, Scenario] = {
     "subagent": Scenario("subagent", config=(("features.multi_agent_v2", "true"),)),
     # A hosted web search in the same response as the answer.
     "web_search": Scenario("web_search"),
+    # Code mode, the model the terminal UI offers (gpt-6-sol): commands run from a script.
+    "code_mode": Scenario("code_mode", (Run(arguments=("-m", "gpt-6-sol")),)),
     # Every kind of item in one turn: commands (one failing), a patch, tool_search and the MCP
     # tool, a web search, the answer.
     "tour": Scenario("tour"),

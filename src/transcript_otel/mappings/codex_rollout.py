@@ -26,6 +26,8 @@ result (not the `*_output` item, unless no typed item answers that call), `token
 * `function_call`, `custom_tool_call`, `local_shell_call`, `web_search_call`,
   `tool_search_call` → `tool_use` `{tool_use_id, tool_name, input}`, named as `codex exec`
   names them: `codex:command`, `codex:file_change`, `codex:web_search`, MCP `server:tool`;
+  code mode's script (`custom_tool_call` `exec`, which `codex exec` does not print) is
+  `codex:code_mode`, the commands it runs typed items of their own (below);
 * `item_completed` `CommandExecution`, `FileChange`, `McpToolCall`, `WebSearch` →
   `tool_result` `{tool_use_id, tool_name, is_error, text, item}` (after a `tool_use` when the
   history showed no call); `*_output` → `tool_result` for a call no typed item answered (the
@@ -97,6 +99,8 @@ _MODEL_CONTEXT_ITEMS: Final = frozenset({"additional_tools"})
 # What a `SubAgentActivity` item tells of the subagent it started or saw complete.
 _SUBAGENT_KEYS: Final = ("agent_thread_id", "agent_path", "model")
 _MAX_CALLS: Final = 10_000
+# Code mode's one tool (a model such as gpt-6-sol): JavaScript whose nested tools run as items.
+_CODE_MODE_TOOL: Final = "exec"
 _EXIT_LINE: Final = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
 _META_KEYS: Final = ("cwd", "cli_version", "originator", "source", "model_provider")
 _UNKNOWN: Final = EntryType.UNKNOWN.value
@@ -120,6 +124,8 @@ def _tool_name(payload: dict[str, Any]) -> str:
         return "tool_search"
     if name == "apply_patch":
         return "codex:file_change"
+    if kind == "custom_tool_call" and name == _CODE_MODE_TOOL:
+        return "codex:code_mode"
     namespace = _text(payload.get("namespace")) or ""
     if name and namespace.startswith("mcp__"):
         return f"{namespace.removeprefix('mcp__')}:{name}"
