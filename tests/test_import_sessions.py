@@ -84,6 +84,20 @@ def _warmups_no_file_holds(scenario: str) -> set[str]:
     return {message_id for message_id in warmups if message_id not in logged}
 
 
+def test_the_commands_a_code_mode_script_runs_are_its_own_tool_calls(tmp_path: Path) -> None:
+    """Codex code mode: the model's script (`codex:code_mode`) runs two commands; their spans
+    are the script's children, the failed one an error, and end before it does."""
+    spans = _spans(_records(_import("codex/code_mode", tmp_path)))
+    (script,) = [span for span in spans if span[fields.NAME] == "execute_tool codex:code_mode"]
+    commands = [span for span in spans if span[fields.NAME] == "execute_tool codex:command"]
+    assert [span[fields.PARENT_SPAN_ID] for span in commands] == [script["span_id"]] * 2
+    assert [span["status"] for span in commands] == ["UNSET", "ERROR"]
+    assert all(
+        script[fields.START] <= span[fields.START] <= span[fields.END] <= script[fields.END]
+        for span in commands
+    )
+
+
 def test_claude_code_2_0_logs_its_agents_warmups_beside_the_session(tmp_path: Path) -> None:
     """Claude Code 2.0.32 writes each subagent's file in the project's folder itself, not in
     `<session>/subagents/`: the session's agents' "Warmup" calls. They are subagents of the

@@ -185,6 +185,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         self._turns_awaiting_result = deque()
         self._turn_count = 0
         self._tools = {}
+        self._running_scripts = {}
         self._background_calls = {}
         self._session_usage = None
         self._running_usage = RunningUsage()
@@ -361,7 +362,8 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
             self._keep_content(entry_type, detail, subagent, turn)
         if entry_type == ENTRY_TOOL_USE:
             caller = subagent or self._root  # the agent that called the tool
-            return self._open_tool(source, detail, base, timestamp_ns, caller.agent_name)
+            parent = self._running_scripts.get(source) or base
+            return self._open_tool(source, detail, parent, timestamp_ns, caller.agent_name)
         if entry_type == ENTRY_TOOL_RESULT:
             call_id, _ = tool_identity(detail)
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None

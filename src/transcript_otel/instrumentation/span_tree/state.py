@@ -56,6 +56,8 @@ class RunState:
     _turns_awaiting_result: deque[SpanSlot]
     _turn_count: int
     _tools: dict[tuple[str, str], ToolSlot]
+    # A script still running, by source (Codex code mode): the tools called meanwhile are its own.
+    _running_scripts: dict[str, ToolSlot]
     # Calls whose result said they go on in the background (a background subagent): they
     # end when the harness says the work ended, or with the run.
     _background_calls: dict[str, ToolSlot]

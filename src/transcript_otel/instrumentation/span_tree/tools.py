@@ -58,6 +58,8 @@ _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent", "spawn_agent"})  # Claude; 
 # Launchers that return as the subagent starts: it runs on until its parent is told it completed.
 _LAUNCH_AND_RETURN: Final = frozenset({"spawn_agent"})
 SUBAGENT_COMPLETED: Final = "subagent_completed"
+# Tools that run a script whose own tool calls are made while it runs: those are its children.
+_SCRIPT_TOOLS: Final = frozenset({"codex:code_mode"})
 
 
 class ToolSpans(SpanCompletion, ContentKeeping):
@@ -105,6 +107,8 @@ class ToolSpans(SpanCompletion, ContentKeeping):
                     }
                 )
         self._tools[(source, call_id)] = tool
+        if name in _SCRIPT_TOOLS:
+            self._running_scripts[source] = tool
         return tool
 
     def _go_on_in_background(self, tool: ToolSlot) -> None:
@@ -113,6 +117,9 @@ class ToolSpans(SpanCompletion, ContentKeeping):
 
     def _end_tool(self, tool: ToolSlot, *, failed: bool, end_ns: int) -> None:
         with self._lock:
+            for source, script in list(self._running_scripts.items()):
+                if script is tool:
+                    del self._running_scripts[source]
             ends_subagent = tool.subagent_source is not None and tool.name not in _LAUNCH_AND_RETURN
             subagent = self._subagents.pop(str(tool.subagent_source), None) if ends_subagent else None
             if tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
