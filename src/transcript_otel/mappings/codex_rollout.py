@@ -335,7 +335,9 @@ class CodexRolloutMapper:
             return []
         if kind == "SubAgentActivity":
             # `kind`: started (`id` is the spawning call's), completed.
-            detail = {"subtype": f"subagent_{item.get('kind')}", "item_id": item.get("id")}
+            activity = item.get("kind")
+            subtype = f"subagent_{activity}" if isinstance(activity, str) else "subagent_activity"
+            detail = {"subtype": subtype, "item_id": item.get("id")}
             detail.update({key: item[key] for key in _SUBAGENT_KEYS if item.get(key) is not None})
             return [(EntryType.SYSTEM_EVENT, detail)]
         if not isinstance(kind, str) or kind not in _TYPED_TOOLS:
