@@ -84,6 +84,28 @@ def _warmups_no_file_holds(scenario: str) -> set[str]:
     return {message_id for message_id in warmups if message_id not in logged}
 
 
+def test_two_copies_of_one_session_are_one_run_and_the_cli_says_so(tmp_path: Path) -> None:
+    session = next((SESSIONS / "claude_code/tools").rglob("*.jsonl"))
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(session, tmp_path / folder / session.name)
+    runs = tmp_path / "runs"
+    done = subprocess.run(
+        [*CLI, "import", "--jobs", "1", "--jsonl-dir", str(runs), str(tmp_path / "a"), str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(list(runs.glob("*.jsonl"))) == 1
+    assert (
+        f"transcript-otel import: {tmp_path / 'b' / session.name} is the same session as "
+        f"{tmp_path / 'a' / session.name} (a copy?): its run replaced that one"
+    ) in done.stderr
+
+
 def test_the_commands_a_code_mode_script_runs_are_its_own_tool_calls(tmp_path: Path) -> None:
     """Codex code mode: the model's script (`codex:code_mode`) runs two commands; their spans
     are the script's children, the failed one an error, and end before it does."""

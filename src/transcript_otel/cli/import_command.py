@@ -87,9 +87,19 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     jobs = min(args.jobs or usable_cpus(), len(sessions))
     failed = 0
+    imported_from: dict[Path, Path] = {}  # each run written, from which session's file
     with contextlib.closing(imports(sessions, directory, jobs)) as outcomes:
         for session, outcome in zip(sessions, outcomes, strict=True):
             failed += not _say(session, outcome, args.endpoint, sends, out)
+            earlier = imported_from.get(outcome.run) if outcome.run is not None else None
+            if earlier is not None and earlier != session.path:
+                print(
+                    f"transcript-otel import: {session.path} is the same session as {earlier} (a copy?): "
+                    "its run replaced that one",
+                    file=sys.stderr,
+                )
+            if outcome.run is not None:
+                imported_from[outcome.run] = session.path
     return 1 if failed else 0
 
 
