@@ -85,7 +85,7 @@ def _warmups_no_file_holds(scenario: str) -> set[str]:
 
 
 def test_two_copies_of_one_session_are_one_run_and_the_cli_says_so(tmp_path: Path) -> None:
-    session = next((SESSIONS / "claude_code/tools").rglob("*.jsonl"))
+    session = next((SESSIONS / "claude_code/tools/home/.claude/projects").rglob("*.jsonl"))
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         shutil.copy(session, tmp_path / folder / session.name)
