@@ -280,6 +280,19 @@ def test_a_codex_subagents_thread_is_part_of_its_session(tmp_path: Path) -> None
     assert run_total == sum(call["usage"]["input_tokens"] for call in _served("codex/subagent")) == 9300
 
 
+def test_a_codex_subagent_started_after_midnight_is_found_in_the_next_days_folder(tmp_path: Path) -> None:
+    rollouts = sorted((SESSIONS / "codex/subagent").rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_size)
+    child, root = rollouts
+    sessions = tmp_path / "sessions"
+    for path, day in ((root, "2026/11/27"), (child, "2026/11/28")):
+        (sessions / day).mkdir(parents=True)
+        shutil.copy(path, sessions / day / path.name)
+    moved_root, moved_child = sessions / "2026/11/27" / root.name, sessions / "2026/11/28" / child.name
+    (found,) = find_sessions([sessions])
+    assert (found.path, [path for path, _ in found.subagents]) == (moved_root, [moved_child])
+    assert next(iter(find_sessions([moved_child]))).path == moved_root
+
+
 def test_a_codex_subagents_file_without_its_roots_is_a_session_of_its_own(tmp_path: Path) -> None:
     """Nothing is left out: with the root thread's file gone, the subagent's imports alone; a
     rollout whose first line says nothing of its thread is a session too."""
