@@ -16,8 +16,10 @@ import asyncio
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -603,3 +605,73 @@ def test_weakincentives_claude_adapter_on_the_real_cli(version: str, tmp_path: P
     assert check_invariants(run.mirror["claude-plain"]) == []
     root = run.root_span("claude-plain")
     assert root.status.code != 2  # not ERROR
+
+
+def test_watch_follows_a_session_a_person_runs_in_the_terminal_ui(tmp_path: Path) -> None:
+    """The real terminal UI (`claude PROMPT` on a pseudo-terminal, two prompts) while
+    `transcript-otel watch` follows its projects folder: each turn is in the mirror, ended,
+    while the UI is still open; the cost the UI logs as it is left follows; the tokens are what
+    the model served."""
+    from claude_scenarios import prompt_for
+    from terminal_ui import CLAUDE_UI, as_after_first_use, run_ui
+
+    from terminal_session import require_script
+
+    cli, _ = require_cli(), require_script()
+    home, work, runs = tmp_path / "home", tmp_path / "work", tmp_path / "runs"
+    projects = home / ".claude" / "projects"
+    for folder in (work, projects):
+        folder.mkdir(parents=True)
+    as_after_first_use(home, work)
+    env = {**os.environ, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}
+    command = [*WRAPPER[:3], "watch", str(projects), "--state", str(tmp_path / "watch.json")]
+    watch = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert watch.stdout is not None
+        assert "following" in watch.stdout.readline()  # it watches before the session begins
+        while_open: list[list[tuple[str, str | None]]] = []
+
+        def exported() -> list[tuple[str, str | None]]:
+            records = [r for path in runs.glob("*.jsonl") for r in read_records(path)]
+            return [
+                (
+                    r["context"].get("entry_type") or r["context"].get("name"),
+                    r["context"].get("detail", {}).get("subtype"),
+                )
+                for r in records
+                if r["event"] in ("transcript.entry", "transcript.span")
+            ]
+
+        def wait_for(what: Callable[[list[tuple[str, str | None]]], bool]) -> list[tuple[str, str | None]]:
+            for _ in range(600):  # the watch exports within a second; this waits out a busy machine
+                found = exported()
+                if what(found):
+                    return found
+                time.sleep(0.1)
+            raise AssertionError(f"not exported: {exported()}")
+
+        with claude_offline.model_server("stream_json_input", tmp_path) as model:
+            environment = claude_code.case_environment(CASES["tools"], model, home)
+            both_turns = lambda found: found.count(("system_event", "turn_duration")) == 2  # noqa: E731
+            prompt = prompt_for("stream_json_input")
+            run_ui(
+                CLAUDE_UI,
+                [str(cli), prompt],
+                environment,
+                work,
+                projects,
+                follow_ups=("And now?",),
+                while_open=lambda: while_open.append(wait_for(both_turns)),
+            )
+            served = served_usage(model.served())
+        (seen,) = while_open
+        assert [kind for kind in seen if kind[0].startswith("chat")] == [("chat claude-opus-5-5", None)] * 2
+        assert ("token_usage", None) not in seen  # the UI logs its cost only as it is left
+        wait_for(lambda found: ("token_usage", None) in found)
+    finally:
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(30) == 0
+    (run,) = runs.glob("*.jsonl")
+    digest = RunDigest.of(list(read_records(run)))
+    assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == as_recorded(served)
+    assert digest.cost_usd > 0

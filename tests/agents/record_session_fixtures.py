@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests/: the terminal
 
 import claude_code
 import claude_offline  # on the path once claude_code is imported
@@ -54,8 +53,7 @@ import codex_cli
 import codex_offline
 import codex_scenarios
 from captured_run import run_cli, scratch_dirs
-
-from terminal_session import TerminalSession
+from terminal_ui import CLAUDE_UI, CODEX_UI, as_after_first_use, run_ui
 
 FIXTURES = claude_code.ROOT / "tests" / "fixtures" / "sessions"
 
@@ -192,20 +190,6 @@ class Recording:
     served: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _as_after_first_use(home: Path, work: Path) -> None:
-    """Claude Code's state once a person has used it: onboarding done, the API key approved, the
-    folder trusted, Bash allowed (`~/.claude/settings.json`), so no first-run dialog shows."""
-    state = {
-        "hasCompletedOnboarding": True,
-        "theme": "dark",
-        "customApiKeyResponses": {"approved": [claude_offline.API_KEY[-20:]], "rejected": []},
-        "projects": {str(work): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}},
-    }
-    (home / ".claude.json").write_text(json.dumps(state))
-    (home / ".claude").mkdir(exist_ok=True)
-    (home / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
-
-
 def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:
     cli = claude_code.cli_at(scenario.cli_version or claude_code.CLAUDE_CODE_VERSION)
     case = claude_code.CASES[scenario.case or scenario.model]
@@ -215,7 +199,7 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
     with claude_offline.model_server(scenario.model, scratch) as model:
         environment = {**claude_code.case_environment(case, model, home), **dict(scenario.environment)}
         if scenario.interactive:
-            _as_after_first_use(home, work)
+            as_after_first_use(home, work)
             prompt = claude_scenarios.prompt_for(scenario.model)
             projects = home / ".claude" / "projects"
             printed = run_ui(CLAUDE_UI, [str(cli), prompt], environment, work, projects, scenario.follow_ups)
@@ -233,73 +217,6 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
             recording.runs.append(_run_meta(arguments, recorded.exit_code, recorded.stderr))
         recording.served = model.served()
     return recording, [home / ".claude" / "projects"]
-
-
-# The terminal UI's text without its escape sequences (colours, cursor moves, titles).
-_ESCAPES = re.compile(
-    r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]"  # CSI: colours, cursor moves, modes
-    r"|\x1b[\]P_^][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC, DCS...: titles, queries
-    r"|\x1b[()*+][0-9A-Za-z]|\x1b[78=>]|\x1b[@-Z\\-_]|[\x0e\x0f]"  # character sets, saved cursors
-)
-_UI_WAIT_S = 60.0
-
-
-@dataclass(frozen=True)
-class TerminalUI:
-    """How a CLI's terminal UI is driven: `answers` (a text it shows, the keys a person presses
-    then), what its session file says once the prompt's turn is over, and the keys that leave it."""
-
-    answers: tuple[tuple[str, bytes], ...]
-    turn_over: bytes
-    leave: tuple[bytes, ...]
-
-
-CODEX_UI = TerminalUI((("existing", b"2"),), b'"type":"task_complete"', (b"\x04",))  # keep the model
-CLAUDE_UI = TerminalUI((), b'"subtype":"turn_duration"', (b"\x03", b"\x03"))  # Ctrl-C twice
-
-
-def run_ui(
-    ui: TerminalUI,
-    command: list[str],
-    environment: dict[str, str],
-    work: Path,
-    sessions: Path,
-    follow_ups: tuple[str, ...] = (),
-) -> str:
-    """`command` on a terminal, as a person runs it, until its prompt's turn is over, each of
-    `follow_ups` typed once the turn before it is over, then left: what it printed once it
-    left its screen (the CLIs say how to resume there)."""
-    import shlex
-    import time
-
-    line = f"cd {shlex.quote(str(work))} && {shlex.join(command)}"
-    with TerminalSession(line, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40) as terminal:
-        for shown, keys in ui.answers:
-            terminal.expect(shown, _UI_WAIT_S)
-            terminal.wait_quiet(0.5)  # drawn: it reads keys now
-            terminal.send_keys(keys)
-        for turns, typed in enumerate((*follow_ups, None), 1):
-            deadline = time.monotonic() + _UI_WAIT_S
-            while sum(path.read_bytes().count(ui.turn_over) for path in sessions.rglob("*.jsonl")) < turns:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"turn {turns} never ended:\n{_ESCAPES.sub('', terminal.output)[-2000:]}"
-                    )
-                time.sleep(0.2)
-            terminal.wait_quiet(1.0)
-            if typed is not None:
-                terminal.send_keys(typed.encode())
-                terminal.wait_quiet(0.5)
-                terminal.send_keys(b"\r")
-        for keys in ui.leave:
-            terminal.send_keys(keys)
-            terminal.wait_quiet(0.5)
-        status = terminal.close()
-    if status != 0:
-        raise RuntimeError(f"{command[0]} exited {status}")
-    after_screen = terminal.output.rpartition("\x1b[?1049l")[2]  # the alternate screen left
-    text = _ESCAPES.sub("", after_screen).replace("\r", "")
-    return "".join(line.rstrip() + "\n" for line in text.splitlines() if line.strip())
 
 
 def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Path]]:

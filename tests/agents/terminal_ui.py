@@ -1,0 +1,103 @@
+"""The real CLIs' terminal UIs driven as a person drives them, on a pseudo-terminal
+(`terminal_session.TerminalSession`): for recording session fixtures and for the tests that
+follow a live session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "examples" / "model_servers")]  # the terminal, the models
+
+import claude_offline  # noqa: E402
+
+from terminal_session import TerminalSession  # noqa: E402
+
+
+def as_after_first_use(home: Path, work: Path) -> None:
+    """Claude Code's state once a person has used it: onboarding done, the API key approved, the
+    folder trusted, Bash allowed (`~/.claude/settings.json`), so no first-run dialog shows."""
+    state = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [claude_offline.API_KEY[-20:]], "rejected": []},
+        "projects": {str(work): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}},
+    }
+    (home / ".claude.json").write_text(json.dumps(state))
+    (home / ".claude").mkdir(exist_ok=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
+
+
+# The terminal UI's text without its escape sequences (colours, cursor moves, titles).
+_ESCAPES = re.compile(
+    r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]"  # CSI: colours, cursor moves, modes
+    r"|\x1b[\]P_^][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC, DCS...: titles, queries
+    r"|\x1b[()*+][0-9A-Za-z]|\x1b[78=>]|\x1b[@-Z\\-_]|[\x0e\x0f]"  # character sets, saved cursors
+)
+_UI_WAIT_S = 60.0
+
+
+@dataclass(frozen=True)
+class TerminalUI:
+    """How a CLI's terminal UI is driven: `answers` (a text it shows, the keys a person presses
+    then), what its session file says once the prompt's turn is over, and the keys that leave it."""
+
+    answers: tuple[tuple[str, bytes], ...]
+    turn_over: bytes
+    leave: tuple[bytes, ...]
+
+
+CODEX_UI = TerminalUI((("existing", b"2"),), b'"type":"task_complete"', (b"\x04",))  # keep the model
+CLAUDE_UI = TerminalUI((), b'"subtype":"turn_duration"', (b"\x03", b"\x03"))  # Ctrl-C twice
+
+
+def run_ui(
+    ui: TerminalUI,
+    command: list[str],
+    environment: dict[str, str],
+    work: Path,
+    sessions: Path,
+    follow_ups: tuple[str, ...] = (),
+    while_open: Callable[[], None] | None = None,
+) -> str:
+    """`command` on a terminal, as a person runs it, until its prompt's turn is over, each of
+    `follow_ups` typed once the turn before it is over, then (`while_open` run first) left:
+    what it printed once it left its screen (the CLIs say how to resume there)."""
+    line = f"cd {shlex.quote(str(work))} && {shlex.join(command)}"
+    with TerminalSession(line, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40) as terminal:
+        for shown, keys in ui.answers:
+            terminal.expect(shown, _UI_WAIT_S)
+            terminal.wait_quiet(0.5)  # drawn: it reads keys now
+            terminal.send_keys(keys)
+        for turns, typed in enumerate((*follow_ups, None), 1):
+            deadline = time.monotonic() + _UI_WAIT_S
+            while sum(path.read_bytes().count(ui.turn_over) for path in sessions.rglob("*.jsonl")) < turns:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"turn {turns} never ended:\n{_ESCAPES.sub('', terminal.output)[-2000:]}"
+                    )
+                time.sleep(0.2)
+            terminal.wait_quiet(1.0)
+            if typed is not None:
+                terminal.send_keys(typed.encode())
+                terminal.wait_quiet(0.5)
+                terminal.send_keys(b"\r")
+        if while_open is not None:
+            while_open()
+        for keys in ui.leave:
+            terminal.send_keys(keys)
+            terminal.wait_quiet(0.5)
+        status = terminal.close()
+    if status != 0:
+        raise RuntimeError(f"{command[0]} exited {status}")
+    after_screen = terminal.output.rpartition("\x1b[?1049l")[2]  # the alternate screen left
+    text = _ESCAPES.sub("", after_screen).replace("\r", "")
+    return "".join(line.rstrip() + "\n" for line in text.splitlines() if line.strip())
