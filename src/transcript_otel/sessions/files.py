@@ -68,6 +68,7 @@ def find_sessions(paths: Iterable[Path]) -> Iterator[SessionFiles]:
     `FileNotFoundError` for a path that does not exist.
     """
     seen: set[Path] = set()
+    folders = _Folders()
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no such file or directory: {path}")
@@ -77,7 +78,7 @@ def find_sessions(paths: Iterable[Path]) -> Iterator[SessionFiles]:
             sorted(p for p in path.rglob("*.jsonl") if _named_as_a_log(p)) if path.is_dir() else [path]
         )
         for candidate in candidates:
-            session = _session_of(candidate)
+            session = _session_of(candidate, folders)
             if session is not None and session.path not in seen:
                 seen.add(session.path)
                 yield session
@@ -89,32 +90,66 @@ def _named_as_a_log(path: Path) -> bool:
     return name.startswith((_ROLLOUT_PREFIX, _SUBAGENT_PREFIX)) or _UUID.fullmatch(path.stem) is not None
 
 
-def _session_of(path: Path) -> SessionFiles | None:
+def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
     if path.parent.name == SUBAGENTS_DIR:
         main = path.parent.parent.with_suffix(".jsonl")  # <session>/subagents/ -> <session>.jsonl
-        return _session_of(main) if main.is_file() else None
+        return _session_of(main, folders) if main.is_file() else None
     if path.name.startswith(_SUBAGENT_PREFIX):  # Claude Code 2.0: beside its session's file
         main = path.with_name(f"{_ids_of(path).session_id}.jsonl")
-        return _session_of(main) if main.is_file() else SessionFiles(SessionKind.CLAUDE_CODE, path)
+        return _session_of(main, folders) if main.is_file() else SessionFiles(SessionKind.CLAUDE_CODE, path)
     if path.name.startswith(_ROLLOUT_PREFIX):
         thread = _ids_of(path)
         if thread.session_id != thread.own_id:  # a subagent's thread: part of its root's session
             root = _codex_root_file(path, thread.session_id)
             if root is not None:
-                return _session_of(root)
+                return _session_of(root, folders)
             return SessionFiles(SessionKind.CODEX, path)  # the root's file is gone: it alone
-        return SessionFiles(SessionKind.CODEX, path, tuple(_codex_subagents(path, thread.own_id)))
-    return SessionFiles(SessionKind.CLAUDE_CODE, path, tuple(_subagents(path)))
+        # Its subagents' threads begin beside it, or in the next day's folder after midnight.
+        days = (path.parent, *_other_day(path.parent, 1))
+        subagents = tuple(file for day in days for file in folders.subagents_in(day, thread.own_id))
+        return SessionFiles(SessionKind.CODEX, path, subagents)
+    directory = path.with_suffix("") / SUBAGENTS_DIR
+    subagents = tuple(
+        (file, subagent_source(file.stem.removeprefix(_SUBAGENT_PREFIX)))
+        for file in (sorted(directory.glob(f"{_SUBAGENT_PREFIX}*.jsonl")) if directory.is_dir() else [])
+    )
+    return SessionFiles(
+        SessionKind.CLAUDE_CODE, path, (*subagents, *folders.subagents_in(path.parent, path.stem))
+    )
 
 
-def _subagents(main: Path) -> Iterator[tuple[Path, str]]:
-    directory = main.with_suffix("") / SUBAGENTS_DIR
-    if directory.is_dir():
-        for path in sorted(directory.glob(f"{_SUBAGENT_PREFIX}*.jsonl")):
-            yield path, subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
-    for path in sorted(main.parent.glob(f"{_SUBAGENT_PREFIX}*.jsonl")):  # Claude Code 2.0
-        if _ids_of(path).session_id == main.stem:
-            yield path, subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
+class _Folders:
+    """The subagent files lying among the sessions' own in each folder one search looks in
+    (Claude Code 2.0's `agent-*.jsonl`, Codex subagent threads' rollouts), by the session they
+    belong to: each folder read once a search, not once for each session in it."""
+
+    def __init__(self) -> None:
+        self._by_session: dict[Path, dict[str, list[tuple[Path, str]]]] = {}
+
+    def subagents_in(self, directory: Path, session_id: str | None) -> list[tuple[Path, str]]:
+        if session_id is None:
+            return []
+        found = self._by_session.get(directory)
+        if found is None:
+            found = self._by_session[directory] = _subagents_by_session(directory)
+        return found.get(session_id, [])
+
+
+def _subagents_by_session(directory: Path) -> dict[str, list[tuple[Path, str]]]:
+    found: dict[str, list[tuple[Path, str]]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        if not path.name.startswith((_SUBAGENT_PREFIX, _ROLLOUT_PREFIX)):
+            continue  # a Claude Code session's own file
+        ids = _ids_of(path)
+        if path.name.startswith(_SUBAGENT_PREFIX):
+            source = subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
+        elif ids.own_id not in (None, ids.session_id):
+            source = subagent_source(str(ids.own_id))
+        else:
+            continue  # a Codex root thread
+        if ids.session_id is not None:
+            found.setdefault(ids.session_id, []).append((path, source))
+    return found
 
 
 class _Ids(NamedTuple):
@@ -162,17 +197,6 @@ def _codex_root_file(path: Path, session_id: str | None) -> Path | None:
         if found:
             return found[0]
     return None
-
-
-def _codex_subagents(root: Path, session_id: str | None) -> Iterator[tuple[Path, str]]:
-    """The rollouts of the subagents of the session whose root thread `root` holds."""
-    if session_id is None:
-        return
-    for directory in (root.parent, *_other_day(root.parent, 1)):
-        for path in sorted(directory.glob(f"{_ROLLOUT_PREFIX}*.jsonl")):
-            thread = _ids_of(path)
-            if thread.session_id == session_id and thread.own_id not in (None, session_id):
-                yield path, subagent_source(str(thread.own_id))
 
 
 def _other_day(directory: Path, days: int) -> list[Path]:
