@@ -92,7 +92,7 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
         for session, outcome in zip(sessions, outcomes, strict=True):
             failed += not _say(session, outcome, args.endpoint, sends, out)
             earlier = imported_from.get(outcome.run) if outcome.run is not None else None
-            if earlier is not None and earlier != session.path:
+            if earlier is not None:  # `find_sessions` gives each file once: another file, one session
                 print(
                     f"transcript-otel import: {session.path} is the same session as {earlier} (a copy?): "
                     "its run replaced that one",

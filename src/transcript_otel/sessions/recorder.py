@@ -60,7 +60,10 @@ def _codex_mapper(_last_report: bytes | None) -> MapLine:
     def map_line(line: bytes, source: str) -> SessionLine:
         if source == MAIN_SOURCE:
             return main.line(line)
-        said = subagents.setdefault(source, CodexRolloutMapper()).line(line)
+        mapper = subagents.get(source)
+        if mapper is None:
+            mapper = subagents[source] = CodexRolloutMapper()
+        said = mapper.line(line)
         return said._replace(entries=[entry._replace(source=source) for entry in said.entries])
 
     return map_line

@@ -117,9 +117,10 @@ class ToolSpans(SpanCompletion, ContentKeeping):
 
     def _end_tool(self, tool: ToolSlot, *, failed: bool, end_ns: int) -> None:
         with self._lock:
-            for source, script in list(self._running_scripts.items()):
-                if script is tool:
-                    del self._running_scripts[source]
+            if tool.name in _SCRIPT_TOOLS:
+                for source, script in list(self._running_scripts.items()):
+                    if script is tool:
+                        del self._running_scripts[source]
             ends_subagent = tool.subagent_source is not None and tool.name not in _LAUNCH_AND_RETURN
             subagent = self._subagents.pop(str(tool.subagent_source), None) if ends_subagent else None
             if tool.name in _SUBAGENT_TOOLS and tool.subagent_source is None:
