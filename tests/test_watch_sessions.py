@@ -53,9 +53,17 @@ def _mirror(directory: Path) -> list[dict[str, Any]]:
     return [record for run in sorted(runs, key=lambda run: run[0]["timestamp"]) for record in run]
 
 
-def _imported(source: Path, tmp_path: Path) -> list[tuple[str, str]]:
+def _imported_records(source: Path, tmp_path: Path) -> list[dict[str, Any]]:
     (session,) = find_sessions([source])
-    return _said(list(read_records(import_session(session, tmp_path / "imported").path)))
+    return [
+        record
+        for record in read_records(import_session(session, tmp_path / "imported").path)
+        if record["event"] == TranscriptEvent.ENTRY.value
+    ]
+
+
+def _imported(source: Path, tmp_path: Path) -> list[tuple[str, str]]:
+    return _said(_imported_records(source, tmp_path))
 
 
 @pytest.fixture(params=[True, False], ids=["kernel-changes", "polling"])
@@ -115,32 +123,53 @@ def test_a_growing_session_is_exported_line_by_line_as_an_import_gives_it(
     assert [r["event"] for r in records].count(TranscriptEvent.START.value) == 1
 
 
-def test_a_codex_subagents_thread_is_watched_as_part_of_its_session(
-    tmp_path: Path, watch: Callable[..., Watcher]
+@pytest.mark.parametrize(
+    ("folder", "target"),
+    [
+        ("codex/subagent/codex-home/sessions/2026/11/27", "sessions/2026/11/27"),
+        ("claude_code/v2.0.32_tools/home/.claude/projects/-scratch-work", "projects/-scratch-work"),
+    ],
+    ids=["codex", "claude_code_2.0"],
+)
+@pytest.mark.parametrize("first_line_in", [1, 3], ids=["first-line-whole", "first-line-in-parts"])
+def test_a_subagents_file_beside_its_session_is_watched_as_part_of_it(
+    folder: str, target: str, first_line_in: int, tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:
-    """Its own file appears while the root's grows: its lines go to the root's run, as the
-    import of the two files gives them. (Codex writes the file's first line, which says whose
-    thread it holds, whole: a watch that saw only part of it would take it for a session.)"""
-    day = SESSIONS / "codex/subagent/codex-home/sessions/2026/11/27"
-    root, child = sorted(day.glob("*.jsonl"), key=lambda path: path.stat().st_size, reverse=True)
+    """A subagent's own file (a Codex subagent thread's rollout, a Claude Code 2.0 `agent-*.jsonl`)
+    appears while the session's grows: its lines go to the session's run, as the import of the
+    files gives them. Its first line says whose it is: a file made empty, or whose first line is
+    seen part-written, is no session until that line is whole (taken for a session of its own,
+    it would write a run under the session's run id)."""
+    day = SESSIONS / folder
+    root, *children = sorted(day.glob("*.jsonl"), key=lambda path: path.stat().st_size, reverse=True)
     (tmp_path / "home").mkdir()
     watcher = watch()
-    target = tmp_path / "home" / "sessions" / "2026" / "11" / "27"
-    first_line = child.read_bytes().splitlines(keepends=True)[0]
-    growing = _copy_in_steps(root, target / root.name, 4)
+    copied = tmp_path / "home" / target
+    growing = _copy_in_steps(root, copied / root.name, 4)
     next(growing)
     watcher.poll_once()
-    (target / child.name).write_bytes(first_line)
+    first_lines = {child: child.read_bytes().splitlines(keepends=True)[0] for child in children}
+    for child in children:
+        (copied / child.name).touch()  # made before its first line is written
+    watcher.poll_once()
+    for part in range(first_line_in):
+        for child, first_line in first_lines.items():
+            cut = len(first_line) * part // first_line_in, len(first_line) * (part + 1) // first_line_in
+            with (copied / child.name).open("ab") as out:
+                out.write(first_line[cut[0] : cut[1]])
+        watcher.poll_once()
     for _ in growing:
         watcher.poll_once()
-    with (target / child.name).open("ab") as out:
-        out.write(child.read_bytes()[len(first_line) :])
+    for child, first_line in first_lines.items():
+        with (copied / child.name).open("ab") as out:
+            out.write(child.read_bytes()[len(first_line) :])
     watcher.poll_once()
     watcher.close()
     records = _mirror(tmp_path / "runs")
     assert [r["event"] for r in records].count(TranscriptEvent.START.value) == 1
     sources = {r["context"]["source"] for r in records if r["event"] == TranscriptEvent.ENTRY.value}
-    assert sources == {"main", f"subagent:{child.stem[-36:]}"}
+    assert sources == {r["context"]["source"] for r in _imported_records(day, tmp_path)}
+    assert len(sources) == 1 + len(children)  # main and each subagent
     assert sorted(_said(records)) == sorted(_imported(day, tmp_path))
 
 

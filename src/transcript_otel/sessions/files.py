@@ -61,14 +61,16 @@ def codex_root() -> Path:
     return (Path(configured) if configured else Path.home() / ".codex") / "sessions"
 
 
-def find_sessions(paths: Iterable[Path]) -> Iterator[SessionFiles]:
+def find_sessions(paths: Iterable[Path], unsettled: set[Path] | None = None) -> Iterator[SessionFiles]:
     """The sessions in `paths` (files, or directories searched below), each once, in path order.
 
-    A subagent's file named on its own is part of its session, not one of its own. Raises
-    `FileNotFoundError` for a path that does not exist.
+    A subagent's file named on its own is part of its session, not one of its own. A file whose
+    first line says whose it is (a rollout, a Claude Code 2.0 `agent-*.jsonl`) and is not whole
+    yet: with `unsettled` (files being written), added to it and no session yet; without, taken
+    as it is (a session of its own). Raises `FileNotFoundError` for a path that does not exist.
     """
     seen: set[Path] = set()
-    folders = _Folders()
+    folders = _Folders(unsettled)
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no such file or directory: {path}")
@@ -79,6 +81,8 @@ def find_sessions(paths: Iterable[Path]) -> Iterator[SessionFiles]:
         )
         for candidate in candidates:
             session = _session_of(candidate, folders)
+            if session is not None and folders.unsettled is not None and session.path in folders.unsettled:
+                continue  # whose it is, is said next time
             if session is not None and session.path not in seen:
                 seen.add(session.path)
                 yield session
@@ -95,10 +99,10 @@ def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
         main = path.parent.parent.with_suffix(".jsonl")  # <session>/subagents/ -> <session>.jsonl
         return _session_of(main, folders) if main.is_file() else None
     if path.name.startswith(_SUBAGENT_PREFIX):  # Claude Code 2.0: beside its session's file
-        main = path.with_name(f"{_ids_of(path).session_id}.jsonl")
+        main = path.with_name(f"{folders.ids_of(path).session_id}.jsonl")
         return _session_of(main, folders) if main.is_file() else SessionFiles(SessionKind.CLAUDE_CODE, path)
     if path.name.startswith(_ROLLOUT_PREFIX):
-        thread = _ids_of(path)
+        thread = folders.ids_of(path)
         if thread.session_id != thread.own_id:  # a subagent's thread: part of its root's session
             root = _codex_root_file(path, thread.session_id)
             if root is not None:
@@ -121,48 +125,62 @@ def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
 class _Folders:
     """The subagent files lying among the sessions' own in each folder one search looks in
     (Claude Code 2.0's `agent-*.jsonl`, Codex subagent threads' rollouts), by the session they
-    belong to: each folder read once a search, not once for each session in it."""
+    belong to: each folder read once a search, not once for each session in it. `unsettled`:
+    where the files whose first line is not whole yet go, when the search is told of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, unsettled: set[Path] | None) -> None:
         self._by_session: dict[Path, dict[str, list[tuple[Path, str]]]] = {}
+        self.unsettled = unsettled
+
+    def ids_of(self, path: Path) -> _Ids:
+        ids = _ids_of(path)
+        if not ids.whole and self.unsettled is not None:
+            self.unsettled.add(path)
+        return ids
 
     def subagents_in(self, directory: Path, session_id: str | None) -> list[tuple[Path, str]]:
         if session_id is None:
             return []
         found = self._by_session.get(directory)
         if found is None:
-            found = self._by_session[directory] = _subagents_by_session(directory)
+            found = self._by_session[directory] = self._subagents_by_session(directory)
         return found.get(session_id, [])
 
-
-def _subagents_by_session(directory: Path) -> dict[str, list[tuple[Path, str]]]:
-    found: dict[str, list[tuple[Path, str]]] = {}
-    for path in sorted(directory.glob("*.jsonl")):
-        if not path.name.startswith((_SUBAGENT_PREFIX, _ROLLOUT_PREFIX)):
-            continue  # a Claude Code session's own file
-        ids = _ids_of(path)
-        if path.name.startswith(_SUBAGENT_PREFIX):
-            source = subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
-        elif ids.own_id not in (None, ids.session_id):
-            source = subagent_source(str(ids.own_id))
-        else:
-            continue  # a Codex root thread
-        if ids.session_id is not None:
-            found.setdefault(ids.session_id, []).append((path, source))
-    return found
+    def _subagents_by_session(self, directory: Path) -> dict[str, list[tuple[Path, str]]]:
+        found: dict[str, list[tuple[Path, str]]] = {}
+        for path in sorted(directory.glob("*.jsonl")):
+            if not path.name.startswith((_SUBAGENT_PREFIX, _ROLLOUT_PREFIX)):
+                continue  # a Claude Code session's own file
+            ids = self.ids_of(path)
+            if path.name.startswith(_SUBAGENT_PREFIX):
+                source = subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
+            elif ids.own_id not in (None, ids.session_id):
+                source = subagent_source(str(ids.own_id))
+            else:
+                continue  # a Codex root thread
+            if ids.session_id is not None:
+                found.setdefault(ids.session_id, []).append((path, source))
+        return found
 
 
 class _Ids(NamedTuple):
     own_id: str | None  # a Codex thread's id
     session_id: str | None  # the session it belongs to (a Codex root thread's is its own)
+    whole: bool = True  # False: the first line is not whole yet (an empty file: just made)
+
+
+class _FirstLineNotWhole(ValueError):
+    """The file is being written: its first line is asked again next time."""
 
 
 def _ids_of(path: Path) -> _Ids:
     """What a log's first line says of whose it is: a rollout's `session_meta`, a Claude Code
-    2.0 subagent's `sessionId`; (None, None) where it says nothing (yet: a file being written
-    is asked again next time, what it said is remembered)."""
+    2.0 subagent's `sessionId`; (None, None) where it says nothing, not whole yet included.
+    What a whole line said is remembered."""
     try:
         return _first_line_ids(path, path.stat().st_ino)
+    except _FirstLineNotWhole:
+        return _Ids(None, None, whole=False)
     except (OSError, ValueError, RecursionError):
         return _Ids(None, None)
 
@@ -173,7 +191,7 @@ def _first_line_ids(path: Path, _inode: int) -> _Ids:  # a file replaced at the 
     with path.open("rb") as stream:
         first = stream.readline(_MAX_META_BYTES)
     if not first.endswith(b"\n"):
-        raise ValueError("the first line is not whole yet")
+        raise _FirstLineNotWhole(path)
     line = parse_json(first)
     if not isinstance(line, dict):
         return _Ids(None, None)

@@ -92,6 +92,8 @@ class Watcher:
         self._directories: dict[Path, int] = {}  # by directory: its time at the last look
         self._directories_looked: dict[Path, float] = {}
         self._session_of_file: dict[Path, Path] = {}  # a session's file -> its main file
+        # Directories holding a file whose first line, which says whose it is, is not whole yet.
+        self._unsettled_in: set[Path] = set()
         self._changes = KernelChanges.open() if kernel_changes else None
         self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
@@ -99,11 +101,13 @@ class Watcher:
         for path in [path for path in state.positions if not path.exists()]:
             del state.positions[path]  # deleted while the watch was not running
         self._know_directories()
-        for session in self._sessions():
+        unsettled: set[Path] = set()
+        for session in _sessions_in(self.roots, unsettled):
             if first_start:  # its past is `import`'s: take it up from its end
                 for path, _ in session.sources():
                     state.positions[path] = _end_of(path)
             self._follow(session)
+        self._unsettled_in = {path.parent for path in unsettled}
         state.save()
 
     def run(self) -> None:
@@ -214,7 +218,7 @@ class Watcher:
         a directory was made in them); new directories are looked into at once. The sessions
         found, or that gained a file."""
         touched: list[Path] = []
-        changed = [d for d in directories if _mtime(d) != self._directories.get(d)]
+        changed = [d for d in directories if _mtime(d) != self._directories.get(d) or d in self._unsettled_in]
         while changed:
             directory = changed.pop()
             self._know(directory)
@@ -222,7 +226,13 @@ class Watcher:
                 for entry in os.scandir(directory):
                     if entry.is_dir() and Path(entry.path) not in self._directories:
                         changed.append(Path(entry.path))
-            for session in _sessions_in([directory]):
+            unsettled: set[Path] = set()
+            sessions = _sessions_in([directory], unsettled)
+            if unsettled:  # looked at again until their first lines are whole: no new time says so
+                self._unsettled_in.add(directory)
+            else:
+                self._unsettled_in.discard(directory)
+            for session in sessions:
                 follower = self._followers.get(session.path)
                 if follower is None:
                     self._follow(session)
@@ -259,9 +269,6 @@ class Watcher:
             self._changes.add(directory)  # where it will not, the sweeps find what changed
         self._directories[directory] = _mtime(directory)
 
-    def _sessions(self) -> list[SessionFiles]:
-        return _sessions_in(self.roots)
-
     def _follow(self, session: SessionFiles) -> None:
         for path, _ in session.sources():
             self._session_of_file[path] = session.path
@@ -285,7 +292,9 @@ def _mtime(path: Path) -> int:
         return -1
 
 
-def _sessions_in(paths: list[Path]) -> list[SessionFiles]:
+def _sessions_in(paths: list[Path], unsettled: set[Path] | None = None) -> list[SessionFiles]:
+    """The sessions in `paths`; files not known to be a session's yet (being written) go in
+    `unsettled` (by default, none is left out)."""
     with contextlib.suppress(OSError):  # a directory removed meanwhile
-        return list(find_sessions([path for path in paths if path.exists()]))
+        return list(find_sessions([path for path in paths if path.exists()], unsettled))
     return []
