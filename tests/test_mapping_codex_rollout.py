@@ -39,7 +39,8 @@ def test_every_recorded_scenario_is_compared() -> None:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "printed_as"), [("interactive", "shell"), ("interactive_two_prompts", "resumed")]
+    ("scenario", "printed_as"),
+    [("interactive", "shell"), ("interactive_two_prompts", "resumed"), ("interactive_subagent", "subagent")],
 )
 def test_the_terminal_ui_logs_what_codex_exec_printed_for_the_same_conversation(
     scenario: str, printed_as: str
@@ -49,7 +50,7 @@ def test_the_terminal_ui_logs_what_codex_exec_printed_for_the_same_conversation(
     --json` printed, with the same tokens per response as `printed_as`'s rollout; the UI's own
     summary as it ended counts them alike."""
     turns, printed = rollout_turns(scenario), exec_turns(printed_as)
-    assert len(turns) == len(printed) == len(meta(scenario)["runs"][0]["arguments"]) - 1
+    assert len(turns) == len(printed) == len(typed_prompts(meta(scenario)["runs"][0]["arguments"]))
     for turn, theirs in zip(turns, printed, strict=True):
         assert conversation(turn, rollout=True) == conversation(theirs, rollout=False)
 
@@ -67,18 +68,33 @@ def test_the_terminal_ui_logs_what_codex_exec_printed_for_the_same_conversation(
     assert told in summary
 
 
+def typed_prompts(arguments: list[str]) -> list[str]:
+    """The prompts of a terminal UI's recording: its arguments but `--no-daemon` and `-c KEY=VALUE`
+    (the first prompt is the last argument; the others were typed)."""
+    prompts: list[str] = []
+    words = iter(arguments)
+    for word in words:
+        if word == "-c":
+            next(words)
+        elif word != "--no-daemon":
+            prompts.append(word)
+    return prompts
+
+
 def meta(scenario: str) -> dict[str, Any]:
     found: dict[str, Any] = json.loads((FIXTURES / scenario / "meta.json").read_text())
     return found
 
 
 def thread_file(scenario: str) -> str:
-    """The session file of the thread `codex exec` ran (each subagent's thread has its own);
-    the terminal UI's one file."""
+    """The session file of the thread `codex exec` ran, or the terminal UI ran (each subagent's
+    thread has its own): the one `codex exec --json` named first, or the UI as it ended
+    ("To continue this session, run: codex resume <thread>")."""
     if scenario in CODEX_INTERACTIVE_SCENARIOS:
-        (only,) = meta(scenario)["session_files"]
-        return str(only)
-    thread = json.loads((FIXTURES / scenario / "stdout-1.jsonl").read_text().splitlines()[0])["thread_id"]
+        told = (FIXTURES / scenario / "terminal-1.txt").read_text()
+        thread = told.split("codex resume ", 1)[1].split()[0]
+    else:
+        thread = json.loads((FIXTURES / scenario / "stdout-1.jsonl").read_text().splitlines()[0])["thread_id"]
     (name,) = [name for name in meta(scenario)["session_files"] if name.endswith(f"-{thread}.jsonl")]
     return str(name)
 

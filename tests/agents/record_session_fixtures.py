@@ -81,6 +81,7 @@ class Scenario:
     cli_version: str | None = None  # an older CLI, for its log format (default: the pinned one)
     interactive: bool = False  # the terminal UI (`claude PROMPT`, `codex PROMPT`), as a person runs it
     follow_ups: tuple[str, ...] = ()  # the terminal UI: prompts typed after the first
+    permission_mode: str | None = None  # Claude Code's terminal UI: the mode set in its settings
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -110,6 +111,10 @@ CLAUDE: dict[str, Scenario] = {
     "interactive": Scenario("tools", interactive=True),
     # `resumed`'s conversation, its second prompt typed in the same terminal UI.
     "interactive_two_prompts": Scenario("stream_json_input", interactive=True, follow_ups=("And now?",)),
+    # `parallel_subagents` in the terminal UI: the two subagents' notifications come as the
+    # person waits at the prompt. In accept-edits mode, set in the person's settings: the UI's
+    # own auto mode asks its server whether to launch a subagent, which a scripted model is not.
+    "interactive_subagents": Scenario("parallel_subagents", interactive=True, permission_mode="acceptEdits"),
     "auto_compacted": Scenario(
         "auto_compact",
         (Run(), Run("And now?", resume=True)),
@@ -145,6 +150,10 @@ CODEX: dict[str, Scenario] = {
     "interactive": Scenario("shell", interactive=True),
     # `resumed`'s conversation, its second prompt typed in the same terminal UI.
     "interactive_two_prompts": Scenario("plain", interactive=True, follow_ups=("And now?",)),
+    # `subagent` in the terminal UI.
+    "interactive_subagent": Scenario(
+        "subagent", config=(("features.multi_agent_v2", "true"),), interactive=True
+    ),
     "v0.140_mcp_tool": Scenario("mcp_tool", cli_version="0.140.0"),
     "v0.140_resumed": Scenario("plain", (Run(), Run("And now?", resume=True)), cli_version="0.140.0"),
     # Auto-compaction: with a token limit below what the first turn reported, the resumed
@@ -199,7 +208,7 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
     with claude_offline.model_server(scenario.model, scratch) as model:
         environment = {**claude_code.case_environment(case, model, home), **dict(scenario.environment)}
         if scenario.interactive:
-            as_after_first_use(home, work)
+            as_after_first_use(home, work, scenario.permission_mode)
             prompt = claude_scenarios.prompt_for(scenario.model)
             projects = home / ".claude" / "projects"
             printed = run_ui(CLAUDE_UI, [str(cli), prompt], environment, work, projects, scenario.follow_ups)
@@ -232,12 +241,12 @@ def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pat
         overrides = [part for key, value in scenario.config for part in ("-c", f"{key}={value}")]
         if scenario.interactive:
             prompt = codex_scenarios.prompt_for(scenario.model)
-            command = [str(cli), "--no-daemon", prompt]
+            command = [str(cli), "--no-daemon", *overrides, prompt]
             sessions = codex_home / "sessions"
             recording.terminal.append(
                 run_ui(CODEX_UI, command, environment, work, sessions, scenario.follow_ups)
             )
-            recording.runs.append(_run_meta(["--no-daemon", prompt, *scenario.follow_ups], 0, ""))
+            recording.runs.append(_run_meta(command[1:] + list(scenario.follow_ups), 0, ""))
             recording.served = model.served()
             return recording, [codex_home / "sessions"]
         for run in scenario.runs:

@@ -22,9 +22,11 @@ import claude_offline  # noqa: E402
 from terminal_session import TerminalSession  # noqa: E402
 
 
-def as_after_first_use(home: Path, work: Path) -> None:
+def as_after_first_use(home: Path, work: Path, permission_mode: str | None = None) -> None:
     """Claude Code's state once a person has used it: onboarding done, the API key approved, the
-    folder trusted, Bash allowed (`~/.claude/settings.json`), so no first-run dialog shows."""
+    folder trusted, Bash allowed (`~/.claude/settings.json`), so no first-run dialog shows.
+    `permission_mode`: the mode the UI starts in (default: its own, auto mode, whose server-side
+    check of a subagent's launch cannot get through a scripted model, and asks the person)."""
     state = {
         "hasCompletedOnboarding": True,
         "theme": "dark",
@@ -33,7 +35,8 @@ def as_after_first_use(home: Path, work: Path) -> None:
     }
     (home / ".claude.json").write_text(json.dumps(state))
     (home / ".claude").mkdir(exist_ok=True)
-    (home / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
+    permissions = {"allow": ["Bash"], **({"defaultMode": permission_mode} if permission_mode else {})}
+    (home / ".claude" / "settings.json").write_text(json.dumps({"permissions": permissions}))
 
 
 # The terminal UI's text without its escape sequences (colours, cursor moves, titles).
