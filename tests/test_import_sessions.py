@@ -230,6 +230,19 @@ def test_the_chat_spans_count_the_tokens_the_model_served(scenario: str, tmp_pat
     assert not any("gen_ai.usage.input_tokens" in s[fields.ATTRIBUTES] for s in spans if s not in chats)
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_turn_is_a_request_to_the_model(scenario: str, tmp_path: Path) -> None:
+    """Each main `chat` span holds a model call: tokens, or the failure of its request. Prompts
+    queued while the model was busy (two subagents' notifications, in `parallel_subagents` and
+    `interactive_subagents`) go to it in one request: one turn, not an empty one each."""
+    spans = _spans(_records(_import(scenario, tmp_path)))
+    turns = [span for span in spans if "transcript.turn" in span[fields.ATTRIBUTES]]
+    assert turns
+    for turn in turns:
+        attributes = turn[fields.ATTRIBUTES]
+        assert attributes.get("gen_ai.usage.input_tokens") or turn["status"] == "ERROR", attributes
+
+
 def test_subagents_are_sources_and_spans_of_their_own(tmp_path: Path) -> None:
     records = _records(_import("claude_code/parallel_subagents", tmp_path))
     sources = Counter(r["context"]["source"] for r in records if r["event"] == TranscriptEvent.ENTRY.value)

@@ -24,7 +24,7 @@ from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.mappings.session_lines import SessionLine
-from transcript_otel.model.entries import MAIN_SOURCE
+from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.sessions.files import SessionKind
 from transcript_otel.sessions.recorded_spans import recording_tracer
 from transcript_otel.sessions.timeline import MapLine, TimedLine
@@ -35,6 +35,15 @@ if TYPE_CHECKING:
 # Run ids of recorded sessions: uuid5 of this namespace and `{kind}:{session id}[:{offset}]`.
 _RUN_NAMESPACE: Final = uuid.UUID("8f3a7f4e-2b1c-5d6e-9a0b-1c2d3e4f5a6b")
 _TRACER_NAME: Final = "transcript_otel.sessions"
+# What the model's answer to a turn's request is made of, a failed request included.
+_ANSWERS: Final = frozenset(
+    {
+        EntryType.ASSISTANT_MESSAGE.value,
+        EntryType.THINKING.value,
+        EntryType.TOOL_USE.value,
+        EntryType.ERROR.value,
+    }
+)
 # What `Resource.create` reads besides the service name.
 _RESOURCE_VARIABLES: Final = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS")
 
@@ -124,22 +133,28 @@ class SessionRecorder:
             otel_context.detach(token)
         self.last_ns = started_ns
         self._turn_open = False
+        self._turn_answered = False  # the open turn's model answered (or failed) since it opened
 
     def apply(self, timed: TimedLine) -> None:
         run, said = self.run, timed.said
         self.last_ns = at = max(self.last_ns, timed.at_ns)
+        main = timed.source == MAIN_SOURCE
         if said.model:
             run.note_model(said.model)
-        if said.opens_turn and timed.source == MAIN_SOURCE:
+        # Prompts queued while the model was busy (a person's, subagents' notifications) go to
+        # it together, in one request: one turn, not one each with no model call in it.
+        if said.opens_turn and main and not (self._turn_open and not self._turn_answered):
             if self._turn_open:
                 run.end_turn(at_ns=at)
             run.begin_turn(at_ns=at)
-            self._turn_open = True
+            self._turn_open, self._turn_answered = True, False
         for entry in said.entries:
             run.record(
                 entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw, timestamp_ns=at
             )
-        if said.ends_turn and self._turn_open and timed.source == MAIN_SOURCE:
+            if main and entry.entry_type in _ANSWERS:
+                self._turn_answered = True
+        if said.ends_turn and self._turn_open and main:
             run.end_turn(at_ns=at)
             self._turn_open = False
 
