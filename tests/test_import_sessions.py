@@ -293,6 +293,34 @@ def test_a_codex_subagents_thread_is_part_of_its_session(tmp_path: Path) -> None
     assert run_total == sum(call["usage"]["input_tokens"] for call in _served("codex/subagent")) == 9300
 
 
+def test_a_codex_subagents_model_is_its_chat_spans_and_not_the_sessions(tmp_path: Path) -> None:
+    """A subagent's thread says its model in its own `turn_context`, no response of it does: its
+    `chat` span is named by it. Given another model than the root thread's (the recorded child
+    with its `turn_context` model changed), the root's turns and the run keep theirs."""
+    rollouts = sorted((SESSIONS / "codex/subagent").rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_size)
+    child, root = rollouts
+    day = tmp_path / "sessions" / "2026" / "11" / "27"
+    day.mkdir(parents=True)
+    shutil.copy(root, day / root.name)
+    lines = child.read_text().splitlines(keepends=True)
+    old, new = '"model":"gpt-5.5"', '"model":"gpt-5.5-mini"'
+    changed = [line.replace(old, new) if '"turn_context"' in line else line for line in lines]
+    assert changed != lines
+    (day / child.name).write_text("".join(changed))
+    (session,) = find_sessions([tmp_path / "sessions"])
+    spans = _spans(_records(import_session(session, tmp_path / "runs")))
+    models = {
+        (span[fields.NAME], span[fields.ATTRIBUTES].get("gen_ai.request.model"))
+        for span in spans
+        if span[fields.NAME].startswith(("chat", "invoke_agent codex"))
+    }
+    assert models == {
+        ("chat gpt-5.5-mini", "gpt-5.5-mini"),
+        ("chat gpt-5.5", "gpt-5.5"),
+        ("invoke_agent codex", "gpt-5.5"),
+    }
+
+
 def test_a_codex_subagent_started_after_midnight_is_found_in_the_next_days_folder(tmp_path: Path) -> None:
     rollouts = sorted((SESSIONS / "codex/subagent").rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_size)
     child, root = rollouts

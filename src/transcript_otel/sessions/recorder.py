@@ -140,7 +140,7 @@ class SessionRecorder:
         self.last_ns = at = max(self.last_ns, timed.at_ns)
         main = timed.source == MAIN_SOURCE
         if said.model:
-            run.note_model(said.model)
+            run.note_model(said.model, timed.source)
         # Prompts queued while the model was busy (a person's, subagents' notifications) go to
         # it together, in one request: one turn, not one each with no model call in it.
         if said.opens_turn and main and not (self._turn_open and not self._turn_answered):

@@ -20,6 +20,7 @@ from transcript_otel.instrumentation.span_tree.details import (
 )
 from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot, name_chat
 from transcript_otel.instrumentation.span_tree.state import RunState
+from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
 # Entries that may tell the model that answered, its response id and why it stopped.
@@ -91,14 +92,24 @@ class ResponseFacts(RunState):
                 turn.facts.request_model = model
                 name_chat(turn, model)
 
-    def note_model(self, model: str) -> None:
+    def note_model(self, model: str, source: str = MAIN_SOURCE) -> None:
         """The model the harness resolved for the session (Codex's `thread/start` answer): the
         request model where the run has none, and the response model of turns whose entries
-        name none."""
-        self._on_writer("could not note the model", self._note_model, model)
+        name none. For a subagent's `source`: its chat span's, where its entries name none (a
+        Codex subagent's thread says its model in its own `turn_context`)."""
+        self._on_writer("could not note the model", self._note_model, model, source)
 
-    def _note_model(self, model: str) -> None:
+    def _note_model(self, model: str, source: str) -> None:
         with self._lock:
+            if source != MAIN_SOURCE:
+                subagent = self._subagents.get(source)
+                chat = subagent.chat if subagent is not None else None
+                if chat is not None and chat.facts is not None:
+                    chat.facts.response_model = chat.facts.response_model or model
+                    if chat.facts.request_model is None:
+                        chat.facts.request_model = model
+                        name_chat(chat, model)
+                return
             self._harness_model = model
             if self._model is None:
                 self._set_request_model(model)
