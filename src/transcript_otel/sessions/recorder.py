@@ -59,6 +59,9 @@ class Harness(NamedTuple):
     mapper: Callable[[bytes | None], MapLine]
     # What marks a line of running totals (Claude's `cost-state`); None: the CLI writes none.
     report_marker: bytes | None
+    # Prompts queued while the model was busy are sent together (Claude Code): a prompt while
+    # the open turn's model has not answered yet joins that turn. (Codex starts each turn itself.)
+    prompts_join_an_unanswered_turn: bool
 
 
 def _codex_mapper(_last_report: bytes | None) -> MapLine:
@@ -87,9 +90,9 @@ def _claude_mapper(last_report: bytes | None) -> MapLine:
 
 HARNESSES: Final = {
     SessionKind.CLAUDE_CODE: Harness(
-        "claude_code_session", "claude-code", "anthropic", _claude_mapper, b'"type":"cost-state"'
+        "claude_code_session", "claude-code", "anthropic", _claude_mapper, b'"type":"cost-state"', True
     ),
-    SessionKind.CODEX: Harness("codex_session", "codex", "openai", _codex_mapper, None),
+    SessionKind.CODEX: Harness("codex_session", "codex", "openai", _codex_mapper, None, False),
 }
 
 
@@ -132,6 +135,7 @@ class SessionRecorder:
         finally:
             otel_context.detach(token)
         self.last_ns = started_ns
+        self._prompts_join = harness.prompts_join_an_unanswered_turn
         self._turn_open = False
         self._turn_answered = False  # the open turn's model answered (or failed) since it opened
 
@@ -143,7 +147,8 @@ class SessionRecorder:
             run.note_model(said.model, timed.source)
         # Prompts queued while the model was busy (a person's, subagents' notifications) go to
         # it together, in one request: one turn, not one each with no model call in it.
-        if said.opens_turn and main and not (self._turn_open and not self._turn_answered):
+        joins_open_turn = self._prompts_join and self._turn_open and not self._turn_answered
+        if said.opens_turn and main and not joins_open_turn:
             if self._turn_open:
                 run.end_turn(at_ns=at)
             run.begin_turn(at_ns=at)
