@@ -145,23 +145,26 @@ class SessionRecorder:
         main = timed.source == MAIN_SOURCE
         if said.model:
             run.note_model(said.model, timed.source)
-        # Prompts queued while the model was busy (a person's, subagents' notifications) go to
-        # it together, in one request: one turn, not one each with no model call in it.
-        joins_open_turn = self._prompts_join and self._turn_open and not self._turn_answered
-        if said.opens_turn and main and not joins_open_turn:
+        if said.opens_turn and main and not self._joins_open_turn():
             if self._turn_open:
                 run.end_turn(at_ns=at)
             run.begin_turn(at_ns=at)
             self._turn_open, self._turn_answered = True, False
-        for entry in said.entries:
+        entries = said.entries
+        for entry in entries:
             run.record(
                 entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw, timestamp_ns=at
             )
-            if main and entry.entry_type in _ANSWERS:
-                self._turn_answered = True
+        if self._prompts_join and main and entries and not self._turn_answered:
+            self._turn_answered = any(entry.entry_type in _ANSWERS for entry in entries)
         if said.ends_turn and self._turn_open and main:
             run.end_turn(at_ns=at)
             self._turn_open = False
+
+    def _joins_open_turn(self) -> bool:
+        """Prompts queued while the model was busy (a person's, subagents' notifications) go to
+        it together, in one request: one turn, not one each with no model call in it."""
+        return self._prompts_join and self._turn_open and not self._turn_answered
 
     def finish(self) -> None:
         """End the open turn and the run at the time of the last line."""
