@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from transcript_otel.genai.attributes import RunningUsage
+from transcript_otel.genai.attributes import RunningUsage, tool_identity
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex import CodexMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
@@ -88,7 +88,12 @@ def test_app_server_fixture_maps_with_nothing_unknown(scenario: str) -> None:
     assert sum(1 for e in entries if e.detail.get("subtype") == "turn_diff") == diffs
 
 
-@pytest.mark.parametrize("scenario", APP_SERVER)
+# weakincentives (0.25-0.27) ends a turn at the first `turn/completed`, a subagent thread's
+# included: it stops reading, and the model responses after it are never reported to it.
+STOPPED_AT_A_SUBAGENTS_TURN = {"subagent"}
+
+
+@pytest.mark.parametrize("scenario", sorted(set(APP_SERVER) - STOPPED_AT_A_SUBAGENTS_TURN))
 def test_app_server_tokens_are_what_the_model_served(scenario: str) -> None:
     """Several `thread/tokenUsage/updated` per turn: the run counts what Codex's total grew by."""
     entries = app_server_entries(scenario)
@@ -155,3 +160,40 @@ def test_retries_and_warnings_read_as_codex_worded_them() -> None:
         "warning: Model metadata for `gpt-scripted-unknown` not found. Defaulting to fallback metadata; "
         "this can degrade performance and cause issues."
     )
+
+
+def test_app_server_subagent_threads_are_counted_each_from_its_own_total() -> None:
+    """`multi_agent_v2` in the app-server: the subagent's thread speaks on the same connection,
+    its notifications mapped as the run's (source `main`, as the specification has it for
+    Codex; `detail.notification.threadId` says whose). Each thread reports its own running
+    token total: the subagent's tokens are counted, and the run's next report is not taken
+    for a drop. The model's `spawn_agent` call (a `subAgentActivity` item) and `wait` (a
+    `collabAgentToolCall`) are tool calls; the subagent's completion a `system_event`."""
+    entries = app_server_entries("subagent")
+    assert "unknown" not in {entry.entry_type for entry in entries}
+    assert {entry.source for entry in entries} == {"main"}
+    said = [(entry.entry_type, entry_text(entry.entry_type, entry.detail)) for entry in entries]
+    assert ("assistant_message", "Hi from the helper.") in said
+    tools = [
+        (entry.entry_type, *tool_identity(entry.detail))
+        for entry in entries
+        if entry.entry_type in ("tool_use", "tool_result")
+    ]
+    assert tools == [
+        ("tool_use", "call_spawn_1", "spawn_agent"),
+        ("tool_result", "call_spawn_1", "spawn_agent"),
+        ("tool_use", "call_wait_1", "codex:wait"),
+    ]
+    (completed,) = [entry for entry in entries if entry.detail.get("subtype") == "subagent_completed"]
+    spawned = next(entry for entry in entries if entry.entry_type == "tool_use")
+    assert completed.detail["agent_thread_id"] == spawned.detail["notification"]["item"]["agentThreadId"]
+    # The run's first response and the subagent's one, each from its thread's total (the run's
+    # next response was served after weakincentives stopped reading, at the subagent's
+    # `turn/completed`: never reported to it).
+    served_calls = served("app-server", "subagent")["served"]
+    assert [call["conversation"] for call in served_calls][:3] == [
+        "SUBAGENT-SCENARIO",
+        "SUBAGENT-SCENARIO",
+        "SUBAGENT-CHILD-TASK",
+    ]
+    assert recorded_usage(entries) == served_usage([served_calls[0], served_calls[2]])

@@ -257,7 +257,7 @@ def app_server_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str,
     class Runs(dict[tuple[str, bool], Any]):
         def __missing__(self, key: tuple[str, bool]) -> Any:
             version, zero_code = key
-            scenarios = ("wink_tool", "shell") if zero_code else APP_SERVER_SCENARIOS
+            scenarios = ("wink_tool", "shell") if zero_code else (*APP_SERVER_SCENARIOS, "subagent")
             run = run_driver(
                 version,
                 tmp_path_factory.mktemp(f"wink-{version}"),
@@ -371,6 +371,38 @@ def test_weakincentives_025_and_027_give_the_same_entries(
     assert native["unknown"] == 2  # its two `turn/diff/updated`, recorded as `turn_diff` system events
     assert mirrored["unknown"] == 0
     assert mirrored["system_event"] == native["system_event"] + native["unknown"]
+
+
+@pytest.mark.wink
+@pytest.mark.parametrize("version", WINK_VERSIONS)
+def test_a_codex_subagents_thread_is_counted_in_the_run(
+    app_server_runs: dict[tuple[str, bool], Any], version: str
+) -> None:
+    """`multi_agent_v2` (`[features]` in the app-server's config): the subagent's thread speaks on
+    the run's connection, its entries the run's (source `main`, as the specification has it
+    for Codex). The `spawn_agent` and `wait` calls are tool calls, and every token the run was
+    told of is counted, each thread from its own running total. (weakincentives ends the turn
+    at the subagent thread's `turn/completed` and stops reading: what the main thread's model
+    answered after that is never reported to it.)"""
+    run = app_server_runs[(version, False)]
+    name = "codex-subagent"
+    assert check_invariants(run.mirror[name]) == []
+    entries = run.entries(name)
+    assert "unknown" not in {e["entry_type"] for e in entries}
+    assert {e["source"] for e in entries} == {"main"}
+    spans = [r["context"]["name"] for r in run.mirror[name] if r["event"] == "transcript.span"]
+    assert {"execute_tool spawn_agent", "execute_tool codex:wait"} <= set(spans)
+    # The run ends at Codex's own totals, thread by thread: the last each thread reported.
+    last_totals: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        if entry["entry_type"] == "token_usage":
+            notification = entry["detail"]["notification"]
+            last_totals[notification["threadId"]] = notification["tokenUsage"]["total"]
+    assert len(last_totals) == 2  # the run's thread and the subagent's
+    assert root_usage(run, name)["input_tokens"] == sum(t["inputTokens"] for t in last_totals.values())
+    (child_call,) = [c for c in run.results[name]["served"] if c["conversation"] == "SUBAGENT-CHILD-TASK"]
+    assert child_call["usage"]["input_tokens"] in [t["inputTokens"] for t in last_totals.values()]
+    assert chat_usage(run, name) == root_usage(run, name)
 
 
 @pytest.mark.wink

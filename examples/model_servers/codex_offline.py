@@ -28,11 +28,14 @@ def _toml(value: str) -> str:
     return json.dumps(value)  # a TOML basic string is a JSON string
 
 
-def write_codex_home(codex_home: Path, model: ModelServer, model_slug: str = MODEL) -> Path:
+def write_codex_home(
+    codex_home: Path, model: ModelServer, model_slug: str = MODEL, features: tuple[str, ...] = ()
+) -> Path:
     """A `CODEX_HOME` whose config selects the scripted provider, never asks for approval, does
     not sandbox commands, retries a failed request or stream once, and offers the stdlib MCP
-    server `docs`."""
+    server `docs`; `features`: those turned on (`multi_agent_v2`: the subagent tools)."""
     codex_home.mkdir(parents=True, exist_ok=True)
+    turned_on = "".join(f"{feature} = true\n" for feature in features)
     config = f"""\
 model = {_toml(model_slug)}
 model_provider = "scripted"
@@ -51,7 +54,7 @@ stream_idle_timeout_ms = 20000
 [mcp_servers.docs]
 command = {_toml(sys.executable)}
 args = [{_toml(str(MCP_SERVER))}]
-"""
+""" + (f"\n[features]\n{turned_on}" if features else "")
     (codex_home / "config.toml").write_text(config)
     return codex_home
 

@@ -64,8 +64,9 @@ def record_exec(scenarios: list[str]) -> None:
         print(f"exec {scenario}: {len(stdout.splitlines())} lines, exit {recorded.exit_code}")
 
 
-def record_app_server() -> None:
-    """The app-server's stdout under weakincentives 0.27 (its environment from `wink_harness`)."""
+def record_app_server(scenarios: list[str]) -> None:
+    """The app-server's stdout under weakincentives 0.27 (its environment from `wink_harness`),
+    for `scenarios` (none: every one)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from wink_driver import CODEX_RECORD_DIR, REAL_CODEX_CLI, REAL_CODEX_SCENARIOS
 
@@ -82,7 +83,15 @@ def record_app_server() -> None:
             "TRANSCRIPT_OTEL_JSONL_DIR": str(Path(scratch) / "runs"),
         }
         subprocess.run(
-            [str(wink_python(WINK_VERSION)), str(DRIVER), "--adapter", "codex", "--out", str(results)],
+            [
+                str(wink_python(WINK_VERSION)),
+                str(DRIVER),
+                "--adapter",
+                "codex",
+                "--out",
+                str(results),
+                *(("--scenarios", ",".join(scenarios)) if scenarios else ()),
+            ],
             env=environment,
             check=True,
             timeout=600,
@@ -100,9 +109,14 @@ def record_app_server() -> None:
 
 
 def main() -> None:
-    record_exec(sys.argv[1:] or list(EXEC_SCENARIOS))
-    if not sys.argv[1:]:
-        record_app_server()
+    """`record_codex_fixtures.py [SCENARIO...] [--app-server SCENARIO...]`: no argument, all."""
+    arguments = sys.argv[1:]
+    if "--app-server" in arguments:
+        record_app_server(arguments[arguments.index("--app-server") + 1 :])
+        return
+    record_exec(arguments or list(EXEC_SCENARIOS))
+    if not arguments:
+        record_app_server([])
 
 
 if __name__ == "__main__":

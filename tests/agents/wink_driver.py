@@ -64,8 +64,9 @@ from codex_agent import write_launcher  # noqa: E402
 REAL_CLAUDE_CLI = "WINK_DRIVER_CLAUDE_CLI"
 REAL_CODEX_CLI = "WINK_DRIVER_CODEX_CLI"
 CODEX_RECORD_DIR = "WINK_DRIVER_CODEX_RECORD"
-# The scripted model's scenarios the real Codex app-server runs (codex_scenarios.SCENARIOS).
-REAL_CODEX_SCENARIOS = APP_SERVER_SCENARIOS
+# The scripted model's scenarios the real Codex app-server runs (codex_scenarios.SCENARIOS);
+# `subagent` with `multi_agent_v2` on, as `codex exec -c features.multi_agent_v2=true` runs it.
+REAL_CODEX_SCENARIOS = (*APP_SERVER_SCENARIOS, "subagent")
 FAKES = {"codex": FAKE_AGENTS / "fake_codex.py", "claude": FAKE_AGENTS / "fake_claude.py"}
 MODULES = {
     "codex": "weakincentives.adapters.codex_app_server",  # 0.25+
@@ -131,7 +132,8 @@ def codex_adapter(wrapper_dir: Path, cwd: Path, scenario: str, context: RunConte
     model = context.stack.enter_context(model_server(scenario, wrapper_dir))
     context.served = model.served
     slug = UNKNOWN_MODEL if scenario == "unknown_model" else MODEL
-    codex_home = write_codex_home(wrapper_dir / "codex-home", model, slug)
+    features = ("multi_agent_v2",) if scenario == "subagent" else ()
+    codex_home = write_codex_home(wrapper_dir / "codex-home", model, slug, features)
     home = wrapper_dir / "home"
     home.mkdir()
     environment = offline_environment(codex_home, home)

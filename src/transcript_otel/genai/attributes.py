@@ -178,10 +178,14 @@ def tool_identity(detail: Any) -> tuple[str | None, str | None]:
         return None, None
     found = _tool_attributes(detail)
     name = found.get(attr.GEN_AI_TOOL_NAME)
-    if name is None:
-        item = mapping_at(mapping_at(detail, "notification"), "item")
-        item_type = item.get("type") if item is not None else None
-        name = _CODEX_ITEM_TOOL_NAMES.get(item_type) if isinstance(item_type, str) else None
+    item = mapping_at(mapping_at(detail, "notification"), "item") if "notification" in detail else None
+    item_type = item.get("type") if item is not None else None
+    if item is not None and item_type == "collabAgentToolCall":  # as `codex exec` names it
+        name = f"codex:{item.get('tool') or 'collab'}"
+    elif item_type == "subAgentActivity":  # the model's `spawn_agent` call, as its rollout names it
+        name = "spawn_agent"
+    elif name is None and isinstance(item_type, str):
+        name = _CODEX_ITEM_TOOL_NAMES.get(item_type)
     return found.get(attr.GEN_AI_TOOL_CALL_ID), name
 
 
@@ -197,6 +201,10 @@ def _running_total(detail: Any) -> dict[str, int] | None:
     return _usage_attributes({"usage": total}) if total is not None else None
 
 
+# Threads whose running totals one run keeps; the longest silent goes first.
+_MAX_THREADS: Final = 1024
+
+
 class RunningUsage:
     """What each usage report of one run adds to its totals.
 
@@ -204,19 +212,26 @@ class RunningUsage:
     several `thread/tokenUsage/updated` per turn, the same one again after a stream retry)
     adds what that total grew by since its last report, so repeats add nothing and the run
     ends at the harness's own total. The first such report adds its own call's counts (a
-    resumed thread's total holds earlier sessions).
+    resumed thread's total holds earlier sessions). Each thread has its own total (a Codex
+    subagent's thread reports its own, between its parent's reports).
     """
 
-    __slots__ = ("_total",)
+    __slots__ = ("_totals",)
 
     def __init__(self) -> None:
-        self._total: dict[str, int] | None = None
+        self._totals: dict[Any, dict[str, int]] = {}  # by thread id (None: a report naming none)
 
     def added(self, detail: Any) -> dict[str, int]:
         total = _running_total(detail)
         if total is None:
             return usage_attributes(detail)
-        previous, self._total = self._total, total
+        notification = mapping_at(detail, "notification")
+        thread = notification.get("threadId") if notification is not None else None
+        thread = thread if isinstance(thread, str) else None
+        previous = self._totals.pop(thread, None)
+        if len(self._totals) >= _MAX_THREADS:
+            del self._totals[next(iter(self._totals))]
+        self._totals[thread] = total
         if previous is None:
             return usage_attributes(detail)
         return {key: max(value - previous.get(key, 0), 0) for key, value in total.items()}

@@ -22,6 +22,15 @@ the same entries whether weakincentives or we build them:
   `tool_result` `{notification, result}`;
 * streaming deltas are folded, never one entry per delta: an `agentMessage` whose
   completion carries no `text` gets the joined deltas as `detail.accumulated_text`;
+* `multi_agent_v2` subagents: `item/started` of a `subAgentActivity` of kind `started` (the
+  model's `spawn_agent` call, its id the call id) → `tool_use` `spawn_agent`, its
+  `item/completed` → `tool_result` (the call returns as the subagent starts); of kind
+  `completed` → `system_event` `{subtype: "subagent_completed", agent_thread_id}` (once, at
+  its `item/started`: a client may stop reading when a turn completes); a
+  `collabAgentToolCall` (`wait`...) → `tool_use` / `tool_result` as a tool item. The
+  subagent's own thread speaks on the same connection: its notifications are mapped as any
+  other, source `main` as the specification has it for Codex (`detail.notification.threadId`
+  says whose), its tokens counted from its own thread's running total;
 * any other `item/*` or `turn/*` method → `unknown`; other methods (`thread/*`,
   `account/*`, `mcpServer/*`, legacy `codex/event/*`) are not transcript content; items
   that are neither (`userMessage`: the prompt is already the `user_message`;
@@ -41,6 +50,10 @@ from transcript_otel.model.entries import DetailInRaw, EntryType, RawJson
 from transcript_otel.records.serialize import safe_text
 
 TOOL_ITEM_TYPES: Final = frozenset({"commandExecution", "fileChange", "mcpToolCall", "webSearch"})
+# `multi_agent_v2`: a subagent started or completed (`kind`), and the other subagent tools.
+SUBAGENT_ACTIVITY: Final = "subAgentActivity"
+COLLAB_TOOL_CALL: Final = "collabAgentToolCall"
+SUBAGENT_COMPLETED: Final = "subagent_completed"
 STREAMING_DELTAS: Final = frozenset(
     {
         "item/agentMessage/delta",
@@ -142,7 +155,7 @@ class CodexMapper:
         if method in SYSTEM_NOTIFICATIONS:
             return _entry(EntryType.SYSTEM_EVENT, method, params, subtype=system_subtype(method, params))
         if method == "item/started":
-            return _entry(EntryType.TOOL_USE, method, params) if self._is_tool(params) else None
+            return self._item_started(method, params)
         if method == "item/completed":
             return self._item_completed(method, params)
         if method == REASONING_COMPLETED:
@@ -162,12 +175,28 @@ class CodexMapper:
         return MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, _as_text(line))
 
     @staticmethod
-    def _is_tool(params: dict[str, Any]) -> bool:
-        return _item_type(_item(params)) in TOOL_ITEM_TYPES
+    def _item_started(method: str, params: dict[str, Any]) -> MappedEntry | None:
+        item = _item(params)
+        item_type = _item_type(item)
+        if item_type in TOOL_ITEM_TYPES or item_type == COLLAB_TOOL_CALL:
+            return _entry(EntryType.TOOL_USE, method, params)
+        if item_type == SUBAGENT_ACTIVITY:
+            if item.get("kind") == "started":
+                return _entry(EntryType.TOOL_USE, method, params)
+            if item.get("kind") == "completed":
+                thread = item.get("agentThreadId")
+                return _entry(
+                    EntryType.SYSTEM_EVENT, method, params, subtype=SUBAGENT_COMPLETED, agent_thread_id=thread
+                )
+        return None
 
     def _item_completed(self, method: str, params: dict[str, Any]) -> MappedEntry | None:
         item = _item(params)
         item_type = _item_type(item)
+        if item_type == COLLAB_TOOL_CALL or (
+            item_type == SUBAGENT_ACTIVITY and item.get("kind") == "started"
+        ):
+            return _entry(EntryType.TOOL_RESULT, method, params)
         if item_type == "agentMessage":
             item_id = item.get("id")
             pieces = None
@@ -209,12 +238,13 @@ def system_subtype(method: str, params: dict[str, Any]) -> str:
 
 def bridge_drops(method: Any, params: Any) -> bool:
     """Whether weakincentives' bridge (0.26, 0.27) emits nothing for this notification, although
-    it is transcript content: Codex 0.171's reasoning items, warnings and errors."""
+    it is transcript content: Codex 0.171's reasoning items, warnings, errors and subagent items."""
     if method in SYSTEM_NOTIFICATIONS:
         return bool(method != TURN_DIFF)  # the bridge calls a diff `unknown`
-    return (
-        method == "item/completed" and isinstance(params, dict) and _item_type(_item(params)) == "reasoning"
-    )
+    item_type = _item_type(_item(params)) if isinstance(params, dict) else None
+    if method == "item/completed" and item_type == "reasoning":
+        return True
+    return method in ("item/started", "item/completed") and item_type in (SUBAGENT_ACTIVITY, COLLAB_TOOL_CALL)
 
 
 def _as_text(line: Any) -> str:
