@@ -17,6 +17,7 @@ import contextlib
 import json
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -501,3 +502,58 @@ def test_the_interactive_tui_under_run_answers_as_without_it(tmp_path: Path) -> 
     assert check_invariants(records) == []
     texts = [r["context"]["detail"].get("text", "") for r in records if r["event"] == "transcript.entry"]
     assert "To continue this session, run:" in texts  # what Codex prints once the TUI is closed
+
+
+def test_watch_follows_a_session_a_person_runs_in_the_terminal_ui(tmp_path: Path) -> None:
+    """The real terminal UI (`codex PROMPT` on a pseudo-terminal, two prompts) while
+    `transcript-otel watch` follows its sessions folder: each turn is in the mirror, its `chat`
+    span ended, while the UI is still open; the tokens are what the model served (but the
+    title the UI asks for, which Codex logs nowhere)."""
+    from terminal_ui import CODEX_UI, run_ui
+
+    from terminal_session import require_script
+
+    cli, _ = require_cli(), require_script()
+    home, work, runs = tmp_path / "home", tmp_path / "work", tmp_path / "runs"
+    for folder in (home, work):
+        folder.mkdir()
+    with model_server("plain", tmp_path) as model:
+        codex_home = write_codex_home(tmp_path / "codex-home", model, codex_cli.model_slug("plain"))
+        sessions = codex_home / "sessions"
+        sessions.mkdir()
+        env = {**offline_environment(codex_home, home), "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}
+        command = [*WRAPPER[:3], "watch", str(sessions), "--state", str(tmp_path / "watch.json")]
+        watch = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            assert watch.stdout is not None
+            assert "following" in watch.stdout.readline()  # it watches before the session begins
+            while_open: list[list[str]] = []
+
+            def ended_chats() -> list[str]:
+                records = [r for path in runs.glob("*.jsonl") for r in read_records(path)]
+                return [
+                    r["context"]["name"]
+                    for r in records
+                    if r["event"] == "transcript.span" and r["context"]["name"].startswith("chat")
+                ]
+
+            def both_turns_exported() -> None:
+                for _ in range(600):  # the watch exports within a second; this waits out a busy machine
+                    if len(ended_chats()) == 2:
+                        break
+                    time.sleep(0.1)
+                while_open.append(ended_chats())
+
+            environment = offline_environment(codex_home, home)
+            ui = [str(cli), "--no-daemon", prompt_for("plain")]
+            run_ui(CODEX_UI, ui, environment, work, sessions, ("And now?",), both_turns_exported)
+            served = [call for call in model.served() if call.get("conversation") != "title"]
+        finally:
+            watch.send_signal(signal.SIGINT)
+            assert watch.wait(30) == 0
+    assert while_open == [["chat gpt-5.5", "chat gpt-5.5"]]
+    (run,) = runs.glob("*.jsonl")
+    records = list(read_records(run))
+    assert check_invariants(records) == []
+    digest = RunDigest.of(records)
+    assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_USAGE.items()} == served_usage(served)
