@@ -40,5 +40,10 @@ CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resum
 CLAUDE_OLDER_SCENARIOS: Final = ("v2.0.32_tools",)
 # The terminal UIs as a person runs them (`claude PROMPT`, `codex PROMPT`): what they printed
 # as they ended (`terminal-1.txt`), no stdout stream.
-CLAUDE_INTERACTIVE_SCENARIOS: Final = ("interactive", "interactive_two_prompts", "interactive_subagents")
+CLAUDE_INTERACTIVE_SCENARIOS: Final = (
+    "interactive",
+    "interactive_two_prompts",
+    "interactive_subagents",
+    "interactive_typed_while_busy",
+)
 CODEX_INTERACTIVE_SCENARIOS: Final = ("interactive", "interactive_two_prompts", "interactive_subagent")

@@ -243,6 +243,25 @@ def test_each_turn_is_a_request_to_the_model(scenario: str, tmp_path: Path) -> N
         assert attributes.get("gen_ai.usage.input_tokens") or turn["status"] == "ERROR", attributes
 
 
+def test_a_prompt_typed_while_the_agent_works_is_the_persons_in_the_same_turn(tmp_path: Path) -> None:
+    """Claude Code's terminal UI queues a prompt typed while a command runs and hands it to the
+    model with the command's result (a `queued_command` attachment): the person's words, a
+    `user_message` of the running turn, in what its `chat` span says was sent."""
+    records = _records(_import("claude_code/interactive_typed_while_busy", tmp_path))
+    entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    said = [(e["entry_type"], entry_text(e["entry_type"], e["detail"])) for e in entries]
+    prompts = [text for kind, text in said if kind == "user_message"]
+    assert prompts == ["BUSY-PROMPT-SCENARIO: please do the task.", "And also this?"]
+    assert said.index(("user_message", "And also this?")) < said.index(
+        ("assistant_message", "The command is done.")
+    )
+    assert not [e for e in entries if e["detail"].get("attachment_type") == "queued_command"]
+    (turn,) = [span for span in _spans(records) if "transcript.turn" in span[fields.ATTRIBUTES]]
+    sent = json.loads(turn[fields.ATTRIBUTES]["gen_ai.input.messages"])
+    typed = [part["content"] for message in sent if message["role"] == "user" for part in message["parts"]]
+    assert typed == ["BUSY-PROMPT-SCENARIO: please do the task.", "And also this?"]
+
+
 def test_subagents_are_sources_and_spans_of_their_own(tmp_path: Path) -> None:
     records = _records(_import("claude_code/parallel_subagents", tmp_path))
     sources = Counter(r["context"]["source"] for r in records if r["event"] == TranscriptEvent.ENTRY.value)

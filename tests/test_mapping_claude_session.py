@@ -503,6 +503,27 @@ def test_another_attachment_is_kept_as_an_event() -> None:
     )
 
 
+def test_a_prompt_typed_while_the_agent_worked_is_a_user_message_of_the_running_turn() -> None:
+    """The terminal UI's `queued_command` of a person's prompt (`interactive_typed_while_busy`)."""
+    attachment = {"type": "queued_command", "prompt": "And also this?", "commandMode": "prompt"}
+    human = {**attachment, "origin": {"kind": "human"}, "humanTurn": True}
+    for typed in (attachment, human):
+        mapped = ClaudeSessionMapper().line(line_of(type="attachment", attachment=typed), "main")
+        (entry,) = mapped.entries
+        assert (entry.entry_type, entry_text("user_message", entry.detail)) == (
+            "user_message",
+            "And also this?",
+        )
+        assert not mapped.opens_turn  # handed over with the running turn's next request
+    for queued in (
+        {**attachment, "origin": {"kind": "task-notification"}},  # not a person's
+        {**attachment, "commandMode": "bash"},  # a command, not a prompt
+        {**attachment, "prompt": ["not", "text"]},
+    ):
+        (entry,) = ClaudeSessionMapper().line(line_of(type="attachment", attachment=queued), "main").entries
+        assert (entry.entry_type, entry.detail["attachment_type"]) == ("system_event", "queued_command")
+
+
 def cost_state(total: float, **usage: int) -> str:
     model_usage = {"claude-x": {"inputTokens": usage.get("i", 0), "outputTokens": usage.get("o", 0)}}
     return json.dumps(

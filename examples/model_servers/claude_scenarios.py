@@ -206,6 +206,15 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             Step.say("Answered after the compaction.", input_tokens=1200, output_tokens=12)
         ],
     },
+    # A command that takes a few seconds (in the terminal UI a person types a second prompt
+    # meanwhile), then an answer, and one more should the second prompt get a turn of its own.
+    "busy_prompt": {
+        "BUSY-PROMPT-SCENARIO": [
+            Step.call(bash("toolu_busy_1", "sleep 4; echo done"), input_tokens=1000, output_tokens=30),
+            Step.say("The command is done.", input_tokens=1100, output_tokens=8),
+            Step.say("Here is the answer to the second prompt.", input_tokens=1200, output_tokens=9),
+        ]
+    },
     # Two prompts to one session: the second arrives while the first turn's subagent still runs.
     "two_prompts": {
         "TWO-PROMPTS-FIRST": [

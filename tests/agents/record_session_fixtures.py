@@ -82,6 +82,7 @@ class Scenario:
     interactive: bool = False  # the terminal UI (`claude PROMPT`, `codex PROMPT`), as a person runs it
     follow_ups: tuple[str, ...] = ()  # the terminal UI: prompts typed after the first
     permission_mode: str | None = None  # Claude Code's terminal UI: the mode set in its settings
+    typed_while_busy: tuple[str, ...] = ()  # the terminal UI: typed once the model called a tool
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -115,6 +116,11 @@ CLAUDE: dict[str, Scenario] = {
     # person waits at the prompt. In accept-edits mode, set in the person's settings: the UI's
     # own auto mode asks its server whether to launch a subagent, which a scripted model is not.
     "interactive_subagents": Scenario("parallel_subagents", interactive=True, permission_mode="acceptEdits"),
+    # A second prompt typed while the first turn's command runs (a few seconds): the UI queues
+    # it and hands it to the model with the command's result, in the same turn.
+    "interactive_typed_while_busy": Scenario(
+        "busy_prompt", case="tools", interactive=True, typed_while_busy=("And also this?",)
+    ),
     "auto_compacted": Scenario(
         "auto_compact",
         (Run(), Run("And now?", resume=True)),
@@ -211,9 +217,18 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
             as_after_first_use(home, work, scenario.permission_mode)
             prompt = claude_scenarios.prompt_for(scenario.model)
             projects = home / ".claude" / "projects"
-            printed = run_ui(CLAUDE_UI, [str(cli), prompt], environment, work, projects, scenario.follow_ups)
+            printed = run_ui(
+                CLAUDE_UI,
+                [str(cli), prompt],
+                environment,
+                work,
+                projects,
+                scenario.follow_ups,
+                typed_while_busy=scenario.typed_while_busy,
+            )
             recording.terminal.append(printed)
-            recording.runs.append(_run_meta([prompt, *scenario.follow_ups], 0, ""))
+            typed = [prompt, *scenario.typed_while_busy, *scenario.follow_ups]
+            recording.runs.append(_run_meta(typed, 0, ""))
             recording.served = model.served()
             return recording, [projects]
         for run in scenario.runs:

@@ -51,15 +51,21 @@ _UI_WAIT_S = 60.0
 @dataclass(frozen=True)
 class TerminalUI:
     """How a CLI's terminal UI is driven: `answers` (a text it shows, the keys a person presses
-    then), what its session file says once the prompt's turn is over, and the keys that leave it."""
+    then), what its session file says once the prompt's turn is over, the keys that leave it,
+    and what its session file says once the model called a tool (the agent is busy)."""
 
     answers: tuple[tuple[str, bytes], ...]
     turn_over: bytes
     leave: tuple[bytes, ...]
+    busy: bytes
 
 
-CODEX_UI = TerminalUI((("existing", b"2"),), b'"type":"task_complete"', (b"\x04",))  # keep the model
-CLAUDE_UI = TerminalUI((), b'"subtype":"turn_duration"', (b"\x03", b"\x03"))  # Ctrl-C twice
+CODEX_UI = TerminalUI(  # the offered newer model declined; left with Ctrl-D
+    (("existing", b"2"),), b'"type":"task_complete"', (b"\x04",), b'"type":"function_call"'
+)
+CLAUDE_UI = TerminalUI(
+    (), b'"subtype":"turn_duration"', (b"\x03", b"\x03"), b'"type":"tool_use"'
+)  # Ctrl-C twice
 
 
 def run_ui(
@@ -70,29 +76,30 @@ def run_ui(
     sessions: Path,
     follow_ups: tuple[str, ...] = (),
     while_open: Callable[[], None] | None = None,
+    typed_while_busy: tuple[str, ...] = (),
 ) -> str:
     """`command` on a terminal, as a person runs it, until its prompt's turn is over, each of
     `follow_ups` typed once the turn before it is over, then (`while_open` run first) left:
-    what it printed once it left its screen (the CLIs say how to resume there)."""
+    what it printed once it left its screen (the CLIs say how to resume there).
+    `typed_while_busy`: typed as soon as the first turn's model called a tool."""
     line = f"cd {shlex.quote(str(work))} && {shlex.join(command)}"
     with TerminalSession(line, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40) as terminal:
         for shown, keys in ui.answers:
             terminal.expect(shown, _UI_WAIT_S)
             terminal.wait_quiet(0.5)  # drawn: it reads keys now
             terminal.send_keys(keys)
+        if typed_while_busy:
+            _wait_for(lambda: _count(sessions, ui.busy) > 0, "the model never called a tool", terminal)
+            for prompt in typed_while_busy:  # its spinner never lets the terminal fall quiet
+                terminal.send_keys(prompt.encode())
+                time.sleep(0.3)
+                terminal.send_keys(b"\r")
         for turns, typed in enumerate((*follow_ups, None), 1):
-            deadline = time.monotonic() + _UI_WAIT_S
-            while sum(path.read_bytes().count(ui.turn_over) for path in sessions.rglob("*.jsonl")) < turns:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"turn {turns} never ended:\n{_ESCAPES.sub('', terminal.output)[-2000:]}"
-                    )
-                time.sleep(0.2)
+            ended = lambda done=turns: _count(sessions, ui.turn_over) >= done  # noqa: E731
+            _wait_for(ended, f"turn {turns} never ended", terminal)
             terminal.wait_quiet(1.0)
             if typed is not None:
-                terminal.send_keys(typed.encode())
-                terminal.wait_quiet(0.5)
-                terminal.send_keys(b"\r")
+                _type(terminal, typed)
         if while_open is not None:
             while_open()
         for keys in ui.leave:
@@ -104,3 +111,22 @@ def run_ui(
     after_screen = terminal.output.rpartition("\x1b[?1049l")[2]  # the alternate screen left
     text = _ESCAPES.sub("", after_screen).replace("\r", "")
     return "".join(line.rstrip() + "\n" for line in text.splitlines() if line.strip())
+
+
+def _count(sessions: Path, marker: bytes) -> int:
+    return sum(path.read_bytes().count(marker) for path in sessions.rglob("*.jsonl"))
+
+
+def _wait_for(condition: Callable[[], bool], failure: str, terminal: TerminalSession) -> None:
+    deadline = time.monotonic() + _UI_WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{failure}:\n{_ESCAPES.sub('', terminal.output)[-2000:]}")
+        time.sleep(0.2)
+
+
+def _type(terminal: TerminalSession, typed: str) -> None:
+    """A prompt typed, then Enter once the UI has drawn it."""
+    terminal.send_keys(typed.encode())
+    terminal.wait_quiet(0.5)
+    terminal.send_keys(b"\r")

@@ -24,6 +24,8 @@ for the same conversation on stdout (`claude -p --output-format stream-json`), w
 | `system` `turn_duration` (terminal UI) | `system_event` `turn_duration`; `ends_turn` (main) |
 | `system`, other subtype | `system_event` with that subtype |
 | `attachment` `max_turns_reached` | `error`, `detail.exception` = `error_max_turns` |
+| `attachment` `queued_command`, a prompt | `user_message`, `text` = what the person typed while the |
+| | agent worked (terminal UI): handed to the model with its next request, in the same turn |
 | `attachment`, context (`_CONTEXT_ATTACHMENTS`) | nothing: what the CLI injects before a request |
 | `attachment`, another kind | `system_event` `attachment`, `detail.attachment_type` |
 | `cost-state` | `token_usage`: `turn_cost_usd`, `session_usage` (main); `ends_turn`; nothing |
@@ -347,5 +349,20 @@ def _attachment(entry: dict[str, Any], line: str, source: str) -> list[MappedEnt
     if kind == "max_turns_reached" and isinstance(attachment, dict):
         words = f"Reached maximum number of turns ({attachment.get('maxTurns')})"
         return [_error(entry, "error_max_turns", words, line, source)]
+    if kind == "queued_command" and isinstance(attachment, dict) and _typed_prompt(attachment):
+        detail = {"sdk_entry": entry, "text": attachment["prompt"]}
+        return [MappedEntry(EntryType.USER_MESSAGE.value, detail, line, source)]
     detail = {"sdk_entry": entry, "subtype": "attachment", "attachment_type": kind}
     return [MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)]
+
+
+def _typed_prompt(attachment: dict[str, Any]) -> bool:
+    """A `queued_command` that is a prompt a person typed (`commandMode: "prompt"`, from a human
+    where its origin is told), not a command or the CLI's own."""
+    origin = attachment.get("origin")
+    kind = origin.get("kind") if isinstance(origin, dict) else None
+    return (
+        attachment.get("commandMode") == "prompt"
+        and kind in (None, "human")
+        and isinstance(attachment.get("prompt"), str)
+    )
