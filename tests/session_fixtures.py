@@ -46,4 +46,9 @@ CLAUDE_INTERACTIVE_SCENARIOS: Final = (
     "interactive_subagents",
     "interactive_typed_while_busy",
 )
-CODEX_INTERACTIVE_SCENARIOS: Final = ("interactive", "interactive_two_prompts", "interactive_subagent")
+CODEX_INTERACTIVE_SCENARIOS: Final = (
+    "interactive",
+    "interactive_two_prompts",
+    "interactive_subagent",
+    "interactive_typed_while_busy",
+)

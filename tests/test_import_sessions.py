@@ -243,11 +243,15 @@ def test_each_turn_is_a_request_to_the_model(scenario: str, tmp_path: Path) -> N
         assert attributes.get("gen_ai.usage.input_tokens") or turn["status"] == "ERROR", attributes
 
 
-def test_a_prompt_typed_while_the_agent_works_is_the_persons_in_the_same_turn(tmp_path: Path) -> None:
-    """Claude Code's terminal UI queues a prompt typed while a command runs and hands it to the
-    model with the command's result (a `queued_command` attachment): the person's words, a
-    `user_message` of the running turn, in what its `chat` span says was sent."""
-    records = _records(_import("claude_code/interactive_typed_while_busy", tmp_path))
+@pytest.mark.parametrize("cli", ["claude_code", "codex"])
+def test_a_prompt_typed_while_the_agent_works_is_the_persons_in_the_same_turn(
+    cli: str, tmp_path: Path
+) -> None:
+    """Both terminal UIs hand a prompt typed while a command runs to the model with the
+    command's result (Claude Code: a `queued_command` attachment; Codex: a user message in the
+    running turn): the person's words, a `user_message` of the running turn, in what its
+    `chat` span says was sent."""
+    records = _records(_import(f"{cli}/interactive_typed_while_busy", tmp_path))
     entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
     said = [(e["entry_type"], entry_text(e["entry_type"], e["detail"])) for e in entries]
     prompts = [text for kind, text in said if kind == "user_message"]

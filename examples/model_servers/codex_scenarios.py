@@ -239,6 +239,15 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             )
         ]
     },
+    # A command that takes a few seconds (in the terminal UI a person types a second prompt
+    # meanwhile), then an answer, and one more should the second prompt get a turn of its own.
+    "busy_prompt": {
+        "BUSY-PROMPT-SCENARIO": [
+            Step.call(shell("call_busy_1", "sleep 4; echo done"), input_tokens=2000, output_tokens=20),
+            Step.say("The command is done.", input_tokens=2100, cached_tokens=2000, output_tokens=8),
+            Step.say("Here is the answer to the second prompt.", input_tokens=2200, output_tokens=9),
+        ]
+    },
     # A subagent (`multi_agent_v2`'s `collaboration` tools): spawned with a task of its own,
     # waited for, its answer reported. The child's conversation key is the longer one: with
     # `fork_turns` "all" its request would hold the parent's prompt too.

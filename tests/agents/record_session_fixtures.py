@@ -156,6 +156,10 @@ CODEX: dict[str, Scenario] = {
     "interactive": Scenario("shell", interactive=True),
     # `resumed`'s conversation, its second prompt typed in the same terminal UI.
     "interactive_two_prompts": Scenario("plain", interactive=True, follow_ups=("And now?",)),
+    # A second prompt typed while the first turn's command runs (a few seconds).
+    "interactive_typed_while_busy": Scenario(
+        "busy_prompt", interactive=True, typed_while_busy=("And also this?",)
+    ),
     # `subagent` in the terminal UI.
     "interactive_subagent": Scenario(
         "subagent", config=(("features.multi_agent_v2", "true"),), interactive=True
@@ -259,9 +263,18 @@ def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pat
             command = [str(cli), "--no-daemon", *overrides, prompt]
             sessions = codex_home / "sessions"
             recording.terminal.append(
-                run_ui(CODEX_UI, command, environment, work, sessions, scenario.follow_ups)
+                run_ui(
+                    CODEX_UI,
+                    command,
+                    environment,
+                    work,
+                    sessions,
+                    scenario.follow_ups,
+                    typed_while_busy=scenario.typed_while_busy,
+                )
             )
-            recording.runs.append(_run_meta(command[1:] + list(scenario.follow_ups), 0, ""))
+            typed = [*scenario.typed_while_busy, *scenario.follow_ups]
+            recording.runs.append(_run_meta(command[1:] + typed, 0, ""))
             recording.served = model.served()
             return recording, [codex_home / "sessions"]
         for run in scenario.runs:
