@@ -219,7 +219,7 @@ class RunningUsage:
     __slots__ = ("_totals",)
 
     def __init__(self) -> None:
-        self._totals: dict[Any, dict[str, int]] = {}  # by thread id (None: a report naming none)
+        self._totals: dict[str | None, dict[str, int]] = {}  # by thread id (None: a report naming none)
 
     def added(self, detail: Any) -> dict[str, int]:
         total = _running_total(detail)
