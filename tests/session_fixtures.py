@@ -45,10 +45,12 @@ CLAUDE_INTERACTIVE_SCENARIOS: Final = (
     "interactive_two_prompts",
     "interactive_subagents",
     "interactive_typed_while_busy",
+    "interactive_interrupted",
 )
 CODEX_INTERACTIVE_SCENARIOS: Final = (
     "interactive",
     "interactive_two_prompts",
     "interactive_subagent",
     "interactive_typed_while_busy",
+    "interactive_interrupted",
 )

@@ -266,6 +266,26 @@ def test_a_prompt_typed_while_the_agent_works_is_the_persons_in_the_same_turn(
     assert typed == ["BUSY-PROMPT-SCENARIO: please do the task.", "And also this?"]
 
 
+@pytest.mark.parametrize("cli", ["claude_code", "codex"])
+def test_a_call_the_person_stopped_failed_and_the_next_prompt_is_its_own_turn(
+    cli: str, tmp_path: Path
+) -> None:
+    """Esc in the terminal UI while a command runs, then "Never mind." typed: the command's
+    span is an error (Claude Code: the CLI's refusal; Codex: "aborted by user"), the prompt
+    after it a turn of its own with the model's answer."""
+    records = _records(_import(f"{cli}/interactive_interrupted", tmp_path))
+    spans = _spans(records)
+    (command,) = [span for span in spans if span[fields.NAME].startswith("execute_tool")]
+    assert command["status"] == "ERROR"
+    turns = [span for span in spans if "transcript.turn" in span[fields.ATTRIBUTES]]
+    assert len(turns) == 2
+    sent = json.loads(turns[1][fields.ATTRIBUTES]["gen_ai.input.messages"])
+    typed = [part["content"] for message in sent if message["role"] == "user" for part in message["parts"]]
+    assert typed[-1] == "Never mind."
+    answer = json.loads(turns[1][fields.ATTRIBUTES]["gen_ai.output.messages"])
+    assert answer[0]["parts"][-1]["content"] == "The command is done."
+
+
 def test_subagents_are_sources_and_spans_of_their_own(tmp_path: Path) -> None:
     records = _records(_import("claude_code/parallel_subagents", tmp_path))
     sources = Counter(r["context"]["source"] for r in records if r["event"] == TranscriptEvent.ENTRY.value)

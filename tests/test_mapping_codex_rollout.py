@@ -332,6 +332,23 @@ def test_a_commands_output_that_says_it_exited_badly_is_a_failure(output: str, f
     assert (result.detail["tool_name"], result.detail["is_error"]) == ("codex:command", failed)
 
 
+@pytest.mark.parametrize(
+    ("name", "output", "failed"),
+    [
+        ("exec_command", "Wall time: 0.2 seconds\naborted by user", True),  # `interactive_interrupted`
+        ("mcp__docs__lookup", "aborted by user\n", True),
+        ("exec_command", "Output:\naborted by user, it said\n", False),
+    ],
+)
+def test_a_call_the_person_stopped_is_a_failure(name: str, output: str, failed: bool) -> None:
+    """Esc in the terminal UI: Codex ends the call's output "aborted by user" (its typed item,
+    status `failed`, comes only after the next turn)."""
+    mapper = CodexRolloutMapper()
+    mapper.line(item({"type": "function_call", "name": name, "arguments": "{}", "call_id": "c1"}))
+    result = one(mapper.line(item({"type": "function_call_output", "call_id": "c1", "output": output})))
+    assert result.detail["is_error"] is failed
+
+
 def test_the_tools_a_model_is_told_of_give_nothing() -> None:
     """The terminal UI with a code-mode model (gpt-6-sol) declares its tools in the history."""
     tools = {"type": "additional_tools", "id": "at_1", "role": "developer", "tools": [{"type": "namespace"}]}

@@ -53,7 +53,7 @@ import codex_cli
 import codex_offline
 import codex_scenarios
 from captured_run import run_cli, scratch_dirs
-from terminal_ui import CLAUDE_UI, CODEX_UI, as_after_first_use, run_ui
+from terminal_ui import CLAUDE_UI, CODEX_UI, INTERRUPT, as_after_first_use, run_ui
 
 FIXTURES = claude_code.ROOT / "tests" / "fixtures" / "sessions"
 
@@ -121,6 +121,10 @@ CLAUDE: dict[str, Scenario] = {
     "interactive_typed_while_busy": Scenario(
         "busy_prompt", case="tools", interactive=True, typed_while_busy=("And also this?",)
     ),
+    # The person presses Esc while that command runs, then types another prompt.
+    "interactive_interrupted": Scenario(
+        "busy_prompt", case="tools", interactive=True, typed_while_busy=(INTERRUPT, "Never mind.")
+    ),
     "auto_compacted": Scenario(
         "auto_compact",
         (Run(), Run("And now?", resume=True)),
@@ -159,6 +163,10 @@ CODEX: dict[str, Scenario] = {
     # A second prompt typed while the first turn's command runs (a few seconds).
     "interactive_typed_while_busy": Scenario(
         "busy_prompt", interactive=True, typed_while_busy=("And also this?",)
+    ),
+    # The person presses Esc while that command runs, then types another prompt.
+    "interactive_interrupted": Scenario(
+        "busy_prompt", interactive=True, typed_while_busy=(INTERRUPT, "Never mind.")
     ),
     # `subagent` in the terminal UI.
     "interactive_subagent": Scenario(

@@ -46,6 +46,8 @@ _ESCAPES = re.compile(
     r"|\x1b[()*+][0-9A-Za-z]|\x1b[78=>]|\x1b[@-Z\\-_]|[\x0e\x0f]"  # character sets, saved cursors
 )
 _UI_WAIT_S = 60.0
+# In `run_ui`'s `typed_while_busy`: Esc, which stops what the agent is doing, not a prompt.
+INTERRUPT = "<Esc>"
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ def run_ui(
     """`command` on a terminal, as a person runs it, until its prompt's turn is over, each of
     `follow_ups` typed once the turn before it is over, then (`while_open` run first) left:
     what it printed once it left its screen (the CLIs say how to resume there).
-    `typed_while_busy`: typed as soon as the first turn's model called a tool."""
+    `typed_while_busy`: typed as soon as the first turn's model called a tool (`INTERRUPT`:
+    Esc pressed)."""
     line = f"cd {shlex.quote(str(work))} && {shlex.join(command)}"
     with TerminalSession(line, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40) as terminal:
         for shown, keys in ui.answers:
@@ -91,6 +94,10 @@ def run_ui(
         if typed_while_busy:
             _wait_for(lambda: _count(sessions, ui.busy) > 0, "the model never called a tool", terminal)
             for prompt in typed_while_busy:  # its spinner never lets the terminal fall quiet
+                if prompt == INTERRUPT:
+                    terminal.send_keys(b"\x1b")  # Esc: the tool call under way is stopped
+                    time.sleep(2.0)
+                    continue
                 terminal.send_keys(prompt.encode())
                 time.sleep(0.3)
                 terminal.send_keys(b"\r")

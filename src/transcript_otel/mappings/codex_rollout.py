@@ -32,7 +32,8 @@ result (not the `*_output` item, unless no typed item answers that call), `token
   `tool_result` `{tool_use_id, tool_name, is_error, text, item}` (after a `tool_use` when the
   history showed no call); `*_output` → `tool_result` for a call no typed item answered (the
   first of the two wins; Codex writes the typed item first; a command's output that says
-  "Process exited with code N", N not 0, is a failure); a call the typed item came before
+  "Process exited with code N", N not 0, is a failure, and so is any call's output that ends
+  "aborted by user": the person stopped it, its typed item comes late); a call the typed item came before
   (a hosted `web_search_call`, written after its `WebSearch` item) → nothing;
 * `token_usage_record` → `token_usage` `{usage, response_id, turn_id}`: one response's tokens;
   in a file without them (Codex 0.140), `token_count` → `token_usage` `{usage}` (its
@@ -102,6 +103,7 @@ _MAX_CALLS: Final = 10_000
 # Code mode's one tool (a model such as gpt-6-sol): JavaScript whose nested tools run as items.
 _CODE_MODE_TOOL: Final = "exec"
 _EXIT_LINE: Final = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
+_ABORTED: Final = "aborted by user"  # the last line of a stopped call's output
 _META_KEYS: Final = ("cwd", "cli_version", "originator", "source", "model_provider")
 _UNKNOWN: Final = EntryType.UNKNOWN.value
 
@@ -430,9 +432,14 @@ class CodexRolloutMapper:
             output = payload.get("output", payload.get("tools"))
             texts = _texts(output)
             said = {"text": "\n".join(texts)} if texts or isinstance(output, str) else {"output": output}
-            failed = called == _COMMAND and _exited_badly(texts)
+            failed = _aborted(texts) or (called == _COMMAND and _exited_badly(texts))
             return [_tool(EntryType.TOOL_RESULT, call_id, called, is_error=failed, **said)]
         return [(EntryType.UNKNOWN, {"line_type": "response_item", "payload_type": kind})]
+
+
+def _aborted(texts: list[str]) -> bool:
+    """The call's output says the person stopped it (Esc in the terminal UI): Codex ends it so."""
+    return bool(texts) and texts[-1].rstrip().rpartition("\n")[2] == _ABORTED
 
 
 def _exited_badly(texts: list[str]) -> bool:
