@@ -169,6 +169,7 @@ _CODEX_ITEM_TOOL_NAMES: Final = {
     "commandExecution": "codex:command",
     "fileChange": "codex:file_change",
     "webSearch": "codex:web_search",
+    "subAgentActivity": "spawn_agent",  # a subagent's start: the model's call, as its rollout names it
 }
 
 
@@ -180,10 +181,10 @@ def tool_identity(detail: Any) -> tuple[str | None, str | None]:
     name = found.get(attr.GEN_AI_TOOL_NAME)
     item = mapping_at(mapping_at(detail, "notification"), "item") if "notification" in detail else None
     item_type = item.get("type") if item is not None else None
-    if item is not None and item_type == "collabAgentToolCall":  # as `codex exec` names it
+    if (
+        item is not None and item_type == "collabAgentToolCall"
+    ):  # its `tool` (`wait`), as `codex exec` names it
         name = f"codex:{item.get('tool') or 'collab'}"
-    elif item_type == "subAgentActivity":  # the model's `spawn_agent` call, as its rollout names it
-        name = "spawn_agent"
     elif name is None and isinstance(item_type, str):
         name = _CODEX_ITEM_TOOL_NAMES.get(item_type)
     return found.get(attr.GEN_AI_TOOL_CALL_ID), name

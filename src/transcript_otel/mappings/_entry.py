@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson
+
+# The `system_event` subtype of a Codex subagent's end (rollouts and the app-server alike), on
+# which its span ends.
+SUBAGENT_COMPLETED: Final = "subagent_completed"
 
 
 class MappedEntry(NamedTuple):

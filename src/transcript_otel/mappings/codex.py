@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import SUBAGENT_COMPLETED, MappedEntry
 from transcript_otel.model.entries import DetailInRaw, EntryType, RawJson
 from transcript_otel.records.serialize import safe_text
 
@@ -53,7 +53,6 @@ TOOL_ITEM_TYPES: Final = frozenset({"commandExecution", "fileChange", "mcpToolCa
 # `multi_agent_v2`: a subagent started or completed (`kind`), and the other subagent tools.
 SUBAGENT_ACTIVITY: Final = "subAgentActivity"
 COLLAB_TOOL_CALL: Final = "collabAgentToolCall"
-SUBAGENT_COMPLETED: Final = "subagent_completed"
 STREAMING_DELTAS: Final = frozenset(
     {
         "item/agentMessage/delta",
@@ -177,25 +176,19 @@ class CodexMapper:
     @staticmethod
     def _item_started(method: str, params: dict[str, Any]) -> MappedEntry | None:
         item = _item(params)
-        item_type = _item_type(item)
-        if item_type in TOOL_ITEM_TYPES or item_type == COLLAB_TOOL_CALL:
+        if _is_call(item):
             return _entry(EntryType.TOOL_USE, method, params)
-        if item_type == SUBAGENT_ACTIVITY:
-            if item.get("kind") == "started":
-                return _entry(EntryType.TOOL_USE, method, params)
-            if item.get("kind") == "completed":
-                thread = item.get("agentThreadId")
-                return _entry(
-                    EntryType.SYSTEM_EVENT, method, params, subtype=SUBAGENT_COMPLETED, agent_thread_id=thread
-                )
+        if _item_type(item) == SUBAGENT_ACTIVITY and item.get("kind") == "completed":
+            thread = item.get("agentThreadId")
+            return _entry(
+                EntryType.SYSTEM_EVENT, method, params, subtype=SUBAGENT_COMPLETED, agent_thread_id=thread
+            )
         return None
 
     def _item_completed(self, method: str, params: dict[str, Any]) -> MappedEntry | None:
         item = _item(params)
         item_type = _item_type(item)
-        if item_type == COLLAB_TOOL_CALL or (
-            item_type == SUBAGENT_ACTIVITY and item.get("kind") == "started"
-        ):
+        if _is_call(item):
             return _entry(EntryType.TOOL_RESULT, method, params)
         if item_type == "agentMessage":
             item_id = item.get("id")
@@ -206,8 +199,6 @@ class CodexMapper:
             if pieces and not isinstance(item.get("text"), str):
                 return _entry(EntryType.ASSISTANT_MESSAGE, method, params, accumulated_text="".join(pieces))
             return _entry(EntryType.ASSISTANT_MESSAGE, method, params)
-        if item_type in TOOL_ITEM_TYPES:
-            return _entry(EntryType.TOOL_RESULT, method, params)
         if item_type == "reasoning":
             return _entry(EntryType.THINKING, method, params) if self.thought(params) else None
         if item_type == "contextCompaction":
@@ -225,6 +216,17 @@ class CodexMapper:
         if folded <= _MAX_FOLDED_CHARS:
             self._folded_chars[item_id] = folded
             self._deltas.setdefault(item_id, []).append(delta)
+
+
+def _is_call(item: dict[str, Any]) -> bool:
+    """An item that is a tool call: a tool item, a subagent tool, a subagent's start (the
+    model's `spawn_agent` call, which returns as the subagent starts)."""
+    item_type = _item_type(item)
+    return (
+        item_type in TOOL_ITEM_TYPES
+        or item_type == COLLAB_TOOL_CALL
+        or (item_type == SUBAGENT_ACTIVITY and item.get("kind") == "started")
+    )
 
 
 def system_subtype(method: str, params: dict[str, Any]) -> str:

@@ -35,6 +35,7 @@ from transcript_otel.instrumentation.span_tree.span_slot import (
     keep_bounded,
 )
 from transcript_otel.instrumentation.span_tree.turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
+from transcript_otel.mappings._entry import SUBAGENT_COMPLETED
 from transcript_otel.model.entries import MAIN_SOURCE, SUBAGENT_SOURCE_PREFIX, EntryType, subagent_source
 from transcript_otel.otel import attributes as attr
 from transcript_otel.otel.attributes import (
@@ -57,7 +58,6 @@ TRANSFER_RETURNS_TO_CALLER: Final = "return_to_caller"
 _SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent", "spawn_agent"})  # Claude; Codex (`multi_agent_v2`)
 # Launchers that return as the subagent starts: it runs on until its parent is told it completed.
 _LAUNCH_AND_RETURN: Final = frozenset({"spawn_agent"})
-SUBAGENT_COMPLETED: Final = "subagent_completed"
 # Tools that run a script whose own tool calls are made while it runs: those are its children.
 _SCRIPT_TOOLS: Final = frozenset({"codex:code_mode"})
 
