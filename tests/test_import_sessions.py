@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -390,6 +391,70 @@ def test_a_codex_subagents_file_without_its_roots_is_a_session_of_its_own(tmp_pa
     assert found == {broken: (), child: ()}
     imported = import_session(next(iter(find_sessions([child]))), tmp_path / "runs")
     assert imported.summary.total_entries == 5
+
+
+def _first_line_changed(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    first, rest = path.read_text().split("\n", 1)
+    line = json.loads(first)
+    change(line)
+    path.write_text(json.dumps(line) + "\n" + rest)
+
+
+def _set(*keys_and_value: Any) -> Callable[[dict[str, Any]], None]:
+    *keys, last, value = keys_and_value
+
+    def change(line: dict[str, Any]) -> None:
+        for key in keys:
+            line = line[key]
+        line[last] = value
+
+    return change
+
+
+CODEX_ROOT, CODEX_CHILD = "01a21dda-b719-7fd3-9b4f-96a6ba8027e1", "01a21dda-b7a6-79d3-98ee-bce4a0151d89"
+HOSTILE_FIRST_LINES = {
+    "codex root's own id not a string": ("codex/subagent", CODEX_ROOT, _set("payload", "id", -1)),
+    "codex root's own id a path": ("codex/subagent", CODEX_ROOT, _set("payload", "id", "../../x")),
+    "codex root's own id a pattern": ("codex/subagent", CODEX_ROOT, _set("payload", "id", "*")),
+    "codex root and child name each other": (
+        "codex/subagent",
+        CODEX_ROOT,
+        _set("payload", "session_id", CODEX_CHILD),
+    ),
+    "codex child's session a path": ("codex/subagent", CODEX_CHILD, _set("payload", "session_id", "a/b")),
+    "claude 2.0 agent names itself": (
+        "claude_code/v2.0.32_tools",
+        "agent-28e82123",
+        _set("sessionId", "agent-28e82123"),
+    ),
+    "claude 2.0 agent names a path": (
+        "claude_code/v2.0.32_tools",
+        "agent-3cb6e7a6",
+        _set("sessionId", "../x"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_FIRST_LINES))
+def test_a_first_line_naming_no_file_or_itself_leaves_every_file_in_one_session(
+    case: str, tmp_path: Path
+) -> None:
+    """What a file's first line says of whose it is only joins it to a session whose root says
+    it is one: a self-naming id, files naming each other, an id that is a path or a pattern
+    never loop, fail the search or drop a file. Each file is imported, in exactly one run."""
+    scenario, name, change = HOSTILE_FIRST_LINES[case]
+    copied = tmp_path / "in"
+    shutil.copytree(SESSIONS / scenario, copied)
+    files = sorted(path for path in copied.rglob("*.jsonl") if not path.name.startswith("stdout"))
+    (target,) = [path for path in files if name in path.name]
+    _first_line_changed(target, change)
+    sessions = list(find_sessions([copied]))
+    held = [path for session in sessions for path, _ in session.sources()]
+    assert sorted(held) == files
+    for index, session in enumerate(sessions):
+        imported = import_session(session, tmp_path / f"runs-{index}")
+        assert imported.summary.total_entries > 0
+        assert check_invariants(_records(imported)) == []
 
 
 def test_the_cli_imports_the_default_locations_and_the_readers_read_the_runs(tmp_path: Path) -> None:

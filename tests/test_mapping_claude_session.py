@@ -643,6 +643,10 @@ def test_a_line_that_is_not_a_json_object_is_unknown_with_the_reason(line: str |
         {"type": "system", "subtype": None, "compactMetadata": "x"},
         {"type": "cost-state", "totalCostUSD": "NaN", "modelUsage": [1]},
         {"type": None, "timestamp": "yesterday", "sessionId": 5},
+        # a type that is no string (unhashable, where the type is looked up in a set)
+        {"type": []},
+        {"type": "attachment", "attachment": {"type": {}}},
+        {"type": "assistant", "message": {"content": [{"type": []}]}},
     ],
 )
 def test_odd_fields_never_raise(fields: dict[str, Any]) -> None:

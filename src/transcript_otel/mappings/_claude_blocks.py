@@ -24,6 +24,12 @@ def content_blocks(entry: dict[str, Any]) -> list[Any] | None:
     return None
 
 
+def type_of(value: Any) -> str | None:
+    """A line's or block's `type` when it is a string: any other value names no type we know."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def is_block(block: Any, block_type: str) -> bool:
     return isinstance(block, dict) and block.get("type") == block_type
 

@@ -50,7 +50,7 @@ import re
 from collections import OrderedDict
 from typing import Any, Final
 
-from transcript_otel.mappings._claude_blocks import content_blocks, is_block, with_content
+from transcript_otel.mappings._claude_blocks import content_blocks, is_block, type_of, with_content
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import RunningCost, summed_model_usage
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
@@ -148,7 +148,7 @@ class ClaudeSessionMapper:
         session_id = entry.get("sessionId")
         at = timestamp_ns(entry.get("timestamp"))
         said = SessionLine([], at, session_id=session_id if isinstance(session_id, str) else None)
-        kind = entry.get("type")
+        kind = type_of(entry)
         if kind == "cost-state":
             report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
             repeated = source == MAIN_SOURCE and report == self._last_report  # on leaving, again
@@ -303,7 +303,7 @@ def _is_text(block: Any) -> bool:
 
 
 def _is_thinking(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") in _THINKING_BLOCKS
+    return type_of(block) in _THINKING_BLOCKS
 
 
 def _thinking_first(mapped: MappedEntry) -> list[MappedEntry]:
@@ -343,7 +343,7 @@ def _notification(entry: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _attachment(entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
     attachment = entry.get("attachment")
-    kind = attachment.get("type") if isinstance(attachment, dict) else None
+    kind = type_of(attachment)
     if kind in _CONTEXT_ATTACHMENTS:
         return []
     if kind == "max_turns_reached" and isinstance(attachment, dict):

@@ -29,6 +29,7 @@ SUBAGENTS_DIR: Final = "subagents"
 _SUBAGENT_PREFIX: Final = "agent-"
 _ROLLOUT_PREFIX: Final = "rollout-"
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_ID: Final = re.compile(r"(?!agent-)[0-9A-Za-z_-]{1,128}")
 # A rollout's first line (`session_meta`, with the ~21 KB system prompt) is read up to this.
 _MAX_META_BYTES: Final = 1 << 20
 
@@ -99,15 +100,20 @@ def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
         main = path.parent.parent.with_suffix(".jsonl")  # <session>/subagents/ -> <session>.jsonl
         return _session_of(main, folders) if main.is_file() else None
     if path.name.startswith(_SUBAGENT_PREFIX):  # Claude Code 2.0: beside its session's file
-        main = path.with_name(f"{folders.ids_of(path).session_id}.jsonl")
-        return _session_of(main, folders) if main.is_file() else SessionFiles(SessionKind.CLAUDE_CODE, path)
+        session_id = folders.ids_of(path).session_id
+        main = path.with_name(f"{session_id}.jsonl")
+        if session_id is not None and main.is_file():
+            return _session_of(main, folders)
+        return SessionFiles(SessionKind.CLAUDE_CODE, path)
     if path.name.startswith(_ROLLOUT_PREFIX):
         thread = folders.ids_of(path)
-        if thread.session_id != thread.own_id:  # a subagent's thread: part of its root's session
+        # A subagent's thread: part of its root's session (a thread that does not say its own id
+        # is not known to be another's: a session of its own, never left out).
+        if thread.own_id is not None and thread.session_id != thread.own_id:
             root = _codex_root_file(path, thread.session_id)
-            if root is not None:
-                return _session_of(root, folders)
-            return SessionFiles(SessionKind.CODEX, path)  # the root's file is gone: it alone
+            if root is not None and _is_root(folders.ids_of(root), thread.session_id):
+                return _session_of(root, folders)  # (unsettled, while its first line is not whole)
+            return SessionFiles(SessionKind.CODEX, path)  # no root thread's file: it alone
         # Its subagents' threads begin beside it, or in the next day's folder after midnight.
         days = (path.parent, *_other_day(path.parent, 1))
         subagents = tuple(file for day in days for file in folders.subagents_in(day, thread.own_id))
@@ -196,14 +202,25 @@ def _first_line_ids(path: Path, _inode: int) -> _Ids:  # a file replaced at the 
     if not isinstance(line, dict):
         return _Ids(None, None)
     if not path.name.startswith(_ROLLOUT_PREFIX):
-        session = line.get("sessionId")
-        return _Ids(None, session if isinstance(session, str) else None)
+        return _Ids(None, _id(line.get("sessionId")))
     payload = line.get("payload") if line.get("type") == "session_meta" else None
     if not isinstance(payload, dict):
         return _Ids(None, None)
-    thread, session = payload.get("id"), payload.get("session_id")
-    thread = thread if isinstance(thread, str) else None
-    return _Ids(thread, session if isinstance(session, str) else thread)
+    thread = _id(payload.get("id"))
+    return _Ids(thread, _id(payload.get("session_id")) or thread)
+
+
+def _id(value: object) -> str | None:
+    """An id a file's name can hold (the CLIs' are UUIDs); None for anything else, which names
+    no other file (a `/`, a pattern, another subagent's file)."""
+    return value if isinstance(value, str) and _ID.fullmatch(value) else None
+
+
+def _is_root(ids: _Ids, session_id: str | None) -> bool:
+    """Whether a rollout whose first line said `ids` is the root thread of `session_id`, or may
+    be (not whole yet): never a thread of another session, nor a subagent's (files that name
+    each other make no cycle)."""
+    return not ids.whole or ids.own_id == ids.session_id == session_id
 
 
 def _codex_root_file(path: Path, session_id: str | None) -> Path | None:
