@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from transcript_otel import TranscriptPipeline, read_records
+from transcript_otel.mappings.claude_session import ClaudeSessionMapper
+from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import find_sessions
@@ -121,6 +123,48 @@ def test_a_growing_session_is_exported_line_by_line_as_an_import_gives_it(
     records = _mirror(tmp_path / "runs")
     assert _said(records) == _imported(source, tmp_path)
     assert [r["event"] for r in records].count(TranscriptEvent.START.value) == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "mapper"),
+    [(CLAUDE_PROJECT, ClaudeSessionMapper), (CODEX_DAY, CodexRolloutMapper)],
+    ids=["claude_code", "codex"],
+)
+def test_a_line_our_mapping_fails_on_is_kept_and_the_rest_is_exported(
+    source: Path, mapper: type[Any], tmp_path: Path, watch: Callable[..., Watcher], monkeypatch: Any
+) -> None:
+    """A bug of ours on one line (here: the mapping raises on the line of the first tool result)
+    loses nothing else: watch and import go on past it, the line is kept whole as an `unknown`
+    entry that says why, and a `transcript.error` says it too. (Codex writes a command's result
+    twice: its typed event still gives the `tool_result`.)"""
+    clean = _imported_records(source, tmp_path / "clean")
+    kinds = [r["context"]["entry_type"] for r in clean]
+    failing = kinds.index("tool_result")
+    line = clean[failing]["context"]["raw"]
+    mapped = mapper.line
+
+    def fails_on_the_line(self: Any, text: bytes, *rest: Any) -> Any:
+        if text == line.encode():
+            raise RuntimeError("a bug of ours")
+        return mapped(self, text, *rest)
+
+    monkeypatch.setattr(mapper, "line", fails_on_the_line)
+    (tmp_path / "home").mkdir()
+    watcher = watch()
+    for _ in _copy_in_steps(_session_file(source), tmp_path / "home" / "p" / _session_file(source).name, 5):
+        watcher.poll_once()
+    watcher.close()
+    why = "could not map a session line: RuntimeError: a bug of ours"
+    for records in (_mirror(tmp_path / "runs"), _imported_records(source, tmp_path / "failing")):
+        entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+        assert [e["entry_type"] for e in entries][failing] == "unknown"
+        others = [e["entry_type"] for e in entries[:failing] + entries[failing + 1 :]]
+        # All the other lines say; Codex tells a command's end again in an event of its own.
+        assert others == (kinds if mapper is CodexRolloutMapper else kinds[:failing] + kinds[failing + 1 :])
+        assert entries[failing]["raw"] == line
+        assert entries[failing]["detail"] == {"mapping_error": why}
+    errors = [r for r in _mirror(tmp_path / "runs") if r["event"] == TranscriptEvent.ERROR.value]
+    assert [r["context"]["error"] for r in errors] == [why]
 
 
 @pytest.mark.parametrize(

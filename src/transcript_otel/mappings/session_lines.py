@@ -25,6 +25,7 @@ class SessionLine(NamedTuple):
     ends_turn: bool = False  # the turn is over after the entries (Codex `task_complete`)
     model: str | None = None  # the model the line names (a response's, a turn's context)
     session_id: str | None = None  # the session's own id, where the line names it
+    failure: str | None = None  # our mapping failed on the line (a bug): why, for a `transcript.error`
 
 
 # The last second told in the CLIs' own shape (`2026-11-27T08:01:07.123Z`), and its ns: most

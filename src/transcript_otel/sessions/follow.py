@@ -112,7 +112,9 @@ class SessionFollower:
     def _mapper(self, main_offset: int) -> MapLine:
         """A mapper of the session's lines from `main_offset` of its main file on, going on from
         the running totals the session had reached there."""
-        return self._harness.mapper(_last_report(self.session.path, main_offset, self._harness.report_marker))
+        return self._harness.line_mapper(
+            _last_report(self.session.path, main_offset, self._harness.report_marker)
+        )
 
     def _read(self, file: _OpenFile) -> list[TimedLine]:
         """What `file` gained; nothing, and a warning once, while it cannot be read (the other

@@ -27,7 +27,7 @@ from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.sessions.files import SessionKind
 from transcript_otel.sessions.recorded_spans import recording_tracer
-from transcript_otel.sessions.timeline import MapLine, TimedLine
+from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
@@ -62,6 +62,10 @@ class Harness(NamedTuple):
     # Prompts queued while the model was busy are sent together (Claude Code): a prompt while
     # the open turn's model has not answered yet joins that turn. (Codex starts each turn itself.)
     prompts_join_an_unanswered_turn: bool
+
+    def line_mapper(self, last_report: bytes | None) -> MapLine:
+        """A mapper of one session's lines, which never raises (`guarded`)."""
+        return guarded(self.mapper(last_report))
 
 
 def _codex_mapper(_last_report: bytes | None) -> MapLine:
@@ -150,6 +154,8 @@ class SessionRecorder:
                 run.end_turn(at_ns=at)
             run.begin_turn(at_ns=at)
             self._turn_open, self._turn_answered = True, False
+        if said.failure:
+            run.emitter.error(said.failure)
         entries = said.entries
         for entry in entries:
             run.record(

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.session_lines import SessionLine
+from transcript_otel.model.entries import EntryType
 from transcript_otel.reading.lines import LineReader
 
 # One line of a session file (the bytes, the source of its file) -> what it says.
@@ -27,6 +29,22 @@ class TimedLine(NamedTuple):
     source: str
     said: SessionLine
     size: int  # its length in bytes
+
+
+def guarded(map_line: MapLine) -> MapLine:
+    """`map_line`, but a line it fails on (a bug of ours) is kept whole as an `unknown` entry that
+    says why: the rest of the session is still read, and `watch` goes on past it."""
+
+    def map_or_keep(line: bytes, source: str) -> SessionLine:
+        try:
+            return map_line(line, source)
+        except Exception as exc:
+            why = f"could not map a session line: {type(exc).__name__}: {exc}"
+            text = line.decode("utf-8", "backslashreplace")
+            entry = MappedEntry(EntryType.UNKNOWN.value, {"mapping_error": why}, text, source)
+            return SessionLine([entry], failure=why)
+
+    return map_or_keep
 
 
 def timeline(files: list[tuple[Path, str]], map_line: MapLine) -> Iterator[TimedLine]:
