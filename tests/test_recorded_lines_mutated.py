@@ -5,8 +5,8 @@ import of the session still records a valid run, with no `transcript.error`.
 Random JSON rarely reaches a mapping's deeper branches (a block in a message in a line of a
 known type); the recorded lines reach them all, so one field at a time is changed in a line
 the CLI really writes. A line shape (its keys, and the values of the keys a mapping branches
-on) is changed once, in the first file that has it. Each file's lines go through one mapper, changed lines and the real ones
-interleaved, as a session with odd lines in it would.
+on) is changed once, in the first file that has it. Each file's lines go through one mapper,
+changed lines and the real ones interleaved, as a session with odd lines in it would.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from session_fixtures import SESSIONS
 
 FIXTURES: Final = Path(__file__).resolve().parent / "fixtures"
 # Of another type than any field the CLIs write holds, or of the same type but unexpected.
-ODD_VALUES: Final = ([], {}, None, 7, "x")
+ODD_VALUES: Final[tuple[Any, ...]] = ([], {}, None, 7, "x")
 # The keys whose values a mapping branches on: lines differing there are different shapes.
 BRANCH_KEYS: Final = frozenset({"type", "subtype", "method", "name", "role", "kind", "status"})
 MAX_DEPTH: Final = 7
