@@ -27,7 +27,7 @@ CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
 CODEX_VERSION := 0.171.0
 CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
 
-.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean agents fixtures
+.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean agents fixtures explore
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
@@ -119,6 +119,10 @@ pytest: envs
 # The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough.
 pytest-default: $(TEST_VENV_DEFAULT)/.installed agents
 	TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink"
+
+## explore: the property tests with new random examples (`make test` draws the same ones each run)
+explore: $(TEST_VENV)/.installed
+	HYPOTHESIS_PROFILE=explore $(TEST_VENV)/bin/python -m pytest -q $$(grep -l "@given" tests/test_*.py)
 
 ## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~6 min)
 bench: $(BENCH_VENV)/.installed

@@ -7,12 +7,14 @@ not installed (the core suite also runs on a bare `opentelemetry-api`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from transcript_otel import TranscriptPipeline, set_pipeline
 from transcript_otel.capture import defaults
@@ -21,6 +23,13 @@ from transcript_otel.sinks.base import Sink
 
 from phoenix_server import Phoenix, phoenix_executable, phoenix_required
 from rotel_collector import Rotel, rotel_binary
+
+
+# `make test` draws the same property-test examples at every run: its result never depends on
+# luck. `make explore` draws new ones (HYPOTHESIS_PROFILE=explore), to look for what they miss.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @dataclass
