@@ -24,7 +24,6 @@ from transcript_otel.sinks.base import Sink
 from phoenix_server import Phoenix, phoenix_executable, phoenix_required
 from rotel_collector import Rotel, rotel_binary
 
-
 # `make test` draws the same property-test examples at every run: its result never depends on
 # luck. `make explore` draws new ones (HYPOTHESIS_PROFILE=explore), to look for what they miss.
 settings.register_profile("repeatable", derandomize=True, print_blob=True)
