@@ -16,10 +16,8 @@ import asyncio
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -41,6 +39,8 @@ import claude_code  # noqa: E402
 import claude_offline  # noqa: E402
 from captured_run import CapturedRun, require_agent  # noqa: E402
 from claude_code import CASES, USAGE_KEYS, record, served_usage  # noqa: E402
+
+from live_watch import live_watch  # noqa: E402
 
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "claude-code", "--")
 FIXTURES = TESTS / "fixtures" / "claude_code"
@@ -607,6 +607,18 @@ def test_weakincentives_claude_adapter_on_the_real_cli(version: str, tmp_path: P
     assert root.status.code != 2  # not ERROR
 
 
+def _exported(records: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """Each entry's type and subtype, each span's name, in the order they were written."""
+    return [
+        (
+            r["context"].get("entry_type") or r["context"].get("name"),
+            r["context"].get("detail", {}).get("subtype"),
+        )
+        for r in records
+        if r["event"] in ("transcript.entry", "transcript.span")
+    ]
+
+
 def test_watch_follows_a_session_a_person_runs_in_the_terminal_ui(tmp_path: Path) -> None:
     """The real terminal UI (`claude PROMPT` on a pseudo-terminal, two prompts) while
     `transcript-otel watch` follows its projects folder: each turn is in the mirror, ended,
@@ -623,54 +635,28 @@ def test_watch_follows_a_session_a_person_runs_in_the_terminal_ui(tmp_path: Path
     for folder in (work, projects):
         folder.mkdir(parents=True)
     as_after_first_use(home, work)
-    env = {**os.environ, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}
-    command = [*WRAPPER[:3], "watch", str(projects), "--state", str(tmp_path / "watch.json")]
-    watch = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert watch.stdout is not None
-        assert "following" in watch.stdout.readline()  # it watches before the session begins
+    with live_watch(projects, tmp_path / "watch.json", runs, os.environ) as watch:
         while_open: list[list[tuple[str, str | None]]] = []
 
-        def exported() -> list[tuple[str, str | None]]:
-            records = [r for path in runs.glob("*.jsonl") for r in read_records(path)]
-            return [
-                (
-                    r["context"].get("entry_type") or r["context"].get("name"),
-                    r["context"].get("detail", {}).get("subtype"),
-                )
-                for r in records
-                if r["event"] in ("transcript.entry", "transcript.span")
-            ]
-
-        def wait_for(what: Callable[[list[tuple[str, str | None]]], bool]) -> list[tuple[str, str | None]]:
-            for _ in range(600):  # the watch exports within a second; this waits out a busy machine
-                found = exported()
-                if what(found):
-                    return found
-                time.sleep(0.1)
-            raise AssertionError(f"not exported: {exported()}")
+        def both_turns(found: list[tuple[str, str | None]]) -> bool:
+            return found.count(("system_event", "turn_duration")) == 2
 
         with claude_offline.model_server("stream_json_input", tmp_path) as model:
             environment = claude_code.case_environment(CASES["tools"], model, home)
-            both_turns = lambda found: found.count(("system_event", "turn_duration")) == 2  # noqa: E731
-            prompt = prompt_for("stream_json_input")
             run_ui(
                 CLAUDE_UI,
-                [str(cli), prompt],
+                [str(cli), prompt_for("stream_json_input")],
                 environment,
                 work,
                 projects,
                 follow_ups=("And now?",),
-                while_open=lambda: while_open.append(wait_for(both_turns)),
+                while_open=lambda: while_open.append(watch.wait_for(_exported, both_turns)),
             )
             served = served_usage(model.served())
         (seen,) = while_open
         assert [kind for kind in seen if kind[0].startswith("chat")] == [("chat claude-opus-5-5", None)] * 2
         assert ("token_usage", None) not in seen  # the UI logs its cost only as it is left
-        wait_for(lambda found: ("token_usage", None) in found)
-    finally:
-        watch.send_signal(signal.SIGINT)
-        assert watch.wait(30) == 0
+        watch.wait_for(_exported, lambda found: ("token_usage", None) in found)
     (run,) = runs.glob("*.jsonl")
     digest = RunDigest.of(list(read_records(run)))
     assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == as_recorded(served)

@@ -17,7 +17,6 @@ import contextlib
 import json
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+from live_watch import live_watch
 from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 from transcript_otel.reading.digest import RunDigest
@@ -504,6 +504,14 @@ def test_the_interactive_tui_under_run_answers_as_without_it(tmp_path: Path) -> 
     assert "To continue this session, run:" in texts  # what Codex prints once the TUI is closed
 
 
+def _ended_chats(records: list[dict[str, Any]]) -> list[str]:
+    return [
+        r["context"]["name"]
+        for r in records
+        if r["event"] == "transcript.span" and r["context"]["name"].startswith("chat")
+    ]
+
+
 def test_watch_follows_a_session_a_person_runs_in_the_terminal_ui(tmp_path: Path) -> None:
     """The real terminal UI (`codex PROMPT` on a pseudo-terminal, two prompts) while
     `transcript-otel watch` follows its sessions folder: each turn is in the mirror, its `chat`
@@ -521,36 +529,16 @@ def test_watch_follows_a_session_a_person_runs_in_the_terminal_ui(tmp_path: Path
         codex_home = write_codex_home(tmp_path / "codex-home", model, codex_cli.model_slug("plain"))
         sessions = codex_home / "sessions"
         sessions.mkdir()
-        env = {**offline_environment(codex_home, home), "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}
-        command = [*WRAPPER[:3], "watch", str(sessions), "--state", str(tmp_path / "watch.json")]
-        watch = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-        try:
-            assert watch.stdout is not None
-            assert "following" in watch.stdout.readline()  # it watches before the session begins
+        environment = offline_environment(codex_home, home)
+        with live_watch(sessions, tmp_path / "watch.json", runs, environment) as watch:
             while_open: list[list[str]] = []
 
-            def ended_chats() -> list[str]:
-                records = [r for path in runs.glob("*.jsonl") for r in read_records(path)]
-                return [
-                    r["context"]["name"]
-                    for r in records
-                    if r["event"] == "transcript.span" and r["context"]["name"].startswith("chat")
-                ]
-
             def both_turns_exported() -> None:
-                for _ in range(600):  # the watch exports within a second; this waits out a busy machine
-                    if len(ended_chats()) == 2:
-                        break
-                    time.sleep(0.1)
-                while_open.append(ended_chats())
+                while_open.append(watch.wait_for(_ended_chats, lambda chats: len(chats) == 2))
 
-            environment = offline_environment(codex_home, home)
             ui = [str(cli), "--no-daemon", prompt_for("plain")]
             run_ui(CODEX_UI, ui, environment, work, sessions, ("And now?",), both_turns_exported)
             served = [call for call in model.served() if call.get("conversation") != "title"]
-        finally:
-            watch.send_signal(signal.SIGINT)
-            assert watch.wait(30) == 0
     assert while_open == [["chat gpt-5.5", "chat gpt-5.5"]]
     (run,) = runs.glob("*.jsonl")
     records = list(read_records(run))
