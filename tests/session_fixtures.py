@@ -46,6 +46,7 @@ CLAUDE_INTERACTIVE_SCENARIOS: Final = (
     "interactive_subagents",
     "interactive_typed_while_busy",
     "interactive_interrupted",
+    "interactive_compacted",
 )
 CODEX_INTERACTIVE_SCENARIOS: Final = (
     "interactive",
@@ -53,4 +54,5 @@ CODEX_INTERACTIVE_SCENARIOS: Final = (
     "interactive_subagent",
     "interactive_typed_while_busy",
     "interactive_interrupted",
+    "interactive_compacted",
 )

@@ -63,9 +63,12 @@ def _served(scenario: str) -> list[dict[str, Any]]:
     """The model calls the scripted server answered, with the usage it sent, but those the CLIs
     log in no file (nor count in their own summaries): the title Codex's terminal UI asks for a
     new thread (in a thread of its own), and Claude Code 2.0's "Warmup" calls that left no
-    agent file (`_warmups_no_file_holds`)."""
+    agent file (`_warmups_no_file_holds`); and the calls Claude Code's terminal UI logs only in
+    the cost it logs as the person leaves (`/compact`'s): in the run's total, no turn's."""
     meta = json.loads((SESSIONS / scenario / "meta.json").read_text())
     unlogged = _warmups_no_file_holds(scenario)
+    if scenario.startswith("claude_code/interactive"):
+        unlogged |= _calls_no_file_holds(scenario)
     return [
         call
         for call in meta["served"]
@@ -76,13 +79,16 @@ def _served(scenario: str) -> list[dict[str, Any]]:
     ]
 
 
-def _warmups_no_file_holds(scenario: str) -> set[str]:
+def _calls_no_file_holds(scenario: str) -> set[str]:
     meta = json.loads((SESSIONS / scenario / "meta.json").read_text())
     logged = "".join(path.read_text() for path in (SESSIONS / scenario / "home").rglob("*.jsonl"))
-    warmups = [
-        call["message_id"] for call in meta["served"] if "message_id" in call and call["conversation"] is None
-    ]
-    return {message_id for message_id in warmups if message_id not in logged}
+    return {call["message_id"] for call in meta["served"] if call.get("message_id", "") not in logged}
+
+
+def _warmups_no_file_holds(scenario: str) -> set[str]:
+    meta = json.loads((SESSIONS / scenario / "meta.json").read_text())
+    warmups = {call.get("message_id") for call in meta["served"] if call.get("conversation") is None}
+    return _calls_no_file_holds(scenario) & warmups
 
 
 def test_two_copies_of_one_session_are_one_run_and_the_cli_says_so(tmp_path: Path) -> None:
@@ -236,12 +242,21 @@ def test_each_turn_is_a_request_to_the_model(scenario: str, tmp_path: Path) -> N
     """Each main `chat` span holds a model call: tokens, or the failure of its request. Prompts
     queued while the model was busy (two subagents' notifications, in `parallel_subagents` and
     `interactive_subagents`) go to it in one request: one turn, not an empty one each."""
-    spans = _spans(_records(_import(scenario, tmp_path)))
+    records = _records(_import(scenario, tmp_path))
+    spans = _spans(records)
     turns = [span for span in spans if "transcript.turn" in span[fields.ATTRIBUTES]]
     assert turns
     for turn in turns:
         attributes = turn[fields.ATTRIBUTES]
-        assert attributes.get("gen_ai.usage.input_tokens") or turn["status"] == "ERROR", attributes
+        if attributes.get("gen_ai.usage.input_tokens") or turn["status"] == "ERROR":
+            continue
+        # `/compact` in Claude Code's terminal UI: a request whose usage it logs nowhere.
+        said = [r["context"] for r in records if r["context"].get("span_id") == turn["span_id"]]
+        assert scenario == "claude_code/interactive_compacted", attributes
+        assert [e["detail"].get("subtype") for e in said if e.get("entry_type") == "system_event"][:2] == [
+            "compaction",
+            "compaction",
+        ]
 
 
 @pytest.mark.parametrize("cli", ["claude_code", "codex"])

@@ -53,7 +53,7 @@ import codex_cli
 import codex_offline
 import codex_scenarios
 from captured_run import run_cli, scratch_dirs
-from terminal_ui import CLAUDE_UI, CODEX_UI, INTERRUPT, as_after_first_use, run_ui
+from terminal_ui import CLAUDE_UI, CODEX_UI, COMPACT, INTERRUPT, as_after_first_use, run_ui
 
 FIXTURES = claude_code.ROOT / "tests" / "fixtures" / "sessions"
 
@@ -125,6 +125,13 @@ CLAUDE: dict[str, Scenario] = {
     "interactive_interrupted": Scenario(
         "busy_prompt", case="tools", interactive=True, typed_while_busy=(INTERRUPT, "Never mind.")
     ),
+    # `compacted` in the terminal UI: `/compact` typed between two prompts.
+    "interactive_compacted": Scenario(
+        "stream_json_input",
+        case="stream_json_input",
+        interactive=True,
+        follow_ups=(COMPACT, "Anything else?"),
+    ),
     "auto_compacted": Scenario(
         "auto_compact",
         (Run(), Run("And now?", resume=True)),
@@ -168,6 +175,8 @@ CODEX: dict[str, Scenario] = {
     "interactive_interrupted": Scenario(
         "busy_prompt", interactive=True, typed_while_busy=(INTERRUPT, "Never mind.")
     ),
+    # `/compact` typed in the terminal UI between two prompts.
+    "interactive_compacted": Scenario("plain", interactive=True, follow_ups=(COMPACT, "And now?")),
     # `subagent` in the terminal UI.
     "interactive_subagent": Scenario(
         "subagent", config=(("features.multi_agent_v2", "true"),), interactive=True

@@ -60,14 +60,28 @@ class TerminalUI:
     turn_over: bytes
     leave: tuple[bytes, ...]
     busy: bytes
+    compacted: bytes  # what its session file says once `/compact` is done (no turn ends then)
+
+    def done_marker(self, typed: str) -> bytes:
+        return self.compacted if typed == COMPACT else self.turn_over
 
 
+# The command typed to compact the conversation, in both UIs.
+COMPACT = "/compact"
 CODEX_UI = TerminalUI(  # the offered newer model declined; left with Ctrl-D
-    (("existing", b"2"),), b'"type":"task_complete"', (b"\x04",), b'"type":"function_call"'
+    (("existing", b"2"),),
+    b'"type":"task_complete"',
+    (b"\x04",),
+    b'"type":"function_call"',
+    b'"type":"compacted"',
 )
 CLAUDE_UI = TerminalUI(
-    (), b'"subtype":"turn_duration"', (b"\x03", b"\x03"), b'"type":"tool_use"'
-)  # Ctrl-C twice
+    (),
+    b'"subtype":"turn_duration"',
+    (b"\x03", b"\x03"),  # Ctrl-C twice
+    b'"type":"tool_use"',
+    b'"subtype":"compact_boundary"',
+)
 
 
 def run_ui(
@@ -81,7 +95,8 @@ def run_ui(
     typed_while_busy: tuple[str, ...] = (),
 ) -> str:
     """`command` on a terminal, as a person runs it, until its prompt's turn is over, each of
-    `follow_ups` typed once the turn before it is over, then (`while_open` run first) left:
+    `follow_ups` typed once what was typed before is done (a turn over; `COMPACT`: the
+    conversation compacted), then (`while_open` run first) left:
     what it printed once it left its screen (the CLIs say how to resume there).
     `typed_while_busy`: typed as soon as the first turn's model called a tool (`INTERRUPT`:
     Esc pressed)."""
@@ -101,11 +116,14 @@ def run_ui(
                 terminal.send_keys(prompt.encode())
                 time.sleep(0.3)
                 terminal.send_keys(b"\r")
-        for turns, typed in enumerate((*follow_ups, None), 1):
-            ended = lambda done=turns: _count(sessions, ui.turn_over) >= done  # noqa: E731
-            _wait_for(ended, f"turn {turns} never ended", terminal)
+        done, before, last = ui.turn_over, 0, command[-1]
+        for typed in (*follow_ups, None):
+            ended = lambda marker=done, seen=before: _count(sessions, marker) > seen  # noqa: E731
+            _wait_for(ended, f"{last!r} never done", terminal)
             terminal.wait_quiet(1.0)
             if typed is not None:
+                done, last = ui.done_marker(typed), typed
+                before = _count(sessions, done)
                 _type(terminal, typed)
         if while_open is not None:
             while_open()

@@ -21,6 +21,7 @@ from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.mappings.session_lines import SessionLine
@@ -44,6 +45,19 @@ _ANSWERS: Final = frozenset(
         EntryType.ERROR.value,
     }
 )
+# The subtype of a compaction's `system_event`: the model's summary of the conversation.
+_COMPACTION: Final = "compaction"
+
+
+def _answers(entry: MappedEntry) -> bool:
+    """The model answered the turn's request: it said something, called a tool or failed, or
+    (a request to compact) summarized the conversation, which the terminal UI logs without the
+    call's usage: a prompt after `/compact` is a request of its own."""
+    return entry.entry_type in _ANSWERS or (
+        entry.entry_type == EntryType.SYSTEM_EVENT.value and entry.detail.get("subtype") == _COMPACTION
+    )
+
+
 # What `Resource.create` reads besides the service name.
 _RESOURCE_VARIABLES: Final = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS")
 
@@ -162,7 +176,7 @@ class SessionRecorder:
                 entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw, timestamp_ns=at
             )
         if self._prompts_join and main and entries and not self._turn_answered:
-            self._turn_answered = any(entry.entry_type in _ANSWERS for entry in entries)
+            self._turn_answered = any(map(_answers, entries))
         if said.ends_turn and self._turn_open and main:
             run.end_turn(at_ns=at)
             self._turn_open = False
