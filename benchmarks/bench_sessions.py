@@ -312,7 +312,7 @@ def child_count(main: str) -> dict[str, Any]:
 
     session = _session(main)
     harness = HARNESSES[session.kind]
-    map_line = harness.mapper(None)  # a session read from its first line: no report before it
+    map_line = harness.mapper(None, session.path)  # read from its first line: no report before it
     lines = carrying = entries = 0
     started = time.perf_counter_ns()
     for path, source in session.sources():

@@ -27,6 +27,7 @@ from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.mappings.session_lines import timestamp_ns
 from transcript_otel.model import span_records as fields
 from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions import importer
 from transcript_otel.sessions.files import SessionKind, find_sessions
@@ -47,8 +48,22 @@ CLI = [sys.executable, "-m", "transcript_otel.cli"]
 
 
 def _import(scenario: str, directory: Path) -> ImportedRun:
-    (session,) = find_sessions([SESSIONS / scenario])
-    return import_session(session, directory)
+    (imported,) = _import_all(scenario, directory)
+    return imported
+
+
+def _import_all(scenario: str, directory: Path) -> list[ImportedRun]:
+    """Each session of the scenario (one, but `forked`'s two), imported into its own folder."""
+    sessions = list(find_sessions([SESSIONS / scenario]))
+    alone = len(sessions) == 1
+    return [
+        import_session(session, directory if alone else directory / str(index))
+        for index, session in enumerate(sessions)
+    ]
+
+
+def _all_records(scenario: str, directory: Path) -> list[dict[str, Any]]:
+    return [record for imported in _import_all(scenario, directory) for record in _records(imported)]
 
 
 def _records(imported: ImportedRun) -> list[dict[str, Any]]:
@@ -159,10 +174,14 @@ def _first_time(imported: ImportedRun) -> int:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_session_becomes_one_valid_run_at_the_times_it_recorded(scenario: str, tmp_path: Path) -> None:
-    imported = _import(scenario, tmp_path)
+    for imported in _import_all(scenario, tmp_path):
+        _assert_one_valid_run(imported, scenario)
+
+
+def _assert_one_valid_run(imported: ImportedRun, scenario: str) -> None:
     records = _records(imported)
     assert check_invariants(records) == []
-    assert [path.name for path in tmp_path.iterdir()] == [imported.path.name]
+    assert [path.name for path in imported.path.parent.iterdir()] == [imported.path.name]
     kind = SessionKind(scenario.split("/", maxsplit=1)[0])
     assert imported.run_id == run_id_of(kind, imported.session_id)
     assert {r["context"]["run_id"] for r in records if "run_id" in r["context"]} == {imported.run_id}
@@ -208,18 +227,22 @@ def test_the_import_writes_what_a_writer_thread_would_whenever_it_drains(
     """The import writes on its own thread, every few hundred records. Draining after every
     few records (mid-turn, mid-tool-call) or a background writer thread writes the same
     records, the entries in the same order, the spans with the same ids and times."""
-    written = _by_kind(_import(scenario, tmp_path / "caller").path)
+
+    def written(directory: Path) -> list[tuple[list[str], list[str], list[str]]]:
+        return [_by_kind(imported.path) for imported in _import_all(scenario, directory)]
+
+    by_caller = written(tmp_path / "caller")
     monkeypatch.setattr(importer, "_DRAIN_AT_RECORDS", 3)
-    assert _by_kind(_import(scenario, tmp_path / "often").path) == written
+    assert written(tmp_path / "often") == by_caller
     threaded = functools.partial(pipeline_from_environment, drained_by_caller=False)
     monkeypatch.setattr(importer, "pipeline_from_environment", threaded)
-    assert _by_kind(_import(scenario, tmp_path / "thread").path) == written
+    assert written(tmp_path / "thread") == by_caller
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_chat_spans_count_the_tokens_the_model_served(scenario: str, tmp_path: Path) -> None:
     served = _served(scenario)
-    spans = _spans(_records(_import(scenario, tmp_path)))
+    spans = _spans(_all_records(scenario, tmp_path))  # a fork's: each call counted in one run
     chats = [span for span in spans if span[fields.NAME].startswith("chat")]
 
     def total(key: str) -> int:
@@ -242,7 +265,7 @@ def test_each_turn_is_a_request_to_the_model(scenario: str, tmp_path: Path) -> N
     """Each main `chat` span holds a model call: tokens, or the failure of its request. Prompts
     queued while the model was busy (two subagents' notifications, in `parallel_subagents` and
     `interactive_subagents`) go to it in one request: one turn, not an empty one each."""
-    records = _records(_import(scenario, tmp_path))
+    records = _all_records(scenario, tmp_path)
     spans = _spans(records)
     turns = [span for span in spans if "transcript.turn" in span[fields.ATTRIBUTES]]
     assert turns
@@ -391,6 +414,66 @@ def test_a_codex_subagent_started_after_midnight_is_found_in_the_next_days_folde
     (found,) = find_sessions([sessions])
     assert (found.path, [path for path, _ in found.subagents]) == (moved_root, [moved_child])
     assert next(iter(find_sessions([moved_child]))).path == moved_root
+
+
+FORKED = SESSIONS / "claude_code/forked"
+
+
+def _fork_and_parent() -> tuple[Path, Path]:
+    """The forked session's file (the larger: it holds a copy of the other's), and its parent's."""
+    fork, parent = sorted((FORKED / "home").rglob("*.jsonl"), key=lambda p: p.stat().st_size, reverse=True)
+    return fork, parent
+
+
+def _run_totals(records: list[dict[str, Any]]) -> tuple[int, float]:
+    digest = RunDigest.of(records)
+    return digest.tokens.get("input", 0), round(digest.cost_usd, 9)
+
+
+def test_a_forked_session_is_a_run_of_what_it_did_itself(tmp_path: Path) -> None:
+    """`claude --resume <id> --fork-session`: the fork's file begins with a copy of the other
+    session's lines, and its costs go on from that session's. Its run holds what the fork
+    did (one `system_event` says whose fork it is): the other session's calls are counted in
+    that session's run only, so the runs' tokens and costs add up to what was served and
+    billed."""
+    fork, parent = _fork_and_parent()
+    runs = {
+        session.path: _records(import_session(session, tmp_path / session.path.stem))
+        for session in find_sessions([FORKED])
+    }
+    entries = [r["context"] for r in runs[fork] if r["event"] == TranscriptEvent.ENTRY.value]
+    first = entries[0]
+    assert (first["entry_type"], first["detail"]["subtype"]) == ("system_event", "forked")
+    assert first["detail"]["forked_from"] == parent.stem
+    assert [
+        entry_text(e["entry_type"], e["detail"]) for e in entries if e["entry_type"] == "user_message"
+    ] == ["And now?"]
+    served = {call["message_id"]: call["usage"]["input_tokens"] for call in _served("claude_code/forked")}
+    own = {message_id: n for message_id, n in served.items() if message_id not in parent.read_text()}
+    assert _run_totals(runs[fork])[0] == sum(own.values()) == 1000
+    assert _run_totals(runs[parent])[0] + _run_totals(runs[fork])[0] == sum(served.values())
+    last_cost = [json.loads(line) for line in fork.read_text().splitlines() if '"cost-state"' in line][-1]
+    assert _run_totals(runs[parent])[1] + _run_totals(runs[fork])[1] == round(last_cost["totalCostUSD"], 9)
+
+
+def test_a_fork_whose_parents_file_is_gone_still_counts_only_its_own_calls(tmp_path: Path) -> None:
+    """Without the other session's file, the copied answers still name that session's request:
+    left out, their tokens not counted (the copied prompt is kept, in the fork's first turn;
+    the fork's cost still includes the other's, which only that file tells)."""
+    fork, _ = _fork_and_parent()
+    alone = tmp_path / "projects" / fork.name
+    alone.parent.mkdir()
+    shutil.copy(fork, alone)
+    (session,) = find_sessions([alone])
+    records = _records(import_session(session, tmp_path / "runs"))
+    assert check_invariants(records) == []
+    entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    assert [e["entry_type"] for e in entries if e["entry_type"] == "assistant_message"] == [
+        "assistant_message"
+    ]
+    assert _run_totals(records)[0] == 1000
+    chats = [s for s in _spans(records) if s[fields.NAME].startswith("chat")]
+    assert [s[fields.ATTRIBUTES]["gen_ai.usage.input_tokens"] for s in chats] == [1000]
 
 
 def test_a_codex_subagents_file_without_its_roots_is_a_session_of_its_own(tmp_path: Path) -> None:

@@ -43,7 +43,13 @@ from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.timeline import timeline
 
 from helpers import JSONISH
-from session_fixtures import CLAUDE, CLAUDE_INTERACTIVE_SCENARIOS, CLAUDE_OLDER_SCENARIOS, CLAUDE_SCENARIOS
+from session_fixtures import (
+    CLAUDE,
+    CLAUDE_FORKED_SCENARIOS,
+    CLAUDE_INTERACTIVE_SCENARIOS,
+    CLAUDE_OLDER_SCENARIOS,
+    CLAUDE_SCENARIOS,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "agents"))
 
@@ -156,7 +162,9 @@ def meta_of(scenario: str) -> dict[str, Any]:
 
 def test_every_scenario_has_a_recording() -> None:
     recorded = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
-    assert recorded == sorted(SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS + CLAUDE_OLDER_SCENARIOS)
+    assert recorded == sorted(
+        SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS + CLAUDE_OLDER_SCENARIOS + CLAUDE_FORKED_SCENARIOS
+    )
 
 
 @pytest.mark.parametrize("scenario", CLAUDE_OLDER_SCENARIOS)

@@ -115,7 +115,7 @@ def test_session_lines_with_a_field_changed_map_and_record_a_valid_run(
         recorder = SessionRecorder(
             harness, session_id=f"s-{index}", run_id=f"r-{index}", started_ns=1, pipeline=pipeline
         )
-        map_line = harness.mapper(None)  # not guarded: a mapping that raises fails the test
+        map_line = harness.mapper(None, path)  # not guarded: a mapping that raises fails the test
         for number, line in enumerate(_mutations(path, seen)):
             said = map_line(line, "main")
             assert isinstance(said, SessionLine)

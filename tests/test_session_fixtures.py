@@ -16,6 +16,7 @@ import pytest
 
 from session_fixtures import (
     CLAUDE,
+    CLAUDE_FORKED_SCENARIOS,
     CLAUDE_INTERACTIVE_SCENARIOS,
     CLAUDE_OLDER_SCENARIOS,
     CLAUDE_SCENARIOS,
@@ -65,7 +66,7 @@ def every_jsonl() -> Iterator[Path]:
 
 def test_the_documented_scenarios_are_all_there() -> None:
     assert sorted(p.name for p in CLAUDE.iterdir()) == sorted(
-        CLAUDE_SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS + CLAUDE_OLDER_SCENARIOS
+        CLAUDE_SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS + CLAUDE_OLDER_SCENARIOS + CLAUDE_FORKED_SCENARIOS
     )
     assert sorted(p.name for p in CODEX.iterdir()) == sorted(
         CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS + CODEX_INTERACTIVE_SCENARIOS
@@ -78,7 +79,7 @@ def test_every_line_is_a_json_object_and_no_machine_path_is_left(path: Path) -> 
     assert not re.search(r"/tmp/tmp[a-z0-9_]{8}", path.read_text())
 
 
-@pytest.mark.parametrize("scenario", CLAUDE_SCENARIOS + CODEX_SCENARIOS)
+@pytest.mark.parametrize("scenario", CLAUDE_SCENARIOS + CLAUDE_FORKED_SCENARIOS + CODEX_SCENARIOS)
 def test_meta_names_the_cli_version_and_the_session_files(scenario: str) -> None:
     for cli, version in (("claude_code", "2.1.332"), ("codex", "0.171.0")):
         directory = SESSIONS / cli / scenario

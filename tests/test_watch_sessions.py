@@ -22,6 +22,7 @@ from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
@@ -399,6 +400,46 @@ def _chat_tokens_and_cost(records: list[dict[str, Any]]) -> tuple[int, float]:
     ]
     tokens = sum(a.get("gen_ai.usage.input_tokens", 0) for a in chats)
     return tokens, round(sum(a.get("transcript.usage.cost_usd", 0.0) for a in chats), 9)
+
+
+def test_a_forked_session_is_watched_as_its_import_gives_it(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """A fork (`--fork-session`) begins its file with a copy of the other session's lines, then
+    goes on: the watch gives the runs the import gives, the copy in neither fork's tokens nor
+    cost. (The CLI writes the copy before the fork's first prompt; a watch that saw the file
+    half-copied would take the copied prompt for the fork's.)"""
+    project = SESSIONS / "claude_code/forked/home/.claude/projects/-scratch-work"
+    fork, parent = sorted(project.glob("*.jsonl"), key=lambda path: path.stat().st_size, reverse=True)
+    target = tmp_path / "home" / "project"
+    target.mkdir(parents=True)
+    watcher = watch()
+    watcher.poll_once()
+    (target / parent.name).write_bytes(parent.read_bytes())
+    watcher.poll_once()
+    lines = fork.read_bytes().splitlines(keepends=True)
+    copied = max(i for i, line in enumerate(lines) if b"requestSessionId" in line) + 2  # and its attachment
+    with (target / fork.name).open("ab") as out:
+        out.write(b"".join(lines[:copied]))
+    watcher.poll_once()
+    for line in lines[copied:]:
+        with (target / fork.name).open("ab") as out:
+            out.write(line)
+        watcher.poll_once()
+    watcher.close()
+    watched = [list(read_records(path)) for path in (tmp_path / "runs").glob("*.jsonl")]
+    imported = [
+        list(read_records(import_session(session, tmp_path / "imported" / session.path.stem).path))
+        for session in find_sessions([project])
+    ]
+
+    def runs(records: list[list[dict[str, Any]]]) -> list[tuple[list[tuple[str, str]], int, float]]:
+        """Each run's entries, input tokens and cost."""
+        digests = [(_said(run), RunDigest.of(run)) for run in records]
+        return sorted((said, d.tokens.get("input", 0), round(d.cost_usd, 9)) for said, d in digests)
+
+    assert runs(watched) == runs(imported)
+    assert [(tokens, cost) for _, tokens, cost in runs(imported)] == [(1000, 0.00424), (900, 0.0038)]
 
 
 def test_a_session_taken_up_part_way_counts_only_what_comes_after(

@@ -98,6 +98,12 @@ CLAUDE: dict[str, Scenario] = {
     "max_turns": Scenario("max_turns"),
     # Two `claude -p` runs, the second `--resume <session>` of the first.
     "resumed": Scenario("stream_json_input", (Run(), Run("And now?", resume=True)), case="stream_json_input"),
+    # `resumed` with `--fork-session`: the second run goes on in a new session of its own.
+    "forked": Scenario(
+        "stream_json_input",
+        (Run(), Run("And now?", resume=True, arguments=("--fork-session",))),
+        case="stream_json_input",
+    ),
     # A session, then `/compact` sent to it resumed, then one more prompt.
     "compacted": Scenario(
         "stream_json_input",

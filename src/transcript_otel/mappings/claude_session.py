@@ -33,12 +33,15 @@ for the same conversation on stdout (`claude -p --output-format stream-json`), w
 | `permission-mode` (terminal UI) | `system_event` `permission_mode`, `detail.mode`, when it changed |
 | other bookkeeping (`_BOOKKEEPING`) | nothing |
 | `summary` (older versions) | `system_event` `compaction` |
+| a fork's copy of its parent's lines (`fork_of`) | the first: `system_event` `forked`, |
+| | `detail.forked_from`; the others nothing, their tokens not counted |
 | any other type | `unknown`, the line kept whole |
 | not JSON, not an object | `unknown` with `detail.parse_error` |
 
 Every line: `timestamp_ns` from `timestamp`, `session_id` from `sessionId`. The run's cost comes
 as on stdout: a `token_usage` with the cost since the last report and the session's token
-totals (`modelUsage` summed, subagents and `/compact`'s model call included), but no `usage`:
+totals (`modelUsage` summed, subagents and `/compact`'s model call included; since where the
+run went on from, after `resume_after`), but no `usage`:
 each message's tokens are on its `assistant_message` (`sdk_entry.message.usage`, repeated on
 every line of the message, counted once per `message.id`). `detail.sdk_entry` is the line (or
 the block split out of it); the first entry of a line carries the line as `raw`.
@@ -118,8 +121,12 @@ class ClaudeSessionMapper:
     `ClaudeTranscriptMapper`) and the cost reported so far."""
 
     __slots__ = (
+        "_baseline",
+        "_copied",
         "_counted",
         "_counted_messages",
+        "_fork_told",
+        "_forked_from",
         "_last_report",
         "_permission_mode",
         "_running_cost",
@@ -134,7 +141,11 @@ class ClaudeSessionMapper:
         self._counted: dict[str, int] = {}
         self._counted_messages: OrderedDict[str, None] = OrderedDict()
         self._last_report: tuple[Any, Any] | None = None  # the last `cost-state`'s totals
+        self._baseline: dict[str, int] = {}  # the session's totals where this run went on from
         self._permission_mode: Any = None  # the last `permission-mode` told
+        self._forked_from: str | None = None  # the session this one is a fork of
+        self._copied: frozenset[str] = frozenset()  # the uuids of that session's lines
+        self._fork_told = False
 
     def line(self, line: str | bytes, source: str) -> SessionLine:
         if isinstance(line, bytes):
@@ -149,6 +160,8 @@ class ClaudeSessionMapper:
         at = timestamp_ns(entry.get("timestamp"))
         said = SessionLine([], at, session_id=session_id if isinstance(session_id, str) else None)
         kind = type_of(entry)
+        if self._forked_from is not None and self._is_copied(entry):
+            return said._replace(entries=self._fork_told_once(entry, line, source))
         if kind == "cost-state":
             report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
             repeated = source == MAIN_SOURCE and report == self._last_report  # on leaving, again
@@ -231,6 +244,12 @@ class ClaudeSessionMapper:
             session_usage = self._running_cost.add_report(
                 detail, entry.get("totalCostUSD"), entry.get("modelUsage")
             )
+            if session_usage and self._baseline:  # this run's: a fork's, a session's stretch
+                detail["session_usage"] = {
+                    key: value - self._baseline.get(key, 0)
+                    for key, value in session_usage.items()
+                    if value > self._baseline.get(key, 0)
+                }
             if session_usage:
                 unreported = {
                     key: value - self._counted.get(key, 0)
@@ -253,9 +272,36 @@ class ClaudeSessionMapper:
         detail = {"sdk_entry": entry, "subtype": "permission_mode", "mode": mode}
         return [MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)]
 
+    def fork_of(self, session_id: str, copied: frozenset[str]) -> None:
+        """The session is a fork of `session_id` (`--fork-session`), whose lines (`copied`: their
+        uuids) its file begins with: that history is the other session's run, not this one's.
+        Its first line is a `system_event` `forked`; the others, and the assistant lines that
+        name that session's request (where its file is gone), nothing. (Go on from its totals
+        with `resume_after`.)"""
+        self._forked_from, self._copied = session_id, copied
+
+    def _is_copied(self, entry: dict[str, Any]) -> bool:
+        uuid = entry.get("uuid")
+        if isinstance(uuid, str) and uuid in self._copied:
+            return True
+        if type_of(entry) != "assistant" or entry.get("requestSessionId") != self._forked_from:
+            return False
+        if self._last_report is None:  # no totals to go on from (its file is gone): this call's
+            self._count_message(entry.get("message"))  # are in the fork's, not the fork's own
+            self._baseline = dict(self._counted)
+        return True
+
+    def _fork_told_once(self, entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
+        if self._fork_told:
+            return []
+        self._fork_told = True
+        detail = {"sdk_entry": entry, "subtype": "forked", "forked_from": self._forked_from}
+        return [MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)]
+
     def resume_after(self, cost_state: str | bytes) -> None:
         """Go on from a `cost-state` line (the last before the lines this mapper will see: a
-        session taken up part-way): its totals were reported, so only what comes after counts."""
+        session taken up part-way; a fork's parent's): its totals were reported, so only what
+        comes after counts, in the cost and tokens of each report and in its `session_usage`."""
         try:
             entry = parse_json(cost_state)
         except (ValueError, RecursionError):
@@ -264,6 +310,7 @@ class ClaudeSessionMapper:
             return
         self._running_cost.resume_at(entry.get("totalCostUSD"))
         self._counted = summed_model_usage(entry.get("modelUsage"))
+        self._baseline = dict(self._counted)
         self._last_report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
 
     def _count_message(self, message: Any) -> None:

@@ -113,7 +113,7 @@ class SessionFollower:
         """A mapper of the session's lines from `main_offset` of its main file on, going on from
         the running totals the session had reached there."""
         return self._harness.line_mapper(
-            _last_report(self.session.path, main_offset, self._harness.report_marker)
+            _last_report(self.session.path, main_offset, self._harness.report_marker), self.session.path
         )
 
     def _read(self, file: _OpenFile) -> list[TimedLine]:

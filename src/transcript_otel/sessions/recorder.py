@@ -14,6 +14,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from opentelemetry import context as otel_context
@@ -27,6 +28,7 @@ from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.sessions.files import SessionKind
+from transcript_otel.sessions.forks import claude_fork
 from transcript_otel.sessions.recorded_spans import recording_tracer
 from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded
 
@@ -68,21 +70,22 @@ class Harness(NamedTuple):
     adapter: str
     prompt_name: str
     provider: str
-    # A mapper of the session's lines; given the session's last running-total report before
-    # the first line it will see (a session taken up part-way), it counts from there.
-    mapper: Callable[[bytes | None], MapLine]
+    # A mapper of the lines of the session whose main file is the path; given the session's
+    # last running-total report before the first line it will see (a session taken up
+    # part-way), it counts from there.
+    mapper: Callable[[bytes | None, Path], MapLine]
     # What marks a line of running totals (Claude's `cost-state`); None: the CLI writes none.
     report_marker: bytes | None
     # Prompts queued while the model was busy are sent together (Claude Code): a prompt while
     # the open turn's model has not answered yet joins that turn. (Codex starts each turn itself.)
     prompts_join_an_unanswered_turn: bool
 
-    def line_mapper(self, last_report: bytes | None) -> MapLine:
+    def line_mapper(self, last_report: bytes | None, main_file: Path) -> MapLine:
         """A mapper of one session's lines, which never raises (`guarded`)."""
-        return guarded(self.mapper(last_report))
+        return guarded(self.mapper(last_report, main_file))
 
 
-def _codex_mapper(_last_report: bytes | None) -> MapLine:
+def _codex_mapper(_last_report: bytes | None, _main_file: Path) -> MapLine:
     """A mapper per file: the root thread's, and each subagent's (its entries under its source)."""
     main = CodexRolloutMapper()
     subagents: dict[str, CodexRolloutMapper] = {}
@@ -99,8 +102,12 @@ def _codex_mapper(_last_report: bytes | None) -> MapLine:
     return map_line
 
 
-def _claude_mapper(last_report: bytes | None) -> MapLine:
+def _claude_mapper(last_report: bytes | None, main_file: Path) -> MapLine:
     mapper = ClaudeSessionMapper()
+    fork = claude_fork(main_file) if last_report is None else None  # (taken up past its copy)
+    if fork is not None:
+        mapper.fork_of(fork.parent_session_id, fork.copied)
+        last_report = fork.carried_cost_state
     if last_report is not None:
         mapper.resume_after(last_report)
     return mapper.line
