@@ -55,7 +55,7 @@ from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import content_blocks, is_block, type_of, with_content
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings.claude_stream import RunningCost, summed_model_usage
+from transcript_otel.mappings.claude_stream import RunningCost
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
@@ -121,7 +121,6 @@ class ClaudeSessionMapper:
     `ClaudeTranscriptMapper`) and the cost reported so far."""
 
     __slots__ = (
-        "_baseline",
         "_copied",
         "_counted",
         "_counted_messages",
@@ -141,7 +140,6 @@ class ClaudeSessionMapper:
         self._counted: dict[str, int] = {}
         self._counted_messages: OrderedDict[str, None] = OrderedDict()
         self._last_report: tuple[Any, Any] | None = None  # the last `cost-state`'s totals
-        self._baseline: dict[str, int] = {}  # the session's totals where this run went on from
         self._permission_mode: Any = None  # the last `permission-mode` told
         self._forked_from: str | None = None  # the session this one is a fork of
         self._copied: frozenset[str] = frozenset()  # the uuids of that session's lines
@@ -244,12 +242,6 @@ class ClaudeSessionMapper:
             session_usage = self._running_cost.add_report(
                 detail, entry.get("totalCostUSD"), entry.get("modelUsage")
             )
-            if session_usage and self._baseline:  # this run's: a fork's, a session's stretch
-                detail["session_usage"] = {
-                    key: value - self._baseline.get(key, 0)
-                    for key, value in session_usage.items()
-                    if value > self._baseline.get(key, 0)
-                }
             if session_usage:
                 unreported = {
                     key: value - self._counted.get(key, 0)
@@ -288,7 +280,7 @@ class ClaudeSessionMapper:
             return False
         if self._last_report is None:  # no totals to go on from (its file is gone): this call's
             self._count_message(entry.get("message"))  # are in the fork's, not the fork's own
-            self._baseline = dict(self._counted)
+            self._running_cost.baseline = dict(self._counted)
         return True
 
     def _fork_told_once(self, entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
@@ -302,16 +294,10 @@ class ClaudeSessionMapper:
         """Go on from a `cost-state` line (the last before the lines this mapper will see: a
         session taken up part-way; a fork's parent's): its totals were reported, so only what
         comes after counts, in the cost and tokens of each report and in its `session_usage`."""
-        try:
-            entry = parse_json(cost_state)
-        except (ValueError, RecursionError):
-            return
-        if not isinstance(entry, dict):
-            return
-        self._running_cost.resume_at(entry.get("totalCostUSD"))
-        self._counted = summed_model_usage(entry.get("modelUsage"))
-        self._baseline = dict(self._counted)
-        self._last_report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
+        entry = self._running_cost.resume_at(cost_state)
+        if entry is not None:
+            self._counted = dict(self._running_cost.baseline)
+            self._last_report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
 
     def _count_message(self, message: Any) -> None:
         """Adds a message's usage to what the lines told, once per message id."""

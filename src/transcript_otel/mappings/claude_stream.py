@@ -48,6 +48,7 @@ from typing import Any, Final
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson, subagent_source
+from transcript_otel.records.serialize import parse_json
 
 _THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 _TOOL_USE_BLOCKS: Final = frozenset({"tool_use", "server_tool_use"})
@@ -226,6 +227,12 @@ class ClaudeStreamMapper:
             entries.append((EntryType.TOOL_RESULT, detail))
         return entries
 
+    def resume_after(self, cost_state: str | bytes) -> None:
+        """Go on from a session's `cost-state` line (a resumed or forked session: `result`s report
+        the session's running totals, those of the runs before included): only what comes
+        after it is this run's cost and tokens."""
+        self._running_cost.resume_at(cost_state)
+
     def _result(self, message: dict[str, Any], source: str) -> list[tuple[EntryType, dict[str, Any]]]:
         entries: list[tuple[EntryType, dict[str, Any]]] = []
         total = message.get("total_cost_usd")
@@ -278,30 +285,45 @@ def _launched_in_background(message: dict[str, Any]) -> bool:
 
 
 class RunningCost:
-    """The session's cost as Claude Code reports it, a running total (stream-json `result`'s
-    `total_cost_usd`, a session file's `cost-state` `totalCostUSD`): what each report adds."""
+    """The session's cost and tokens as Claude Code reports them, running totals (stream-json
+    `result`'s `total_cost_usd` and `modelUsage`, a session file's `cost-state`): what each
+    report adds. A run that goes on from earlier totals (a resumed or forked session, a session
+    taken up part-way) counts from them (`resume_at`)."""
 
-    __slots__ = ("so_far",)
+    __slots__ = ("baseline", "so_far")
 
     def __init__(self) -> None:
         self.so_far = 0.0
+        self.baseline: dict[str, int] = {}  # the token totals this run went on from
 
     def add_report(self, detail: dict[str, Any], total: Any, model_usage: Any) -> dict[str, int]:
         """Put in `detail` what a main agent's report of the running `total` and `modelUsage`
         says: `turn_cost_usd`, the cost since the last report, and `session_usage`, the token
-        totals (summed over the models, returned too)."""
+        totals (summed over the models) since the run's start; returns the session's totals."""
         if _finite_number(total):
             detail["turn_cost_usd"] = max(0.0, total - self.so_far)
             self.so_far = max(self.so_far, float(total))
         session_usage = summed_model_usage(model_usage)
         if session_usage:
-            detail["session_usage"] = session_usage
+            detail["session_usage"] = {
+                key: max(0, value - self.baseline.get(key, 0)) for key, value in session_usage.items()
+            }
         return session_usage
 
-    def resume_at(self, total: Any) -> None:
-        """Reports before this point were counted: go on from their running `total`."""
+    def resume_at(self, report: str | bytes) -> dict[str, Any] | None:
+        """Reports up to `report` (a `cost-state` line: the session's totals when this run went on)
+        were another run's: go on from its totals. The line parsed; None if it is no object."""
+        try:
+            entry = parse_json(report)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(entry, dict):
+            return None
+        total: Any = entry.get("totalCostUSD")
         if _finite_number(total):
             self.so_far = float(total)
+        self.baseline = summed_model_usage(entry.get("modelUsage"))
+        return entry
 
 
 def _finite_number(value: Any) -> bool:
