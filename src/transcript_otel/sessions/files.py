@@ -22,6 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from transcript_otel.instrumentation.claude_code_logs import is_session_id
 from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
 from transcript_otel.records.serialize import parse_json
 
@@ -29,7 +30,6 @@ SUBAGENTS_DIR: Final = "subagents"
 _SUBAGENT_PREFIX: Final = "agent-"
 _ROLLOUT_PREFIX: Final = "rollout-"
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_ID: Final = re.compile(r"(?!agent-)[0-9A-Za-z_-]{1,128}")
 # A rollout's first line (`session_meta`, with the ~21 KB system prompt) is read up to this.
 _MAX_META_BYTES: Final = 1 << 20
 
@@ -50,11 +50,6 @@ class SessionFiles:
     def sources(self) -> list[tuple[Path, str]]:
         """Every file of the session with the source its entries belong to."""
         return [(self.path, MAIN_SOURCE), *self.subagents]
-
-
-def claude_code_root() -> Path:
-    configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    return (Path(configured) if configured else Path.home() / ".claude") / "projects"
 
 
 def codex_root() -> Path:
@@ -213,7 +208,9 @@ def _first_line_ids(path: Path, _inode: int) -> _Ids:  # a file replaced at the 
 def _id(value: object) -> str | None:
     """An id a file's name can hold (the CLIs' are UUIDs); None for anything else, which names
     no other file (a `/`, a pattern, another subagent's file)."""
-    return value if isinstance(value, str) and _ID.fullmatch(value) else None
+    if isinstance(value, str) and is_session_id(value) and not value.startswith(_SUBAGENT_PREFIX):
+        return value
+    return None
 
 
 def _is_root(ids: _Ids, session_id: str | None) -> bool:

@@ -21,6 +21,7 @@ from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
+from transcript_otel.instrumentation.claude_code_logs import last_line_holding
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
 from transcript_otel.sessions.files import SessionFiles
@@ -178,28 +179,9 @@ class SessionFollower:
 
 
 def _last_report(path: Path, before: int, marker: bytes | None) -> bytes | None:
-    """The last line holding `marker` that ends before byte `before` of `path`, read backwards
-    (at most `MAX_RECORD_BYTES` of it): the running totals a session taken up there had reached."""
-    if marker is None or before <= 0:
-        return None
-    try:
-        with path.open("rb") as stream:
-            end = before
-            tail = b""
-            while end > 0 and before - end < MAX_RECORD_BYTES:
-                start = max(0, end - READ_BYTES)
-                stream.seek(start)
-                tail = stream.read(end - start) + tail
-                end = start
-                found = tail.rfind(marker)
-                if found >= 0:
-                    line_start = tail.rfind(b"\n", 0, found) + 1
-                    line_end = tail.find(b"\n", found)
-                    if line_start > 0 or end == 0:
-                        return tail[line_start : line_end if line_end >= 0 else len(tail)]
-    except OSError:
-        return None
-    return None
+    """The running totals a session taken up at byte `before` had reached: the last line holding
+    `marker` before it."""
+    return None if marker is None else last_line_holding(path, before, marker, MAX_RECORD_BYTES)
 
 
 def _inode(path: Path) -> int:

@@ -11,19 +11,17 @@ beside the fork's, tells which lines were copied and the totals the fork went on
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from transcript_otel.instrumentation.claude_code_logs import COST_STATE_MARKER, is_session_id
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.records.serialize import parse_json
 
 # Lines read from a session's start for its first assistant line (which names a fork's parent).
 _MAX_HEAD_LINES: Final = 10_000
-_SESSION_ID: Final = re.compile(r"[0-9A-Za-z_-]{1,128}")
-_COST_STATE: Final = b'"type":"cost-state"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +57,7 @@ def _requesting_session(path: Path) -> str | None:
             if not isinstance(entry, dict) or entry.get("type") != "assistant":
                 continue
             requester, own = entry.get("requestSessionId"), entry.get("sessionId")
-            if isinstance(requester, str) and requester != own and _SESSION_ID.fullmatch(requester):
+            if isinstance(requester, str) and requester != own and is_session_id(requester):
                 return requester
             return None
     return None
@@ -70,7 +68,7 @@ def _fork_of(path: Path, parent: Path, parent_id: str) -> Fork:
     uuids: dict[str, int] = {}  # uuid -> its line's index in the parent's file
     cost_states: list[tuple[int, bytes]] = []
     for index, line in enumerate(_lines(parent)):
-        if _COST_STATE in line:
+        if COST_STATE_MARKER in line:
             cost_states.append((index, line.rstrip(b"\r\n")))
             continue
         uuid = _uuid(line)

@@ -21,6 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.instrumentation.claude_code_logs import COST_STATE_MARKER
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
@@ -115,7 +116,7 @@ def _claude_mapper(last_report: bytes | None, main_file: Path) -> MapLine:
 
 HARNESSES: Final = {
     SessionKind.CLAUDE_CODE: Harness(
-        "claude_code_session", "claude-code", "anthropic", _claude_mapper, b'"type":"cost-state"', True
+        "claude_code_session", "claude-code", "anthropic", _claude_mapper, COST_STATE_MARKER, True
     ),
     SessionKind.CODEX: Harness("codex_session", "codex", "openai", _codex_mapper, None, False),
 }
