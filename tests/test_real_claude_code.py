@@ -607,6 +607,44 @@ def test_weakincentives_claude_adapter_on_the_real_cli(version: str, tmp_path: P
     assert root.status.code != 2  # not ERROR
 
 
+@pytest.mark.parametrize("fork", [False, True], ids=["resumed", "forked"])
+def test_a_run_that_resumes_a_session_records_its_own_tokens_and_cost(fork: bool, tmp_path: Path) -> None:
+    """`transcript-otel run -- claude -p --resume <id> [--fork-session] PROMPT`: the CLI's
+    `result` reports the session's running totals, the first run's included (the real CLI
+    printed 1900 input tokens and $0.00804 for a run of 1000 and $0.00424); the run records
+    its own, counted from the session's last `cost-state` before it started."""
+    from captured_run import run_cli, scratch_dirs
+    from claude_scenarios import prompt_for
+
+    cli = require_cli()
+    home, work = scratch_dirs(tmp_path)
+    runs = tmp_path / "runs"
+    case = CASES["stream_json_input"]
+    with claude_offline.model_server("stream_json_input", tmp_path) as model:
+        environment = claude_code.case_environment(case, model, home)
+        arguments = claude_code.print_args(*case.arguments)
+        first = run_cli([str(cli), *arguments, prompt_for("stream_json_input")], model, environment, work)
+        (session_id,) = {line["session_id"] for line in map(json.loads, first.stdout.splitlines())}
+        before = len(model.served())
+        resume = ["--resume", session_id, *(["--fork-session"] if fork else [])]
+        command = [*WRAPPER, str(cli), *claude_code.print_args(*case.arguments, *resume), "And now?"]
+        second = run_cli(command, model, {**environment, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}, work)
+        served = model.served()[before:]
+    assert second.exit_code == 0, second.stderr
+    (first_result,), (second_result,) = (
+        [line for line in map(json.loads, run.stdout.splitlines()) if line["type"] == "result"]
+        for run in (first, second)
+    )
+    assert second_result["modelUsage"]["claude-opus-5-5"]["inputTokens"] == 1900  # the session's
+    (run,) = runs.glob("*.jsonl")
+    digest = RunDigest.of(list(read_records(run)))
+    assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == as_recorded(
+        served_usage(served)
+    )
+    own_cost = second_result["total_cost_usd"] - first_result["total_cost_usd"]
+    assert digest.cost_usd == pytest.approx(own_cost)
+
+
 def _exported(records: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
     """Each entry's type and subtype, each span's name, in the order they were written."""
     return [

@@ -25,6 +25,10 @@ class ClaudeCommand:
 
     system_instructions: str | None
     prompt: str | None = None
+    # The session it goes on with (`--resume <id>`), or the project's latest (`--continue`): its
+    # reports count the runs' before it too (instrumentation/claude_code_logs.py).
+    resumes: str | None = None
+    continues: bool = False
 
     @classmethod
     def of(cls, command: Sequence[str]) -> ClaudeCommand | None:
@@ -38,7 +42,8 @@ class ClaudeCommand:
             return None
         found: dict[str, str] = {}
         arguments: list[str] = []
-        prompt_known = True
+        prompt_known, continues = True, False
+        resumes: str | None = None
         words = list(command[start:])
         at = 0
         while at < len(words):
@@ -59,6 +64,8 @@ class ClaudeCommand:
                 at += taken
             if name in _SYSTEM_PROMPT_OPTIONS:  # given twice, the last one counts (as for the CLI)
                 found[name] = value
+            resumes = (value or None) if name in _RESUME_OPTIONS else resumes
+            continues = continues or name in _CONTINUE_OPTIONS
         parts = [
             text
             for options in _SYSTEM_PROMPT_PARTS
@@ -66,7 +73,7 @@ class ClaudeCommand:
         ]
         # `claude mcp ...`, `claude doctor`...: a command, no prompt.
         prompt = arguments[0] if prompt_known and arguments and arguments[0] not in _CLAUDE_COMMANDS else None
-        return cls("\n\n".join(parts) if parts else None, prompt or None)
+        return cls("\n\n".join(parts) if parts else None, prompt or None, resumes, continues)
 
 
 def _taken_words(option: str, words: Sequence[str], at: int) -> int:
@@ -102,6 +109,8 @@ _CLAUDE_LIST_OPTIONS: Final = frozenset(
         "--dangerously-load-development-channels",
     }
 )
+_RESUME_OPTIONS: Final = frozenset({"--resume", "-r"})
+_CONTINUE_OPTIONS: Final = frozenset({"--continue", "-c"})
 _CLAUDE_VALUE_OPTIONS: Final = _CLAUDE_LIST_OPTIONS | frozenset(
     {
         "--prefill",

@@ -48,10 +48,17 @@ from transcript_otel.cli import relay
 from transcript_otel.cli.capture import LineRecorder, OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
 from transcript_otel.cli.relay import protocol
+from transcript_otel.instrumentation.claude_code_logs import resumed_cost_state
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
-from transcript_otel.mappings.lines import ADAPTER_VARIABLE, LineAdapter, select_adapter
+from transcript_otel.mappings.lines import (
+    ADAPTER_VARIABLE,
+    AutoAdapter,
+    ClaudeStreamJsonAdapter,
+    LineAdapter,
+    select_adapter,
+)
 from transcript_otel.model.entries import EntryType
 from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
@@ -155,6 +162,8 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None)
         if claude is not None and claude.system_instructions is not None:
             run.describe_agent(system_instructions=claude.system_instructions)
+        if claude is not None and (claude.resumes or claude.continues):
+            _go_on_from_resumed(adapter, claude.resumes)
         prompt = (
             codex_exec.prompt if codex_exec is not None else claude.prompt if claude is not None else None
         )
@@ -164,6 +173,15 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
     except Exception:
         _logger.warning("transcript-otel: capture could not start; running uncaptured", exc_info=True)
         return None
+
+
+def _go_on_from_resumed(adapter: LineAdapter, session_id: str | None) -> None:
+    """`claude --resume`/`--continue`: its `result`s report the session's running totals, the
+    runs' before it included; read before it starts, the session's last ones are where this
+    run's count begins."""
+    cost_state = resumed_cost_state(session_id, os.getcwd())
+    if cost_state is not None and isinstance(adapter, AutoAdapter | ClaudeStreamJsonAdapter):
+        adapter.resume_after(cost_state)
 
 
 def _spawn_relay(

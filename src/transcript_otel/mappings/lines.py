@@ -99,6 +99,11 @@ class ClaudeStreamJsonAdapter:
     def flush(self) -> list[MappedEntry]:
         return self._mapper.flush()
 
+    def resume_after(self, cost_state: bytes) -> None:
+        """The command resumes a session whose totals were `cost_state` (a line of its log): its
+        `result`s report those too, and only what comes after is this run's."""
+        self._mapper.resume_after(cost_state)
+
 
 def _keeps(entry: MappedEntry, message: Any) -> bool:
     return isinstance(entry.raw, RawJson) and entry.raw.value is message
@@ -147,6 +152,11 @@ class AutoAdapter:
     def __init__(self) -> None:
         self._held: list[str] = []
         self.chosen: LineAdapter | None = None
+        self._resumed_from: bytes | None = None
+
+    def resume_after(self, cost_state: bytes) -> None:
+        """As `ClaudeStreamJsonAdapter.resume_after`, if that is the adapter chosen."""
+        self._resumed_from = cost_state
 
     @property
     def session_id(self) -> str | None:
@@ -159,6 +169,8 @@ class AutoAdapter:
                 self._held.append(line)
                 return []
             chosen = self.chosen = _FACTORIES[sniff(line)]()
+            if isinstance(chosen, ClaudeStreamJsonAdapter) and self._resumed_from is not None:
+                chosen.resume_after(self._resumed_from)
             held, self._held = self._held, []
             return [entry for earlier in held for entry in chosen.feed(earlier)] + chosen.feed(line)
         return self.chosen.feed(line)
