@@ -31,6 +31,7 @@ pytest.importorskip("opentelemetry.sdk")
 from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.text import entry_text
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
@@ -515,6 +516,37 @@ def test_a_client_prompted_again_while_its_subagent_runs(sdk_run: Any) -> None:
     ]
     assert result["source"] == "subagent:toolu_agent_tp"
     assert len(run.results) == 3
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["resumed", "forked"])
+def test_a_query_that_resumes_a_session_records_its_own_tokens_and_cost(sdk_run: Any, fork: bool) -> None:
+    """A second `query()` with `resume=<the first's session>` (and `fork_session`): its result
+    reports the session's running totals, the first query's included; its run records its own."""
+    from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+
+    if fork and "fork_session" not in {field.name for field in dataclasses.fields(ClaudeAgentOptions)}:
+        pytest.skip("this SDK version has no fork_session")
+    results: list[Any] = []
+
+    async def drive(options: Any, prompt: str) -> None:
+        for step, prompt_now in enumerate((prompt, "And now?")):
+            if step:
+                resume = {"resume": results[0].session_id, **({"fork_session": True} if fork else {})}
+                options = dataclasses.replace(options, **resume)
+            async for message in query(prompt=prompt_now, options=options):
+                if isinstance(message, ResultMessage):
+                    results.append(message)
+
+    run = sdk_run("stream_json_input", drive)
+    traces = {r["context"]["trace_id"] for r in run.records if "trace_id" in r["context"]}
+    assert len(traces) == 2  # a run each
+    (resumed,) = {
+        e["trace_id"] for e in run.entries if entry_text(e["entry_type"], e["detail"]) == "And now?"
+    }
+    digest = RunDigest.of([r for r in run.records if r["context"].get("trace_id") == resumed])
+    recorded = {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()}
+    assert recorded == as_recorded(served_usage(run.served[1:]))
+    assert digest.cost_usd == pytest.approx(results[1].total_cost_usd - results[0].total_cost_usd)
 
 
 def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:

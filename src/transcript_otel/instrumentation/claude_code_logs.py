@@ -30,9 +30,13 @@ def is_session_id(value: str) -> bool:
 
 
 def claude_projects_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """`$CLAUDE_CONFIG_DIR/projects` (default `~/.claude/projects`)."""
-    configured = (os.environ if environ is None else environ).get("CLAUDE_CONFIG_DIR")
-    return (Path(configured) if configured else Path.home() / ".claude") / "projects"
+    """`$CLAUDE_CONFIG_DIR/projects` (default `$HOME/.claude/projects`) in `environ` (default
+    this process's environment: a CLI started with another one looks there)."""
+    environ = os.environ if environ is None else environ
+    configured, home = environ.get("CLAUDE_CONFIG_DIR"), environ.get("HOME")
+    return (
+        Path(configured) if configured else (Path(home) if home else Path.home()) / ".claude"
+    ) / "projects"
 
 
 def last_line_holding(path: Path, before: int, marker: bytes, max_bytes: int) -> bytes | None:

@@ -62,9 +62,12 @@ class SdkRun:
     Its methods never raise: a failure becomes a `transcript.error` record.
     """
 
-    def __init__(self, run: AgentRun) -> None:
+    def __init__(self, run: AgentRun, resumed_cost_state: bytes | None = None) -> None:
+        """`resumed_cost_state`: the last totals of the session it resumes, where its count begins."""
         self.run = run
         self._mapper = ClaudeStreamMapper()
+        if resumed_cost_state is not None:
+            self._mapper.resume_after(resumed_cost_state)
         self._lock = threading.Lock()
         self._prompts: deque[tuple[int, list[MappedEntry]]] = deque()
         self._awaiting_result = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun
+from transcript_otel.instrumentation.claude_code_logs import resumed_cost_state
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, current_run
 
 _logger = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class SdkInstrumentation:
             instructions = None
         if instructions is not None:
             run.describe_agent(system_instructions=instructions)
-        return SdkRun(run)
+        return SdkRun(run, _resumed_cost_state(options))
 
 
 def system_instructions(system_prompt: Any) -> str | None:
@@ -91,6 +93,25 @@ def system_instructions(system_prompt: Any) -> str | None:
         if kind in ("preset", "custom") and isinstance(text, str) and text:
             return text
     return None
+
+
+def _resumed_cost_state(options: Any) -> bytes | None:
+    """The totals of the session the conversation resumes (`resume`, `continue_conversation`),
+    read before it starts: the CLI's results report them with this run's own."""
+    resumes = _text_option(options, "resume")
+    if resumes is None and getattr(options, "continue_conversation", False) is not True:
+        return None
+    try:
+        cwd = getattr(options, "cwd", None)
+        environment = getattr(options, "env", None)
+        return resumed_cost_state(
+            resumes,
+            str(cwd) if cwd else os.getcwd(),
+            {**os.environ, **environment} if isinstance(environment, Mapping) else None,
+        )
+    except Exception:  # options we misread must not reach the program
+        _logger.debug("transcript-otel: could not read the resumed session's totals", exc_info=True)
+        return None
 
 
 def _text_option(options: Any, name: str) -> str | None:
