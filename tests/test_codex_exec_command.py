@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from transcript_otel.mappings.codex_exec import ExecCommand
+from transcript_otel.mappings.codex_exec import RESUME_LAST, ExecCommand
 
 
 @pytest.fixture
@@ -32,7 +32,6 @@ def codex_home(tmp_path: Path) -> dict[str, str]:
         (["codex", "-c", "model=gpt-global", "exec", "--json", "hi"], "hi", "gpt-global"),
         (["codex", "exec", "--json", "-p", "fast", "hi"], "hi", "gpt-5.5-mini"),
         (["codex", "exec", "--json", "-c", "sandbox_mode=read-only", "-C", "/w", "hi"], "hi", "gpt-5.5"),
-        (["codex", "exec", "--json", "resume", "0199a5c1", "and now?"], "and now?", "gpt-5.5"),
         (["codex", "exec", "--json", "-"], None, "gpt-5.5"),  # the prompt comes on stdin
         (["codex", "exec", "--json"], None, "gpt-5.5"),
         (["npx", "codex", "exec", "--json", "--", "-starts with a dash"], "-starts with a dash", "gpt-5.5"),
@@ -42,6 +41,21 @@ def test_the_prompt_and_model_of_a_codex_exec_command(
     codex_home: dict[str, str], command: list[str], prompt: str | None, model: str
 ) -> None:
     assert ExecCommand.of(command, codex_home) == ExecCommand(prompt, model)
+
+
+@pytest.mark.parametrize(
+    ("command", "prompt", "resumes"),
+    [
+        (["codex", "exec", "--json", "resume", "0199a5c1", "and now?"], "and now?", "0199a5c1"),
+        (["codex", "exec", "resume", "--last", "and now?"], "and now?", RESUME_LAST),
+        (["codex", "exec", "--json", "resume", "--last"], None, RESUME_LAST),
+        (["codex", "exec", "--json", "and now?"], "and now?", None),
+    ],
+)
+def test_the_thread_a_codex_exec_resume_goes_on_with(
+    codex_home: dict[str, str], command: list[str], prompt: str | None, resumes: str | None
+) -> None:
+    assert ExecCommand.of(command, codex_home) == ExecCommand(prompt, "gpt-5.5", resumes)
 
 
 @pytest.mark.parametrize(

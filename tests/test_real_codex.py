@@ -504,6 +504,42 @@ def test_the_interactive_tui_under_run_answers_as_without_it(tmp_path: Path) -> 
     assert "To continue this session, run:" in texts  # what Codex prints once the TUI is closed
 
 
+@pytest.mark.parametrize("last", [False, True], ids=["by-id", "last"])
+def test_a_run_that_resumes_a_thread_records_its_own_tokens(last: bool, tmp_path: Path) -> None:
+    """`transcript-otel run -- codex exec resume <thread>|--last PROMPT`: the CLI's
+    `turn.completed` usage is the thread's running totals, the first run's included (the real
+    CLI printed 4000 input tokens for a run of 2000); the run records its own, counted from the
+    thread's last totals in its rollout, read before it started."""
+    from captured_run import run_cli, scratch_dirs
+
+    cli = require_cli()
+    home, work = scratch_dirs(tmp_path)
+    runs = tmp_path / "runs"
+    with model_server("plain", tmp_path) as model:
+        codex_home = write_codex_home(tmp_path / "codex-home", model, codex_cli.model_slug("plain"))
+        environment = offline_environment(codex_home, home)
+        first = run_cli([str(cli), *codex_cli.exec_arguments("plain")], model, environment, work)
+        (thread,) = [
+            line["thread_id"] for line in map(json.loads, first.stdout.splitlines()) if "thread_id" in line
+        ]
+        before = len(model.served())
+        resume = ["resume", "--last"] if last else ["resume", thread]
+        arguments = ["exec", "--json", "--skip-git-repo-check", *resume, "And now?"]
+        command = [*WRAPPER, str(cli), *arguments]
+        second = run_cli(command, model, {**environment, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}, work)
+        served = model.served()[before:]
+    assert second.exit_code == 0, second.stderr
+    (completed,) = [
+        line for line in map(json.loads, second.stdout.splitlines()) if line["type"] == "turn.completed"
+    ]
+    assert completed["usage"]["input_tokens"] == 4000  # the thread's
+    (run,) = runs.glob("*.jsonl")
+    digest = RunDigest.of(list(read_records(run)))
+    assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_USAGE.items()} == {
+        key: value for key, value in served_usage(served).items() if key in DIGEST_USAGE
+    }
+
+
 def _ended_chats(records: list[dict[str, Any]]) -> list[str]:
     return [
         r["context"]["name"]

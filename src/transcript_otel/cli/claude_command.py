@@ -26,7 +26,7 @@ class ClaudeCommand:
     system_instructions: str | None
     prompt: str | None = None
     # The session it goes on with (`--resume <id>`), or the project's latest (`--continue`): its
-    # reports count the runs' before it too (instrumentation/claude_code_logs.py).
+    # reports count the runs' before it too (instrumentation/cli_logs.py).
     resumes: str | None = None
     continues: bool = False
 

@@ -14,8 +14,8 @@ from typing import Any, Final, TextIO
 from transcript_otel import environment_variables as env
 from transcript_otel.cli.import_workers import Outcome, imports, usable_cpus
 from transcript_otel.cli.read_commands import number_at_least
-from transcript_otel.instrumentation.claude_code_logs import claude_projects_dir
-from transcript_otel.sessions.files import SessionFiles, codex_root, find_sessions
+from transcript_otel.instrumentation.cli_logs import claude_projects_dir, codex_sessions_dir
+from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sinks.jsonl_files import default_directory
 
 _DESCRIPTION: Final = (
@@ -70,7 +70,7 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
     paths = list(args.paths)
     for wanted, root, name in (
         (args.claude_code, claude_projects_dir(), "Claude Code"),
-        (args.codex, codex_root(), "Codex"),
+        (args.codex, codex_sessions_dir(), "Codex"),
     ):
         if wanted and root.is_dir():
             paths.append(root)

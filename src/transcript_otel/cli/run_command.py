@@ -37,9 +37,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -48,15 +48,14 @@ from transcript_otel.cli import relay
 from transcript_otel.cli.capture import LineRecorder, OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
 from transcript_otel.cli.relay import protocol
-from transcript_otel.instrumentation.claude_code_logs import resumed_cost_state
+from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed_thread_usage
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings.codex_exec import ExecCommand
+from transcript_otel.mappings.codex_exec import RESUME_LAST, ExecCommand
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
-    AutoAdapter,
-    ClaudeStreamJsonAdapter,
     LineAdapter,
+    resume_after,
     select_adapter,
 )
 from transcript_otel.model.entries import EntryType
@@ -162,8 +161,7 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None)
         if claude is not None and claude.system_instructions is not None:
             run.describe_agent(system_instructions=claude.system_instructions)
-        if claude is not None and (claude.resumes or claude.continues):
-            _go_on_from_resumed(adapter, claude.resumes)
+        _go_on_from_resumed(adapter, claude, codex_exec)
         prompt = (
             codex_exec.prompt if codex_exec is not None else claude.prompt if claude is not None else None
         )
@@ -175,13 +173,19 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         return None
 
 
-def _go_on_from_resumed(adapter: LineAdapter, session_id: str | None) -> None:
-    """`claude --resume`/`--continue`: its `result`s report the session's running totals, the
-    runs' before it included; read before it starts, the session's last ones are where this
-    run's count begins."""
-    cost_state = resumed_cost_state(session_id, os.getcwd())
-    if cost_state is not None and isinstance(adapter, AutoAdapter | ClaudeStreamJsonAdapter):
-        adapter.resume_after(cost_state)
+def _go_on_from_resumed(
+    adapter: LineAdapter, claude: ClaudeCommand | None, codex: ExecCommand | None
+) -> None:
+    """A command that resumes a session (`claude --resume`/`--continue`, `codex exec resume`)
+    prints the session's running totals, the runs' before it included: read before it starts,
+    the session's last totals are where this run's count begins."""
+    totals: bytes | Mapping[str, Any] | None = None
+    if claude is not None and (claude.resumes or claude.continues):
+        totals = resumed_cost_state(claude.resumes, os.getcwd())
+    elif codex is not None and codex.resumes is not None:
+        totals = resumed_thread_usage(None if codex.resumes == RESUME_LAST else codex.resumes)
+    if totals is not None:
+        resume_after(adapter, totals)
 
 
 def _spawn_relay(

@@ -10,8 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from transcript_otel.instrumentation.claude_code_logs import claude_projects_dir
-from transcript_otel.sessions.files import codex_root
+from transcript_otel.instrumentation.cli_logs import claude_projects_dir, codex_sessions_dir
 from transcript_otel.sinks.jsonl_files import default_directory
 
 _DESCRIPTION: Final = (
@@ -68,7 +67,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
 
     roots = list(args.paths)
     roots += [claude_projects_dir()] if args.claude_code else []
-    roots += [codex_root()] if args.codex else []
+    roots += [codex_sessions_dir()] if args.codex else []
     if not roots:
         raise ValueError("name directories to follow, or --claude-code / --codex")
     try:

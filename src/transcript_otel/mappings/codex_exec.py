@@ -14,7 +14,9 @@ The Codex CLI's non-interactive mode prints one JSON event per line (the
   `thinking`, of `todo_list` → `system_event` (`subtype: todo_list`), of `error` →
   `system_event` (`subtype: warning`: Codex prints warnings so, e.g. a model it has no
   metadata for, and goes on); `item.updated` → nothing (the completed item follows);
-* `turn.completed` → `token_usage` (its `usage`); `turn.failed` → `error`; a top-level
+* `turn.completed` → `token_usage`, `usage` what its `usage` (the thread's running totals:
+  a resumed thread's include the runs' before it) adds to the last totals known (`resume_after`:
+  the thread's before this run); `turn.failed` → `error`; a top-level
   `error` → `system_event`, `subtype: retry` for Codex's "Reconnecting... N/M" (a retry
   that may well succeed), else `subtype: api_error` (the `turn.failed` that follows, if
   the turn fails, is the `error`);
@@ -81,6 +83,12 @@ def _tool_detail(event: dict[str, Any], item: dict[str, Any], item_type: str) ->
     return detail
 
 
+def _counts(usage: Mapping[str, Any]) -> dict[str, int]:
+    return {
+        key: value for key, value in usage.items() if isinstance(value, int) and not isinstance(value, bool)
+    }
+
+
 def tool_failed(item: dict[str, Any]) -> bool:
     exit_code = item.get("exit_code")
     return item.get("status") in ("failed", "declined") or (
@@ -96,6 +104,22 @@ class CodexExecAdapter:
     def __init__(self) -> None:
         self.session_id: str | None = None
         self._started_tools: set[str] = set()
+        self._totals: dict[str, int] = {}  # the thread's token totals last told
+
+    def resume_after(self, totals: Mapping[str, Any]) -> None:
+        """The command resumes a thread whose token totals were `totals` (its rollout's last
+        `total_token_usage`): only what its turns add to them is this run's."""
+        self._totals = _counts(totals)
+
+    def _added(self, usage: Any) -> Any:
+        """A turn's `usage` less the totals told before it (none in a run of a new thread: the
+        usage as printed)."""
+        if not isinstance(usage, Mapping) or not self._totals:
+            self._totals = _counts(usage) if isinstance(usage, Mapping) else self._totals
+            return usage
+        counts, before = _counts(usage), self._totals
+        self._totals = counts
+        return {key: max(0, value - before.get(key, 0)) for key, value in counts.items()}
 
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
@@ -122,7 +146,7 @@ class CodexExecAdapter:
                 self.session_id = event["thread_id"]
             return [(EntryType.SYSTEM_EVENT, {"event": event, "subtype": _LIFECYCLE[kind]})]
         if kind == "turn.completed":
-            return [(EntryType.TOKEN_USAGE, {"event": event, "usage": event.get("usage")})]
+            return [(EntryType.TOKEN_USAGE, {"event": event, "usage": self._added(event.get("usage"))})]
         if kind == "turn.failed":
             return [(EntryType.ERROR, {"event": event})]
         if kind == "error":
@@ -178,6 +202,10 @@ _EXEC_COMMANDS: Final = frozenset({"exec", "e"})
 _LAUNCHERS: Final = frozenset({"npx", "pnpx", "bunx", "env"})
 
 
+# `ExecCommand.resumes` for `codex exec resume --last`: the latest thread.
+RESUME_LAST: Final = "--last"
+
+
 @dataclass(frozen=True, slots=True)
 class ExecCommand:
     """What a `codex exec` command line says that its `--json` stream does not: the prompt (None
@@ -186,6 +214,8 @@ class ExecCommand:
 
     prompt: str | None
     model: str | None
+    # `exec resume <thread>`: the thread it goes on with; `resume --last`: RESUME_LAST.
+    resumes: str | None = None
 
     @classmethod
     def of(cls, command: Sequence[str], environ: Mapping[str, str]) -> ExecCommand | None:
@@ -212,11 +242,15 @@ class ExecCommand:
         if not positional or positional[0] not in _EXEC_COMMANDS:
             return None  # another subcommand, or the interactive CLI
         arguments = positional[1:]
-        if arguments[:1] == ["resume"]:
-            arguments = arguments[2:]  # `exec resume SESSION_ID [PROMPT]`
+        resumes = None
+        if arguments[:1] == ["resume"]:  # `exec resume SESSION_ID [PROMPT]`, `exec resume --last [PROMPT]`
+            last = "--last" in command[start:]
+            resumes = RESUME_LAST if last else next(iter(arguments[1:2]), None)
+            arguments = arguments[1:] if last else arguments[2:]
         prompt = arguments[0] if arguments and arguments[0] != "-" else None
         model = options.get("-m") or options.get("--model") or options.get("model")
-        return cls(prompt, model or _configured_model(environ, options.get("-p") or options.get("--profile")))
+        profile = options.get("-p") or options.get("--profile")
+        return cls(prompt, model or _configured_model(environ, profile), resumes)
 
 
 def _option(options: dict[str, str], name: str, value: str) -> None:

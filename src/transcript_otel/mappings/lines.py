@@ -24,7 +24,7 @@ understands `@@RALPH@@` lines wherever they start.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -152,11 +152,12 @@ class AutoAdapter:
     def __init__(self) -> None:
         self._held: list[str] = []
         self.chosen: LineAdapter | None = None
-        self._resumed_from: bytes | None = None
+        self._resumed_from: bytes | Mapping[str, Any] | None = None
 
-    def resume_after(self, cost_state: bytes) -> None:
-        """As `ClaudeStreamJsonAdapter.resume_after`, if that is the adapter chosen."""
-        self._resumed_from = cost_state
+    def resume_after(self, totals: bytes | Mapping[str, Any]) -> None:
+        """As the chosen adapter's `resume_after`: a Claude session's last `cost-state` line
+        (`ClaudeStreamJsonAdapter`), a Codex thread's token totals (`CodexExecAdapter`)."""
+        self._resumed_from = totals
 
     @property
     def session_id(self) -> str | None:
@@ -169,14 +170,26 @@ class AutoAdapter:
                 self._held.append(line)
                 return []
             chosen = self.chosen = _FACTORIES[sniff(line)]()
-            if isinstance(chosen, ClaudeStreamJsonAdapter) and self._resumed_from is not None:
-                chosen.resume_after(self._resumed_from)
+            if self._resumed_from is not None:
+                resume_after(chosen, self._resumed_from)
             held, self._held = self._held, []
             return [entry for earlier in held for entry in chosen.feed(earlier)] + chosen.feed(line)
         return self.chosen.feed(line)
 
     def flush(self) -> list[MappedEntry]:
         return [] if self.chosen is None else self.chosen.flush()
+
+
+def resume_after(adapter: LineAdapter, totals: bytes | Mapping[str, Any]) -> None:
+    """What the run of a resumed session goes on from (a Claude session's last `cost-state`
+    line, a Codex thread's token totals), told to the adapter that reads that kind (`auto`:
+    to the one it will choose)."""
+    if isinstance(adapter, AutoAdapter):
+        adapter.resume_after(totals)
+    if isinstance(adapter, ClaudeStreamJsonAdapter) and isinstance(totals, bytes):
+        adapter.resume_after(totals)
+    if isinstance(adapter, CodexExecAdapter) and isinstance(totals, Mapping):
+        adapter.resume_after(totals)
 
 
 def select_adapter(name: str | None, environ: dict[str, str] | None = None) -> LineAdapter:

@@ -13,7 +13,6 @@ day's folder.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from transcript_otel.instrumentation.claude_code_logs import is_session_id
+from transcript_otel.instrumentation.cli_logs import is_session_id
 from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
 from transcript_otel.records.serialize import parse_json
 
@@ -50,11 +49,6 @@ class SessionFiles:
     def sources(self) -> list[tuple[Path, str]]:
         """Every file of the session with the source its entries belong to."""
         return [(self.path, MAIN_SOURCE), *self.subagents]
-
-
-def codex_root() -> Path:
-    configured = os.environ.get("CODEX_HOME")
-    return (Path(configured) if configured else Path.home() / ".codex") / "sessions"
 
 
 def find_sessions(paths: Iterable[Path], unsettled: set[Path] | None = None) -> Iterator[SessionFiles]:

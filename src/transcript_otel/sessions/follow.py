@@ -21,7 +21,7 @@ from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
-from transcript_otel.instrumentation.claude_code_logs import last_line_holding
+from transcript_otel.instrumentation.cli_logs import last_line_holding
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
 from transcript_otel.sessions.files import SessionFiles

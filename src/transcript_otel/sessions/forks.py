@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from transcript_otel.instrumentation.claude_code_logs import COST_STATE_MARKER, is_session_id
+from transcript_otel.instrumentation.cli_logs import COST_STATE_MARKER, is_session_id
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.records.serialize import parse_json
 

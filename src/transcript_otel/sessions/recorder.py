@@ -21,7 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.instrumentation.claude_code_logs import COST_STATE_MARKER
+from transcript_otel.instrumentation.cli_logs import COST_STATE_MARKER
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper

@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun
-from transcript_otel.instrumentation.claude_code_logs import resumed_cost_state
+from transcript_otel.instrumentation.cli_logs import resumed_cost_state
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, current_run
 
 _logger = logging.getLogger(__name__)

@@ -1,12 +1,15 @@
-"""Where Claude Code keeps its session logs, and the running totals a resumed session goes on from.
+"""Where Claude Code and Codex keep their session logs, and the running totals a run that
+resumes a session goes on from.
 
 Claude Code writes each session to `$CLAUDE_CONFIG_DIR/projects/<project>/<session>.jsonl`
 (default `~/.claude`), `<project>` being its working directory with each character but ASCII
-letters and digits made `-`. Its `cost-state` lines are the session's running totals, and so
-are the totals stdout's `result` reports: a run that resumes a session (`claude --resume
-<id>`, `--continue`, with `--fork-session` too; the SDK's `resume`, `continue_conversation`)
-reports the runs' before it with its own. The session's last `cost-state`, read before the run
-starts, is where its own count begins (docs/harnesses.md).
+letters and digits made `-`; Codex each thread to `$CODEX_HOME/sessions/YYYY/MM/DD/
+rollout-<time>-<thread>.jsonl` (default `~/.codex`). What a resumed session's run prints are
+the session's running totals, the runs' before it included: Claude Code's `result`
+(`total_cost_usd`, `modelUsage`; `claude --resume <id>`, `--continue`, with `--fork-session`
+too; the SDK's `resume`, `continue_conversation`), Codex's `turn.completed` usage (`codex exec
+resume <thread>`, `--last`). The session's last totals in its log, read before the run starts,
+are where the run's own count begins (docs/harnesses.md).
 """
 
 from __future__ import annotations
@@ -15,9 +18,13 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+from transcript_otel.records.serialize import parse_json
 
 COST_STATE_MARKER: Final = b'"type":"cost-state"'
+# A rollout's running totals: `event_msg` `token_count`, `info.total_token_usage`.
+_TOKEN_TOTALS_MARKER: Final = b'"total_token_usage"'
 # A session id the CLI gives a file's name (a UUID); anything else names no file of it.
 _SESSION_ID: Final = re.compile(r"[0-9A-Za-z_-]{1,128}")
 _NOT_IN_PROJECT_NAMES: Final = re.compile(r"[^A-Za-z0-9]")
@@ -37,6 +44,14 @@ def claude_projects_dir(environ: Mapping[str, str] | None = None) -> Path:
     return (
         Path(configured) if configured else (Path(home) if home else Path.home()) / ".claude"
     ) / "projects"
+
+
+def codex_sessions_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$CODEX_HOME/sessions` (default `$HOME/.codex/sessions`) in `environ` (default this
+    process's environment)."""
+    environ = os.environ if environ is None else environ
+    configured, home = environ.get("CODEX_HOME"), environ.get("HOME")
+    return (Path(configured) if configured else (Path(home) if home else Path.home()) / ".codex") / "sessions"
 
 
 def last_line_holding(path: Path, before: int, marker: bytes, max_bytes: int) -> bytes | None:
@@ -83,3 +98,28 @@ def resumed_cost_state(
         return last_line_holding(path, path.stat().st_size, COST_STATE_MARKER, max_bytes)
     except (OSError, ValueError):
         return None
+
+
+def resumed_thread_usage(
+    thread_id: str | None, environ: Mapping[str, str] | None = None, max_bytes: int = 32 << 20
+) -> dict[str, Any] | None:
+    """The last token totals (`total_token_usage`) of the Codex thread a run resumes, `thread_id`
+    (None: the latest thread, as `--last` takes); None where no such rollout or totals are."""
+    root = codex_sessions_dir(environ)
+    try:
+        if thread_id is None:
+            path = max(root.glob("*/*/*/rollout-*.jsonl"), default=None, key=lambda path: path.name)
+        elif is_session_id(thread_id):
+            path = next(iter(sorted(root.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))), None)
+        else:
+            return None
+        if path is None:
+            return None
+        line = last_line_holding(path, path.stat().st_size, _TOKEN_TOTALS_MARKER, max_bytes)
+        entry = parse_json(line) if line is not None else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    payload = entry.get("payload") if isinstance(entry, dict) else None
+    info = payload.get("info") if isinstance(payload, dict) else None
+    totals = info.get("total_token_usage") if isinstance(info, dict) else None
+    return totals if isinstance(totals, dict) else None
