@@ -38,7 +38,7 @@ CODEX_SCENARIOS: Final = (
 CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed")
 # A session forked from another (`--fork-session`): two session files, the fork's beginning
 # with a copy of the other's lines.
-CLAUDE_FORKED_SCENARIOS: Final = ("forked",)
+CLAUDE_FORKED_SCENARIOS: Final = ("forked", "forked_twice")
 # The same conversations in an older Claude Code's log format (docs/session-logs.md).
 CLAUDE_OLDER_SCENARIOS: Final = ("v2.0.32_tools",)
 # The terminal UIs as a person runs them (`claude PROMPT`, `codex PROMPT`): what they printed

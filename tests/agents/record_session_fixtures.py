@@ -66,6 +66,7 @@ class Run:
     prompt: str | None = None
     resume: bool = False
     arguments: tuple[str, ...] = ()
+    resume_latest: bool = False  # resumes the session of the run before it, not the first run's
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,16 @@ CLAUDE: dict[str, Scenario] = {
     "forked": Scenario(
         "stream_json_input",
         (Run(), Run("And now?", resume=True, arguments=("--fork-session",))),
+        case="stream_json_input",
+    ),
+    # `forked`, then a fork of the fork: its copy holds lines the first fork copied too.
+    "forked_twice": Scenario(
+        "stream_json_input",
+        (
+            Run(),
+            Run("And now?", resume=True, arguments=("--fork-session",)),
+            Run("Anything else?", resume=True, resume_latest=True, arguments=("--fork-session",)),
+        ),
         case="stream_json_input",
     ),
     # A session, then `/compact` sent to it resumed, then one more prompt.
@@ -237,7 +248,7 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
     case = claude_code.CASES[scenario.case or scenario.model]
     home, work = scratch_dirs(scratch)
     recording = Recording()
-    session_id = ""
+    session_id = latest_id = ""
     with claude_offline.model_server(scenario.model, scratch) as model:
         environment = {**claude_code.case_environment(case, model, home), **dict(scenario.environment)}
         if scenario.interactive:
@@ -260,10 +271,11 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
             return recording, [projects]
         for run in scenario.runs:
             prompt = run.prompt or claude_scenarios.prompt_for(scenario.model)
-            resume = ("--resume", session_id) if run.resume else ()
+            resume = ("--resume", latest_id if run.resume_latest else session_id) if run.resume else ()
             arguments = [*claude_code.print_args(*case.arguments, *resume, *run.arguments), prompt]
             recorded = run_cli([str(cli), *arguments], model, environment, work)
             session_id = session_id or _claude_session_id(recorded.stdout)
+            latest_id = _claude_session_id(recorded.stdout)
             recording.stdouts.append(recorded.stdout)
             recording.runs.append(_run_meta(arguments, recorded.exit_code, recorded.stderr))
         recording.served = model.served()

@@ -268,15 +268,16 @@ class ClaudeSessionMapper:
         """The session is a fork of `session_id` (`--fork-session`), whose lines (`copied`: their
         uuids) its file begins with: that history is the other session's run, not this one's.
         Its first line is a `system_event` `forked`; the others, and the assistant lines that
-        name that session's request (where its file is gone), nothing. (Go on from its totals
-        with `resume_after`.)"""
+        name another session's request (where its file is gone), nothing. (Go on from its
+        totals with `resume_after`.)"""
         self._forked_from, self._copied = session_id, copied
 
     def _is_copied(self, entry: dict[str, Any]) -> bool:
         uuid = entry.get("uuid")
         if isinstance(uuid, str) and uuid in self._copied:
             return True
-        if type_of(entry) != "assistant" or entry.get("requestSessionId") != self._forked_from:
+        named = entry.get("requestSessionId")
+        if type_of(entry) != "assistant" or not isinstance(named, str) or named == entry.get("sessionId"):
             return False
         if self._last_report is None:  # no totals to go on from (its file is gone): this call's
             self._count_message(entry.get("message"))  # are in the fork's, not the fork's own

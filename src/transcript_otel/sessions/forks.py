@@ -32,8 +32,8 @@ class Fork:
 
 
 def claude_fork(path: Path) -> Fork | None:
-    """The fork `path` is, if its first assistant line names another session's request; None
-    for a session of its own, or a file that cannot be read."""
+    """The fork `path` is, if its first assistant lines name other sessions' requests; None for
+    a session of its own, or a file that cannot be read."""
     try:
         parent_id = _requesting_session(path)
         if parent_id is None:
@@ -47,20 +47,23 @@ def claude_fork(path: Path) -> Fork | None:
 
 
 def _requesting_session(path: Path) -> str | None:
+    """The session the copy at the start of `path` was taken from: the one whose request made
+    the copy's last answer (a fork of a fork copies answers of both, each naming its own)."""
+    requester: str | None = None
     with path.open("rb") as stream:
         for number, line in LineReader(str(path)).lines(stream):
             if number > _MAX_HEAD_LINES:
-                return None
+                break
             if b'"type":"assistant"' not in line:
                 continue
             entry = parse_json(line)
             if not isinstance(entry, dict) or entry.get("type") != "assistant":
                 continue
-            requester, own = entry.get("requestSessionId"), entry.get("sessionId")
-            if isinstance(requester, str) and requester != own and is_session_id(requester):
-                return requester
-            return None
-    return None
+            named = entry.get("requestSessionId")
+            if not isinstance(named, str) or named == entry.get("sessionId") or not is_session_id(named):
+                break  # the session's own first answer: the copy, if any, is over
+            requester = named
+    return requester
 
 
 def _fork_of(path: Path, parent: Path, parent_id: str) -> Fork:
