@@ -639,9 +639,15 @@ def test_weakincentives_claude_adapter_on_the_real_cli(version: str, tmp_path: P
     assert root.status.code != 2  # not ERROR
 
 
-@pytest.mark.parametrize("fork", [False, True], ids=["resumed", "forked"])
-def test_a_run_that_resumes_a_session_records_its_own_tokens_and_cost(fork: bool, tmp_path: Path) -> None:
-    """`transcript-otel run -- claude -p --resume <id> [--fork-session] PROMPT`: the CLI's
+@pytest.mark.parametrize(
+    "how",
+    [("--resume",), ("--resume", "--fork-session"), ("--continue",)],
+    ids=["resumed", "forked", "continued"],
+)
+def test_a_run_that_resumes_a_session_records_its_own_tokens_and_cost(
+    how: tuple[str, ...], tmp_path: Path
+) -> None:
+    """`transcript-otel run -- claude -p --resume <id> [--fork-session] PROMPT` (or `--continue`): the CLI's
     `result` reports the session's running totals, the first run's included (the real CLI
     printed 1900 input tokens and $0.00804 for a run of 1000 and $0.00424); the run records
     its own, counted from the session's last `cost-state` before it started."""
@@ -658,7 +664,7 @@ def test_a_run_that_resumes_a_session_records_its_own_tokens_and_cost(fork: bool
         first = run_cli([str(cli), *arguments, prompt_for("stream_json_input")], model, environment, work)
         (session_id,) = {line["session_id"] for line in map(json.loads, first.stdout.splitlines())}
         before = len(model.served())
-        resume = ["--resume", session_id, *(["--fork-session"] if fork else [])]
+        resume = [how[0], *([session_id] if how[0] == "--resume" else []), *how[1:]]
         command = [*WRAPPER, str(cli), *claude_code.print_args(*case.arguments, *resume), "And now?"]
         second = run_cli(command, model, {**environment, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}, work)
         served = model.served()[before:]
