@@ -469,6 +469,10 @@ def test_a_session_taken_up_part_way_counts_only_what_comes_after(
     (session,) = find_sessions([project])
     imported = list(read_records(import_session(session, tmp_path / "imported").path))
     assert _chat_tokens_and_cost(_mirror(tmp_path / "runs")) == _chat_tokens_and_cost(imported)
+    # Each run's own totals too (its root, `summary`): together, the session's once.
+    watched = [RunDigest.of(list(read_records(path))) for path in (tmp_path / "runs").glob("*.jsonl")]
+    assert sorted(digest.tokens["input"] for digest in watched) == [900, 1000]
+    assert sum(digest.cost_usd for digest in watched) == pytest.approx(RunDigest.of(imported).cost_usd)
 
 
 def test_a_replaced_session_file_is_counted_again_from_its_start(
