@@ -30,8 +30,11 @@ LIMITS = {
 
 
 def _imported(scenario: str, directory: Path) -> bytes:
-    (session,) = find_sessions([SESSIONS / scenario])
-    return import_session(session, directory).path.read_bytes()
+    """Every session of the scenario (a fork's scenario has more than one), imported."""
+    return b"".join(
+        import_session(session, directory / str(index)).path.read_bytes()
+        for index, session in enumerate(find_sessions([SESSIONS / scenario]))
+    )
 
 
 @pytest.mark.parametrize("limits", [False, True], ids=["no limits", "limits"])
