@@ -407,8 +407,8 @@ def test_a_forked_session_is_watched_as_its_import_gives_it(
 ) -> None:
     """A fork (`--fork-session`) begins its file with a copy of the other session's lines, then
     goes on: the watch gives the runs the import gives, the copy in neither fork's tokens nor
-    cost. (The CLI writes the copy before the fork's first prompt; a watch that saw the file
-    half-copied would take the copied prompt for the fork's.)"""
+    cost. The CLI writes two lines of the fork's file, then the copy at once: the fork is told
+    apart when the first line of the copy is read, not when the file is first seen."""
     project = SESSIONS / "claude_code/forked/home/.claude/projects/-scratch-work"
     fork, parent = sorted(project.glob("*.jsonl"), key=lambda path: path.stat().st_size, reverse=True)
     target = tmp_path / "home" / "project"
@@ -419,9 +419,11 @@ def test_a_forked_session_is_watched_as_its_import_gives_it(
     watcher.poll_once()
     lines = fork.read_bytes().splitlines(keepends=True)
     copied = max(i for i, line in enumerate(lines) if b"requestSessionId" in line) + 2  # and its attachment
-    with (target / fork.name).open("ab") as out:
-        out.write(b"".join(lines[:copied]))
-    watcher.poll_once()
+    # As the CLI writes it (watched every 0.5 ms): two lines of its own, then the copy at once.
+    for part in (lines[:2], lines[2:copied]):
+        with (target / fork.name).open("ab") as out:
+            out.write(b"".join(part))
+        watcher.poll_once()
     for line in lines[copied:]:
         with (target / fork.name).open("ab") as out:
             out.write(line)

@@ -105,13 +105,25 @@ def _codex_mapper(_last_report: bytes | None, _main_file: Path) -> MapLine:
 
 def _claude_mapper(last_report: bytes | None, main_file: Path) -> MapLine:
     mapper = ClaudeSessionMapper()
-    fork = claude_fork(main_file) if last_report is None else None  # (taken up past its copy)
-    if fork is not None:
-        mapper.fork_of(fork.parent_session_id, fork.copied)
-        last_report = fork.carried_cost_state
-    if last_report is not None:
+    if last_report is not None:  # taken up part-way: past a fork's copy, if any
         mapper.resume_after(last_report)
-    return mapper.line
+        return mapper.line
+    unread = True
+
+    def map_line(line: bytes, source: str) -> SessionLine:
+        nonlocal unread
+        if unread and source == MAIN_SOURCE and b'"uuid"' in line:
+            # A fork's copy is written at once, after two lines of its own: read at its first
+            # line, not when the file was first seen, the file holds what tells the fork.
+            unread = False
+            fork = claude_fork(main_file)
+            if fork is not None:
+                mapper.fork_of(fork.parent_session_id, fork.copied)
+                if fork.carried_cost_state is not None:
+                    mapper.resume_after(fork.carried_cost_state)
+        return mapper.line(line, source)
+
+    return map_line
 
 
 HARNESSES: Final = {
