@@ -20,7 +20,7 @@ from transcript_otel.instrumentation.cli_logs import COST_STATE_MARKER, is_sessi
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.records.serialize import parse_json
 
-# Lines read from a session's start for its first assistant line (which names a fork's parent).
+# Lines read from a session's start for the answers its copy holds (which name the sessions copied).
 _MAX_HEAD_LINES: Final = 10_000
 
 
