@@ -639,13 +639,22 @@ def test_weakincentives_claude_adapter_on_the_real_cli(version: str, tmp_path: P
     assert root.status.code != 2  # not ERROR
 
 
+# A working directory whose project folder name Claude Code cuts at 200 characters (and hashes).
+DEEP = "/".join(["a-folder-name-that-goes-on-and-on-and-on-and-on"] * 5)
+
+
 @pytest.mark.parametrize(
-    "how",
-    [("--resume",), ("--resume", "--fork-session"), ("--continue",)],
-    ids=["resumed", "forked", "continued"],
+    ("how", "folder"),
+    [
+        (("--resume",), "."),
+        (("--resume", "--fork-session"), "."),
+        (("--continue",), "."),
+        (("--resume",), DEEP),
+    ],
+    ids=["resumed", "forked", "continued", "resumed-in-a-deep-folder"],
 )
 def test_a_run_that_resumes_a_session_records_its_own_tokens_and_cost(
-    how: tuple[str, ...], tmp_path: Path
+    how: tuple[str, ...], folder: str, tmp_path: Path
 ) -> None:
     """`transcript-otel run -- claude -p --resume <id> [--fork-session] PROMPT` (or `--continue`): the CLI's
     `result` reports the session's running totals, the first run's included (the real CLI
@@ -656,6 +665,8 @@ def test_a_run_that_resumes_a_session_records_its_own_tokens_and_cost(
 
     cli = require_cli()
     home, work = scratch_dirs(tmp_path)
+    work = work / folder
+    work.mkdir(parents=True, exist_ok=True)
     runs = tmp_path / "runs"
     case = CASES["stream_json_input"]
     with claude_offline.model_server("stream_json_input", tmp_path) as model:

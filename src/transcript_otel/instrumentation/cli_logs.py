@@ -3,17 +3,18 @@ resumes a session goes on from.
 
 Claude Code writes each session to `$CLAUDE_CONFIG_DIR/projects/<project>/<session>.jsonl`
 (default `~/.claude`), `<project>` being its working directory with each character but ASCII
-letters and digits made `-`; Codex each thread to `$CODEX_HOME/sessions/YYYY/MM/DD/
-rollout-<time>-<thread>.jsonl` (default `~/.codex`). What a resumed session's run prints are
-the session's running totals, the runs' before it included: Claude Code's `result`
-(`total_cost_usd`, `modelUsage`; `claude --resume <id>`, `--continue`, with `--fork-session`
-too; the SDK's `resume`, `continue_conversation`), Codex's `turn.completed` usage (`codex exec
-resume <thread>`, `--last`). The session's last totals in its log, read before the run starts,
-are where the run's own count begins (docs/harnesses.md).
+letters and digits made `-` (cut at 200 characters, a hash added); Codex each thread to
+`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` (default `~/.codex`). What a
+resumed session's run prints are the session's running totals, the runs' before it included:
+Claude Code's `result` (`total_cost_usd`, `modelUsage`; `claude --resume <id>`, `--continue`,
+with `--fork-session` too; the SDK's `resume`, `continue_conversation`), Codex's
+`turn.completed` usage (`codex exec resume <thread>`, `--last`). The session's last totals in
+its log, read before the run starts, are where the run's own count begins (docs/harnesses.md).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 from collections.abc import Mapping
@@ -29,6 +30,8 @@ _TOKEN_TOTALS_MARKER: Final = b'"total_token_usage"'
 _SESSION_ID: Final = re.compile(r"[0-9A-Za-z_-]{1,128}")
 _NOT_IN_PROJECT_NAMES: Final = re.compile(r"[^A-Za-z0-9]")
 _READ_BYTES: Final = 1 << 20
+# The longest project folder name Claude Code writes whole.
+_MAX_PROJECT_NAME: Final = 200
 
 
 def is_session_id(value: str) -> bool:
@@ -84,8 +87,8 @@ def resumed_cost_state(
 ) -> bytes | None:
     """The last `cost-state` line of the session a run resumes, `session_id` (None: the latest
     session of the project, as `--continue` takes); None where no such file or line is."""
-    project = claude_projects_dir(environ) / _NOT_IN_PROJECT_NAMES.sub("-", cwd)
     try:
+        project = _claude_project(claude_projects_dir(environ), _NOT_IN_PROJECT_NAMES.sub("-", cwd))
         if session_id is None:
             sessions = [path for path in project.glob("*.jsonl") if path.is_file()]
             path = max(sessions, key=lambda path: path.stat().st_mtime_ns) if sessions else None
@@ -98,6 +101,16 @@ def resumed_cost_state(
         return last_line_holding(path, path.stat().st_size, COST_STATE_MARKER, max_bytes)
     except (OSError, ValueError):
         return None
+
+
+def _claude_project(projects: Path, name: str) -> Path:
+    """The folder of the project `name` (its working directory's name, made as above). A name
+    longer than `_MAX_PROJECT_NAME` is cut there and given a hash of the whole (`-ujyzzi`,
+    measured: one Claude Code does not document), which is found by the part kept."""
+    if len(name) <= _MAX_PROJECT_NAME:
+        return projects / name
+    found = [path for path in projects.glob(f"{glob.escape(name[:_MAX_PROJECT_NAME])}-*") if path.is_dir()]
+    return found[0] if len(found) == 1 else projects / name
 
 
 def resumed_thread_usage(
