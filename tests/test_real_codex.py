@@ -381,10 +381,10 @@ def test_a_codex_subagents_thread_is_counted_in_the_run(
 ) -> None:
     """`multi_agent_v2` (`[features]` in the app-server's config): the subagent's thread speaks on
     the run's connection, its entries the run's (source `main`, as the specification has it
-    for Codex). The `spawn_agent` and `wait` calls are tool calls, and every token the run was
-    told of is counted, each thread from its own running total. (weakincentives ends the turn
-    at the subagent thread's `turn/completed` and stops reading: what the main thread's model
-    answered after that is never reported to it.)"""
+    for Codex). The `spawn_agent` and `wait` calls that reach the run are tool calls, and every
+    token the run was told of is counted, each thread from its own running total.
+    (weakincentives ends the turn at the subagent thread's `turn/completed` and stops reading:
+    what the main thread's model answered after that is never reported to it.)"""
     run = app_server_runs[(version, False)]
     name = "codex-subagent"
     assert check_invariants(run.mirror[name]) == []
@@ -392,7 +392,16 @@ def test_a_codex_subagents_thread_is_counted_in_the_run(
     assert "unknown" not in {e["entry_type"] for e in entries}
     assert {e["source"] for e in entries} == {"main"}
     spans = [r["context"]["name"] for r in run.mirror[name] if r["event"] == "transcript.span"]
-    assert {"execute_tool spawn_agent", "execute_tool codex:wait"} <= set(spans)
+    assert "execute_tool spawn_agent" in spans
+    # The main thread's `wait` reaches the run only when its model called it before the
+    # subagent's turn ended (weakincentives reads no further), which depends on the machine's
+    # pace: when it does, it is a call of its own.
+    waits = [
+        e
+        for e in entries
+        if e["entry_type"] == "tool_use" and "collabAgentToolCall" in json.dumps(e["detail"])
+    ]
+    assert spans.count("execute_tool codex:wait") == len(waits)
     # The run ends at Codex's own totals, thread by thread: the last each thread reported.
     last_totals: dict[str, dict[str, int]] = {}
     for entry in entries:
