@@ -181,9 +181,7 @@ def tool_identity(detail: Any) -> tuple[str | None, str | None]:
     name = found.get(attr.GEN_AI_TOOL_NAME)
     item = mapping_at(mapping_at(detail, "notification"), "item") if "notification" in detail else None
     item_type = item.get("type") if item is not None else None
-    if (
-        item is not None and item_type == "collabAgentToolCall"
-    ):  # its `tool` (`wait`), as `codex exec` names it
+    if item is not None and item_type == "collabAgentToolCall":  # its `tool`, as `codex exec` names it
         name = f"codex:{item.get('tool') or 'collab'}"
     elif name is None and isinstance(item_type, str):
         name = _CODEX_ITEM_TOOL_NAMES.get(item_type)

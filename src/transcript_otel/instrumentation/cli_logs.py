@@ -40,21 +40,21 @@ def is_session_id(value: str) -> bool:
 
 
 def claude_projects_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """`$CLAUDE_CONFIG_DIR/projects` (default `$HOME/.claude/projects`) in `environ` (default
-    this process's environment: a CLI started with another one looks there)."""
-    environ = os.environ if environ is None else environ
-    configured, home = environ.get("CLAUDE_CONFIG_DIR"), environ.get("HOME")
-    return (
-        Path(configured) if configured else (Path(home) if home else Path.home()) / ".claude"
-    ) / "projects"
+    """`$CLAUDE_CONFIG_DIR/projects` (default `$HOME/.claude/projects`)."""
+    return _cli_home(environ, "CLAUDE_CONFIG_DIR", ".claude") / "projects"
 
 
 def codex_sessions_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """`$CODEX_HOME/sessions` (default `$HOME/.codex/sessions`) in `environ` (default this
-    process's environment)."""
+    """`$CODEX_HOME/sessions` (default `$HOME/.codex/sessions`)."""
+    return _cli_home(environ, "CODEX_HOME", ".codex") / "sessions"
+
+
+def _cli_home(environ: Mapping[str, str] | None, variable: str, folder: str) -> Path:
+    """A CLI's own folder as `environ` (default this process's environment: a CLI started with
+    another one looks there) sets it: `variable`, else `folder` in `$HOME`."""
     environ = os.environ if environ is None else environ
-    configured, home = environ.get("CODEX_HOME"), environ.get("HOME")
-    return (Path(configured) if configured else (Path(home) if home else Path.home()) / ".codex") / "sessions"
+    configured, home = environ.get(variable), environ.get("HOME")
+    return Path(configured) if configured else (Path(home) if home else Path.home()) / folder
 
 
 def last_line_holding(path: Path, before: int, marker: bytes, max_bytes: int) -> bytes | None:
@@ -123,7 +123,7 @@ def resumed_thread_usage(
         if thread_id is None:
             path = max(root.glob("*/*/*/rollout-*.jsonl"), default=None, key=lambda path: path.name)
         elif is_session_id(thread_id):
-            path = next(iter(sorted(root.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))), None)
+            path = min(root.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"), default=None)
         else:
             return None
         if path is None:

@@ -114,12 +114,12 @@ class CodexExecAdapter:
     def _added(self, usage: Any) -> Any:
         """A turn's `usage` less the totals told before it (none in a run of a new thread: the
         usage as printed)."""
-        if not isinstance(usage, Mapping) or not self._totals:
-            self._totals = _counts(usage) if isinstance(usage, Mapping) else self._totals
+        if not isinstance(usage, Mapping):
             return usage
-        counts, before = _counts(usage), self._totals
-        self._totals = counts
-        return {key: max(0, value - before.get(key, 0)) for key, value in counts.items()}
+        before, self._totals = self._totals, _counts(usage)
+        if not before:
+            return usage
+        return {key: max(0, value - before.get(key, 0)) for key, value in self._totals.items()}
 
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():

@@ -90,8 +90,7 @@ def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
         return _session_of(main, folders) if main.is_file() else None
     if path.name.startswith(_SUBAGENT_PREFIX):  # Claude Code 2.0: beside its session's file
         session_id = folders.ids_of(path).session_id
-        main = path.with_name(f"{session_id}.jsonl")
-        if session_id is not None and main.is_file():
+        if session_id is not None and (main := path.with_name(f"{session_id}.jsonl")).is_file():
             return _session_of(main, folders)
         return SessionFiles(SessionKind.CLAUDE_CODE, path)
     if path.name.startswith(_ROLLOUT_PREFIX):

@@ -50,19 +50,18 @@ def _requesting_session(path: Path) -> str | None:
     """The session the copy at the start of `path` was taken from: the one whose request made
     the copy's last answer (a fork of a fork copies answers of both, each naming its own)."""
     requester: str | None = None
-    with path.open("rb") as stream:
-        for number, line in LineReader(str(path)).lines(stream):
-            if number > _MAX_HEAD_LINES:
-                break
-            if b'"type":"assistant"' not in line:
-                continue
-            entry = parse_json(line)
-            if not isinstance(entry, dict) or entry.get("type") != "assistant":
-                continue
-            named = entry.get("requestSessionId")
-            if not isinstance(named, str) or named == entry.get("sessionId") or not is_session_id(named):
-                break  # the session's own first answer: the copy, if any, is over
-            requester = named
+    for number, line in enumerate(_lines(path), 1):
+        if number > _MAX_HEAD_LINES:
+            break
+        if b'"type":"assistant"' not in line:
+            continue
+        entry = parse_json(line)
+        if not isinstance(entry, dict) or entry.get("type") != "assistant":
+            continue
+        named = entry.get("requestSessionId")
+        if not isinstance(named, str) or named == entry.get("sessionId") or not is_session_id(named):
+            break  # the session's own first answer: the copy, if any, is over
+        requester = named
     return requester
 
 
