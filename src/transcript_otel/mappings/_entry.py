@@ -9,6 +9,9 @@ from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson
 # The `system_event` subtype of a Codex subagent's end (rollouts and the app-server alike), on
 # which its span ends.
 SUBAGENT_COMPLETED: Final = "subagent_completed"
+# The `system_event` subtype of a compaction (the model's summary of the conversation so far),
+# which the session recorder takes for the answer to its turn's request.
+COMPACTION: Final = "compaction"
 
 
 class MappedEntry(NamedTuple):

@@ -54,7 +54,7 @@ from collections import OrderedDict
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import content_blocks, is_block, type_of, with_content
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.mappings.claude_stream import RunningCost
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
@@ -103,7 +103,7 @@ _CONTEXT_ATTACHMENTS: Final = frozenset(
 )
 _THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 _SYNTHETIC_MODEL: Final = "<synthetic>"
-_SYSTEM_SUBTYPES: Final = {"api_error": "api_retry", "compact_boundary": "compaction"}
+_SYSTEM_SUBTYPES: Final = {"api_error": "api_retry", "compact_boundary": COMPACTION}
 _TURN_OVER: Final = "turn_duration"  # written by the terminal UI as a prompt's turn ends
 _COMMAND_OUTPUT: Final = ("<local-command-stdout>", "<local-command-stderr>")
 _NOTIFICATION_TAG: Final = "<task-notification>"
@@ -212,7 +212,7 @@ class ClaudeSessionMapper:
         content = entry["message"].get("content") if isinstance(entry.get("message"), dict) else None
         text = content if isinstance(content, str) else ""
         if entry.get("isCompactSummary") is True:
-            detail = {"sdk_entry": entry, "subtype": "compaction", "text": text}
+            detail = {"sdk_entry": entry, "subtype": COMPACTION, "text": text}
             return said._replace(entries=[MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)])
         if entry.get("isMeta") is True:
             detail = {"sdk_entry": entry, "subtype": "meta"}

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson, subagent_source
 from transcript_otel.records.serialize import parse_json
 
@@ -55,7 +55,7 @@ _TOOL_USE_BLOCKS: Final = frozenset({"tool_use", "server_tool_use"})
 _NOT_CONVERSATION: Final = frozenset(
     {"stream_event", "control_request", "control_response", "control_cancel_request", "transcript_mirror"}
 )
-_SYSTEM_SUBTYPES: Final = {"compact_boundary": "compaction"}
+_SYSTEM_SUBTYPES: Final = {"compact_boundary": COMPACTION}
 _EVENT_MESSAGES: Final = frozenset({"rate_limit_event", "conversation_reset"})
 # `system` subtypes that report progress many times a second: folded (see the module docstring).
 _PROGRESS_SUBTYPES: Final = frozenset({"thinking_tokens", "task_progress"})

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import ToolNames, content_blocks, is_block, with_content
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json, safe_text
 
@@ -87,7 +87,7 @@ class ClaudeTranscriptMapper:
             return self._split_user(entry, blocks, line, source)
         detail: dict[str, Any] = {"sdk_entry": entry}
         if entry.get("type") == "summary":
-            detail["subtype"] = "compaction"
+            detail["subtype"] = COMPACTION
         elif entry.get("type") == "system" and isinstance(entry.get("subtype"), str):
             detail["subtype"] = entry["subtype"]
         return [MappedEntry(entry_type.value, detail, line, source)]

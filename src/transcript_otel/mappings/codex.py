@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import SUBAGENT_COMPLETED, MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, SUBAGENT_COMPLETED, MappedEntry
 from transcript_otel.model.entries import DetailInRaw, EntryType, RawJson
 from transcript_otel.records.serialize import safe_text
 
@@ -202,7 +202,7 @@ class CodexMapper:
         if item_type == "reasoning":
             return _entry(EntryType.THINKING, method, params) if self.thought(params) else None
         if item_type == "contextCompaction":
-            return _entry(EntryType.SYSTEM_EVENT, method, params, subtype="compaction")
+            return _entry(EntryType.SYSTEM_EVENT, method, params, subtype=COMPACTION)
         return None
 
     def _fold(self, params: dict[str, Any]) -> None:

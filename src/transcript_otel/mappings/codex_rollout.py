@@ -61,7 +61,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final, NamedTuple
 
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.mappings.codex_exec import tool_failed
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import EntryType
@@ -288,7 +288,7 @@ class CodexRolloutMapper:
             shown, self._compaction_shown = self._compaction_shown, False
             if shown:
                 return _Said([])
-            detail = {"subtype": "compaction", "text": payload.get("message")}
+            detail = {"subtype": COMPACTION, "text": payload.get("message")}
             return _Said([(EntryType.SYSTEM_EVENT, detail)])
         if kind == "inter_agent_communication_metadata":
             self._message_starts_turn = payload.get("trigger_turn") is True
@@ -397,7 +397,7 @@ class CodexRolloutMapper:
             self._compaction_shown = True
             texts = _texts(payload.get("content")) or _texts(payload.get("summary"))
             return [
-                (EntryType.SYSTEM_EVENT, {"subtype": "compaction", "item_type": kind, "text": "".join(texts)})
+                (EntryType.SYSTEM_EVENT, {"subtype": COMPACTION, "item_type": kind, "text": "".join(texts)})
             ]
         if kind in _MODEL_CONTEXT_ITEMS:
             return []  # what Codex tells the model it may use: no one said it

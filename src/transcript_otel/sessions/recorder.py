@@ -23,7 +23,7 @@ from opentelemetry import trace
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.instrumentation.cli_logs import COST_STATE_MARKER
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.mappings.session_lines import SessionLine
@@ -48,8 +48,6 @@ _ANSWERS: Final = frozenset(
         EntryType.ERROR.value,
     }
 )
-# The subtype of a compaction's `system_event`: the model's summary of the conversation.
-_COMPACTION: Final = "compaction"
 
 
 def _answers(entry: MappedEntry) -> bool:
@@ -57,7 +55,7 @@ def _answers(entry: MappedEntry) -> bool:
     (a request to compact) summarized the conversation, which the terminal UI logs without the
     call's usage: a prompt after `/compact` is a request of its own."""
     return entry.entry_type in _ANSWERS or (
-        entry.entry_type == EntryType.SYSTEM_EVENT.value and entry.detail.get("subtype") == _COMPACTION
+        entry.entry_type == EntryType.SYSTEM_EVENT.value and entry.detail.get("subtype") == COMPACTION
     )
 
 
