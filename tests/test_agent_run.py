@@ -786,8 +786,11 @@ RESPONSE_KEYS = (
 )
 
 
-def replay(start: Start, fmt: str, fixture: str) -> dict[str, list[ReadableSpan]]:
-    """A recorded output read as `transcript-otel run` reads it (the run it makes), into spans."""
+def replay(
+    start: Start, fmt: str, fixture: str | Path, resumed_totals: Callable[[str], Any] | None = None
+) -> dict[str, list[ReadableSpan]]:
+    """A recorded output read as `transcript-otel run` reads it (the run it makes), into spans;
+    `resumed_totals`: the run resumes the session the output names, which had those totals."""
     driver = start(
         adapter="run",
         session_id=None,
@@ -797,6 +800,8 @@ def replay(start: Start, fmt: str, fixture: str) -> dict[str, list[ReadableSpan]
         subagents_named_by_call_id=True,
     )
     recorder = LineRecorder(driver.run, select_adapter(fmt))
+    if resumed_totals is not None:
+        recorder.go_on_from(resumed_totals)
     for line in (LINE_STREAMS / fixture).read_bytes().splitlines():
         recorder.feed(line)
     recorder.end(None)
@@ -877,6 +882,44 @@ def test_codex_json_chat_says_only_what_codex_tells(start: Start) -> None:
             "gen_ai.conversation.id": "01a219cd-3b13-7f91-bd4b-7dd823fa3e95",  # `thread.started`, later
             "gen_ai.agent.name": "review",
         }
+
+
+RESUMED = Path(__file__).parent / "fixtures" / "sessions" / "codex" / "resumed"
+
+
+@pytest.mark.parametrize("fmt", ["codex-json", "auto"])
+def test_a_resumed_codex_thread_counts_from_the_totals_of_the_thread_its_output_names(
+    start: Start, fmt: str
+) -> None:
+    """`codex exec resume --last`: only the output's first line names the thread, whose totals
+    before the run then set where its count begins (the second run of the recorded thread:
+    Codex printed 4000 input tokens, the thread's, for a turn of 2000)."""
+    asked: list[str] = []
+
+    def totals_of(thread: str) -> dict[str, int]:
+        asked.append(thread)
+        return {"input_tokens": 2000, "cached_input_tokens": 0, "output_tokens": 10}
+
+    spans = replay(start, fmt, RESUMED / "stdout-2.jsonl", totals_of)
+    assert asked == ["01a21c28-bbde-7511-9f8a-5c651c6b2a6d"]  # once, the thread `thread.started` named
+    attributes = only(spans, "chat").attributes or {}
+    assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (2000, 10)
+
+
+def test_a_resumed_session_whose_totals_cannot_be_read_is_recorded_with_what_it_printed(
+    start: Start, runs_dir: Path
+) -> None:
+    def unreadable(thread: str) -> None:
+        raise PermissionError(f"cannot read the rollout of {thread}")
+
+    spans = replay(start, "codex-json", RESUMED / "stdout-2.jsonl", unreadable)
+    assert (only(spans, "chat").attributes or {})["gen_ai.usage.input_tokens"] == 4000
+    (run,) = runs_dir.glob("*.jsonl")
+    errors = [json.loads(line) for line in run.read_text().splitlines() if '"transcript.error"' in line]
+    assert [error["context"]["error"] for error in errors] == [
+        "could not read the resumed session's totals: PermissionError: cannot read the rollout of "
+        "01a21c28-bbde-7511-9f8a-5c651c6b2a6d"
+    ]
 
 
 def test_rtf1_chat_requested_the_model_that_answered(start: Start) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from transcript_otel.mappings.codex_exec import RESUME_LAST, ExecCommand
+from transcript_otel.mappings.codex_exec import ExecCommand
 
 
 @pytest.fixture
@@ -46,14 +46,15 @@ def test_the_prompt_and_model_of_a_codex_exec_command(
 @pytest.mark.parametrize(
     ("command", "prompt", "resumes"),
     [
-        (["codex", "exec", "--json", "resume", "0199a5c1", "and now?"], "and now?", "0199a5c1"),
-        (["codex", "exec", "resume", "--last", "and now?"], "and now?", RESUME_LAST),
-        (["codex", "exec", "--json", "resume", "--last"], None, RESUME_LAST),
-        (["codex", "exec", "--json", "and now?"], "and now?", None),
+        (["codex", "exec", "--json", "resume", "0199a5c1", "and now?"], "and now?", True),
+        (["codex", "exec", "resume", "--last", "and now?"], "and now?", True),
+        (["codex", "exec", "resume", "--last", "--all", "and now?"], "and now?", True),
+        (["codex", "exec", "--json", "resume", "--last"], None, True),
+        (["codex", "exec", "--json", "and now?"], "and now?", False),
     ],
 )
-def test_the_thread_a_codex_exec_resume_goes_on_with(
-    codex_home: dict[str, str], command: list[str], prompt: str | None, resumes: str | None
+def test_a_codex_exec_command_that_resumes_a_thread(
+    codex_home: dict[str, str], command: list[str], prompt: str | None, resumes: bool
 ) -> None:
     assert ExecCommand.of(command, codex_home) == ExecCommand(prompt, "gpt-5.5", resumes)
 

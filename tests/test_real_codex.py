@@ -22,7 +22,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -513,40 +513,73 @@ def test_the_interactive_tui_under_run_answers_as_without_it(tmp_path: Path) -> 
     assert "To continue this session, run:" in texts  # what Codex prints once the TUI is closed
 
 
-@pytest.mark.parametrize("last", [False, True], ids=["by-id", "last"])
-def test_a_run_that_resumes_a_thread_records_its_own_tokens(last: bool, tmp_path: Path) -> None:
+# How a run resumes the first thread (made in `work`), and what else is there before it.
+_RESUMES: Final = {
+    "by-id": (("resume", "{thread}"), "work", False),
+    "last": (("resume", "--last"), "work", False),
+    # Codex takes the working folder's latest thread, not the latest of all (0.171.0).
+    "last-with-a-newer-thread-elsewhere": (("resume", "--last"), "work", True),
+    # No thread of this folder: Codex starts one, all of whose tokens are the run's.
+    "last-in-a-folder-without-threads": (("resume", "--last"), "elsewhere", False),
+    "last-of-all-folders": (("resume", "--last", "--all"), "elsewhere", False),
+}
+
+
+@pytest.mark.parametrize("case", list(_RESUMES))
+def test_a_run_that_resumes_a_thread_records_its_own_tokens(case: str, tmp_path: Path) -> None:
     """`transcript-otel run -- codex exec resume <thread>|--last PROMPT`: the CLI's
     `turn.completed` usage is the thread's running totals, the first run's included (the real
     CLI printed 4000 input tokens for a run of 2000); the run records its own, counted from the
-    thread's last totals in its rollout, read before it started."""
+    totals the thread its output names had before the run started (Codex chooses the thread
+    `--last` means: the working folder's latest, or a new one)."""
     from captured_run import run_cli, scratch_dirs
 
+    resume, folder, newer_thread_elsewhere = _RESUMES[case]
     cli = require_cli()
     home, work = scratch_dirs(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     runs = tmp_path / "runs"
     with model_server("plain", tmp_path) as model:
         codex_home = write_codex_home(tmp_path / "codex-home", model, codex_cli.model_slug("plain"))
         environment = offline_environment(codex_home, home)
         first = run_cli([str(cli), *codex_cli.exec_arguments("plain")], model, environment, work)
-        (thread,) = [
-            line["thread_id"] for line in map(json.loads, first.stdout.splitlines()) if "thread_id" in line
-        ]
+        thread = _thread_of(first.stdout)
+        if newer_thread_elsewhere:  # of other totals than the first's: two runs
+            other = _thread_of(
+                run_cli([str(cli), *codex_cli.exec_arguments("plain")], model, environment, elsewhere).stdout
+            )
+            again = ["exec", "--json", "--skip-git-repo-check", "resume", other, "Go on."]
+            run_cli([str(cli), *again], model, environment, elsewhere)
         before = len(model.served())
-        resume = ["resume", "--last"] if last else ["resume", thread]
-        arguments = ["exec", "--json", "--skip-git-repo-check", *resume, "And now?"]
-        command = [*WRAPPER, str(cli), *arguments]
-        second = run_cli(command, model, {**environment, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}, work)
+        arguments = [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            *(word.format(thread=thread) for word in resume),
+        ]
+        command = [*WRAPPER, str(cli), *arguments, "And now?"]
+        cwd = work if folder == "work" else elsewhere
+        second = run_cli(command, model, {**environment, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}, cwd)
         served = model.served()[before:]
     assert second.exit_code == 0, second.stderr
     (completed,) = [
         line for line in map(json.loads, second.stdout.splitlines()) if line["type"] == "turn.completed"
     ]
-    assert completed["usage"]["input_tokens"] == 4000  # the thread's
+    resumed = _thread_of(second.stdout) == thread
+    assert resumed == (case != "last-in-a-folder-without-threads")
+    if resumed:
+        assert completed["usage"]["input_tokens"] == 4000  # the thread's, the first run's included
     (run,) = runs.glob("*.jsonl")
     digest = RunDigest.of(list(read_records(run)))
     assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_USAGE.items()} == {
         key: value for key, value in served_usage(served).items() if key in DIGEST_USAGE
     }
+
+
+def _thread_of(stdout: str) -> str:
+    (thread,) = [line["thread_id"] for line in map(json.loads, stdout.splitlines()) if "thread_id" in line]
+    return str(thread)
 
 
 def _ended_chats(records: list[dict[str, Any]]) -> list[str]:

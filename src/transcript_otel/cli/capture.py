@@ -22,7 +22,7 @@ import select
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,7 +34,13 @@ from transcript_otel.instrumentation.span_tree.agent_run import (
     starts_new_turn,
 )
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings.lines import AutoAdapter, LineAdapter, capabilities_of, effective_name
+from transcript_otel.mappings.lines import (
+    AutoAdapter,
+    LineAdapter,
+    capabilities_of,
+    effective_name,
+    resume_after,
+)
 from transcript_otel.model.entries import MAIN_SOURCE
 
 _logger = logging.getLogger(__name__)
@@ -114,6 +120,12 @@ class LineRecorder:
         # Whether the run's provider is settled: known from the command line, or learned
         # from the adapter (`auto`'s once it chose one).
         self._provider_settled = provider_known
+        self._totals_of: Callable[[str], bytes | Mapping[str, Any] | None] | None = None
+
+    def go_on_from(self, totals_of: Callable[[str], bytes | Mapping[str, Any] | None]) -> None:
+        """The command resumes a session its output names (`codex exec resume --last` says which
+        only there): once it does, `totals_of(its id)` is where this run's count begins."""
+        self._totals_of = totals_of
 
     def feed(self, line: bytes) -> None:
         lines = self._blocks.take(line) if effective_name(self.adapter) in _TEXT_ADAPTERS else [line]
@@ -147,6 +159,24 @@ class LineRecorder:
 
     def _map(self, line: bytes) -> None:
         self._guarded("map a line", self.adapter.feed, line.decode("utf-8", "backslashreplace"))
+        if self._totals_of is not None:
+            self._go_on_from_resumed(self._totals_of)
+
+    def _go_on_from_resumed(self, totals_of: Callable[[str], bytes | Mapping[str, Any] | None]) -> None:
+        """Before the line after the one that named the session: its totals before this run."""
+        session_id = getattr(self.adapter, "session_id", None)
+        if not isinstance(session_id, str) or not session_id:
+            return
+        self._totals_of = None
+        try:
+            totals = totals_of(session_id)
+        except Exception as exc:  # the run is recorded still, with the session's totals
+            self.run.emitter.error(
+                f"could not read the resumed session's totals: {type(exc).__name__}: {exc}"
+            )
+            return
+        if totals is not None:
+            resume_after(self.adapter, totals)
 
     def _guarded(self, what: str, mapping: Any, *arguments: str) -> None:
         try:

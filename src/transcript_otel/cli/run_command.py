@@ -37,9 +37,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -51,7 +52,7 @@ from transcript_otel.cli.relay import protocol
 from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed_thread_usage
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
-from transcript_otel.mappings.codex_exec import RESUME_LAST, ExecCommand
+from transcript_otel.mappings.codex_exec import ExecCommand
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
     LineAdapter,
@@ -161,7 +162,7 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None)
         if claude is not None and claude.system_instructions is not None:
             run.describe_agent(system_instructions=claude.system_instructions)
-        _go_on_from_resumed(adapter, claude, codex_exec)
+        _go_on_from_resumed(recorder, claude, codex_exec)
         prompt = (
             codex_exec.prompt if codex_exec is not None else claude.prompt if claude is not None else None
         )
@@ -174,18 +175,20 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
 
 
 def _go_on_from_resumed(
-    adapter: LineAdapter, claude: ClaudeCommand | None, codex: ExecCommand | None
+    recorder: LineRecorder, claude: ClaudeCommand | None, codex: ExecCommand | None
 ) -> None:
     """A command that resumes a session (`claude --resume`/`--continue`, `codex exec resume`)
-    prints the session's running totals, the runs' before it included: read before it starts,
-    the session's last totals are where this run's count begins."""
-    totals: bytes | Mapping[str, Any] | None = None
+    prints the session's running totals, the runs' before it included: the session's totals
+    before this run are where its count begins. Claude's session is read before it starts;
+    Codex's thread once the output's first line names it: `--last`, a thread's name, `--all`
+    and `-C` leave the choice to Codex (`--last` takes the working folder's latest)."""
     if claude is not None and (claude.resumes or claude.continues):
         totals = resumed_cost_state(claude.resumes, os.getcwd())
-    elif codex is not None and codex.resumes is not None:
-        totals = resumed_thread_usage(None if codex.resumes == RESUME_LAST else codex.resumes)
-    if totals is not None:
-        resume_after(adapter, totals)
+        if totals is not None:
+            resume_after(recorder.adapter, totals)
+    elif codex is not None and codex.resumes:
+        started_ns = time.time_ns()
+        recorder.go_on_from(lambda thread_id: resumed_thread_usage(thread_id, started_ns))
 
 
 def _spawn_relay(

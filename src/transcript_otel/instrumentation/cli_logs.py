@@ -8,8 +8,8 @@ letters and digits made `-` (cut at 200 characters, a hash added); Codex each th
 resumed session's run prints are the session's running totals, the runs' before it included:
 Claude Code's `result` (`total_cost_usd`, `modelUsage`; `claude --resume <id>`, `--continue`,
 with `--fork-session` too; the SDK's `resume`, `continue_conversation`), Codex's
-`turn.completed` usage (`codex exec resume <thread>`, `--last`). The session's last totals in
-its log, read before the run starts, are where the run's own count begins (docs/harnesses.md).
+`turn.completed` usage (`codex exec resume <thread>`, `--last`). The session's totals in its
+log before the run started are where the run's own count begins (docs/harnesses.md).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from transcript_otel.mappings.session_lines import timestamp_ns
 from transcript_otel.records.serialize import parse_json
 
 COST_STATE_MARKER: Final = b'"type":"cost-state"'
@@ -60,6 +61,12 @@ def _cli_home(environ: Mapping[str, str] | None, variable: str, folder: str) -> 
 def last_line_holding(path: Path, before: int, marker: bytes, max_bytes: int) -> bytes | None:
     """The last line holding `marker` that ends before byte `before` of `path`, read backwards
     (at most `max_bytes` of it); None if there is none there, or the file cannot be read."""
+    found = _last_holding(path, before, marker, max_bytes)
+    return None if found is None else found[0]
+
+
+def _last_holding(path: Path, before: int, marker: bytes, max_bytes: int) -> tuple[bytes, int] | None:
+    """`last_line_holding`'s line, and the byte of the file it starts at."""
     if before <= 0:
         return None
     try:
@@ -76,7 +83,7 @@ def last_line_holding(path: Path, before: int, marker: bytes, max_bytes: int) ->
                     line_start = tail.rfind(b"\n", 0, found) + 1
                     line_end = tail.find(b"\n", found)
                     if line_start > 0 or end == 0:
-                        return tail[line_start : line_end if line_end >= 0 else len(tail)]
+                        return tail[line_start : line_end if line_end >= 0 else len(tail)], end + line_start
     except OSError:
         return None
     return None
@@ -114,25 +121,40 @@ def _claude_project(projects: Path, name: str) -> Path:
 
 
 def resumed_thread_usage(
-    thread_id: str | None, environ: Mapping[str, str] | None = None, max_bytes: int = 32 << 20
+    thread_id: str, before_ns: int, environ: Mapping[str, str] | None = None, max_bytes: int = 32 << 20
 ) -> dict[str, Any] | None:
-    """The last token totals (`total_token_usage`) of the Codex thread a run resumes, `thread_id`
-    (None: the latest thread, as `--last` takes); None where no such rollout or totals are."""
-    root = codex_sessions_dir(environ)
-    try:
-        if thread_id is None:
-            path = max(root.glob("*/*/*/rollout-*.jsonl"), default=None, key=lambda path: path.name)
-        elif is_session_id(thread_id):
-            path = min(root.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"), default=None)
-        else:
-            return None
-        if path is None:
-            return None
-        line = last_line_holding(path, path.stat().st_size, _TOKEN_TOTALS_MARKER, max_bytes)
-        entry = parse_json(line) if line is not None else None
-    except (OSError, ValueError, RecursionError):
+    """The token totals (`total_token_usage`) the Codex thread `thread_id` had reached before
+    `before_ns` (when the run that resumes it started), from its rollout; None where no such
+    rollout or totals are (a thread the run started). Totals written since, by the run itself,
+    are passed over: it may have written some before its first line was read."""
+    if not is_session_id(thread_id):
         return None
-    payload = entry.get("payload") if isinstance(entry, dict) else None
+    try:
+        path = min(codex_sessions_dir(environ).glob(f"*/*/*/rollout-*-{thread_id}.jsonl"), default=None)
+        end = path.stat().st_size if path is not None else 0
+        while path is not None and end > 0:
+            found = _last_holding(path, end, _TOKEN_TOTALS_MARKER, max_bytes)
+            if found is None:
+                return None
+            line, end = found
+            totals, written_ns = _token_totals(line)
+            if totals is not None and (written_ns is None or written_ns < before_ns):
+                return totals
+    except OSError:
+        return None
+    return None
+
+
+def _token_totals(line: bytes) -> tuple[dict[str, Any] | None, int | None]:
+    """A rollout line's `total_token_usage` (None: the line tells none, as a message quoting the
+    name) and the time it was written."""
+    try:
+        entry = parse_json(line)
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(entry, dict):
+        return None, None
+    payload = entry.get("payload")
     info = payload.get("info") if isinstance(payload, dict) else None
     totals = info.get("total_token_usage") if isinstance(info, dict) else None
-    return totals if isinstance(totals, dict) else None
+    return (totals if isinstance(totals, dict) else None), timestamp_ns(entry.get("timestamp"))

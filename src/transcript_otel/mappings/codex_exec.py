@@ -202,10 +202,6 @@ _EXEC_COMMANDS: Final = frozenset({"exec", "e"})
 _LAUNCHERS: Final = frozenset({"npx", "pnpx", "bunx", "env"})
 
 
-# `ExecCommand.resumes` for `codex exec resume --last`: the latest thread.
-RESUME_LAST: Final = "--last"
-
-
 @dataclass(frozen=True, slots=True)
 class ExecCommand:
     """What a `codex exec` command line says that its `--json` stream does not: the prompt (None
@@ -214,8 +210,8 @@ class ExecCommand:
 
     prompt: str | None
     model: str | None
-    # `exec resume <thread>`: the thread it goes on with; `resume --last`: RESUME_LAST.
-    resumes: str | None = None
+    # `exec resume <thread>|--last`: it goes on with a thread, whose running totals it prints.
+    resumes: bool = False
 
     @classmethod
     def of(cls, command: Sequence[str], environ: Mapping[str, str]) -> ExecCommand | None:
@@ -242,11 +238,9 @@ class ExecCommand:
         if not positional or positional[0] not in _EXEC_COMMANDS:
             return None  # another subcommand, or the interactive CLI
         arguments = positional[1:]
-        resumes = None
-        if arguments[:1] == ["resume"]:  # `exec resume SESSION_ID [PROMPT]`, `exec resume --last [PROMPT]`
-            last = "--last" in command[start:]
-            resumes = RESUME_LAST if last else next(iter(arguments[1:2]), None)
-            arguments = arguments[1:] if last else arguments[2:]
+        resumes = arguments[:1] == ["resume"]
+        if resumes:  # `exec resume SESSION_ID [PROMPT]`, `exec resume --last [PROMPT]`
+            arguments = arguments[1:] if "--last" in command[start:] else arguments[2:]
         prompt = arguments[0] if arguments and arguments[0] != "-" else None
         model = options.get("-m") or options.get("--model") or options.get("model")
         profile = options.get("-p") or options.get("--profile")

@@ -155,9 +155,13 @@ class AutoAdapter:
         self._resumed_from: bytes | Mapping[str, Any] | None = None
 
     def resume_after(self, totals: bytes | Mapping[str, Any]) -> None:
-        """As the chosen adapter's `resume_after`: a Claude session's last `cost-state` line
-        (`ClaudeStreamJsonAdapter`), a Codex thread's token totals (`CodexExecAdapter`)."""
-        self._resumed_from = totals
+        """As the chosen adapter's `resume_after` (told when it is chosen): a Claude session's
+        last `cost-state` line (`ClaudeStreamJsonAdapter`), a Codex thread's token totals
+        (`CodexExecAdapter`)."""
+        if self.chosen is not None:
+            resume_after(self.chosen, totals)
+        else:
+            self._resumed_from = totals
 
     @property
     def session_id(self) -> str | None:
