@@ -5,10 +5,13 @@ it (after its end, its events)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
@@ -59,7 +62,7 @@ def test_the_sdks_tracer_is_used_for_a_sampler_of_the_environment(monkeypatch: p
     assert not tracer.start_span("s").is_recording()  # the SDK's decision: not sampled
 
 
-def _pair(**limits: int) -> tuple[trace.Tracer, trace.Tracer]:
+def _pair(**limits: int | None) -> tuple[trace.Tracer, trace.Tracer]:
     resource = Resource.create({"service.name": "svc"})
     sdk = TracerProvider(resource=resource, span_limits=SpanLimits(**limits)).get_tracer("t")
     return sdk, RecordingTracer(RandomIdGenerator(), resource, SpanLimits(**limits))
@@ -120,3 +123,50 @@ def test_a_span_started_as_current_is_current_until_it_ends() -> None:
         assert inner.is_recording()
     assert not outer.is_recording()
     assert span_fields(inner, 1, None)["parent_span_id"] == format(outer.get_span_context().span_id, "016x")  # type: ignore[index]
+
+
+_PLAIN = st.one_of(
+    st.text(max_size=8),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.lists(st.text(max_size=3), min_size=1, max_size=3),
+    st.lists(st.integers(), min_size=1, max_size=3).map(tuple),
+)
+_OTHER = st.one_of(
+    st.none(),
+    st.binary(max_size=3),
+    st.lists(
+        st.one_of(st.text(max_size=3), st.integers(), st.booleans(), st.floats(allow_nan=False)), max_size=3
+    ),
+    st.builds(object),
+)
+_KEYS = st.sampled_from(["a", "b", "c", "d", "", "e"])
+# Mostly plain values (kept without `BoundedAttributes` until one that is not comes).
+_SETS = st.one_of(
+    st.lists(st.tuples(_KEYS, _PLAIN), max_size=8),
+    st.lists(st.tuples(_KEYS, st.one_of(_PLAIN, _OTHER)), max_size=8),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@example(first=[("a", 1), ("b", 2)], then=[("a", 3)], count=128, length=None)  # moves to the end
+@given(
+    first=_SETS,
+    then=_SETS,
+    count=st.sampled_from([128, 0, 2, 4]),
+    length=st.sampled_from([None, 3]),
+)
+def test_attributes_are_kept_as_the_sdks_span_keeps_them(
+    first: list[tuple[str, object]], then: list[tuple[str, object]], count: int, length: int | None
+) -> None:
+    """Whatever is set, in whatever order, under whatever limits (plain values are kept
+    without `BoundedAttributes`, the rest by it): the record is the SDK span's."""
+    records = []
+    for tracer in _pair(max_span_attributes=count, max_span_attribute_length=length):
+        span = tracer.start_span("s", attributes=dict(first))  # type: ignore[arg-type]
+        for key, value in then:
+            span.set_attribute(key, value)  # type: ignore[arg-type]
+        span.set_attributes(dict(then))  # type: ignore[arg-type]
+        records.append(json.dumps(_fields(span), default=repr))  # in order
+    assert records[0] == records[1]

@@ -17,7 +17,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 _SAMPLER_VARIABLE = "OTEL_TRACES_SAMPLER"
+# Values every SDK we allow keeps as they are where no length limit applies (a sequence of one
+# of them: as a tuple): set without `BoundedAttributes`' cleaning and lock, a fifth of a span's
+# cost. Anything else, or a span at its count limit, is left to `BoundedAttributes`.
+_PLAIN_VALUES: Final = frozenset({str, bool, int, float})
+_SEQUENCES: Final = frozenset({list, tuple})
 
 
 def recording_tracer(ids: IdGenerator, resource: Resource, name: str) -> trace.Tracer:
@@ -133,12 +138,11 @@ class RecordedSpan(trace.Span):
         self.resource = resource
         self.status = Status(StatusCode.UNSET)
         self._limits = limits
-        self.attributes = BoundedAttributes(
-            limits.max_span_attributes,
-            attributes,
-            immutable=False,
-            max_value_len=limits.max_span_attribute_length,
-        )
+        self.attributes: dict[str, types.AttributeValue] | BoundedAttributes = {}
+        if limits.max_span_attribute_length is not None:
+            self._bounded()
+        if attributes:
+            self.set_attributes(attributes)
         # The SDK keeps the newest events past the limit (None: no limit).
         self.events: deque[Event] = deque(maxlen=limits.max_events)
 
@@ -157,11 +161,36 @@ class RecordedSpan(trace.Span):
     def set_attributes(self, attributes: Mapping[str, types.AttributeValue]) -> None:
         if not self._ended("Setting attribute"):
             for key, value in attributes.items():
-                self.attributes[key] = value
+                self._set(key, value)
 
     def set_attribute(self, key: str, value: types.AttributeValue) -> None:
         if not self._ended("Setting attribute"):
-            self.attributes[key] = value
+            self._set(key, value)
+
+    def _set(self, key: str, value: types.AttributeValue) -> None:
+        """As `BoundedAttributes` sets it: a key set again moves to the end."""
+        held = self.attributes
+        if type(held) is dict:
+            kind = type(value)
+            plain = kind in _PLAIN_VALUES or (kind in _SEQUENCES and _plain_sequence(value))
+            limit = self._limits.max_span_attributes
+            if plain and type(key) is str and key and (key in held or limit is None or len(held) < limit):
+                held.pop(key, None)
+                held[key] = tuple(value) if kind in _SEQUENCES else value  # type: ignore[arg-type]
+                return
+            held = self._bounded()  # cleans what is not plain, drops the oldest past the limit
+        held[key] = value
+
+    def _bounded(self) -> BoundedAttributes:
+        """The attributes held by the SDK's `BoundedAttributes` from now on."""
+        held = self.attributes
+        if isinstance(held, BoundedAttributes):
+            return held
+        limits = self._limits
+        self.attributes = bounded = BoundedAttributes(
+            limits.max_span_attributes, held, immutable=False, max_value_len=limits.max_span_attribute_length
+        )
+        return bounded
 
     def update_name(self, name: str) -> None:
         if not self._ended("Calling update_name()"):
@@ -204,3 +233,11 @@ class RecordedSpan(trace.Span):
     def end(self, end_time: int | None = None) -> None:
         if not self._ended("Calling end()"):
             self.end_time = time.time_ns() if end_time is None else end_time
+
+
+def _plain_sequence(value: Any) -> bool:
+    """A non-empty list or tuple of one plain type (`_PLAIN_VALUES`)."""
+    if not value:
+        return False
+    kind = type(value[0])
+    return kind in _PLAIN_VALUES and all(type(item) is kind for item in value)
