@@ -44,7 +44,9 @@ class ResponseFacts(RunState):
 
     def _add_usage(self, slots: Iterable[SpanSlot | None], usage: Mapping[str, int], cost_usd: float) -> None:
         for target in {id(s): s for s in (*slots, self._root) if s is not None}.values():
-            target.usage.update(usage)
+            counts = target.usage
+            for key, count in usage.items():  # `Counter.update`, without its ABC check each time
+                counts[key] = counts.get(key, 0) + count
             target.cost_usd += cost_usd
 
     def _add_message_usage(self, slot: SpanSlot, detail: dict[str, Any] | None) -> None:
