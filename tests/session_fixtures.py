@@ -39,6 +39,9 @@ CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resum
 # A session forked from another (`--fork-session`): two session files, the fork's beginning
 # with a copy of the other's lines.
 CLAUDE_FORKED_SCENARIOS: Final = ("forked", "forked_twice")
+# A thread forked in the terminal UI (`codex fork <thread> PROMPT`) after a `codex exec` run:
+# two rollouts, the fork's holding only its own turn (the history is the other's, by reference).
+CODEX_FORKED_SCENARIOS: Final = ("forked",)
 # The same conversations in an older Claude Code's log format (docs/session-logs.md).
 CLAUDE_OLDER_SCENARIOS: Final = ("v2.0.32_tools",)
 # The terminal UIs as a person runs them (`claude PROMPT`, `codex PROMPT`): what they printed

@@ -456,6 +456,38 @@ def test_a_forked_session_is_a_run_of_what_it_did_itself(tmp_path: Path) -> None
     assert _run_totals(runs[parent])[1] + _run_totals(runs[fork])[1] == round(last_cost["totalCostUSD"], 9)
 
 
+def test_a_codex_fork_is_a_run_of_what_it_did_itself(tmp_path: Path) -> None:
+    """`codex fork <thread> PROMPT` (the terminal UI; `codex exec` cannot fork): the fork's
+    rollout holds only its own turn, the other thread's history by reference
+    (`forked_from_id`), though its running totals go on from the other's (the UI said
+    input=4,000 for its one call of 2,000). Its run says whose fork it is, and the runs'
+    tokens add up to what was served."""
+    parent, fork = sorted((SESSIONS / "codex/forked").rglob("rollout-*.jsonl"))  # by time: the parent first
+    parent_thread = parent.stem[-36:]
+    runs = {
+        session.path: _records(import_session(session, tmp_path / session.path.stem))
+        for session in find_sessions([SESSIONS / "codex/forked"])
+    }
+    assert set(runs) == {parent, fork}
+
+    def entries(path: Path) -> list[dict[str, Any]]:
+        return [r["context"] for r in runs[path] if r["event"] == TranscriptEvent.ENTRY.value]
+
+    said = [(e["entry_type"], e["detail"].get("subtype")) for e in entries(fork)]
+    assert said[:2] == [("system_event", "thread_started"), ("system_event", "forked")]
+    assert entries(fork)[1]["detail"]["forked_from"] == parent_thread
+    assert ("system_event", "forked") not in [
+        (e["entry_type"], e["detail"].get("subtype")) for e in entries(parent)
+    ]
+    assert [
+        entry_text(e["entry_type"], e["detail"]) for e in entries(fork) if e["entry_type"] == "user_message"
+    ] == ["And now?"]
+    assert "input=4,000" in (SESSIONS / "codex/forked/terminal-1.txt").read_text()  # the thread's totals
+    served = [call["usage"]["input_tokens"] for call in _served("codex/forked")]
+    assert _run_totals(runs[fork])[0] == 2000
+    assert _run_totals(runs[parent])[0] + _run_totals(runs[fork])[0] == sum(served) == 4000
+
+
 def test_a_fork_whose_parents_file_is_gone_still_counts_only_its_own_calls(tmp_path: Path) -> None:
     """Without the other session's file, the copied answers still name that session's request:
     left out, their tokens not counted (the copied prompt is kept, in the fork's first turn;

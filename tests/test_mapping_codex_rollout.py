@@ -26,7 +26,13 @@ from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.text import entry_text
 
 from helpers import JSONISH
-from session_fixtures import CODEX, CODEX_INTERACTIVE_SCENARIOS, CODEX_OLDER_SCENARIOS, CODEX_SCENARIOS
+from session_fixtures import (
+    CODEX,
+    CODEX_FORKED_SCENARIOS,
+    CODEX_INTERACTIVE_SCENARIOS,
+    CODEX_OLDER_SCENARIOS,
+    CODEX_SCENARIOS,
+)
 
 FIXTURES = CODEX
 SCENARIOS = sorted(CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS)
@@ -35,7 +41,7 @@ Turn = list[MappedEntry]
 
 def test_every_recorded_scenario_is_compared() -> None:
     recorded = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
-    assert recorded == sorted(SCENARIOS + list(CODEX_INTERACTIVE_SCENARIOS))
+    assert recorded == sorted(SCENARIOS + list(CODEX_INTERACTIVE_SCENARIOS + CODEX_FORKED_SCENARIOS))
 
 
 @pytest.mark.parametrize(

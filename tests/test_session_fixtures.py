@@ -21,6 +21,7 @@ from session_fixtures import (
     CLAUDE_OLDER_SCENARIOS,
     CLAUDE_SCENARIOS,
     CODEX,
+    CODEX_FORKED_SCENARIOS,
     CODEX_INTERACTIVE_SCENARIOS,
     CODEX_OLDER_SCENARIOS,
     CODEX_SCENARIOS,
@@ -69,7 +70,7 @@ def test_the_documented_scenarios_are_all_there() -> None:
         CLAUDE_SCENARIOS + CLAUDE_INTERACTIVE_SCENARIOS + CLAUDE_OLDER_SCENARIOS + CLAUDE_FORKED_SCENARIOS
     )
     assert sorted(p.name for p in CODEX.iterdir()) == sorted(
-        CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS + CODEX_INTERACTIVE_SCENARIOS
+        CODEX_SCENARIOS + CODEX_OLDER_SCENARIOS + CODEX_INTERACTIVE_SCENARIOS + CODEX_FORKED_SCENARIOS
     )
 
 
@@ -89,7 +90,9 @@ def test_meta_names_the_cli_version_and_the_session_files(scenario: str) -> None
         assert meta[cli] == version
         assert meta["session_files"]
         assert all((directory / f).is_file() for f in meta["session_files"])
-        assert len(list(directory.glob("stdout-*.jsonl"))) == len(meta["runs"])
+        # Each run printed a stream, or (a terminal UI's run: `codex fork`) what it showed as it ended.
+        printed = [*directory.glob("stdout-*.jsonl"), *directory.glob("terminal-*.txt")]
+        assert len(printed) == len(meta["runs"])
 
 
 @pytest.mark.parametrize("scenario", CLAUDE_SCENARIOS)

@@ -34,6 +34,7 @@ itself. What the files hold: docs/session-logs.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -84,6 +85,9 @@ class Scenario:
     follow_ups: tuple[str, ...] = ()  # the terminal UI: prompts typed after the first
     permission_mode: str | None = None  # Claude Code's terminal UI: the mode set in its settings
     typed_while_busy: tuple[str, ...] = ()  # the terminal UI: typed once the model called a tool
+    # Codex: after its runs, the first run's thread forked in the terminal UI with this prompt
+    # (`codex fork <thread> PROMPT`, the one way `codex` forks; `exec` cannot).
+    fork_prompt: str | None = None
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -177,6 +181,8 @@ CODEX: dict[str, Scenario] = {
     "tool_then_500": Scenario("tool_then_500"),
     # `codex exec`, then `codex exec resume <thread id>` with a second prompt.
     "resumed": Scenario("plain", (Run(), Run("And now?", resume=True))),
+    # `codex exec`, then its thread forked in the terminal UI with a second prompt.
+    "forked": Scenario("plain", fork_prompt="And now?"),
     # The rollout format of an older Codex (no `token_usage_record`, no typed items, no
     # `ordinal`): the same conversations, recorded with 0.140.
     "v0.140_shell": Scenario("shell", cli_version="0.140.0"),
@@ -328,6 +334,11 @@ def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pat
             thread_id = thread_id or _codex_thread_id(recorded.stdout)
             recording.stdouts.append(recorded.stdout)
             recording.runs.append(_run_meta(arguments, recorded.exit_code, recorded.stderr))
+        if scenario.fork_prompt is not None:
+            command = [str(cli), "--no-daemon", *overrides, "fork", thread_id, scenario.fork_prompt]
+            forked_ui = dataclasses.replace(CODEX_UI, answers=())  # the thread's model is settled
+            recording.terminal.append(run_ui(forked_ui, command, environment, work, codex_home / "sessions"))
+            recording.runs.append(_run_meta(command[1:], 0, ""))
         recording.served = model.served()
     return recording, [codex_home / "sessions"]
 

@@ -101,6 +101,7 @@ def run_ui(
     `typed_while_busy`: typed as soon as the first turn's model called a tool (`INTERRUPT`:
     Esc pressed)."""
     line = f"cd {shlex.quote(str(work))} && {shlex.join(command)}"
+    turns_before = _count(sessions, ui.turn_over)  # a session it goes on with (a fork's) has some
     with TerminalSession(line, {**environment, "TERM": "xterm-256color"}, columns=120, rows=40) as terminal:
         for shown, keys in ui.answers:
             terminal.expect(shown, _UI_WAIT_S)
@@ -116,7 +117,7 @@ def run_ui(
                 terminal.send_keys(prompt.encode())
                 time.sleep(0.3)
                 terminal.send_keys(b"\r")
-        done, before, last = ui.turn_over, 0, command[-1]
+        done, before, last = ui.turn_over, turns_before, command[-1]
         for typed in (*follow_ups, None):
             ended = lambda marker=done, seen=before: _count(sessions, marker) > seen  # noqa: E731
             _wait_for(ended, f"{last!r} never done", terminal)

@@ -10,7 +10,9 @@ result (not the `*_output` item, unless no typed item answers that call), `token
 `ContextCompaction`, nor `compacted` after it).
 
 * `session_meta` → `system_event` `thread_started` (as `codex exec`'s `thread.started`); its `id`
-  is the session id. `turn_context` → nothing; its `model` is the turn's model;
+  is the session id; a fork's (`codex fork`: `forked_from_id`) then a `system_event` `forked`
+  `{forked_from}` (as Claude Code's: the rollout holds only what the fork did, the other
+  thread's history by reference). `turn_context` → nothing; its `model` is the turn's model;
 * `task_started` → `system_event` `turn_started`, opening the turn (as `turn.started`);
   `task_complete` ends it, with an `error` `{text, error}` if it failed (as `turn.failed`);
   `turn_aborted` ends it with a `system_event` `turn_aborted`;
@@ -281,7 +283,11 @@ class CodexRolloutMapper:
             session = payload.get("id", payload.get("session_id"))
             detail = {"subtype": "thread_started", "session_id": session}
             detail.update({key: payload[key] for key in _META_KEYS if key in payload})
-            return _Said([(EntryType.SYSTEM_EVENT, detail)], session_id=_text(session))
+            said: _Entries = [(EntryType.SYSTEM_EVENT, detail)]
+            forked_from = _text(payload.get("forked_from_id"))
+            if forked_from:  # `codex fork`: the history is the other thread's, by reference
+                said.append((EntryType.SYSTEM_EVENT, {"subtype": "forked", "forked_from": forked_from}))
+            return _Said(said, session_id=_text(session))
         if kind == "turn_context":
             return _Said([], model=_text(payload.get("model")))
         if kind == "compacted":
