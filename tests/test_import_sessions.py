@@ -625,6 +625,38 @@ def test_the_cli_imports_the_default_locations_and_the_readers_read_the_runs(tmp
         assert bundle.is_file()
 
 
+def test_codex_sessions_archived_are_imported_too_and_an_archived_one_stays_one_run(tmp_path: Path) -> None:
+    """`codex archive <thread>` moves its rollout to `$CODEX_HOME/archived_sessions/` (flat;
+    measured with 0.171.0): `--codex` imports those too, and a thread imported before it was
+    archived is the same run after (importing into the same mirror replaces it)."""
+    codex_home = tmp_path / "codex"
+    shutil.copytree(SESSIONS / "codex/shell/codex-home", codex_home)
+    (kept,) = (SESSIONS / "codex/resumed/codex-home/sessions").rglob("rollout-*.jsonl")
+    env = subprocess_env(CODEX_HOME=str(codex_home))
+
+    def import_codex(runs: Path) -> list[str]:
+        done = subprocess.run(
+            [*CLI, "import", "--codex", "--jsonl-dir", str(runs)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return sorted(path.name for path in runs.glob("*.jsonl"))
+
+    day = codex_home / "sessions" / kept.parent.relative_to(kept.parents[3])
+    day.mkdir(parents=True, exist_ok=True)
+    shutil.copy(kept, day / kept.name)
+    before = import_codex(tmp_path / "runs")
+    assert len(before) == 2
+    (codex_home / "archived_sessions").mkdir()
+    (day / kept.name).rename(codex_home / "archived_sessions" / kept.name)
+    assert import_codex(tmp_path / "archived") == before
+    assert import_codex(tmp_path / "runs") == before
+
+
 @pytest.mark.parametrize("stage", ["shutdown", "replace"])
 def test_an_import_interrupted_at_its_end_leaves_the_earlier_run_whole(
     stage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

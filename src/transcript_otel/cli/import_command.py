@@ -14,7 +14,11 @@ from typing import Any, Final, TextIO
 from transcript_otel import environment_variables as env
 from transcript_otel.cli.import_workers import Outcome, imports, usable_cpus
 from transcript_otel.cli.read_commands import number_at_least
-from transcript_otel.instrumentation.cli_logs import claude_projects_dir, codex_sessions_dir
+from transcript_otel.instrumentation.cli_logs import (
+    claude_projects_dir,
+    codex_archived_dir,
+    codex_sessions_dir,
+)
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sinks.jsonl_files import default_directory
 
@@ -48,7 +52,11 @@ def add_import(commands: Any) -> None:
         action="store_true",
         help="every Claude Code session ($CLAUDE_CONFIG_DIR or ~/.claude)",
     )
-    parser.add_argument("--codex", action="store_true", help="every Codex session ($CODEX_HOME or ~/.codex)")
+    parser.add_argument(
+        "--codex",
+        action="store_true",
+        help="every Codex session, archived ones too ($CODEX_HOME or ~/.codex)",
+    )
     parser.add_argument(
         "--jsonl-dir",
         type=Path,
@@ -68,14 +76,14 @@ def add_import(commands: Any) -> None:
 
 def run_import(args: argparse.Namespace, out: TextIO) -> int:
     paths = list(args.paths)
-    for wanted, root, name in (
-        (args.claude_code, claude_projects_dir(), "Claude Code"),
-        (args.codex, codex_sessions_dir(), "Codex"),
+    for wanted, roots, name in (
+        (args.claude_code, [claude_projects_dir()], "Claude Code"),
+        (args.codex, [codex_sessions_dir(), codex_archived_dir()], "Codex"),  # archived ones too
     ):
-        if wanted and root.is_dir():
-            paths.append(root)
-        elif wanted:
-            print(f"transcript-otel import: no {name} sessions at {root}", file=sys.stderr)
+        found = [root for root in roots if root.is_dir()] if wanted else []
+        paths += found
+        if wanted and not found:
+            print(f"transcript-otel import: no {name} sessions at {roots[0]}", file=sys.stderr)
     if not paths and not (args.claude_code or args.codex):
         raise ValueError("name session files or directories, or --claude-code / --codex")
     directory = args.jsonl_dir or Path(env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR) or default_directory())

@@ -50,6 +50,11 @@ def codex_sessions_dir(environ: Mapping[str, str] | None = None) -> Path:
     return _cli_home(environ, "CODEX_HOME", ".codex") / "sessions"
 
 
+def codex_archived_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$CODEX_HOME/archived_sessions`, where `codex archive` moves a thread's rollout (flat)."""
+    return _cli_home(environ, "CODEX_HOME", ".codex") / "archived_sessions"
+
+
 def _cli_home(environ: Mapping[str, str] | None, variable: str, folder: str) -> Path:
     """A CLI's own folder as `environ` (default this process's environment: a CLI started with
     another one looks there) sets it: `variable`, else `folder` in `$HOME`."""
