@@ -254,6 +254,24 @@ def test_at_its_first_start_a_watch_takes_sessions_up_from_their_end(
     assert watcher.poll_once() == 3
 
 
+def test_at_its_first_start_a_line_still_being_written_is_taken_whole_once_it_is(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    target = tmp_path / "home" / "project" / _session_file(CODEX_DAY).name
+    target.parent.mkdir(parents=True)
+    lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(lines[:-3]) + lines[-3][:10])  # the CLI is writing a line
+    watcher = watch()
+    assert watcher.poll_once() == 0
+    with target.open("ab") as out:
+        out.write(lines[-3][10:] + b"".join(lines[-2:]))
+    assert watcher.poll_once() == 3
+    watcher.close()
+    said = _said(_mirror(tmp_path / "runs"))  # what the import gives for those lines, nothing unreadable
+    assert said
+    assert said == _imported(CODEX_DAY, tmp_path)[-len(said) :]
+
+
 def test_a_replaced_or_truncated_file_is_read_again_from_its_start(
     tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:
@@ -348,6 +366,53 @@ def test_a_deleted_session_is_forgotten_and_the_others_go_on(
     claude.unlink()
     watch().close()
     assert _state_files(tmp_path) == set()
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted"])
+def test_a_session_moved_away_and_back_goes_on_where_it_was(
+    restart: bool, tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """`codex archive` moves a rollout out of the sessions folder and `codex unarchive` back, to
+    the same path with the same inode (measured with 0.171.0): back, the session goes on where
+    it was, its lines exported once, while the watch ran or across a restart."""
+    target = tmp_path / "home" / "2026" / _session_file(CODEX_DAY).name
+    archived = tmp_path / "archived" / target.name
+    archived.parent.mkdir()
+    (tmp_path / "home").mkdir()
+    watcher = watch()
+    steps = _copy_in_steps(_session_file(CODEX_DAY), target, steps=2)
+    next(steps)
+    watcher.poll_once()
+    target.rename(archived)
+    watcher.poll_once()
+    assert _state_files(tmp_path) == set()  # forgotten: no longer followed
+    if restart:
+        watcher.close()
+        watcher = watch()
+    archived.rename(target)
+    next(steps)
+    watcher.poll_once()
+    watcher.close()
+    assert _said(_mirror(tmp_path / "runs")) == _imported(CODEX_DAY, tmp_path)
+
+
+def test_a_shorter_file_back_at_its_path_is_read_from_its_start(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """A file at a gone file's path is that session's log again (its name is the session's):
+    it goes on where the gone one was unless it is shorter, then it is another (rewritten)."""
+    target = tmp_path / "home" / "2026" / _session_file(CODEX_DAY).name
+    target.parent.mkdir(parents=True)
+    lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(lines[:5]))
+    watcher = watch()
+    with target.open("ab") as out:
+        out.write(b"".join(lines[5:]))
+    watcher.poll_once()
+    target.unlink()
+    watcher.poll_once()
+    target.write_bytes(b"".join(lines[:4]))
+    assert watcher.poll_once() == 4
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:

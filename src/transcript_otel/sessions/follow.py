@@ -83,10 +83,11 @@ class SessionFollower:
         """Where each file has been recorded to (a partial last line is not recorded yet)."""
         return {path: FilePosition(f.position.inode, f.position.offset) for path, f in self._files.items()}
 
-    def add_file(self, path: Path, source: str) -> None:
-        """A subagent file that appeared after the session was first seen."""
+    def add_file(self, path: Path, source: str, position: FilePosition | None = None) -> None:
+        """A subagent file that appeared after the session was first seen (`position`: where it
+        was recorded to before it went away; absent: from its start)."""
         if path not in self._files:
-            self._files[path] = _OpenFile(path, source, FilePosition(_inode(path), 0))
+            self._files[path] = _OpenFile(path, source, position or FilePosition(_inode(path), 0))
 
     def poll(self) -> int:
         """Record the complete lines the files gained; the number of lines."""

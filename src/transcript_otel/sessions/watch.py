@@ -37,15 +37,21 @@ RECENT_S: Final = 24 * 3600.0
 DEFAULT_IDLE_S: Final = 300.0
 _STATE_VERSION: Final = 1
 _WRITE_WAIT_S: Final = 30.0
+# Files gone from the roots whose positions are kept, the latest: `codex archive` moves a
+# rollout out and `codex unarchive` back (the same path and inode), where it goes on.
+MAX_GONE: Final = 256
+_TAIL_BYTES: Final = 64 * 1024
 
 
 class WatchState:
     """Where each session file was recorded to, kept in one JSON file (written whole, then
-    moved into place: a crash leaves the last one)."""
+    moved into place: a crash leaves the last one); and where the latest files that went away
+    were (`forget`, `recall`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.positions: dict[Path, FilePosition] = {}
+        self.gone: dict[Path, FilePosition] = {}
         self.started_before = False
         try:
             saved = json.loads(path.read_text(encoding="utf-8"))
@@ -53,16 +59,48 @@ class WatchState:
             return
         if isinstance(saved, dict) and saved.get("version") == _STATE_VERSION:
             self.started_before = True
-            for name, where in dict(saved.get("files") or {}).items():
-                if isinstance(where, dict) and isinstance(where.get("offset"), int):
-                    self.positions[Path(name)] = FilePosition(int(where.get("inode") or 0), where["offset"])
+            self.positions = _positions(saved.get("files"))
+            self.gone = _positions(saved.get("gone"))
+
+    def forget(self, path: Path) -> None:
+        """`path` went away: it is recorded to no more, but where it was is kept a while."""
+        position = self.positions.pop(path, None)
+        if position is not None:
+            self.gone.pop(path, None)
+            self.gone[path] = position
+            while len(self.gone) > MAX_GONE:
+                del self.gone[next(iter(self.gone))]
+
+    def recall(self, path: Path) -> FilePosition | None:
+        """Where `path` was recorded to before it went away, if it is that file back (the same
+        inode, not shorter): it goes on there, not from its start. Else None."""
+        position = self.gone.pop(path, None)
+        if position is None:
+            return None
+        status = _status(path)
+        if status is None or status.st_ino != position.inode or status.st_size < position.offset:
+            return None
+        self.positions[path] = position
+        return position
 
     def save(self) -> None:
-        files = {str(p): {"inode": w.inode, "offset": w.offset} for p, w in self.positions.items()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".partial")
-        partial.write_text(json.dumps({"version": _STATE_VERSION, "files": files}), encoding="utf-8")
+        saved = {"version": _STATE_VERSION, "files": _named(self.positions), "gone": _named(self.gone)}
+        partial.write_text(json.dumps(saved), encoding="utf-8")
         os.replace(partial, self.path)
+
+
+def _positions(saved: object) -> dict[Path, FilePosition]:
+    found: dict[Path, FilePosition] = {}
+    for name, where in (saved if isinstance(saved, dict) else {}).items():
+        if isinstance(where, dict) and isinstance(where.get("offset"), int):
+            found[Path(name)] = FilePosition(int(where.get("inode") or 0), where["offset"])
+    return found
+
+
+def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, int]]:
+    return {str(path): {"inode": where.inode, "offset": where.offset} for path, where in positions.items()}
 
 
 class Watcher:
@@ -99,7 +137,7 @@ class Watcher:
         self.stopped = threading.Event()
         first_start = not state.started_before
         for path in [path for path in state.positions if not path.exists()]:
-            del state.positions[path]  # deleted while the watch was not running
+            state.forget(path)  # gone while the watch was not running
         self._know_directories()
         unsettled: set[Path] = set()
         for session in _sessions_in(self.roots, unsettled):
@@ -178,8 +216,9 @@ class Watcher:
         so a watch that runs for months holds the sessions there are, not all there were."""
         follower = self._followers.pop(main)
         follower.finish()
+        self.state.positions.update(follower.positions())
         for path in follower.positions():
-            self.state.positions.pop(path, None)
+            self.state.forget(path)
             self._session_of_file.pop(path, None)
         for table in (self._last_gain, self._polled, self._recent):
             table.pop(main, None)
@@ -240,7 +279,7 @@ class Watcher:
                 else:
                     for path, source in session.subagents:
                         if path not in self._session_of_file:
-                            follower.add_file(path, source)
+                            follower.add_file(path, source, self.state.recall(path))
                             self._session_of_file[path] = session.path
                             touched.append(session.path)
         return touched
@@ -272,17 +311,36 @@ class Watcher:
     def _follow(self, session: SessionFiles) -> None:
         for path, _ in session.sources():
             self._session_of_file[path] = session.path
+            if path not in self.state.positions:
+                self.state.recall(path)  # a file that went away and is back goes on where it was
         self._followers[session.path] = SessionFollower(
             session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline
         )
 
 
 def _end_of(path: Path) -> FilePosition:
+    """Where `path`'s last whole line ends: a line still being written is not the past (read
+    from its start once whole, not from the middle)."""
     try:
-        status = path.stat()
+        with path.open("rb") as stream:
+            inode, end = os.fstat(stream.fileno()).st_ino, os.fstat(stream.fileno()).st_size
+            while end > 0:
+                start = max(0, end - _TAIL_BYTES)
+                stream.seek(start)
+                newline = stream.read(end - start).rfind(b"\n")
+                if newline >= 0:
+                    return FilePosition(inode, start + newline + 1)
+                end = start
+            return FilePosition(inode, 0)
     except OSError:  # gone meanwhile: a file that comes back is read from its start
         return FilePosition(0, 0)
-    return FilePosition(status.st_ino, status.st_size)
+
+
+def _status(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
 
 
 def _mtime(path: Path) -> int:
