@@ -34,8 +34,9 @@ CODEX_SCENARIOS: Final = (
     "resumed",
     "compacted",
 )
-# The same conversations in an older CLI's rollout format (docs/session-logs.md).
-CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed")
+# The same conversations in an older CLI's rollout format (docs/session-logs.md); one of them
+# as the pinned CLI's `codex migrate-rollouts --apply` rewrote it.
+CODEX_OLDER_SCENARIOS: Final = ("v0.140_shell", "v0.140_mcp_tool", "v0.140_resumed", "v0.140_shell_migrated")
 # A session forked from another (`--fork-session`): two session files, the fork's beginning
 # with a copy of the other's lines.
 CLAUDE_FORKED_SCENARIOS: Final = ("forked", "forked_twice")

@@ -488,6 +488,37 @@ def test_a_codex_fork_is_a_run_of_what_it_did_itself(tmp_path: Path) -> None:
     assert _run_totals(runs[parent])[0] + _run_totals(runs[fork])[0] == sum(served) == 4000
 
 
+def test_a_rollout_codex_migrated_imports_as_the_one_it_was(tmp_path: Path) -> None:
+    """`codex migrate-rollouts --apply` (0.171.0) rewrites an older rollout in place, its events
+    as typed items (`v0.140_shell_migrated`: `v0.140_shell`'s conversation, recorded again and
+    migrated): it imports to the same entries and tokens."""
+
+    def said(scenario: str) -> tuple[list[tuple[str, object]], int]:
+        """Each entry's type and what it says that two recordings share (not the ids, not the
+        command's wall time): its text, a tool result's failure."""
+        records = _all_records(scenario, tmp_path / scenario)
+        entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+        shared = [
+            (
+                e["entry_type"],
+                e["detail"].get("is_error")
+                if e["entry_type"] == "tool_result"
+                else e["detail"].get("subtype")
+                if e["entry_type"] == "system_event"
+                else entry_text(e["entry_type"], e["detail"]),
+            )
+            for e in entries
+        ]
+        return shared, _run_totals(records)[0]
+
+    migrated = json.loads((SESSIONS / "codex/v0.140_shell_migrated/meta.json").read_text())["maintenance"]
+    assert [(step["arguments"], step["exit_code"]) for step in migrated] == [
+        (["migrate-rollouts", "--apply"], 0)
+    ]
+    assert "1 migrated" in migrated[0]["stdout"]
+    assert said("codex/v0.140_shell_migrated") == said("codex/v0.140_shell")
+
+
 def test_a_fork_whose_parents_file_is_gone_still_counts_only_its_own_calls(tmp_path: Path) -> None:
     """Without the other session's file, the copied answers still name that session's request:
     left out, their tokens not counted (the copied prompt is kept, in the fork's first turn;

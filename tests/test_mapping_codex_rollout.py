@@ -237,12 +237,13 @@ def test_rollout_tokens_per_turn(scenario: str) -> None:
             if entry.entry_type == "token_usage":
                 turn.update(usage_attributes(entry.detail))
         running.update(turn)
-        reported = [usage_attributes(e.detail) for e in theirs if e.entry_type == "token_usage"]
+        # Counts of 0 are counts not told (a migrated 0.140 rollout tells `cache_write_input_tokens`: 0).
+        reported = [+Counter(usage_attributes(e.detail)) for e in theirs if e.entry_type == "token_usage"]
         if any(e.entry_type == "error" for e in theirs):
             assert reported == []
             assert turn["gen_ai.usage.input_tokens"] > 0
         else:
-            assert reported == [dict(running)]
+            assert reported == [+running]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -38,6 +38,7 @@ import dataclasses
 import json
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -88,6 +89,8 @@ class Scenario:
     # Codex: after its runs, the first run's thread forked in the terminal UI with this prompt
     # (`codex fork <thread> PROMPT`, the one way `codex` forks; `exec` cannot).
     fork_prompt: str | None = None
+    # Codex: then the pinned CLI's `codex migrate-rollouts --apply`, as a person who upgraded runs it.
+    migrated: bool = False
 
 
 CLAUDE: dict[str, Scenario] = {
@@ -204,6 +207,8 @@ CODEX: dict[str, Scenario] = {
     "interactive_subagent": Scenario(
         "subagent", config=(("features.multi_agent_v2", "true"),), interactive=True
     ),
+    # `v0.140_shell` migrated by the pinned Codex (`codex migrate-rollouts --apply`): rewritten in place.
+    "v0.140_shell_migrated": Scenario("shell", cli_version="0.140.0", migrated=True),
     "v0.140_mcp_tool": Scenario("mcp_tool", cli_version="0.140.0"),
     "v0.140_resumed": Scenario("plain", (Run(), Run("And now?", resume=True)), cli_version="0.140.0"),
     # Auto-compaction: with a token limit below what the first turn reported, the resumed
@@ -246,6 +251,7 @@ class Recording:
     runs: list[dict[str, Any]] = field(default_factory=list)
     stdouts: list[str] = field(default_factory=list)
     terminal: list[str] = field(default_factory=list)  # what a terminal UI printed when it ended
+    maintenance: list[dict[str, Any]] = field(default_factory=list)  # commands run on the logs after
     served: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -334,6 +340,13 @@ def record_codex(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pat
             thread_id = thread_id or _codex_thread_id(recorded.stdout)
             recording.stdouts.append(recorded.stdout)
             recording.runs.append(_run_meta(arguments, recorded.exit_code, recorded.stderr))
+        if scenario.migrated:
+            migrate = [str(codex_cli.cli_at(codex_cli.CODEX_VERSION)), "migrate-rollouts", "--apply"]
+            done = subprocess.run(
+                migrate, env=environment, cwd=work, capture_output=True, text=True, timeout=120
+            )
+            said = {"arguments": migrate[1:], "exit_code": done.returncode, "stdout": done.stdout.strip()}
+            recording.maintenance.append({"codex": codex_cli.CODEX_VERSION, **said})
         if scenario.fork_prompt is not None:
             command = [str(cli), "--no-daemon", *overrides, "fork", thread_id, scenario.fork_prompt]
             forked_ui = dataclasses.replace(CODEX_UI, answers=())  # the thread's model is settled
@@ -392,6 +405,8 @@ def record_one(cli: str, name: str) -> None:
             "session_files": files,
             "served": recording.served,
         }
+        if recording.maintenance:
+            meta["maintenance"] = recording.maintenance
         (target / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     exits = [run["exit_code"] for run in runs]
     print(f"{cli}/{name}: exits {exits}, {len(files)} session files, {len(recording.served)} served")
