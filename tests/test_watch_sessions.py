@@ -272,26 +272,68 @@ def test_at_its_first_start_a_line_still_being_written_is_taken_whole_once_it_is
     assert said == _imported(CODEX_DAY, tmp_path)[-len(said) :]
 
 
-def test_a_replaced_or_truncated_file_is_read_again_from_its_start(
+def test_a_rewritten_file_goes_on_after_the_lines_read_and_a_shorter_one_from_its_start(
     tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:
+    """A session file is its session's log (its name says whose): replaced by one holding at
+    least the lines read (a copy put back, `codex migrate-rollouts` rewriting an old rollout),
+    it goes on after them, none exported twice; replaced by one holding fewer, or truncated,
+    it is another record, read from its start in a run of its own."""
     (tmp_path / "home").mkdir()
     target = tmp_path / "home" / "project" / _session_file(CODEX_DAY).name
     target.parent.mkdir()
-    data = _session_file(CODEX_DAY).read_bytes()
+    lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
     watcher = watch()
-    target.write_bytes(data)
-    whole = watcher.poll_once()
-    assert whole == len(data.splitlines())
-    rotated = target.with_name("new")
-    rotated.write_bytes(data)
-    os.replace(rotated, target)  # another inode
-    assert watcher.poll_once() == whole
-    target.write_bytes(data[: len(data) // 2].rsplit(b"\n", 1)[0] + b"\n")  # shorter: truncated
-    assert watcher.poll_once() == len(data[: len(data) // 2].rsplit(b"\n", 1)[0].splitlines())
+
+    def replace(data: bytes) -> None:
+        rotated = target.with_name("new")
+        rotated.write_bytes(data)
+        os.replace(rotated, target)  # another inode
+
+    target.write_bytes(b"".join(lines[:-2]))
+    assert watcher.poll_once() == len(lines) - 2
+    replace(b"".join(lines[:-2]))
+    assert watcher.poll_once() == 0  # the same lines
+    replace(b"".join(line.replace(b'":', b'": ') for line in lines))  # rewritten, and two more
+    assert watcher.poll_once() == 2
+    half = b"".join(lines[: len(lines) // 2])
+    replace(half)  # fewer lines: another record
+    assert watcher.poll_once() == len(lines) // 2
+    target.write_bytes(half[: len(half) // 2].rsplit(b"\n", 1)[0] + b"\n")  # shorter: truncated
+    assert watcher.poll_once() == len(half[: len(half) // 2].rsplit(b"\n", 1)[0].splitlines())
     watcher.close()
-    starts = [r for r in _mirror(tmp_path / "runs") if r["event"] == TranscriptEvent.START.value]
+    records = _mirror(tmp_path / "runs")
+    starts = [r for r in records if r["event"] == TranscriptEvent.START.value]
     assert len({r["context"]["run_id"] for r in starts}) == 3
+    first_run = records[
+        : next(i for i, r in enumerate(records) if r["event"] == TranscriptEvent.STOP.value) + 1
+    ]
+    assert _said(first_run) == _imported(CODEX_DAY, tmp_path)  # every line once
+
+
+@pytest.mark.parametrize("first_start", [False, True], ids=["restart", "first-start"])
+def test_a_file_rewritten_while_no_watch_ran_goes_on_after_the_lines_read(
+    first_start: bool, tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """`codex migrate-rollouts --apply` run while the watch was stopped (or before its first
+    start took the file up at its end): the lines before are not exported again."""
+    (tmp_path / "home").mkdir()
+    target = tmp_path / "home" / "project" / _session_file(CODEX_DAY).name
+    target.parent.mkdir()
+    lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
+    if first_start:
+        target.write_bytes(b"".join(lines[:-2]))
+        watcher = watch()
+    else:
+        watcher = watch()
+        target.write_bytes(b"".join(lines[:-2]))
+        assert watcher.poll_once() == len(lines) - 2
+        watcher.close()
+        watcher = watch()
+    rewritten = target.with_name("new")
+    rewritten.write_bytes(b"".join(line.replace(b'":', b'": ') for line in lines))
+    os.replace(rewritten, target)
+    assert watcher.poll_once() == 2
 
 
 def test_new_sessions_and_subagents_are_found_in_new_directories(
@@ -542,15 +584,17 @@ def test_a_session_taken_up_part_way_counts_only_what_comes_after(
     assert sum(digest.cost_usd for digest in watched) == pytest.approx(RunDigest.of(imported).cost_usd)
 
 
-def test_a_replaced_session_file_is_counted_again_from_its_start(
+def test_a_session_file_replaced_by_a_shorter_one_is_counted_again_from_its_start(
     tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
 ) -> None:
-    """A session file replaced by another (log rotation, a copy put back) is a record read from
-    its start: its run counts all of its tokens and cost, not from where the old file ended."""
+    """A session file replaced by one holding fewer lines (a copy of it from before) is a record
+    read from its start: its run counts all of that file's tokens and cost, not from where the
+    old file ended."""
     from opentelemetry.sdk.trace import TracerProvider
 
     project = SESSIONS / "claude_code/resumed/home/.claude/projects/-scratch-work"
-    data = _session_file(project).read_bytes()
+    lines = _session_file(project).read_bytes().splitlines(keepends=True)
+    earlier = b"".join(lines[: len(lines) // 2])
     target = tmp_path / "home" / "project" / _session_file(project).name
     target.parent.mkdir(parents=True)
     runs = tmp_path / "runs"
@@ -560,14 +604,17 @@ def test_a_replaced_session_file_is_counted_again_from_its_start(
         pipeline=make_pipeline([JsonlMirror(runs)]),
         tracer=TracerProvider().get_tracer(__name__),
     )
-    target.write_bytes(data)
+    target.write_bytes(b"".join(lines))
     watcher.poll_once()
     replaced = target.with_name("copy")
-    replaced.write_bytes(data)
+    replaced.write_bytes(earlier)
     os.replace(replaced, target)
     watcher.poll_once()
     watcher.close()
-    (session,) = find_sessions([project])
+    alone = tmp_path / "earlier" / target.name
+    alone.parent.mkdir()
+    alone.write_bytes(earlier)
+    (session,) = find_sessions([alone])
     whole = _chat_tokens_and_cost(list(read_records(import_session(session, tmp_path / "imported").path)))
     records = _mirror(runs)
     starts = [i for i, r in enumerate(records) if r["event"] == TranscriptEvent.START.value]

@@ -1,11 +1,14 @@
 """Following one session as its CLI writes it: new lines recorded as they are appended.
 
 A `SessionFollower` reads each of the session's files from where it stopped (its byte
-offset), holds a partial last line until its newline is written, and records the new lines,
-merged in time order across the files, into a live run (`SessionRecorder`). A file that was
-replaced (another inode) or truncated (shorter than the offset) is read again from its start,
-in a run of its own. The run ends when the session stays idle; it is made again, under
-another id, if the session goes on later.
+offset and the lines before it), holds a partial last line until its newline is written, and
+records the new lines, merged in time order across the files, into a live run
+(`SessionRecorder`). A file replaced by another (another inode) that holds at least the lines
+read is the same log rewritten (a file's name is its session's: `codex migrate-rollouts`
+rewrites old rollouts so, a copy may be put back): it goes on after those lines. One that
+holds fewer, or a file truncated (shorter than the offset), is read again from its start, in
+a run of its own. The run ends when the session stays idle; it is made again, under another
+id, if the session goes on later.
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ WRITER_WAIT_S: Final = 60.0
 
 @dataclass(slots=True)
 class FilePosition:
-    """Where a file was read to: its inode (a replaced file has another) and byte offset."""
+    """Where a file was read to: its inode (a replaced file has another), byte offset, and the
+    lines (newlines) before it, where known."""
 
     inode: int
     offset: int
+    lines: int | None = None
 
 
 @dataclass(slots=True)
@@ -73,7 +78,9 @@ class SessionFollower:
         self._tracer = tracer
         self._pipeline = pipeline
         self._files = {
-            path: _OpenFile(path, source, positions.get(path) or FilePosition(_inode(path), 0))
+            path: _OpenFile(
+                path, source, _counted(path, positions.get(path) or FilePosition(_inode(path), 0))
+            )
             for path, source in session.sources()
         }
         self._recorder: SessionRecorder | None = None
@@ -81,13 +88,18 @@ class SessionFollower:
 
     def positions(self) -> dict[Path, FilePosition]:
         """Where each file has been recorded to (a partial last line is not recorded yet)."""
-        return {path: FilePosition(f.position.inode, f.position.offset) for path, f in self._files.items()}
+        return {
+            path: FilePosition(f.position.inode, f.position.offset, f.position.lines)
+            for path, f in self._files.items()
+        }
 
     def add_file(self, path: Path, source: str, position: FilePosition | None = None) -> None:
         """A subagent file that appeared after the session was first seen (`position`: where it
         was recorded to before it went away; absent: from its start)."""
         if path not in self._files:
-            self._files[path] = _OpenFile(path, source, position or FilePosition(_inode(path), 0))
+            self._files[path] = _OpenFile(
+                path, source, _counted(path, position or FilePosition(_inode(path), 0))
+            )
 
     def poll(self) -> int:
         """Record the complete lines the files gained; the number of lines."""
@@ -135,10 +147,17 @@ class SessionFollower:
         except FileNotFoundError:
             return []
         if status.st_ino != file.position.inode or status.st_size < file.position.offset:
-            # Replaced or truncated: what it holds now is another record, read from its start
-            # (a main file read again from 0 has no earlier totals to go on from).
-            file.position, file.lines, file.skipping = FilePosition(status.st_ino, 0), 0, False
-            self.finish()
+            rewritten = None if status.st_ino == file.position.inode else _after_lines(file)
+            if rewritten is not None:  # the same log rewritten: on after the lines read
+                file.position, file.skipping = (
+                    FilePosition(status.st_ino, rewritten, file.position.lines),
+                    False,
+                )
+            else:
+                # Another record, read from its start (a main file read again from 0 has no
+                # earlier totals to go on from).
+                file.position, file.lines, file.skipping = FilePosition(status.st_ino, 0, 0), 0, False
+                self.finish()
         if status.st_size == file.position.offset:
             return []
         index = list(self._files).index(file.path)
@@ -192,6 +211,49 @@ def _inode(path: Path) -> int:
         return 0
 
 
+def _counted(path: Path, position: FilePosition) -> FilePosition:
+    """`position` with the lines before its offset (counted once, where a state written before
+    they were kept does not say)."""
+    if position.lines is None:
+        position.lines = 0 if position.offset == 0 else _lines_before(path, position)
+    return position
+
+
+def _lines_before(path: Path, position: FilePosition) -> int | None:
+    try:
+        with path.open("rb") as stream:
+            if os.fstat(stream.fileno()).st_ino != position.inode:
+                return None
+            lines, left = 0, position.offset
+            while left > 0 and (chunk := stream.read(min(READ_BYTES, left))):
+                lines += chunk.count(b"\n")
+                left -= len(chunk)
+            return lines
+    except OSError:
+        return None
+
+
+def _after_lines(file: _OpenFile) -> int | None:
+    """The byte after the first `file.position.lines` lines of what is at `file.path` now; None
+    if it holds fewer (or the lines read are not known)."""
+    wanted = file.position.lines
+    if wanted is None:
+        return None
+    offset = 0
+    with file.path.open("rb") as stream:
+        while wanted > 0 and (chunk := stream.read(READ_BYTES)):
+            found = chunk.count(b"\n")
+            if found < wanted:
+                wanted -= found
+                offset += len(chunk)
+                continue
+            end = -1
+            for _ in range(wanted):
+                end = chunk.index(b"\n", end + 1)
+            return offset + end + 1
+    return offset if wanted == 0 else None
+
+
 def _complete_lines(stream: IO[bytes], file: _OpenFile) -> bytes:
     """The complete lines from the file's offset (without their last newline), the offset moved
     past them; a partial last line stays for the next poll. A line longer than a record may be
@@ -202,6 +264,7 @@ def _complete_lines(stream: IO[bytes], file: _OpenFile) -> bytes:
         file.position.offset += len(chunk) if end < 0 else end + 1
         if end < 0:
             return b""
+        _passed(file.position, 1)
         file.skipping = False
         chunk = chunk[end + 1 :]
     held = bytearray(chunk)
@@ -219,4 +282,10 @@ def _complete_lines(stream: IO[bytes], file: _OpenFile) -> bytes:
     if end < 0:
         return b""
     file.position.offset += end + 1
+    _passed(file.position, held.count(b"\n", 0, end + 1))
     return bytes(held[:end])
+
+
+def _passed(position: FilePosition, lines: int) -> None:
+    if position.lines is not None:
+        position.lines += lines

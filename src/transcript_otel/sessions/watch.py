@@ -95,12 +95,20 @@ def _positions(saved: object) -> dict[Path, FilePosition]:
     found: dict[Path, FilePosition] = {}
     for name, where in (saved if isinstance(saved, dict) else {}).items():
         if isinstance(where, dict) and isinstance(where.get("offset"), int):
-            found[Path(name)] = FilePosition(int(where.get("inode") or 0), where["offset"])
+            lines = where.get("lines")
+            found[Path(name)] = FilePosition(
+                int(where.get("inode") or 0), where["offset"], lines if isinstance(lines, int) else None
+            )
     return found
 
 
 def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, int]]:
-    return {str(path): {"inode": where.inode, "offset": where.offset} for path, where in positions.items()}
+    named: dict[str, dict[str, int]] = {}
+    for path, where in positions.items():
+        named[str(path)] = {"inode": where.inode, "offset": where.offset}
+        if where.lines is not None:
+            named[str(path)]["lines"] = where.lines
+    return named
 
 
 class Watcher:
