@@ -74,6 +74,18 @@ def _spans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r["context"] for r in records if r["event"] == TranscriptEvent.SPAN.value]
 
 
+def _cli(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`transcript-otel ARGUMENTS` in a process of its own (its environment: `env`, else ours)."""
+    return subprocess.run(
+        [*CLI, *arguments],
+        capture_output=True,
+        text=True,
+        env=env or subprocess_env(),
+        timeout=120,
+        check=False,
+    )
+
+
 def _served(scenario: str) -> list[dict[str, Any]]:
     """The model calls the scripted server answered, with the usage it sent, but those the CLIs
     log in no file (nor count in their own summaries): the title Codex's terminal UI asks for a
@@ -112,14 +124,7 @@ def test_two_copies_of_one_session_are_one_run_and_the_cli_says_so(tmp_path: Pat
         (tmp_path / folder).mkdir()
         shutil.copy(session, tmp_path / folder / session.name)
     runs = tmp_path / "runs"
-    done = subprocess.run(
-        [*CLI, "import", "--jobs", "1", "--jsonl-dir", str(runs), str(tmp_path / "a"), str(tmp_path / "b")],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=120,
-        check=False,
-    )
+    done = _cli("import", "--jobs", "1", "--jsonl-dir", str(runs), str(tmp_path / "a"), str(tmp_path / "b"))
     assert done.returncode == 0, done.stderr
     assert len(list(runs.glob("*.jsonl"))) == 1
     assert (
@@ -625,14 +630,7 @@ def test_the_cli_imports_the_default_locations_and_the_readers_read_the_runs(tmp
     shutil.copytree(SESSIONS / "codex/shell/codex-home", codex_home)
     runs = tmp_path / "runs"
     env = subprocess_env(CLAUDE_CONFIG_DIR=str(claude_home), CODEX_HOME=str(codex_home))
-    imported = subprocess.run(
-        [*CLI, "import", "--claude-code", "--codex", "--jsonl-dir", str(runs)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    imported = _cli("import", "--claude-code", "--codex", "--jsonl-dir", str(runs), env=env)
     assert imported.returncode == 0, imported.stderr
     files = sorted(runs.glob("*.jsonl"))
     assert len(files) == 2
@@ -640,18 +638,10 @@ def test_the_cli_imports_the_default_locations_and_the_readers_read_the_runs(tmp
     assert said == [str(path) for path in files]
     for path in files:
         for command in (["show", str(path)], ["summary", str(path)], ["validate", str(path)]):
-            done = subprocess.run(
-                [*CLI, *command], capture_output=True, text=True, env=env, timeout=60, check=False
-            )
+            done = _cli(*command, env=env)
             assert done.returncode == 0, (command, done.stderr)
         bundle = tmp_path / f"{path.stem}.zip"
-        done = subprocess.run(
-            [*CLI, "bundle", str(path), "-o", str(bundle)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        done = _cli("bundle", str(path), "-o", str(bundle), env=env)
         assert done.returncode == 0, done.stderr
         assert bundle.is_file()
 
@@ -666,14 +656,7 @@ def test_codex_sessions_archived_are_imported_too_and_an_archived_one_stays_one_
     env = subprocess_env(CODEX_HOME=str(codex_home))
 
     def import_codex(runs: Path) -> list[str]:
-        done = subprocess.run(
-            [*CLI, "import", "--codex", "--jsonl-dir", str(runs)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        done = _cli("import", "--codex", "--jsonl-dir", str(runs), env=env)
         assert done.returncode == 0, done.stderr
         return sorted(path.name for path in runs.glob("*.jsonl"))
 
@@ -717,20 +700,12 @@ def test_an_import_interrupted_at_its_end_leaves_the_earlier_run_whole(
 
 def test_bad_paths_and_empty_sessions_are_said(tmp_path: Path) -> None:
     env = subprocess_env()
-    missing = subprocess.run(
-        [*CLI, "import", str(tmp_path / "nothing-here")], capture_output=True, text=True, env=env, timeout=60
-    )
+    missing = _cli("import", str(tmp_path / "nothing-here"), env=env)
     assert missing.returncode == 2
     assert "no such file or directory" in missing.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    said = subprocess.run(
-        [*CLI, "import", str(empty), "--jsonl-dir", str(tmp_path / "runs")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    said = _cli("import", str(empty), "--jsonl-dir", str(tmp_path / "runs"), env=env)
     assert said.returncode == 1
     assert said.stderr == f"transcript-otel import: {empty}: no lines to import\n"  # the path once
 
