@@ -38,7 +38,7 @@ DEFAULT_IDLE_S: Final = 300.0
 _STATE_VERSION: Final = 1
 _WRITE_WAIT_S: Final = 30.0
 # Files gone from the roots whose positions are kept, the latest: `codex archive` moves a
-# rollout out and `codex unarchive` back (the same path and inode), where it goes on.
+# rollout out and `codex unarchive` back (the same path and inode): it goes on where it was.
 MAX_GONE: Final = 256
 _TAIL_BYTES: Final = 64 * 1024
 
@@ -72,15 +72,11 @@ class WatchState:
                 del self.gone[next(iter(self.gone))]
 
     def recall(self, path: Path) -> FilePosition | None:
-        """Where `path` was recorded to before it went away, if it is that file back (the same
-        inode, not shorter): it goes on there, not from its start. Else None."""
+        """Where `path` was recorded to before it went away, if it did: its follower goes on
+        from there if what is back is that file, or that log rewritten (`SessionFollower`)."""
         position = self.gone.pop(path, None)
-        if position is None:
-            return None
-        status = _status(path)
-        if status is None or status.st_ino != position.inode or status.st_size < position.offset:
-            return None
-        self.positions[path] = position
+        if position is not None:
+            self.positions[path] = position
         return position
 
     def save(self) -> None:
@@ -331,7 +327,8 @@ def _end_of(path: Path) -> FilePosition:
     from its start once whole, not from the middle)."""
     try:
         with path.open("rb") as stream:
-            inode, end = os.fstat(stream.fileno()).st_ino, os.fstat(stream.fileno()).st_size
+            status = os.fstat(stream.fileno())
+            inode, end = status.st_ino, status.st_size
             while end > 0:
                 start = max(0, end - _TAIL_BYTES)
                 stream.seek(start)
@@ -342,13 +339,6 @@ def _end_of(path: Path) -> FilePosition:
             return FilePosition(inode, 0)
     except OSError:  # gone meanwhile: a file that comes back is read from its start
         return FilePosition(0, 0)
-
-
-def _status(path: Path) -> os.stat_result | None:
-    try:
-        return path.stat()
-    except OSError:
-        return None
 
 
 def _mtime(path: Path) -> int:
