@@ -272,6 +272,18 @@ def test_at_its_first_start_a_line_still_being_written_is_taken_whole_once_it_is
     assert said == _imported(CODEX_DAY, tmp_path)[-len(said) :]
 
 
+def _written_anew(target: Path, data: bytes) -> None:
+    """`target` replaced by a file (another inode) holding `data`, as a rewrite or a copy put back does."""
+    written = target.with_name("new")
+    written.write_bytes(data)
+    os.replace(written, target)
+
+
+def _rewritten(lines: list[bytes]) -> bytes:
+    """The same lines written otherwise (as `codex migrate-rollouts` rewrites a rollout's)."""
+    return b"".join(line.replace(b'":', b'": ') for line in lines)
+
+
 def test_a_rewritten_file_goes_on_after_the_lines_read_and_a_shorter_one_from_its_start(
     tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:
@@ -284,20 +296,14 @@ def test_a_rewritten_file_goes_on_after_the_lines_read_and_a_shorter_one_from_it
     target.parent.mkdir()
     lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
     watcher = watch()
-
-    def replace(data: bytes) -> None:
-        rotated = target.with_name("new")
-        rotated.write_bytes(data)
-        os.replace(rotated, target)  # another inode
-
     target.write_bytes(b"".join(lines[:-2]))
     assert watcher.poll_once() == len(lines) - 2
-    replace(b"".join(lines[:-2]))
+    _written_anew(target, b"".join(lines[:-2]))
     assert watcher.poll_once() == 0  # the same lines
-    replace(b"".join(line.replace(b'":', b'": ') for line in lines))  # rewritten, and two more
+    _written_anew(target, _rewritten(lines))  # and two more
     assert watcher.poll_once() == 2
     half = b"".join(lines[: len(lines) // 2])
-    replace(half)  # fewer lines: another record
+    _written_anew(target, half)  # fewer lines: another record
     assert watcher.poll_once() == len(lines) // 2
     target.write_bytes(half[: len(half) // 2].rsplit(b"\n", 1)[0] + b"\n")  # shorter: truncated
     assert watcher.poll_once() == len(half[: len(half) // 2].rsplit(b"\n", 1)[0].splitlines())
@@ -330,9 +336,7 @@ def test_a_file_rewritten_while_no_watch_ran_goes_on_after_the_lines_read(
         assert watcher.poll_once() == len(lines) - 2
         watcher.close()
         watcher = watch()
-    rewritten = target.with_name("new")
-    rewritten.write_bytes(b"".join(line.replace(b'":', b'": ') for line in lines))
-    os.replace(rewritten, target)
+    _written_anew(target, _rewritten(lines))
     assert watcher.poll_once() == 2
 
 
@@ -606,9 +610,7 @@ def test_a_session_file_replaced_by_a_shorter_one_is_counted_again_from_its_star
     )
     target.write_bytes(b"".join(lines))
     watcher.poll_once()
-    replaced = target.with_name("copy")
-    replaced.write_bytes(earlier)
-    os.replace(replaced, target)
+    _written_anew(target, earlier)
     watcher.poll_once()
     watcher.close()
     alone = tmp_path / "earlier" / target.name
