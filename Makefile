@@ -49,9 +49,10 @@ $(PHOENIX_VENV)/.installed: Makefile
 	$(PHOENIX_VENV)/bin/pip install $(PIP_QUIET) arize-phoenix==$(PHOENIX_VERSION)
 	touch $@
 
-$(BENCH_VENV)/.installed: pyproject.toml
+$(BENCH_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 rotel==0.0.1a15
+	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 rotel==0.0.1a15 \
+		claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
 	touch $@
 
 $(CLAUDE_CODE_CLI): Makefile
@@ -124,8 +125,9 @@ pytest-default: $(TEST_VENV_DEFAULT)/.installed agents
 explore: $(TEST_VENV)/.installed
 	HYPOTHESIS_PROFILE=explore $(TEST_VENV)/bin/python -m pytest -q $$(grep -l "@given" tests/test_*.py)
 
-## bench: set up .venv-bench (Python 3.13) and run every benchmark, printing one table (~6 min)
-bench: $(BENCH_VENV)/.installed
+## bench: set up .venv-bench (Python 3.13) and the agent CLIs (section sdk runs the real Claude Code),
+## then run every benchmark, printing one table
+bench: $(BENCH_VENV)/.installed agents
 	$(BENCH_VENV)/bin/python benchmarks/run.py
 
 clean:
