@@ -296,6 +296,41 @@ def test_trying_patterns_at_their_literals_finds_what_a_whole_text_search_finds(
     assert Redactor().encoded(data) == _whole_text_redaction(data)
 
 
+# URL credentials are placed from the `@`s, not the `://`s (`found_by`): what sits around
+# them, up to and past the longest user and password the pattern takes (256 each).
+URL_FRAGMENTS = st.sampled_from(
+    [
+        "://", "https://", "@", "/", ":", '"', "\\", " ", "\\n", "é", "u", "pw", "u:pw", "host",
+        "https://u:pw@host/x", "x://a:b@", ":///", "//", "a" * 255, "b" * 256, "c" * 257, ":" + "d" * 256,
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(URL_FRAGMENTS | st.text(max_size=4), max_size=20))
+def test_url_credentials_found_from_the_at_signs_are_what_a_whole_text_search_finds(parts: list[str]) -> None:
+    data = "".join(parts).encode("utf-8", "surrogatepass")
+    assert Redactor().encoded(data) == _whole_text_redaction(data)
+
+
+@pytest.mark.parametrize("user", [1, 255, 256, 257])
+@pytest.mark.parametrize("password", [1, 255, 256, 257])
+def test_url_credentials_of_every_length_the_pattern_takes_are_found(user: int, password: int) -> None:
+    data = f"https://{'u' * user}:{'p' * password}@host/x".encode()
+    assert Redactor().encoded(data) == _whole_text_redaction(data)
+    assert (b"[REDACTED:url_credentials:" in Redactor().encoded(data)) == (max(user, password) <= 256)
+
+
+def test_url_credentials_among_many_urls_are_redacted() -> None:
+    urls = [f"https://git.invalid/i/{number}" for number in range(400)]
+    text = " ".join([*urls[:200], "https://admin:hunter2@git.example.com/repo", *urls[200:], "a@b"])
+    expected = text.replace("admin:hunter2", marker("url_credentials", "admin:hunter2"))
+    assert Redactor().text(text) == expected
+    encoded = json.dumps({"urls": text}).encode()
+    assert json.loads(Redactor().encoded(encoded))["urls"] == expected
+    assert Redactor().text(" ".join(urls)) == " ".join(urls)
+
+
 def test_text_without_any_literal_is_returned_as_is() -> None:
     data = json.dumps({"text": "nothing secret here → ✓ " * 1000}).encode()
     assert Redactor().encoded(data) is data

@@ -22,6 +22,9 @@ a few literals, found for all rules at once by one Aho-Corasick pass (SIMD, seve
 GB/s); a pattern is only tried, anchored, where its literals occur. Text holding
 none of them (nearly every entry) costs that one pass and is never copied. The
 writer makes that pass once for a batch of small entries (`parts_holding_literals`).
+A rule whose literal is common in ordinary text (`://`: a list of search results holds
+hundreds) is placed from a rarer byte instead (`found_by`), since each place tried costs
+a few Python steps.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class BuiltinRule:
     follows: tuple[str, ...] = ()
     # For a pattern that also matches ordinary words: whether a match is a secret after all.
     accepts: Callable[[bytes], bool] | None = None
+    # For literals too common to try the pattern at each: the sorted places where a match can
+    # start, found otherwise. The literals then only tell which texts to search at all.
+    found_by: Callable[[bytes], list[int]] | None = None
 
 
 def _basic_credentials(token: bytes) -> bool:
@@ -71,6 +77,24 @@ def _basic_credentials(token: bytes) -> bool:
 # except the last character of a JSON escape (`\n`, `\t`, `\u001b`), since the
 # patterns read encoded JSON: a key on a line of its own must not hide behind `\n`.
 _KEY_START: Final = r"(?:(?<![A-Za-z0-9_])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4}))"
+
+
+# A URL's user and password (`[^\s/:@"\\]{1,256}:[^\s/@"\\]{1,256}`) span at most this many bytes.
+_URL_CREDENTIALS_REACH: Final = 256 + 1 + 256
+
+
+def _url_credentials_starts(data: bytes) -> list[int]:
+    """Where the `url_credentials` pattern can match in `data`: a match holds neither `/` nor
+    `@` and ends right before an `@`, so it starts after the last `/` before that `@`, the end
+    of a `://`. Found from the `@`s, which most texts with URLs lack (a `://` holds no `@`)."""
+    starts: list[int] = []
+    at = data.find(b"@")
+    while at >= 0:
+        slash = data.rfind(b"/", max(0, at - _URL_CREDENTIALS_REACH - 1), at)
+        if slash >= 2 and data.startswith(b"://", slash - 2) and (not starts or starts[-1] != slash + 1):
+            starts.append(slash + 1)
+        at = data.find(b"@", at + 1)
+    return starts
 
 
 def _scheme_and_gaps(scheme: str) -> list[str]:
@@ -135,6 +159,7 @@ BUILTIN_RULES: Final = (
         "url_credentials",
         r"(?<=://)[^\s/:@\"\\]{1,256}:[^\s/@\"\\]{1,256}(?=@)",
         follows=("://",),
+        found_by=_url_credentials_starts,
     ),
     # An AWS secret access key where it is named (the environment, a credentials file).
     BuiltinRule(
@@ -144,6 +169,8 @@ BUILTIN_RULES: Final = (
         follows=("AWS_SECRET_ACCESS_KEY=", "aws_secret_access_key=", "aws_secret_access_key = "),
     ),
 )
+# The rules placed otherwise than by their literals, by index.
+_FOUND_BY: Final = tuple((index, rule.found_by) for index, rule in enumerate(BUILTIN_RULES) if rule.found_by)
 _MAX_DEPTH: Final = 64
 
 Replacer = Callable[[str], str]
@@ -172,23 +199,36 @@ def _replace(match: re.Match[str]) -> str:
 # them. Each rule's pattern is compiled where one of its literals first occurs (on the writer
 # thread; 2.4 ms for all of them, which the agent's first emitter would pay otherwise).
 _BUILTIN_PATTERNS: list[re.Pattern[bytes] | None]
+# The literals that place the rules not `found_by` otherwise.
 _LITERALS: list[bytes]
 # Per literal, the (rule index, offset from the literal to the match start) it places.
 _PLACES: tuple[tuple[tuple[int, int], ...], ...]
-# One pass for all literals, leftmost-first: its first answer is the leftmost occurrence
+# One pass for all those literals, leftmost-first: its first answer is the leftmost occurrence
 # of any literal, so an empty answer is exact, and this kind runs on a SIMD prefilter
 # (5x the standard kind, which reports overlapping occurrences).
 _LEFTMOST_LITERALS: ahocorasick_rs.BytesAhoCorasick
+# The same for every rule's literals: whether a text need be searched at all.
+_ANY_LITERAL: ahocorasick_rs.BytesAhoCorasick
 # Per literal, the (offset, literal index) of the literals that can start inside an occurrence of it.
 _HIDDEN: tuple[tuple[tuple[int, int], ...], ...]
-_TABLES: Final = ("_BUILTIN_PATTERNS", "_LITERALS", "_PLACES", "_LEFTMOST_LITERALS", "_HIDDEN")
+_TABLES: Final = (
+    "_BUILTIN_PATTERNS",
+    "_LITERALS",
+    "_PLACES",
+    "_LEFTMOST_LITERALS",
+    "_ANY_LITERAL",
+    "_HIDDEN",
+)
 _tables_lock: Final = threading.Lock()
 
 
 def _literal_targets() -> dict[bytes, tuple[tuple[int, int], ...]]:
-    """Each distinct literal: the (rule index, offset from the literal to the match start) it places."""
+    """Each distinct literal of the rules it places (not `found_by` otherwise): the (rule
+    index, offset from the literal to the match start) it places."""
     targets: dict[bytes, list[tuple[int, int]]] = {}
     for index, rule in enumerate(BUILTIN_RULES):
+        if rule.found_by is not None:
+            continue
         for literal in rule.starts_with:
             targets.setdefault(literal.encode("ascii"), []).append((index, 0))
         for literal in rule.follows:
@@ -224,7 +264,7 @@ def _hidden_literals(literals: list[bytes]) -> tuple[tuple[tuple[int, int], ...]
 
 def _build_tables() -> None:
     """Bind the tables above, once per process (later calls return at once)."""
-    global _BUILTIN_PATTERNS, _LITERALS, _PLACES, _LEFTMOST_LITERALS, _HIDDEN
+    global _BUILTIN_PATTERNS, _LITERALS, _PLACES, _LEFTMOST_LITERALS, _ANY_LITERAL, _HIDDEN
     with _tables_lock:
         if "_HIDDEN" in globals():  # bound last: every table is there
             return
@@ -234,6 +274,14 @@ def _build_tables() -> None:
         _LITERALS, _PLACES = literals, tuple(targets.values())
         _LEFTMOST_LITERALS = ahocorasick_rs.BytesAhoCorasick(
             literals, matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+        )
+        every = {
+            literal.encode("ascii"): None
+            for rule in BUILTIN_RULES
+            for literal in (*rule.starts_with, *rule.follows)
+        }
+        _ANY_LITERAL = ahocorasick_rs.BytesAhoCorasick(
+            list(every), matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
         )
         _HIDDEN = _hidden_literals(literals)
 
@@ -254,7 +302,7 @@ def parts_holding_literals(parts: Sequence[bytes]) -> list[bool]:
     `Redactor`'s records (the first `Redactor()` builds the search)."""
     if not parts:  # a batch without a redacted record: no Redactor need exist
         return []
-    return parts_holding(_LEFTMOST_LITERALS, parts)
+    return parts_holding(_ANY_LITERAL, parts)
 
 
 def _match_starts(data: bytes, leftmost: list[tuple[int, int, int]]) -> dict[int, list[int]]:
@@ -301,13 +349,23 @@ def _compiled(rule: int) -> re.Pattern[bytes]:
     return pattern
 
 
+def _rule_starts(data: bytes) -> dict[int, list[int]]:
+    """Per rule, the sorted positions in `data` where one of its matches can start."""
+    leftmost = _LEFTMOST_LITERALS.find_matches_as_indexes(data)
+    starts = _match_starts(data, leftmost) if leftmost else {}
+    for rule, found_by in _FOUND_BY:
+        found = found_by(data)
+        if found:
+            starts[rule] = found
+    return starts
+
+
 def _builtin(data: bytes) -> bytes:
     """`data` with every built-in rule applied in order, as a `sub` per rule would;
     `data` itself (not a copy) when nothing matched."""
-    leftmost = _LEFTMOST_LITERALS.find_matches_as_indexes(data)
-    if not leftmost:
+    starts = _rule_starts(data)
+    if not starts:
         return data  # the common case: one pass, nothing decoded or copied
-    starts = _match_starts(data, leftmost)
     for rule, pattern in enumerate(_BUILTIN_PATTERNS):
         if rule not in starts:
             continue
@@ -316,7 +374,7 @@ def _builtin(data: bytes) -> bytes:
         redacted = _replace_at(BUILTIN_RULES[rule], pattern, data, starts[rule])
         if redacted is not data:
             data = redacted  # the markers moved what follows them: search again
-            starts = _match_starts(data, _LEFTMOST_LITERALS.find_matches_as_indexes(data))
+            starts = _rule_starts(data)
     return data
 
 
