@@ -1,10 +1,14 @@
 """Run every transcript-otel benchmark and print one table.
 
     python benchmarks/run.py [--only agent,baselines,...] [--json results.json]
+    python benchmarks/run.py --against REV [--rounds 3] [--only throughput,e2e,...]
 
 Each section runs in its own Python process (fresh heap, its own logging and
 OTel setup) and reports its rows as JSON; this script prints them together
-with the ratios of our `emit()` to the baselines measured in the same run.
+with the ratios of our `emit()` to the baselines measured in the same run. With
+`--against REV`, each chosen section runs for the current code and for REV (a git
+worktree), alternating fresh processes, and the figures are printed side by side with
+their ratio (`ab.py`).
 Needs Python 3.13 with `transcript-otel[otlp]`, `weakincentives==0.27.0` and
 `rotel==0.0.1a15` (see benchmarks/README.md, or `make bench`).
 """
@@ -199,6 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(ON_DEMAND),
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="also run the chosen sections for REV (a commit, tag or branch; checked out under "
+        ".bench-worktrees/), each side's own run.py, alternating; print both and current / REV",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="with --against: processes of each side per section (3)"
+    )
     parser.add_argument("--section", help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -214,6 +227,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in chosen if name not in SECTIONS + ON_DEMAND]
     if unknown:
         parser.error(f"unknown section(s): {', '.join(unknown)}")
+    if args.against:
+        from ab import run_against
+        from entries import SIZES
+
+        return run_against(
+            args.against,
+            chosen,
+            rounds=args.rounds,
+            repo=HERE.parent,
+            labels=dict(SIZES),
+            machine=describe_machine(),
+            current_code=describe_code(),
+            json_path=args.json,
+        )
     import tempfile
 
     started = time.monotonic()
