@@ -375,6 +375,47 @@ def render_watch(watch: dict[str, Any]) -> str:
     )
 
 
+def render_sdk(sdk: dict[str, Any]) -> str:
+    """One block per scenario: the Python process's CPU per query() uninstrumented and
+    instrumented, first query of a process and later ones, and the ratios."""
+
+    def ms(value: float | None) -> str:
+        return "n/a" if value is None else f"{value * 1000:.1f} ms"
+
+    phase_labels = {"first": "first query() of each process", "later": "later query()s"}
+    lines = [
+        "| scenario, query() | Python process CPU: median [best] | the agent's thread CPU "
+        "| query() wall time | messages | queries | how they ended |",
+        "|" + "---|" * 7,
+    ]
+    notes: list[str] = []
+    for scenario in sdk["scenarios"]:
+        name = scenario["scenario"]
+        for phase, summaries in scenario["phases"].items():
+            lines.append(f"| **{name}: {phase_labels[phase]}** | | | | | | |")
+            for mode, summary in summaries.items():
+                lines.append(
+                    f"| {mode} | {ms(summary['process_cpu_s'])} [{ms(summary['best_process_cpu_s'])}] "
+                    f"| {ms(summary['thread_cpu_s'])} | {ms(summary['query_s'])} "
+                    f"| {summary['messages'] or 0:.0f} | {summary['queries']} "
+                    f"| {', '.join(summary['results'])} |"
+                )
+            for label, ratio in (
+                ("instrumented / uninstrumented, process CPU (medians)", scenario["ratios"][phase]),
+                ("median of instrumented / uninstrumented, back to back", scenario["paired_ratios"][phase]),
+            ):
+                if ratio is not None:
+                    lines.append(f"| {label} | {ratio:.3f}x ({(ratio - 1) * 100:+.1f}%) | | | | | |")
+        failed = scenario["failed_pairs"]
+        notes.append(
+            f"{name}: {scenario['mirror_runs']} runs and {scenario['mirror_entries']:,} entries in the "
+            f"instrumented processes' mirrors, transcript.error records {scenario['transcript_errors']}, "
+            f"drops {scenario['dropped']}, flushes timed out {scenario['flushes_timed_out']}"
+            + (f"; {len(failed)} pairs failed: {failed[0][-300:]}" if failed else "")
+        )
+    return "\n".join([*lines, "", "Captured: " + "; ".join(notes) + "."])
+
+
 def _yes(value: bool) -> str:
     return "yes" if value else "NO"
 
@@ -476,6 +517,18 @@ def render_report(results: dict[str, dict[str, Any]], *, machine: str, total_s: 
             "ones (targets: idle CPU <= 1% of a core, an appended line in the mirror within 1 s, p99)",
             "",
             render_watch(watch),
+            "",
+        ]
+    sdk = results.get("sdk", {}).get("sdk")
+    if sdk:
+        out += [
+            f"10. claude-agent-sdk {sdk['sdk_version']} `query()` on the real Claude Code CLI "
+            f"({sdk['cli']}) against the scripted model (its own process): CPU of the Python process, "
+            f"with and without configure() (JSONL mirror, no OTLP endpoint); {sdk['pairs']} pairs of "
+            f"fresh processes after one warm-up pair, each running {1 + sdk['later_queries']} queries, "
+            "the two alternating (target: <= 1.05x)",
+            "",
+            render_sdk(sdk),
             "",
         ]
     for name, payload in results.items():

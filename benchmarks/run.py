@@ -42,6 +42,7 @@ SECTIONS = (
     "import",
     "sessions",
     "watch",
+    "sdk",
 )
 # Run only when named in --only: `outage10` takes ten minutes and writes 5.9 GB of mirror.
 ON_DEMAND = ("outage10",)
@@ -100,6 +101,10 @@ def _section_main(name: str) -> Callable[[], Any]:
         import bench_watch
 
         return bench_watch.main
+    if name == "sdk":
+        import bench_sdk
+
+        return bench_sdk.main
     raise SystemExit(f"unknown section {name!r}; choose from {', '.join(SECTIONS + ON_DEMAND)}")
 
 
