@@ -238,15 +238,20 @@ def system_subtype(method: str, params: dict[str, Any]) -> str:
     return "retry" if params.get("willRetry") is True else "api_error"
 
 
+# The items weakincentives' bridge (0.26, 0.27) emits nothing for, although they are content:
+# Codex 0.171's reasoning items (when completed) and its subagent items.
+BRIDGE_DROPPED_ITEM_TYPES: Final = frozenset({"reasoning", SUBAGENT_ACTIVITY, COLLAB_TOOL_CALL})
+
+
 def bridge_drops(method: Any, params: Any) -> bool:
     """Whether weakincentives' bridge (0.26, 0.27) emits nothing for this notification, although
     it is transcript content: Codex 0.171's reasoning items, warnings, errors and subagent items."""
     if method in SYSTEM_NOTIFICATIONS:
         return bool(method != TURN_DIFF)  # the bridge calls a diff `unknown`
     item_type = _item_type(_item(params)) if isinstance(params, dict) else None
-    if method == "item/completed" and item_type == "reasoning":
-        return True
-    return method in ("item/started", "item/completed") and item_type in (SUBAGENT_ACTIVITY, COLLAB_TOOL_CALL)
+    if method == "item/completed":
+        return item_type in BRIDGE_DROPPED_ITEM_TYPES
+    return method == "item/started" and item_type in (SUBAGENT_ACTIVITY, COLLAB_TOOL_CALL)
 
 
 def _as_text(line: Any) -> str:

@@ -23,18 +23,19 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
-from transcript_otel.instrumentation.weakincentives._native import harness_call
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, current_run
+from transcript_otel.instrumentation.weakincentives._native import HarnessCall
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import (
     WinkInstrumentation,
-    in_run,
     in_run_async,
     observing,
 )
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
 from transcript_otel.mappings.codex import (
+    BRIDGE_DROPPED_ITEM_TYPES,
     REASONING_COMPLETED,
+    SYSTEM_NOTIFICATIONS,
     TURN_DIFF,
     CodexMapper,
     bridge_drops,
@@ -108,16 +109,66 @@ def _tool_result(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 
 _DIFF_AS_SYSTEM_EVENT: Final = (EntryType.SYSTEM_EVENT.value, "turn_diff")
+# The notifications the bridge needs a hand with: a diff (its `unknown`, recorded as the
+# `system_event` 0.25 gets), reasoning it records (noted, so the item that completes it is not
+# added again), and those it may drop (`bridge_drops`): items of the types it drops, warnings
+# and errors. Every other one, most of a turn (deltas), goes straight to the bridge.
+_BRIDGE_WATCHES: Final = frozenset({*SYSTEM_NOTIFICATIONS, REASONING_COMPLETED})
+_ITEM_EVENTS: Final = frozenset({"item/started", "item/completed"})
 
 
-def _bridged_notification(
-    run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+def _on_notification(state: WinkInstrumentation) -> Factory:
+    """0.26+ `CodexTranscriptBridge.on_notification(method, params)`: what the bridge loses.
+    Called for every notification of a turn, so a plain function (see `Replacement`) that
+    hands all but the watched ones to the bridge at once, with no call of its own."""
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        if takes(original, "(self, method, params)"):
+
+            def on_notification(self: Any, method: Any, params: Any) -> Any:
+                if method in _ITEM_EVENTS:
+                    item = params.get("item") if type(params) is dict else None
+                    if type(item) is not dict or item.get("type") not in BRIDGE_DROPPED_ITEM_TYPES:
+                        return original(self, method, params)
+                elif method not in _BRIDGE_WATCHES:
+                    return original(self, method, params)
+                run = current_run() if state.active else None
+                if run is None:
+                    return original(self, method, params)
+                return _bridged(run, original, (self, method, params), {}, method, params)
+
+            return on_notification
+
+        def on_notification_any(self: Any, *args: Any, **kwargs: Any) -> Any:
+            run = state.run()
+            if run is None:
+                return original(self, *args, **kwargs)
+            method, params = argument(args, kwargs, "method", 0), argument(args, kwargs, "params", 1)
+            return _bridged(run, original, (self, *args), kwargs, method, params)
+
+        return on_notification_any
+
+    return make
+
+
+def _bridged(
+    run: AgentRun,
+    original: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    method: Any,
+    params: Any,
 ) -> Any:
-    """0.26+ `CodexTranscriptBridge.on_notification(method, params)`: what the bridge loses."""
-    method, params = argument(args, kwargs, "method", 0), argument(args, kwargs, "params", 1)
-    with harness_call(_DIFF_AS_SYSTEM_EVENT if method == TURN_DIFF else None) as call:
-        result = wrapped(*args, **kwargs)
-    if call.emitted == 0 and bridge_drops(method, params):
+    """The bridge's call for a watched notification, with what it loses added."""
+    try:
+        drops = bridge_drops(method, params)
+    except Exception:  # params of a shape no Codex sends: the bridge alone decides
+        drops = False
+    if not drops and method not in (TURN_DIFF, REASONING_COMPLETED):
+        return original(*args, **kwargs)
+    with HarnessCall(_DIFF_AS_SYSTEM_EVENT if method == TURN_DIFF else None) as call:
+        result = original(*args, **kwargs)
+    if drops and call.emitted == 0:
         guarded("notification", _add_notification, run, method, params)
     elif call.emitted and method == REASONING_COMPLETED:  # the bridge's `thinking`: not again
         guarded("notification", run.mapper(CodexMapper).thought, params)
@@ -248,5 +299,5 @@ def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
         # 0.26+: module functions; weakincentives builds the transcript (see `_native`).
         Patch(PROTOCOL_MODULE, "start_turn", opens_turn),
         Patch(PROTOCOL_MODULE, "stream_turn", ends_turn),
-        Patch(BRIDGE_MODULE, "CodexTranscriptBridge.on_notification", in_run(state, _bridged_notification)),
+        Replacement(BRIDGE_MODULE, "CodexTranscriptBridge.on_notification", _on_notification(state)),
     ]

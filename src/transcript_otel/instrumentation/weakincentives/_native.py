@@ -7,13 +7,12 @@ run (and its spans); an emitter used outside one gets a mirror run of its own.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
-from typing import Any, Final
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from typing import Any, Final, Self
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
@@ -49,30 +48,31 @@ def _standalone_mirror(native: Any) -> TranscriptEmitter:
 
 
 class HarnessCall:
-    """A call into the harness's own transcript code (a bridge handling one notification): how
-    many entries it emitted, and the type and subtype its entries are recorded with instead
-    of their own, where the harness's choice loses what they are."""
+    """A call into the harness's own transcript code (a bridge handling one notification), as a
+    context manager: how many entries it emitted inside, and the type and subtype its entries
+    are recorded with instead of their own, where the harness's choice loses what they are.
 
-    __slots__ = ("emitted", "retyped")
+    A class rather than a `contextlib.contextmanager`: it runs on the agent's thread, where a
+    generator-based manager costs several times as much."""
 
-    def __init__(self, retyped: tuple[str, str] | None) -> None:
+    __slots__ = ("_token", "emitted", "retyped")
+
+    def __init__(self, retyped: tuple[str, str] | None = None) -> None:
         self.emitted = 0
         self.retyped = retyped
+        self._token: Token[HarnessCall | None] | None = None
+
+    def __enter__(self) -> Self:
+        self._token = _HARNESS_CALL.set(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _HARNESS_CALL.reset(self._token)
+            self._token = None
 
 
 _HARNESS_CALL: ContextVar[HarnessCall | None] = ContextVar("transcript_otel_harness_call", default=None)
-
-
-@contextlib.contextmanager
-def harness_call(retyped: tuple[str, str] | None = None) -> Iterator[HarnessCall]:
-    """Watch the native entries emitted inside: counted, and recorded as `retyped`
-    (entry type, detail subtype) when given."""
-    call = HarnessCall(retyped)
-    token = _HARNESS_CALL.set(call)
-    try:
-        yield call
-    finally:
-        _HARNESS_CALL.reset(token)
 
 
 # `TranscriptEmitter.emit` of 0.26 and 0.27, annotations left out.
