@@ -197,6 +197,19 @@ def worktree(repo: Path, rev: str) -> tuple[Path, str]:
     return path, commit
 
 
+def code_state(repo: Path) -> str:
+    """The commit checked out and a digest of the uncommitted changes to what the sections run."""
+    import hashlib
+
+    diff = subprocess.run(
+        ["git", "diff", "HEAD", "--", "src", "benchmarks", "examples", "tests"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return f"{_git(repo, 'rev-parse', '--short', 'HEAD')}+{hashlib.sha256(diff).hexdigest()[:12]}"
+
+
 def side_environment(root: Path) -> dict[str, str]:
     environment = dict(os.environ)
     environment["PYTHONPATH"] = str(root / "src")
@@ -257,7 +270,7 @@ def run_against(
         print(f"[ab] {root}: transcript_otel from {where}", file=sys.stderr, flush=True)
     known = sections_of(path / "benchmarks" / "run.py")
     subject = _git(repo, "log", "-1", "--format=%h %cs %s", commit)
-    load_before = os.getloadavg()
+    load_before, state_before = os.getloadavg(), code_state(repo)
     started = time.monotonic()
     out = [
         f"A/B: {current_name} ({current_code}) against {previous_name} ({subject[:100]}), worktree {path}",
@@ -294,7 +307,12 @@ def run_against(
                         name = current_name if side == "current" else previous_name
                         out.append(f"{name}, round {index + 1}, FAILED: {payload['error'][-1500:]}")
             out.append("")
-    load_after = os.getloadavg()
+    load_after, state_after = os.getloadavg(), code_state(repo)
+    if state_after != state_before:
+        out.append(
+            f"The current code changed while this ran ({state_before} -> {state_after}: commit + digest of "
+            "the uncommitted changes to src/, benchmarks/, examples/, tests/): rounds may differ in code."
+        )
     out.insert(
         1,
         f"Machine: {machine}; load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after; "
