@@ -78,15 +78,15 @@ def _leaves(value: Any, group: str, path: list[str], found: dict[Key, Figure]) -
 
 
 def unit_of(path: Sequence[str]) -> str:
-    """The unit a figure's name says: `*_ns`, `*_s`, `*bytes*`/`*rss*` last, `*ratio*` anywhere;
-    else a plain number."""
-    leaf = path[-1]
-    if leaf.endswith("_ns"):
-        return "ns"
-    if leaf.endswith("_s"):
-        return "s"
-    if "bytes" in leaf or "rss" in leaf:
-        return "bytes"
+    """The unit a figure's name says: `*_ns`, `*_s`, `*bytes*`/`*rss*` in its nearest key that
+    has one (`latency_s / p99` is in seconds), else `*ratio*` in any; else a plain number."""
+    for part in reversed(path):
+        if part.endswith("_ns"):
+            return "ns"
+        if part.endswith("_s"):
+            return "s"
+        if "bytes" in part or "rss" in part:
+            return "bytes"
     if any("ratio" in part for part in path):
         return "ratio"
     return ""
@@ -296,7 +296,7 @@ def run_against(
                 [figures(payload, labels) for payload in runs["previous"] if "error" not in payload],
             )
             out += [
-                f"Section `{section}`, {rounds} rounds:",
+                f"Section `{section}`, {rounds} round{'s' if rounds != 1 else ''}:",
                 "",
                 render_pairs(paired, current_name, previous_name),
             ]

@@ -33,6 +33,7 @@ def test_other_payloads_are_named_by_their_keys_and_list_items_by_their_labels()
         "e2e": {
             "phases": {"first": {"instrumented": {"median_s": 0.05, "seconds": [0.05, 0.06], "errors": []}}},
             "ratios": {"first": 1.03},
+            "latency_s": {"p99": 0.01},
             "captures": [{"mirror_entries": 253}],  # no identity: per-run detail, left out
             "ok": True,
         },
@@ -42,6 +43,7 @@ def test_other_payloads_are_named_by_their_keys_and_list_items_by_their_labels()
     assert figures(payload) == {
         ("e2e", "phases / first / instrumented / median_s"): (0.05, "s"),
         ("e2e", "ratios / first"): (1.03, "ratio"),
+        ("e2e", "latency_s / p99"): (0.01, "s"),
         ("memory", "64 MiB bound / rss_growth_peak"): (1024.0, "bytes"),
     }
 
