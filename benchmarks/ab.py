@@ -108,11 +108,13 @@ def format_figure(value: float, unit: str) -> str:
     return f"{value:,.4g}"
 
 
-Paired = tuple[Key, str, list[float], list[float]]  # key, unit, current values, REV values
+# key, unit, current's values, REV's values, current / REV of each round both sides measured
+Paired = tuple[Key, str, list[float], list[float], list[float]]
 
 
 def pair(current: Sequence[Mapping[Key, Figure]], previous: Sequence[Mapping[Key, Figure]]) -> list[Paired]:
-    """The figures of every round of both sides, by name: current's order, then REV's own."""
+    """The figures of both sides by name (current's order, then REV's own); round i of one side
+    ran right before round i of the other (a failed round: an empty mapping)."""
     order: dict[Key, str] = {}
     for side in (current, previous):
         for found in side:
@@ -124,6 +126,11 @@ def pair(current: Sequence[Mapping[Key, Figure]], previous: Sequence[Mapping[Key
             unit,
             [found[key][0] for found in current if key in found],
             [found[key][0] for found in previous if key in found],
+            [
+                mine[key][0] / theirs[key][0]
+                for mine, theirs in zip(current, previous, strict=False)
+                if key in mine and key in theirs and theirs[key][0] != 0
+            ],
         )
         for key, unit in order.items()
     ]
@@ -142,20 +149,21 @@ def render_pairs(paired: list[Paired], current_name: str, previous_name: str) ->
     """A Markdown table: one line per figure, grouped as the sections group them."""
     lines = [
         f"| figure | {current_name}: median (lowest to highest round) | {previous_name} "
-        f"| {current_name} / {previous_name} |",
-        "|---|---|---|---|",
+        f"| {current_name} / {previous_name}: of the medians | median of the rounds' ratios |",
+        "|---|---|---|---|---|",
     ]
     group = None
-    for (row_group, name), unit, mine, theirs in paired:
+    for (row_group, name), unit, mine, theirs, ratios in paired:
         if row_group != group:
             group = row_group
-            lines.append(f"| **{group}** | | | |")
-        ratio = "—"
+            lines.append(f"| **{group}** | | | | |")
+        of_medians = "—"
         if mine and theirs and statistics.median(theirs) != 0:
-            ratio = f"{statistics.median(mine) / statistics.median(theirs):.3f}x"
+            of_medians = f"{statistics.median(mine) / statistics.median(theirs):.3f}x"
+        by_round = f"{statistics.median(ratios):.3f}x" if ratios else "—"
         lines.append(
             f"| {name} | {_cell(mine, unit, f'— (not in {current_name})')} "
-            f"| {_cell(theirs, unit, f'— (not at {previous_name})')} | {ratio} |"
+            f"| {_cell(theirs, unit, f'— (not at {previous_name})')} | {of_medians} | {by_round} |"
         )
     return "\n".join(lines)
 
@@ -292,8 +300,8 @@ def run_against(
                     runs[side].append(run_side(root, section, Path(scratch), f"{section}-{side}-{index}"))
             results[section] = runs
             paired = pair(
-                [figures(payload, labels) for payload in runs["current"] if "error" not in payload],
-                [figures(payload, labels) for payload in runs["previous"] if "error" not in payload],
+                [{} if "error" in payload else figures(payload, labels) for payload in runs["current"]],
+                [{} if "error" in payload else figures(payload, labels) for payload in runs["previous"]],
             )
             out += [
                 f"Section `{section}`, {rounds} round{'s' if rounds != 1 else ''}:",
@@ -318,8 +326,9 @@ def run_against(
         f"Machine: {machine}; load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after; "
         f"{time.monotonic() - started:.0f} s. Each side's own run.py in fresh processes, alternating "
         f"{current_name}, {previous_name}, ...; a figure is the median over the rounds of each side's "
-        "figure (itself a median over that section's runs); the ratio is of those medians. For times, "
-        "< 1 means faster now; for rates (/s), > 1 means faster now.",
+        "figure (itself a median over that section's runs); the ratios: of those medians, and the "
+        "median of each round's (its two processes ran back to back, less exposed to the machine's "
+        "drift). For times, < 1 means faster now; for rates (/s), > 1 means faster now.",
     )
     print("\n".join(out).rstrip() + "\n")
     if json_path is not None:

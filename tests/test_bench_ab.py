@@ -50,18 +50,18 @@ def test_other_payloads_are_named_by_their_keys_and_list_items_by_their_labels()
 
 def test_pairing_keeps_rows_of_one_side_and_says_which() -> None:
     both, new, old = ("g", "both"), ("g", "new only"), ("g", "old only")
-    current = [{both: (2.0, ""), new: (1.0, "")}, {both: (4.0, ""), new: (1.0, "")}]
-    previous = [{both: (1.0, ""), old: (5.0, "")}]
+    current = [{both: (2.0, ""), new: (1.0, "")}, {both: (4.0, ""), new: (1.0, "")}, {both: (9.0, "")}]
+    previous = [{both: (1.0, ""), old: (5.0, "")}, {}, {both: (3.0, "")}]  # round 2 failed
     paired = pair(current, previous)
     assert paired == [
-        (both, "", [2.0, 4.0], [1.0]),
-        (new, "", [1.0, 1.0], []),
-        (old, "", [], [5.0]),
+        (both, "", [2.0, 4.0, 9.0], [1.0, 3.0], [2.0, 3.0]),
+        (new, "", [1.0, 1.0], [], []),
+        (old, "", [], [5.0], []),
     ]
     table = render_pairs(paired, "current", "abc1234")
-    assert "| both | 3 (2 to 4) | 1 | 3.000x |" in table
-    assert "| new only | 1 | — (not at abc1234) | — |" in table
-    assert "| old only | — (not in current) | 5 | — |" in table
+    assert "| both | 4 (2 to 9) | 2 (1 to 3) | 2.000x | 2.500x |" in table
+    assert "| new only | 1 | — (not at abc1234) | — | — |" in table
+    assert "| old only | — (not in current) | 5 | — | — |" in table
 
 
 def test_sections_of_reads_a_revisions_run_py_without_running_it(tmp_path: Path) -> None:
