@@ -380,7 +380,9 @@ def render_sdk(sdk: dict[str, Any]) -> str:
     instrumented, first query of a process and later ones, and the ratios."""
 
     def ms(value: float | None) -> str:
-        return "n/a" if value is None else f"{value * 1000:.1f} ms"
+        if value is None:
+            return "n/a"
+        return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
     phase_labels = {"first": "first query() of each process", "later": "later query()s"}
     lines = [
