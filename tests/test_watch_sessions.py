@@ -340,6 +340,54 @@ def test_a_file_rewritten_while_no_watch_ran_goes_on_after_the_lines_read(
     assert watcher.poll_once() == 2
 
 
+@pytest.mark.parametrize("link", ["loop", "aliased-folder"])
+def test_a_linked_folder_is_not_gone_into(link: str, tmp_path: Path, watch: Callable[..., Watcher]) -> None:
+    """`proj/loop -> ..` (each line was exported 41 times: proj/loop/proj/loop/...), a folder
+    linked under another name (its sessions twice): only the folders themselves are watched."""
+    project = tmp_path / "home" / "proj"
+    project.mkdir(parents=True)
+    watcher = watch()
+    if link == "loop":
+        (project / "loop").symlink_to("..")
+    else:
+        (tmp_path / "home" / "alias").symlink_to("proj")
+    for _ in _copy_in_steps(_session_file(CLAUDE_PROJECT), project / _session_file(CLAUDE_PROJECT).name, 3):
+        watcher.poll_once()
+    watcher.close()
+    assert _said(_mirror(tmp_path / "runs")) == _imported(CLAUDE_PROJECT, tmp_path)
+    assert len(list((tmp_path / "runs").glob("*.jsonl"))) == 1
+    assert _state_files(tmp_path) == {str(project / _session_file(CLAUDE_PROJECT).name)}
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard-link"])
+def test_a_session_file_under_two_paths_is_followed_once(
+    link: str, tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """A session file linked, or hard-linked, under another session's name in another folder is
+    one file (one device and inode): its lines are exported once, whichever path they are
+    written through (polling, each path was a session of its own, every line exported twice)."""
+    project, other = tmp_path / "home" / "proj", tmp_path / "home" / "other"
+    project.mkdir(parents=True)
+    other.mkdir()
+    source = _session_file(CLAUDE_PROJECT)
+    target = project / source.name
+    target.touch()
+    alias = other / "0b6f1d2e-1111-4222-8333-944445555666.jsonl"
+    if link == "symlink":
+        alias.symlink_to(target)
+    else:
+        os.link(target, alias)
+    watcher = watch()
+    lines = source.read_bytes().splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        with (target if number % 2 else alias).open("ab") as out:
+            out.write(line)
+        watcher.poll_once()
+    watcher.close()
+    assert _said(_mirror(tmp_path / "runs")) == _imported(CLAUDE_PROJECT, tmp_path)
+    assert len(list((tmp_path / "runs").glob("*.jsonl"))) == 1
+
+
 def test_new_sessions_and_subagents_are_found_in_new_directories(
     tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import textwrap
 import warnings
@@ -12,7 +13,13 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from transcript_otel import environment_variables as env
-from transcript_otel.cli.import_workers import Outcome, imports, usable_cpus
+from transcript_otel.cli.import_workers import (
+    Outcome,
+    StoppedBySignalError,
+    imports,
+    stopped_by_signals,
+    usable_cpus,
+)
 from transcript_otel.cli.read_commands import number_at_least
 from transcript_otel.instrumentation.cli_logs import (
     claude_projects_dir,
@@ -29,7 +36,9 @@ _DESCRIPTION: Final = (
     "importing again replaces the run instead of adding a second. When an OTLP endpoint is set "
     "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it. "
     "Sessions are imported --jobs at a time in worker processes, and said in the order found. "
-    "Exits 1 when a session could not be imported or sent (each said in one line), 2 for bad paths."
+    "Exits 1 when a session could not be imported or sent (each said in one line), 2 for bad paths; "
+    "stopped by SIGINT, SIGTERM or SIGHUP it leaves no worker running and no file half-written "
+    "(exit 130, or 128 + the signal)."
 )
 _WIDTH: Final = 88
 _EPILOG: Final = """examples:
@@ -75,6 +84,19 @@ def add_import(commands: Any) -> None:
 
 
 def run_import(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        with stopped_by_signals():
+            return _run_import(args, out)
+    except StoppedBySignalError as stop:
+        name = signal.Signals(stop.signum).name
+        print(
+            f"transcript-otel import: stopped by {name}: the sessions not listed above were not imported",
+            file=sys.stderr,
+        )
+        return 128 + stop.signum
+
+
+def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     paths = list(args.paths)
     for wanted, roots, name in (
         (args.claude_code, [claude_projects_dir()], "Claude Code"),

@@ -5,7 +5,8 @@ A worker imports into a directory of its own and the parent moves each run into 
 order: two copies of one session (one run id) never write one file at once, and the later
 replaces the earlier, as in one process. A worker sends back a few numbers and texts, and the
 warnings its import gave, for the parent to say. Ctrl-C stops the imports under way and starts
-no other.
+no other; so do SIGTERM (systemd's, `kill`'s) and SIGHUP (a closed terminal), within
+`stopped_by_signals`: the workers stopped, the files half-written removed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,41 @@ if TYPE_CHECKING:
 # tracing, for the resource and the limits, is loaded on first use).
 _WHAT_AN_IMPORT_LOADS: Final = ("transcript_otel.sessions.importer", "opentelemetry.sdk.trace")
 _WORKER_DIED: Final = "not imported: a worker process died (killed? out of memory?), stopping the others"
+# What stops an import as Ctrl-C does: systemd stops a service with SIGTERM, a closed terminal
+# sends SIGHUP. The parent stops its workers with SIGINT (`_interrupt_workers`).
+_STOPS: Final = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+class StoppedBySignalError(KeyboardInterrupt):
+    """SIGTERM or SIGHUP came: what runs stops as on Ctrl-C, cleaning up on its way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise `StoppedBySignalError` in the block, as SIGINT raises
+    KeyboardInterrupt: the imports under way stop, their workers and half-written files with
+    them (by default either signal ended this process at once and left both behind). Once: the
+    clean-up it starts is not cut short by another."""
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise StoppedBySignalError(signum)
+
+    previous = {stop_signal: signal.signal(stop_signal, stop) for stop_signal in _STOPS[1:]}
+    try:
+        yield
+    finally:
+        for stop_signal, handler in previous.items():
+            signal.signal(stop_signal, handler)
 
 
 def usable_cpus() -> int:
@@ -80,14 +116,14 @@ def imports(sessions: Sequence[SessionFiles], directory: Path, jobs: int) -> Gen
     scratch = Path(tempfile.mkdtemp(prefix=".importing-", dir=directory))
     pool = ProcessPoolExecutor(jobs, mp_context=_worker_start(), initializer=_start_worker)
     try:
-        with _sigint_blocked():
+        with _stops_blocked():
             futures = [
                 pool.submit(_import_in_worker, session, scratch / str(number))
                 for number, session in enumerate(sessions)
             ]
         for future in futures:
             yield _moved(_outcome_of(future), directory)
-    except BaseException:  # Ctrl-C, or the caller stopped reading: the imports under way stop too
+    except BaseException:  # Ctrl-C, SIGTERM, or the caller stopped reading: the imports under way stop too
         _interrupt_workers()
         raise
     finally:
@@ -114,11 +150,12 @@ def _worker_start() -> BaseContext:
 
 
 @contextlib.contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """SIGINT held while the pool starts its workers, which inherit the signal mask: a Ctrl-C
-    meanwhile waits in each until its handler is in place (`_start_worker`) instead of ending
-    its start-up in a traceback; this process takes it at the end of the block."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def _stops_blocked() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP held while the pool starts its workers, which inherit the
+    signal mask (and, forked, this process's handlers): one meanwhile waits in each until its
+    handler is in place (`_start_worker`) instead of ending its start-up in a traceback, or
+    leaving it to run on; this process takes it at the end of the block."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, set(_STOPS))
     try:
         yield
     finally:
@@ -187,12 +224,17 @@ _interrupted = False
 
 def _start_worker() -> None:
     """A worker's start: SIGINT (a Ctrl-C reaches the whole process group) interrupts the import
-    under way, as in the parent, and the worker starts no other; idle, it waits quietly."""
-    signal.signal(signal.SIGINT, _on_sigint)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the parent started it
+    under way, as in the parent, and the worker starts no other; idle, it waits quietly. SIGTERM
+    and SIGHUP end it as they end any process (a forked worker had the parent's handlers): the
+    pool ends its workers so when one died, and what a worker leaves half-written is in the
+    parent's scratch directory, which the parent removes."""
+    signal.signal(signal.SIGINT, _on_stop)
+    for stop in _STOPS[1:]:
+        signal.signal(stop, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_STOPS))  # held since the parent started it
 
 
-def _on_sigint(signum: int, frame: FrameType | None) -> None:
+def _on_stop(signum: int, frame: FrameType | None) -> None:
     global _interrupted
     first = not _interrupted
     _interrupted = True

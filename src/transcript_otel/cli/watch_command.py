@@ -18,7 +18,7 @@ _DESCRIPTION: Final = (
     "as it is written: to the local JSONL mirror and, when OTEL_EXPORTER_OTLP_ENDPOINT is set, "
     "to the backend, as a live run would. At its first start the watch takes sessions up from "
     "their end (`transcript-otel import` reads their past); later it goes on from where it "
-    "stopped (kept in --state). Runs until SIGINT or SIGTERM. To run it as a user service, see "
+    "stopped (kept in --state). Runs until SIGINT, SIGTERM or SIGHUP. To run it as a user service, see "
     "docs/harnesses.md (a systemd user unit)."
 )
 
@@ -84,7 +84,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
         tracer=trace.get_tracer("transcript_otel.sessions"),
         idle_s=args.idle,
     )
-    for stop in (signal.SIGINT, signal.SIGTERM):
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         signal.signal(stop, lambda *_: watcher.stopped.set())
     print(f"transcript-otel watch: following {', '.join(map(str, roots))}", file=out, flush=True)
     try:

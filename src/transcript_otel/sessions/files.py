@@ -13,7 +13,10 @@ day's folder.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import stat
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -23,7 +26,9 @@ from typing import Final, NamedTuple
 
 from transcript_otel.instrumentation.cli_logs import is_session_id
 from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
+from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.records.serialize import parse_json
+from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 
 SUBAGENTS_DIR: Final = "subagents"
 _SUBAGENT_PREFIX: Final = "agent-"
@@ -31,6 +36,10 @@ _ROLLOUT_PREFIX: Final = "rollout-"
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # A rollout's first line (`session_meta`, with the ~21 KB system prompt) is read up to this.
 _MAX_META_BYTES: Final = 1 << 20
+
+
+# One file whatever path leads to it: its device and inode (the path, where it cannot be looked at).
+FileIdentity = tuple[int, int] | Path
 
 
 class SessionKind(StrEnum):
@@ -51,16 +60,25 @@ class SessionFiles:
         return [(self.path, MAIN_SOURCE), *self.subagents]
 
 
-def find_sessions(paths: Iterable[Path], unsettled: set[Path] | None = None) -> Iterator[SessionFiles]:
+def find_sessions(
+    paths: Iterable[Path], unsettled: set[Path] | None = None, skipped: set[Path] | None = None
+) -> Iterator[SessionFiles]:
     """The sessions in `paths` (files, or directories searched below), each once, in path order.
 
     A subagent's file named on its own is part of its session, not one of its own. A file whose
     first line says whose it is (a rollout, a Claude Code 2.0 `agent-*.jsonl`) and is not whole
     yet: with `unsettled` (files being written), added to it and no session yet; without, taken
     as it is (a session of its own). Raises `FileNotFoundError` for a path that does not exist.
+
+    Below a directory, links to directories are not gone into (a link to `..` would make the
+    search endless, one to a folder another copy of it). A file is one file whatever paths lead
+    to it (links, hard links: one device and inode): its session is given once, for the first.
+    A path named like a session that is not a regular file (a FIFO, a link to a device) is
+    skipped with a warning, once for the paths in `skipped` (where they are added), else at
+    each search; reading one would wait or never end.
     """
-    seen: set[Path] = set()
-    folders = _Folders(unsettled)
+    seen: set[FileIdentity] = set()
+    folders = _Folders(unsettled, skipped)
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no such file or directory: {path}")
@@ -70,12 +88,24 @@ def find_sessions(paths: Iterable[Path], unsettled: set[Path] | None = None) -> 
             sorted(p for p in path.rglob("*.jsonl") if _named_as_a_log(p)) if path.is_dir() else [path]
         )
         for candidate in candidates:
+            if not folders.regular(candidate):
+                continue
             session = _session_of(candidate, folders)
             if session is not None and folders.unsettled is not None and session.path in folders.unsettled:
                 continue  # whose it is, is said next time
-            if session is not None and session.path not in seen:
-                seen.add(session.path)
+            if session is not None and (identity := file_identity(session.path)) not in seen:
+                seen.add(identity)
                 yield session
+
+
+def file_identity(path: Path) -> FileIdentity:
+    """What tells one file from another whatever path leads to it: its device and inode (the
+    path itself, where it cannot be looked at)."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return path
+    return (status.st_dev, status.st_ino)
 
 
 def _named_as_a_log(path: Path) -> bool:
@@ -110,6 +140,7 @@ def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
     subagents = tuple(
         (file, subagent_source(file.stem.removeprefix(_SUBAGENT_PREFIX)))
         for file in (sorted(directory.glob(f"{_SUBAGENT_PREFIX}*.jsonl")) if directory.is_dir() else [])
+        if folders.regular(file)
     )
     return SessionFiles(
         SessionKind.CLAUDE_CODE, path, (*subagents, *folders.subagents_in(path.parent, path.stem))
@@ -120,11 +151,29 @@ class _Folders:
     """The subagent files lying among the sessions' own in each folder one search looks in
     (Claude Code 2.0's `agent-*.jsonl`, Codex subagent threads' rollouts), by the session they
     belong to: each folder read once a search, not once for each session in it. `unsettled`:
-    where the files whose first line is not whole yet go, when the search is told of them."""
+    where the files whose first line is not whole yet go, when the search is told of them;
+    `skipped`: the paths not regular files already said (`find_sessions`)."""
 
-    def __init__(self, unsettled: set[Path] | None) -> None:
+    def __init__(self, unsettled: set[Path] | None, skipped: set[Path] | None) -> None:
         self._by_session: dict[Path, dict[str, list[tuple[Path, str]]]] = {}
         self.unsettled = unsettled
+        self._skipped = set() if skipped is None else skipped
+
+    def regular(self, path: Path) -> bool:
+        """Whether `path` is a regular file (through links); a path that is something else is
+        said once. (One that cannot be looked at, gone meanwhile, is not one, unsaid.)"""
+        try:
+            status = os.stat(path)
+        except (OSError, ValueError):
+            return False
+        if stat.S_ISREG(status.st_mode):
+            self._skipped.discard(path)  # said again if it is replaced by something else
+            return True
+        if path not in self._skipped:
+            self._skipped.add(path)
+            skipped = NotRegularFileError(path, status.st_mode)
+            warnings.warn(f"{skipped}: skipped", TranscriptReadWarning, stacklevel=2)
+        return False
 
     def ids_of(self, path: Path) -> _Ids:
         ids = _ids_of(path)
@@ -145,6 +194,8 @@ class _Folders:
         for path in sorted(directory.glob("*.jsonl")):
             if not path.name.startswith((_SUBAGENT_PREFIX, _ROLLOUT_PREFIX)):
                 continue  # a Claude Code session's own file
+            if not self.regular(path):
+                continue
             ids = self.ids_of(path)
             if path.name.startswith(_SUBAGENT_PREFIX):
                 source = subagent_source(path.stem.removeprefix(_SUBAGENT_PREFIX))
@@ -182,7 +233,7 @@ def _ids_of(path: Path) -> _Ids:
 @functools.lru_cache(maxsize=4096)
 def _first_line_ids(path: Path, _inode: int) -> _Ids:  # a file replaced at the same path is read again
     """Raises for a first line not (yet) whole or not JSON: a failure is not remembered."""
-    with path.open("rb") as stream:
+    with open_regular(path) as stream:
         first = stream.readline(_MAX_META_BYTES)
     if not first.endswith(b"\n"):
         raise _FirstLineNotWhole(path)
@@ -218,7 +269,7 @@ def _codex_root_file(path: Path, session_id: str | None) -> Path | None:
     if session_id is None:
         return None
     for directory in (path.parent, *_other_day(path.parent, -1)):
-        found = sorted(directory.glob(f"{_ROLLOUT_PREFIX}*-{session_id}.jsonl"))
+        found = sorted(p for p in directory.glob(f"{_ROLLOUT_PREFIX}*-{session_id}.jsonl") if p.is_file())
         if found:
             return found[0]
     return None

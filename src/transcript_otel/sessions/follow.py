@@ -14,6 +14,7 @@ id, if the session goes on later.
 from __future__ import annotations
 
 import os
+import stat
 import time
 import warnings
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarnin
 from transcript_otel.sessions.files import SessionFiles
 from transcript_otel.sessions.importer import session_id_from_name
 from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, run_id_of
+from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 from transcript_otel.sessions.timeline import MapLine, TimedLine, in_time_order
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat.
@@ -69,9 +71,12 @@ class SessionFollower:
         *,
         tracer: trace.Tracer,
         pipeline: TranscriptPipeline,
+        skipped: set[Path] | None = None,
     ) -> None:
-        """`positions`: where each file was read to (absent: from its start)."""
+        """`positions`: where each file was read to (absent: from its start); `skipped`: the
+        paths said not to be regular files (shared with the search for sessions: said once)."""
         self.session = session
+        self._skipped = set() if skipped is None else skipped
         self._harness = HARNESSES[session.kind]
         taken_up = positions.get(session.path)
         self._map_line = self._mapper(taken_up.offset if taken_up else 0)
@@ -85,6 +90,11 @@ class SessionFollower:
         }
         self._recorder: SessionRecorder | None = None
         self._session_id: str | None = None
+
+    @property
+    def main_inode(self) -> int:
+        """The inode of the main file read (another after it was rewritten)."""
+        return self._files[self.session.path].position.inode
 
     def positions(self) -> dict[Path, FilePosition]:
         """Where each file has been recorded to (a partial last line is not recorded yet)."""
@@ -135,6 +145,11 @@ class SessionFollower:
         files and sessions go on; the position stays, so nothing is lost once it can)."""
         try:
             return self._read_gained(file)
+        except NotRegularFileError as exc:  # replaced by a FIFO, a link to a device: never read
+            if file.path not in self._skipped:
+                self._skipped.add(file.path)
+                warnings.warn(f"{exc}: skipped while it is one", TranscriptReadWarning, 2)
+            return []
         except OSError as exc:
             if not file.unreadable:
                 warnings.warn(f"{file.path}: cannot be read: {exc}", TranscriptReadWarning, 2)
@@ -146,6 +161,8 @@ class SessionFollower:
             status = os.stat(file.path)
         except FileNotFoundError:
             return []
+        if not stat.S_ISREG(status.st_mode):
+            raise NotRegularFileError(file.path, status.st_mode)
         if status.st_ino != file.position.inode or status.st_size < file.position.offset:
             rewritten = None if status.st_ino == file.position.inode else _after_lines(file)
             if rewritten is not None:  # the same log rewritten: on after the lines read
@@ -161,10 +178,11 @@ class SessionFollower:
         if status.st_size == file.position.offset:
             return []
         index = list(self._files).index(file.path)
-        with file.path.open("rb") as stream:
+        with open_regular(file.path) as stream:
             stream.seek(file.position.offset)
             complete = _complete_lines(stream, file)
         file.unreadable = False
+        self._skipped.discard(file.path)
         lines: list[TimedLine] = []
         for line in complete.split(b"\n"):
             if not line.strip():
@@ -200,8 +218,16 @@ class SessionFollower:
 
 def _last_report(path: Path, before: int, marker: bytes | None) -> bytes | None:
     """The running totals a session taken up at byte `before` had reached: the last line holding
-    `marker` before it."""
-    return None if marker is None else last_line_holding(path, before, marker, MAX_RECORD_BYTES)
+    `marker` before it. Read from the file opened here, so never from a FIFO or a device that
+    took the path's place (the reader opens a path: this file's, `/dev/fd/N`, where there is one)."""
+    if marker is None or before <= 0:
+        return None
+    try:
+        with open_regular(path) as stream:
+            opened = Path(f"/dev/fd/{stream.fileno()}")
+            return last_line_holding(opened if opened.exists() else path, before, marker, MAX_RECORD_BYTES)
+    except OSError:
+        return None
 
 
 def _inode(path: Path) -> int:
@@ -221,7 +247,7 @@ def _counted(path: Path, position: FilePosition) -> FilePosition:
 
 def _lines_before(path: Path, position: FilePosition) -> int | None:
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             if os.fstat(stream.fileno()).st_ino != position.inode:
                 return None
             lines, left = 0, position.offset
@@ -240,7 +266,7 @@ def _after_lines(file: _OpenFile) -> int | None:
     if wanted is None:
         return None
     offset = 0
-    with file.path.open("rb") as stream:
+    with open_regular(file.path) as stream:
         while wanted > 0 and (chunk := stream.read(READ_BYTES)):
             found = chunk.count(b"\n")
             if found < wanted:

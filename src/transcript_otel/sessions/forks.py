@@ -19,6 +19,7 @@ from typing import Final
 from transcript_otel.instrumentation.cli_logs import COST_STATE_MARKER, is_session_id
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.records.serialize import parse_json
+from transcript_otel.sessions.regular import open_regular
 
 # Lines read from a session's start for the answers its copy holds (which name the sessions copied).
 _MAX_HEAD_LINES: Final = 10_000
@@ -89,7 +90,7 @@ def _fork_of(path: Path, parent: Path, parent_id: str) -> Fork:
 
 
 def _lines(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as stream:
+    with open_regular(path) as stream:  # never a FIFO or a device named like the other session
         for _, line in LineReader(str(path)).lines(stream):
             yield line
 

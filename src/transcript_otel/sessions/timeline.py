@@ -17,6 +17,7 @@ from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import EntryType
 from transcript_otel.reading.lines import LineReader
+from transcript_otel.sessions.regular import open_regular
 
 # One line of a session file (the bytes, the source of its file) -> what it says.
 MapLine = Callable[[bytes, str], SessionLine]
@@ -62,7 +63,7 @@ def in_time_order(streams: Iterable[Iterable[TimedLine]]) -> Iterator[TimedLine]
 
 def _file_lines(path: Path, source: str, file_index: int, map_line: MapLine) -> Iterator[TimedLine]:
     latest = 0
-    with path.open("rb") as stream:
+    with open_regular(path) as stream:  # a FIFO or a device in its place meanwhile: not read
         for number, line in LineReader(str(path)).lines(stream):
             said = map_line(line.rstrip(b"\r\n"), source)
             if said.timestamp_ns is not None:

@@ -18,17 +18,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import threading
 import time
+import warnings
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.exports.destination import real_path, written_in_place
+from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.changes import KernelChanges
-from transcript_otel.sessions.files import SessionFiles, find_sessions
+from transcript_otel.sessions.files import FileIdentity, SessionFiles, file_identity, find_sessions
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
+from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 
 POLL_S: Final = 0.25
 SLOW_POLL_S: Final = 5.0
@@ -41,12 +46,23 @@ _WRITE_WAIT_S: Final = 30.0
 # rollout out and `codex unarchive` back (the same path and inode): it goes on where it was.
 MAX_GONE: Final = 256
 _TAIL_BYTES: Final = 64 * 1024
+# The largest offset a file may have (a signed 64-bit `off_t`).
+_MAX_OFFSET: Final = 1 << 63
+# Unusable entries of a state named in the warning that says so.
+_NAMED_DROPPED: Final = 5
 
 
 class WatchState:
     """Where each session file was recorded to, kept in one JSON file (written whole, then
     moved into place: a crash leaves the last one); and where the latest files that went away
-    were (`forget`, `recall`)."""
+    were (`forget`, `recall`).
+
+    The file is where `path` leads, as an export's (`exports/destination.py`): a link's file is
+    replaced, the link kept; a FIFO or a device (`/dev/null`) is written into as it is, without
+    waiting, and never read (each start is then a first start). A state this watch cannot use
+    is said once, as the watch starts: a file that is not one it wrote (not JSON, another
+    version) is a first start; an entry it cannot use (a negative offset, an inode that is not
+    a number) is dropped alone, its file read again from its start (nothing of it lost)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -54,13 +70,54 @@ class WatchState:
         self.gone: dict[Path, FilePosition] = {}
         self.started_before = False
         try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            saved = self._read()
+        except _UnusableStateError as exc:
+            _say(f"{path}: unusable ({exc}): started as at a first start, each session taken up from its end")
             return
-        if isinstance(saved, dict) and saved.get("version") == _STATE_VERSION:
-            self.started_before = True
-            self.positions = _positions(saved.get("files"))
-            self.gone = _positions(saved.get("gone"))
+        if saved is None:
+            return
+        self.started_before = True
+        dropped: list[tuple[str, str]] = []
+        self.positions = _positions(saved.get("files"), dropped)
+        self.gone = _positions(saved.get("gone"), dropped)
+        if dropped:
+            said = (
+                "1 entry unusable, dropped (its file is read again from its start)"
+                if len(dropped) == 1
+                else f"{len(dropped)} entries unusable, dropped (their files are read again from their start)"
+            )
+            named = ", ".join(f"{name} ({why})" for name, why in dropped[:_NAMED_DROPPED])
+            more = f", and {len(dropped) - _NAMED_DROPPED} more" if len(dropped) > _NAMED_DROPPED else ""
+            _say(f"{path}: {said}: {named}{more}")
+
+    def _read(self) -> dict[str, Any] | None:
+        """The state saved, None where there is none to read; `_UnusableStateError` for one this
+        watch cannot use."""
+        try:
+            with open_regular(self.path) as stream:
+                text = stream.read()
+        except FileNotFoundError:
+            return None  # a first start
+        except NotRegularFileError as exc:
+            _say(f"{exc}: the positions are written into it, never read: each start is a first start")
+            return None
+        except OSError as exc:
+            raise _UnusableStateError(f"cannot be read: {exc}") from exc
+        try:
+            saved = json.loads(text)
+        except RecursionError:
+            raise _UnusableStateError("nested too deeply") from None
+        except ValueError:
+            raise _UnusableStateError("not JSON") from None
+        if not isinstance(saved, dict):
+            raise _UnusableStateError("not an object")
+        version = saved.get("version")
+        if type(version) is not int or version != _STATE_VERSION:
+            raise _UnusableStateError(f"version {version!r}, not {_STATE_VERSION}")
+        for key, what in (("files", "files"), ("gone", "gone files")):
+            if not isinstance(saved.get(key, {}), dict):
+                raise _UnusableStateError(f"its {what} are not an object")
+        return saved
 
     def forget(self, path: Path) -> None:
         """`path` went away: it is recorded to no more, but where it was is kept a while."""
@@ -80,22 +137,69 @@ class WatchState:
         return position
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_suffix(".partial")
         saved = {"version": _STATE_VERSION, "files": _named(self.positions), "gone": _named(self.gone)}
-        partial.write_text(json.dumps(saved), encoding="utf-8")
-        os.replace(partial, self.path)
+        data = json.dumps(saved).encode()
+        if written_in_place(self.path):  # a FIFO, a device: never replaced, never waited on
+            _write_in_place(self.path, data)
+            return
+        final = real_path(self.path)  # a link's file, the link kept
+        final.parent.mkdir(parents=True, exist_ok=True)
+        partial = final.with_name(f"{final.name}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, final)
 
 
-def _positions(saved: object) -> dict[Path, FilePosition]:
+class _UnusableStateError(ValueError):
+    """The state file is not one this watch can use: why."""
+
+
+def _say(message: str) -> None:
+    warnings.warn(message, TranscriptReadWarning, stacklevel=2)
+
+
+def _write_in_place(target: Path, data: bytes) -> None:
+    """`data` written into the FIFO or device `target`, what it takes of it now (a FIFO nobody
+    reads takes nothing)."""
+    flags = (
+        os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        descriptor = os.open(target, flags)
+    except OSError:  # no reader (ENXIO), or gone
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
+
+
+def _positions(saved: object, dropped: list[tuple[str, str]]) -> dict[Path, FilePosition]:
+    """The positions saved; each entry that cannot be one added to `dropped` with why."""
     found: dict[Path, FilePosition] = {}
     for name, where in (saved if isinstance(saved, dict) else {}).items():
-        if isinstance(where, dict) and isinstance(where.get("offset"), int):
-            lines = where.get("lines")
-            found[Path(name)] = FilePosition(
-                int(where.get("inode") or 0), where["offset"], lines if isinstance(lines, int) else None
-            )
+        position = _position(where)
+        if not name or "\0" in name:
+            dropped.append((repr(name), "bad path"))
+        elif isinstance(position, str):
+            dropped.append((name, position))
+        else:
+            found[Path(name)] = position
     return found
+
+
+def _position(where: object) -> FilePosition | str:
+    """The position an entry says, or why it cannot be one."""
+    if not isinstance(where, dict):
+        return "not an entry"
+    inode, offset, lines = where.get("inode", 0), where.get("offset"), where.get("lines")
+    if type(inode) is not int or not 0 <= inode < 1 << 64:
+        return "bad inode"
+    if type(offset) is not int or not 0 <= offset < _MAX_OFFSET:
+        return "bad offset"
+    if lines is not None and (type(lines) is not int or not 0 <= lines <= offset):
+        return "bad lines"  # (a line is a byte at least)
+    return FilePosition(inode, offset, lines)
 
 
 def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, int]]:
@@ -134,6 +238,12 @@ class Watcher:
         self._directories: dict[Path, int] = {}  # by directory: its time at the last look
         self._directories_looked: dict[Path, float] = {}
         self._session_of_file: dict[Path, Path] = {}  # a session's file -> its main file
+        # The main file each followed session's is, by device and inode: a file another path
+        # leads to (a link, a hard link) is followed once, under the first path found.
+        self._main_files: dict[FileIdentity, Path] = {}
+        self._identity_of: dict[Path, FileIdentity] = {}
+        # Paths named like session files that are not regular files, said once (never read).
+        self._skipped: set[Path] = set()
         # Directories holding a file whose first line, which says whose it is, is not whole yet.
         self._unsettled_in: set[Path] = set()
         self._changes = KernelChanges.open() if kernel_changes else None
@@ -144,11 +254,15 @@ class Watcher:
             state.forget(path)  # gone while the watch was not running
         self._know_directories()
         unsettled: set[Path] = set()
-        for session in _sessions_in(self.roots, unsettled):
+        for session in _sessions_in(self.roots, unsettled, self._skipped):
+            if self._another_path_to_a_followed_file(session.path) is not None:
+                continue
             if first_start:  # its past is `import`'s: take it up from its end
                 for path, _ in session.sources():
                     state.positions[path] = _end_of(path)
             self._follow(session)
+        for path in [path for path in state.positions if path not in self._session_of_file]:
+            state.forget(path)  # not followed now (not a session's yet, or another path to one)
         self._unsettled_in = {path.parent for path in unsettled}
         state.save()
 
@@ -202,6 +316,9 @@ class Watcher:
         follower = self._followers[path]
         self._polled[path] = now
         gained = follower.poll()
+        known = self._identity_of.get(path)
+        if isinstance(known, tuple) and known[1] != follower.main_inode:
+            self._identified(path)  # rewritten (another inode): known by its new one
         if gained:
             self._recent[path] = True
             self._last_gain[path] = now
@@ -220,6 +337,9 @@ class Watcher:
         so a watch that runs for months holds the sessions there are, not all there were."""
         follower = self._followers.pop(main)
         follower.finish()
+        identity = self._identity_of.pop(main, main)
+        if self._main_files.get(identity) == main:
+            del self._main_files[identity]
         self.state.positions.update(follower.positions())
         for path in follower.positions():
             self.state.forget(path)
@@ -237,15 +357,16 @@ class Watcher:
     def _changed_sessions(self, changed: set[Path]) -> list[Path]:
         """The sessions whose files the kernel said changed; directories it said were made are
         looked into, and files not known yet found."""
-        new_directories = [path for path in changed if path.is_dir() and path not in self._directories]
+        new_directories = [path for path in changed if _is_directory(path) and path not in self._directories]
         sessions = dict.fromkeys(self._discover(new_directories) if new_directories else [])
         for path in changed:
             if path.suffix != ".jsonl":
                 continue
-            if path not in self._session_of_file:
-                sessions.update(dict.fromkeys(self._discover([path.parent])))
             main = self._session_of_file.get(path)
-            if main is not None:
+            if main is None and (main := self._another_path_to_a_followed_file(path)) is None:
+                sessions.update(dict.fromkeys(self._discover([path.parent])))
+                main = self._session_of_file.get(path)
+            if main is not None:  # (a followed file written under another path: that file)
                 sessions[main] = None
         return list(sessions)
 
@@ -267,10 +388,12 @@ class Watcher:
             self._know(directory)
             with contextlib.suppress(OSError):
                 for entry in os.scandir(directory):
-                    if entry.is_dir() and Path(entry.path) not in self._directories:
+                    # Not a link to a directory: `proj/loop -> ..` would be endless, a link to
+                    # a folder a second copy of its sessions (as `import` does not either).
+                    if entry.is_dir(follow_symlinks=False) and Path(entry.path) not in self._directories:
                         changed.append(Path(entry.path))
             unsettled: set[Path] = set()
-            sessions = _sessions_in([directory], unsettled)
+            sessions = _sessions_in([directory], unsettled, self._skipped)
             if unsettled:  # looked at again until their first lines are whole: no new time says so
                 self._unsettled_in.add(directory)
             else:
@@ -278,6 +401,8 @@ class Watcher:
             for session in sessions:
                 follower = self._followers.get(session.path)
                 if follower is None:
+                    if self._another_path_to_a_followed_file(session.path) is not None:
+                        continue
                     self._follow(session)
                     touched.append(session.path)
                 else:
@@ -312,13 +437,36 @@ class Watcher:
             self._changes.add(directory)  # where it will not, the sweeps find what changed
         self._directories[directory] = _mtime(directory)
 
+    def _another_path_to_a_followed_file(self, main: Path) -> Path | None:
+        """The followed session's main file `main` is under another path (`main` a link to it, a
+        hard link), if it is one."""
+        identity = file_identity(main)
+        followed = self._main_files.get(identity)
+        if followed is None or followed == main or followed not in self._followers:
+            return None
+        if self._identified(followed) != identity:  # rewritten since, not polled yet: another file
+            return None
+        return followed
+
+    def _identified(self, main: Path) -> FileIdentity:
+        """`main`'s file identity looked at again, and kept (a file rewritten is another inode)."""
+        identity = file_identity(main)
+        known = self._identity_of.get(main)
+        if known != identity:
+            if known is not None and self._main_files.get(known) == main:
+                del self._main_files[known]
+            self._identity_of[main] = identity
+            self._main_files.setdefault(identity, main)
+        return identity
+
     def _follow(self, session: SessionFiles) -> None:
+        self._identified(session.path)
         for path, _ in session.sources():
             self._session_of_file[path] = session.path
             if path not in self.state.positions:
                 self.state.recall(path)  # a file that went away and is back goes on where it was
         self._followers[session.path] = SessionFollower(
-            session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline
+            session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline, skipped=self._skipped
         )
 
 
@@ -326,7 +474,7 @@ def _end_of(path: Path) -> FilePosition:
     """Where `path`'s last whole line ends: a line still being written is not the past (read
     from its start once whole, not from the middle)."""
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             status = os.fstat(stream.fileno())
             inode, end = status.st_ino, status.st_size
             while end > 0:
@@ -337,7 +485,7 @@ def _end_of(path: Path) -> FilePosition:
                     return FilePosition(inode, start + newline + 1)
                 end = start
             return FilePosition(inode, 0)
-    except OSError:  # gone meanwhile: a file that comes back is read from its start
+    except OSError:  # gone meanwhile (or not a file now): a file that comes back is read from its start
         return FilePosition(0, 0)
 
 
@@ -348,9 +496,19 @@ def _mtime(path: Path) -> int:
         return -1
 
 
-def _sessions_in(paths: list[Path], unsettled: set[Path] | None = None) -> list[SessionFiles]:
+def _sessions_in(
+    paths: list[Path], unsettled: set[Path] | None = None, skipped: set[Path] | None = None
+) -> list[SessionFiles]:
     """The sessions in `paths`; files not known to be a session's yet (being written) go in
-    `unsettled` (by default, none is left out)."""
+    `unsettled` (by default, none is left out); `skipped`: as `find_sessions`'s."""
     with contextlib.suppress(OSError):  # a directory removed meanwhile
-        return list(find_sessions([path for path in paths if path.exists()], unsettled))
+        return list(find_sessions([path for path in paths if path.exists()], unsettled, skipped))
     return []
+
+
+def _is_directory(path: Path) -> bool:
+    """Whether `path` is a directory itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
