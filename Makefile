@@ -125,9 +125,9 @@ pytest-default: $(TEST_VENV_DEFAULT)/.installed agents
 explore: $(TEST_VENV)/.installed
 	HYPOTHESIS_PROFILE=explore $(TEST_VENV)/bin/python -m pytest -q $$(grep -l "@given" tests/test_*.py)
 
-## bench: set up .venv-bench (Python 3.13) and the agent CLIs (section sdk runs the real Claude Code),
-## then run every benchmark, printing one table
-bench: $(BENCH_VENV)/.installed agents
+## bench: set up .venv-bench (Python 3.13) and the Claude Code CLI of `make agents` (section sdk runs
+## it), then run every benchmark, printing one table
+bench: $(BENCH_VENV)/.installed $(CLAUDE_CODE_CLI)
 	$(BENCH_VENV)/bin/python benchmarks/run.py
 
 clean:
