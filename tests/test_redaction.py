@@ -284,8 +284,18 @@ def _whole_text_redaction(data: bytes) -> bytes:
 # Literals, secrets and what sits around them: escapes, quotes, overlaps (`xoxox`,
 # `AKIASIA`, `sk-----BEGIN `), near misses (`task-`), non-ASCII letters.
 AROUND = ["task-", "\\n", "\\u001b", '"', "é", "x", "o", "A", "IA", "-", "_", "sk", "k", "Bearer", " "]
+# What separates a literal a match follows from the match (`BuiltinRule.gaps`).
+GAPS = [" ", "\t", "\\t", "=", " = "]
 FRAGMENTS = st.sampled_from(
-    [*LITERALS, *SECRETS.values(), BEARER, *AROUND, "0123456789abcdefXYZ", "-----END RSA PRIVATE KEY-----"]
+    [
+        *LITERALS,
+        *SECRETS.values(),
+        BEARER,
+        *AROUND,
+        *GAPS,
+        "0123456789abcdefXYZ",
+        "-----END RSA PRIVATE KEY-----",
+    ]
 )
 
 

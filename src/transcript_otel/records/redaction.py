@@ -44,15 +44,18 @@ from transcript_otel.records.joined_search import parts_holding
 class BuiltinRule:
     """A credential format the common providers document, and the literals that place it.
 
-    Every match of `pattern` starts with one of `starts_with`, or directly follows one
-    of `follows` (the pattern opens with a lookbehind on it): the pattern is tried at
-    those places only. No pattern may match `"` (see above).
+    Every match of `pattern` starts with one of `starts_with`, or follows one of `follows`
+    after one of `gaps` bytes (the pattern opens with a lookbehind on what it follows): the
+    pattern is tried at those places only. No pattern may match `"` (see above).
     """
 
     kind: str
     pattern: str
     starts_with: tuple[str, ...] = ()
     follows: tuple[str, ...] = ()
+    # Bytes between a `follows` literal and a match, each tried: one literal for the spellings
+    # of a gap keeps the literals few (the search takes twice as long past 32 of them).
+    gaps: tuple[int, ...] = (0,)
     # For a pattern that also matches ordinary words: whether a match is a secret after all.
     accepts: Callable[[bytes], bool] | None = None
     # For literals too common to try the pattern at each: the sorted places where a match can
@@ -97,11 +100,15 @@ def _url_credentials_starts(data: bytes) -> list[int]:
     return starts
 
 
+def _scheme_spellings(scheme: str) -> list[str]:
+    """An auth scheme's usual three spellings (schemes are case-insensitive)."""
+    return [scheme.capitalize(), scheme, scheme.upper()]
+
+
 def _scheme_and_gaps(scheme: str) -> list[str]:
-    """An auth scheme as it precedes a credential: the usual three spellings (schemes are
-    case-insensitive), then a space, a tab, or a tab as JSON writes it (the rules read JSON)."""
-    spellings = (scheme.capitalize(), scheme, scheme.upper())
-    return [spelling + gap for spelling in spellings for gap in (" ", "\t", "\\t")]
+    """An auth scheme as it precedes a credential: a spelling, then a space, a tab, or a tab
+    as JSON writes it (the rules read JSON): gaps of 1 or 2 bytes."""
+    return [spelling + gap for spelling in _scheme_spellings(scheme) for gap in (" ", "\t", "\\t")]
 
 
 def _after_scheme(scheme: str) -> str:
@@ -151,7 +158,8 @@ BUILTIN_RULES: Final = (
         "|" + _after_scheme("basic") + r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
         r"(?![A-Za-z0-9+/=])"
         "|" + _after_scheme("basic") + r"[A-Za-z0-9+/]{16,}=*",
-        follows=tuple(_scheme_and_gaps("bearer") + _scheme_and_gaps("basic")),
+        follows=tuple(_scheme_spellings("bearer") + _scheme_spellings("basic")),
+        gaps=(1, 2),
         accepts=_basic_credentials,
     ),
     # The user and password of a URL (`https://user:pw@host`, `postgres://user:pw@db/x`).
@@ -166,7 +174,8 @@ BUILTIN_RULES: Final = (
         "aws_secret_key",
         r"(?:(?<=AWS_SECRET_ACCESS_KEY=)|(?<=aws_secret_access_key=)|(?<=aws_secret_access_key = ))"
         r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
-        follows=("AWS_SECRET_ACCESS_KEY=", "aws_secret_access_key=", "aws_secret_access_key = "),
+        follows=("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+        gaps=(1, 3),  # `=`, ` = `
     ),
 )
 # The rules placed otherwise than by their literals, by index.
@@ -232,7 +241,8 @@ def _literal_targets() -> dict[bytes, tuple[tuple[int, int], ...]]:
         for literal in rule.starts_with:
             targets.setdefault(literal.encode("ascii"), []).append((index, 0))
         for literal in rule.follows:
-            targets.setdefault(literal.encode("ascii"), []).append((index, len(literal)))
+            places = targets.setdefault(literal.encode("ascii"), [])
+            places += ((index, len(literal) + gap) for gap in rule.gaps)
     return {literal: tuple(places) for literal, places in targets.items()}
 
 
