@@ -15,7 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_otel.records.serialize import dumps, iso_timestamp, loads, safe_text
+from transcript_otel.records.serialize import (
+    dumps,
+    has_non_finite_float,
+    iso_timestamp,
+    loads,
+    null_count,
+    safe_text,
+)
 
 from helpers import Opaque, ReprRaises
 
@@ -191,6 +198,56 @@ def test_converted_values_stay_readable() -> None:
 )
 def test_non_finite_floats_are_found_wherever_they_hide(value: Any) -> None:
     assert "NaN or infinite floats were written as null" in (dumps(value).problem or "")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(
+            {"error": None, "results": [{"score": 0.5}] * 300 + [{"score": math.nan}]}, id="one-none-first"
+        ),
+        pytest.param({"note": "nullable", "n": None, "deep": [[[math.inf]]]}, id="null-in-a-string"),
+        pytest.param({"n": None, "shared": [None, math.nan], "again": None}, id="nulls-in-order"),
+        pytest.param({"error": None, "more": DictSubclass(n=None, f=math.nan)}, id="a-dict-subclass's-none"),
+        pytest.param({"error": None, "m": Measurement(None), "x": [-math.inf]}, id="a-dataclass-none"),  # type: ignore[arg-type]
+        # A dataclass field never set: orjson writes no null for it.
+        pytest.param(
+            {"a": [[math.nan]], "b": None, "m": Measurement.__new__(Measurement)}, id="an-unset-field"
+        ),
+    ],
+)
+def test_non_finite_floats_are_found_after_none_values(value: Any) -> None:
+    # The walk stops once it has met as many None values as the JSON holds `null`s: these
+    # hold a NaN all the same, past the None values it meets first.
+    assert "NaN or infinite floats were written as null" in (dumps(value).problem or "")
+
+
+FLOATS = st.sampled_from([0.5, -0.0, 1e308, math.nan, math.inf, -math.inf])
+NULLISH = st.none() | FLOATS | st.sampled_from(["null", "nullnull", "x", 1, True])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        NULLISH,
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.lists(children, max_size=3).map(tuple)
+            | st.dictionaries(st.sampled_from(["a", "null", "b"]), children, max_size=3)
+            | st.dictionaries(st.sampled_from(["a", "b"]), children, max_size=3).map(DictSubclass)
+            | st.dictionaries(st.sampled_from(["a", "b"]), children, max_size=3).map(HidingDict)
+            | st.lists(children, max_size=3).map(HidingList)
+            | children.map(Measurement)
+            | st.lists(children, max_size=3).map(lambda items: [items, items])  # shared
+        ),
+        max_leaves=25,
+    )
+)
+def test_counting_the_nulls_finds_what_the_whole_walk_finds(value: Any) -> None:
+    data = orjson.dumps(value)
+    nulls = null_count(data)
+    assert nulls == data.count(b"null")
+    assert has_non_finite_float(value, nulls) == has_non_finite_float(value)
 
 
 def test_nulls_from_none_are_no_problem_even_in_cycles() -> None:

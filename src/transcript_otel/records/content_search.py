@@ -18,8 +18,8 @@ from transcript_otel.records.redaction import parts_holding_literals
 from transcript_otel.records.serialize import (
     NON_FINITE_NOTE,
     has_non_finite_float,
-    holds_null,
     may_hold_non_finite,
+    null_count,
     parts_holding_null,
     preview,
 )
@@ -43,8 +43,9 @@ _MARSHAL_TOGETHER_MAX_BYTES: Final = 2048
 
 def search_alone(record: PreparedRecord, check_null: bool) -> None:
     """What `search_batch` does for an entry, for one entry on its own (each search its own call)."""
-    if check_null and record.detail_json is not None and holds_null(record.detail_json):
-        _guarded(record, _note_non_finite)
+    nulls = null_count(record.detail_json) if check_null and record.detail_json is not None else 0
+    if nulls:
+        _guarded(record, lambda record: _note_non_finite(record, nulls))
     if record.redactor is not None:
         _guarded(record, _redact_detail)
         _guarded(record, _redact_raw)
@@ -89,11 +90,13 @@ def _note_non_finite_in(records: list[PreparedRecord]) -> None:
             record for record in records if len(record.detail_json or b"") > _MARSHAL_TOGETHER_MAX_BYTES
         ]
     for record in records:
-        _guarded(record, _note_non_finite)
+        _guarded(record, lambda record: _note_non_finite(record, null_count(record.detail_json or b"")))
 
 
-def _note_non_finite(record: PreparedRecord) -> None:
-    if has_non_finite_float(record.detail):
+def _note_non_finite(record: PreparedRecord, nulls: int) -> None:
+    """Note a NaN or an infinity in the detail, whose JSON holds `nulls` nulls (counted before
+    the redaction, which may change that JSON)."""
+    if has_non_finite_float(record.detail, nulls):
         record.problems.append(f"detail: {NON_FINITE_NOTE}")
         record.detail_is_json = False
 
