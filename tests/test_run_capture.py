@@ -18,12 +18,17 @@ from typing import Any
 
 import pytest
 
+from transcript_otel.capture import defaults
+from transcript_otel.capture.defaults import set_pipeline
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.cli import capture
 from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
 from transcript_otel.cli.relay import capture_copy, protocol
+from transcript_otel.cli.run_command import end_run
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings.lines import PlainAdapter
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.sinks import JsonlMirror, Sink
 
 from helpers import run_records
 
@@ -107,26 +112,31 @@ def test_the_kernel_copies_what_a_pipe_holds_without_taking_it_from_the_command(
 
 
 class Lines:
-    """Records what capture hands on (the recorder's two calls)."""
+    """Records what capture hands on (the recorder's calls): a backlog that always has room."""
+
+    closed = False
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
 
-    def feed(self, line: bytes) -> None:
-        self.lines.append(line)
+    def feed_lines(self, lines: list[bytes], start: int, stop: int) -> int:
+        self.lines += lines[start:stop]
+        return stop
 
-    def wait_for_room(self, timeout_s: float) -> None:
-        pass
+    def wait_for_room(self, timeout_s: float) -> bool:
+        return True
 
 
 class Relay:
-    """The relay's end of the two pipes, written by hand."""
+    """The relay's end of the two pipes, written by hand; capture hands lines to `Lines`, or
+    to `recorder`."""
 
-    def __init__(self, *, terminal: bool = False) -> None:
+    def __init__(self, *, terminal: bool = False, recorder: LineRecorder | None = None) -> None:
         data_read, self.data = os.pipe()
         report_read, self.reports = os.pipe()
         self.lines = Lines()
-        self.capture = OutputCapture(data_read, report_read, self.lines, terminal=terminal)  # type: ignore[arg-type]
+        taker: Any = self.lines if recorder is None else recorder
+        self.capture = OutputCapture(data_read, report_read, taker, terminal=terminal)
 
     def output(self, data: bytes) -> None:
         os.write(self.data, data)
@@ -237,4 +247,116 @@ def test_a_run_reports_what_it_could_not_record_once_with_the_counts(
         40,
     )
     entries = [r["context"]["detail"] for r in records if r["event"] == "transcript.entry"]
+    assert entries == [{"text": "a line"}]
+
+
+# -- a writer that cannot keep up ----------------------------------------------------------------
+
+
+class SlowSink(Sink):
+    """Takes its time (2 ms every 64 records): the writer falls behind capture."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, record: PreparedRecord) -> None:
+        self.written += 1
+        if self.written % 64 == 0:
+            time.sleep(0.002)
+
+
+class StuckSink(Sink):
+    """Blocks the writer in its first write until released (a hung disk)."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def write(self, record: PreparedRecord) -> None:
+        self.release.wait(30.0)
+
+
+def run_on(
+    sinks: list[Sink],
+    make_pipeline: Callable[..., TranscriptPipeline],
+    otel: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    **options: Any,
+) -> tuple[TranscriptPipeline, LineRecorder]:
+    """A run of `transcript-otel run`'s kind recorded through a pipeline of `sinks` (the default
+    pipeline, as the CLI's), its lines read as plain text."""
+    pipeline = make_pipeline(sinks, **options)
+    monkeypatch.setattr(defaults, "_pipeline", defaults._pipeline)  # undone by monkeypatch
+    set_pipeline(pipeline)
+    run = AgentRun(
+        otel.tracer_provider.get_tracer("test"), prompt_name="fast", adapter="cli", session_id=None
+    )
+    return pipeline, LineRecorder(run, PlainAdapter())
+
+
+@pytest.mark.parametrize(
+    "grace_s", [0.0, capture.CAPTURE_GRACE_S], ids=["no time after the output", "default"]
+)
+def test_every_line_is_recorded_or_reported_when_the_writer_cannot_keep_up(
+    grace_s: float,
+    make_pipeline: Callable[..., TranscriptPipeline],
+    runs_dir: Path,
+    otel: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A slow sink, a backlog of 8 entries at most and a shutdown deadline of 1 ms: capture waits
+    for room instead of having entries dropped, what it has no time for once the output is over
+    is counted, and what it recorded is written whole however long the writer takes. Each line
+    is in the mirror, in order, or counted in the run's one report."""
+    monkeypatch.setattr(capture, "CAPTURE_GRACE_S", grace_s)
+    pipeline, recorder = run_on(
+        [JsonlMirror(runs_dir), SlowSink()],
+        make_pipeline,
+        otel,
+        monkeypatch,
+        max_backlog_bytes=1,
+        shutdown_timeout_s=0.001,
+    )
+    assert pipeline.backlog_limit == 8
+    printed = 20_000
+    relay_end = Relay(recorder=recorder)
+    relay_end.output(b"".join(b"line %d\n" % number for number in range(printed)))
+    relay_end.report(protocol.OUTPUT_DONE)
+    counts = relay_end.end().counts
+    end_run(recorder, counts, None)
+    pipeline.shutdown()
+    records = run_records(recorder.run.emitter)
+    texts = [r["context"]["detail"]["text"] for r in records if r["event"] == "transcript.entry"]
+    assert texts == [f"line {number}" for number in range(len(texts))]
+    errors = [r["context"] for r in records if r["event"] == "transcript.error"]
+    assert [error.get("unrecorded_lines") for error in errors] == (
+        [counts.not_recorded] if counts.not_recorded else []
+    )
+    assert len(texts) + counts.not_recorded == counts.lines == printed
+    assert records[-1]["event"] == "transcript.stop"
+    assert records[-1]["context"]["dropped_entries"] == 0
+
+
+def test_a_stuck_writer_is_waited_for_only_while_it_writes(
+    make_pipeline: Callable[..., TranscriptPipeline],
+    runs_dir: Path,
+    otel: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once the output is over the run waits for its transcript to be written, but not for a
+    writer that writes nothing (a hung disk), nor once the wrapper is told to stop."""
+    monkeypatch.setattr(capture, "WRITER_STALL_S", 0.2)
+    stuck = StuckSink()
+    _, recorder = run_on([stuck, JsonlMirror(runs_dir)], make_pipeline, otel, monkeypatch)
+    recorder.feed(b"a line\n")
+    assert not recorder.wait_until_written(lambda: False)  # nothing written for WRITER_STALL_S
+    assert not recorder.wait_until_written(lambda: True)  # told to stop
+    stuck.release.set()
+    assert recorder.wait_until_written(lambda: False)
+    entries = [
+        r["context"]["detail"] for r in run_records(recorder.run.emitter) if r["event"] == "transcript.entry"
+    ]
     assert entries == [{"text": "a line"}]

@@ -120,6 +120,11 @@ class AgentSide(BackgroundWriter):
             self._measure_on_agent_thread()
         self.wake()
 
+    @property
+    def closed(self) -> bool:
+        """Shut down: what is queued from now on is not written."""
+        return self._closed
+
     def wait_for_room(self, timeout_s: float) -> bool:
         """For a producer that may wait (never an agent's own thread: `transcript-otel run`'s
         capture): wait, up to `timeout_s`, until the backlog is at most half full. Whether it is.
@@ -148,17 +153,43 @@ class AgentSide(BackgroundWriter):
         timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s
         if threading.current_thread() is self._thread or self._closed:
             return not self.backlog
-        request = FlushRequest(deep, timeout)
+        request = self._queue_flush(deep, timeout)
+        return request.done.is_set() if self.drained_by_caller else request.done.wait(timeout)
+
+    def flush_while_writing(self, stall_s: float, stop: Callable[[], bool], look_s: float = 0.1) -> bool:
+        """`flush()` bounded by the writer's progress rather than by a deadline: wait until every
+        record queued before this call is written, for as long as the backlog keeps getting
+        shorter (the writer wrote nothing for `stall_s`: a stuck sink) and `stop()` (asked every
+        `look_s`) is false. For a process that has nothing else to do but must not lose what it
+        queued (`transcript-otel run` once the command's output is over): the JSONL mirror, a
+        local file, is completed however long its backlog. False when it stopped waiting."""
+        if threading.current_thread() is self._thread or self._closed:
+            return not self.backlog
+        request = self._queue_flush(False, stall_s)
+        left, progressed = len(self.backlog), time.monotonic()
+        while not request.done.wait(look_s):
+            now = time.monotonic()
+            if stop():
+                return False
+            if len(self.backlog) < left:
+                left, progressed = len(self.backlog), now
+            elif now - progressed >= stall_s:
+                return False
+        return True
+
+    def _queue_flush(self, deep: bool, timeout_s: float) -> FlushRequest:
+        """Queue a flush request and wake the writer (a pipeline drained by its caller drains here)."""
+        request = FlushRequest(deep, timeout_s)
         if not deep:
             with self._lock:
                 self._flushes_pending += 1
         self.backlog.append(request)
         if self.drained_by_caller:
             self.drain_here()
-            return request.done.is_set()
-        self._flush_wanted.set()
-        self.wake()
-        return request.done.wait(timeout)
+        else:
+            self._flush_wanted.set()
+            self.wake()
+        return request
 
     def after_pending(self, action: Callable[[], None]) -> None:
         """Run `action` on the writer once everything queued before it is written.

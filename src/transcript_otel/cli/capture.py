@@ -7,10 +7,13 @@ did not take in time.
 It splits the output into lines in bulk and hands them to `LineRecorder`, which maps them
 with a line adapter (`mappings.lines`) and records the entries through the run's
 `AgentRun`. Capture waits for room in the transcript's backlog rather than drop entries
-there: the command's output never waits for capture (the relay holds or drops its copy),
-so the only cost of waiting is the relay's bound, and what it drops is counted exactly.
-Once the output is over, capture has `CAPTURE_GRACE_S` to finish; the lines it had no time
-for are counted with the others.
+there, as long as it takes while the output goes on: the command's output never waits for
+capture (the relay holds or drops its copy), so the only cost of waiting is the relay's
+bound, and what it drops is counted exactly. Once the output is over, capture has
+`CAPTURE_GRACE_S` to finish; the lines it had no time for are counted with the others.
+What it recorded is then written whole (`LineRecorder.wait_until_written`) before the run's
+report of what it did not, so that the lines recorded and those reported add up to the
+lines printed.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import select
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -48,12 +51,15 @@ _logger = logging.getLogger(__name__)
 LINE_ADAPTER_ATTRIBUTE: Final = "transcript.line_adapter"  # on the root span: which adapter read the output
 # A line longer than this is recorded in pieces (it still passes through whole).
 MAX_LINE_BYTES: Final = 1 << 20
-# After the command's output is over, how long capture may take to record what it holds: all
-# three sinks take about 35,000 short lines a second here, so 20 MB of 100-byte lines fits.
+# After the command's output is over, how long capture may take to record what it holds
+# (the relay holds up to 32 MiB): 20 MB of 100-byte lines fits at 20,000 lines a second.
 CAPTURE_GRACE_S: Final = 10.0
-# How long capture waits at a time for room in a full transcript backlog before it records
-# anyway (and the backlog drops and reports what does not fit).
-BACKLOG_WAIT_S: Final = 1.0
+# How long capture waits for room in the backlog before it looks for the end of the output again.
+_ROOM_LOOK_S: Final = 0.1
+# Lines recorded between two looks at the clock, once the output is over.
+_LINES_BETWEEN_LOOKS: Final = 1024
+# A writer that wrote nothing for this long is stuck: the run stops waiting for it.
+WRITER_STALL_S: Final = 5.0
 _READ_BYTES: Final = 1 << 20
 
 
@@ -82,22 +88,22 @@ class PrivateKeyBlocks:
     a block is held with the lines after it up to its END line (or `MAX_BLOCK_BYTES`)."""
 
     def __init__(self) -> None:
-        self._held: list[bytes] = []
+        self.held: list[bytes] = []
         self._size = 0
 
     def take(self, line: bytes) -> list[bytes]:
         """The lines to map now: `line`, none while a block is held, or the whole block."""
-        if not self._held:
+        if not self.held:
             if _BEGIN in line and _PRIVATE_KEY in line and _END not in line:
-                self._held, self._size = [line], len(line)
+                self.held, self._size = [line], len(line)
                 return []
             return [line]
-        self._held.append(line)
+        self.held.append(line)
         self._size += len(line)
         return self.flush() if _END in line or self._size >= MAX_BLOCK_BYTES else []
 
     def flush(self) -> list[bytes]:
-        held, self._held, self._size = self._held, [], 0
+        held, self.held, self._size = self.held, [], 0
         return [b"".join(held)] if held else []
 
 
@@ -121,6 +127,25 @@ class LineRecorder:
         # from the adapter (`auto`'s once it chose one).
         self._provider_settled = provider_known
         self._totals_of: Callable[[str], bytes | Mapping[str, Any] | None] | None = None
+        # The adapter that reads the lines (`auto`'s choice once made, fed directly) and what
+        # it is: whether its lines may hold a private key across lines, whether it reports
+        # turns, whether it may name a session. Looked up for each line only until `auto` chose.
+        self._reader: LineAdapter = adapter
+        self._decided = False
+        self._text = True
+        self._turns = False
+        self._names_sessions = True
+        self._decide()
+
+    def _decide(self) -> None:
+        adapter = self.adapter
+        chosen = adapter.chosen if isinstance(adapter, AutoAdapter) else adapter
+        self._decided = chosen is not None
+        self._reader = adapter if chosen is None else chosen
+        self._text = effective_name(adapter) in _TEXT_ADAPTERS
+        self._turns = capabilities_of(adapter).turns
+        # The text adapters name no session (`auto` asks its choice, so it may until it chose).
+        self._names_sessions = chosen is None or hasattr(chosen, "session_id")
 
     def go_on_from(self, totals_of: Callable[[str], bytes | Mapping[str, Any] | None]) -> None:
         """The command resumes a session its output names (`codex exec resume --last` says which
@@ -128,16 +153,47 @@ class LineRecorder:
         self._totals_of = totals_of
 
     def feed(self, line: bytes) -> None:
-        lines = self._blocks.take(line) if effective_name(self.adapter) in _TEXT_ADAPTERS else [line]
+        if not self._decided:
+            self._decide()
+        lines = self._blocks.take(line) if self._text else [line]
         for one in lines:
             self._map(one)
 
+    def feed_lines(self, lines: Sequence[bytes], start: int, stop: int) -> int:
+        """`feed()` `lines[start:stop]` in order while the backlog has room (at most half full:
+        past its bound, entries would be dropped); the index of the first line not taken."""
+        pipeline = self.run.emitter.pipeline
+        backlog = pipeline.backlog
+        blocks = self._blocks
+        for index in range(start, stop):
+            if len(backlog) > pipeline.backlog_limit // 2:
+                return index
+            line = lines[index]
+            if not self._decided or (self._text and (_BEGIN in line or blocks.held)):
+                self.feed(line)
+            else:
+                self._map(line)
+        return stop
+
     def record(self, entries: Sequence[MappedEntry]) -> None:
         """Entries known before the command prints anything (its prompt, from its command line)."""
-        self.run.record_mapped(self._in_turns(entries))
+        self._record(entries)
 
-    def wait_for_room(self, timeout_s: float) -> None:
-        self.run.emitter.pipeline.wait_for_room(timeout_s)
+    def wait_for_room(self, timeout_s: float) -> bool:
+        """Wait, up to `timeout_s`, until the backlog is at most half full: whether it is."""
+        return self.run.emitter.pipeline.wait_for_room(timeout_s)
+
+    @property
+    def closed(self) -> bool:
+        """The pipeline is shut down: nothing recorded from now on would be written."""
+        return self.run.emitter.pipeline.closed
+
+    def wait_until_written(self, stop: Callable[[], bool]) -> bool:
+        """Wait until everything recorded so far is written, for as long as the writer makes
+        progress (`WRITER_STALL_S`) and `stop()` is false: the JSONL mirror, a local file, is
+        completed however long the backlog, where a shutdown's deadline would leave what is
+        queued unwritten and uncounted. False when it stopped waiting."""
+        return self.run.emitter.pipeline.flush_while_writing(WRITER_STALL_S, stop)
 
     def end(self, error: BaseException | None, counts: LineCounts | None = None) -> None:
         """The adapter's last entries, what could not be recorded, and the end of the run."""
@@ -158,7 +214,10 @@ class LineRecorder:
         self.run.finish(error)
 
     def _map(self, line: bytes) -> None:
-        self._guarded("map a line", self.adapter.feed, line.decode("utf-8", "backslashreplace"))
+        try:
+            self._record(self._reader.feed(line.decode("utf-8", "backslashreplace")))
+        except Exception as exc:  # adapters never raise; a bug here must not stop the capture
+            self.run.emitter.error(f"could not map a line: {type(exc).__name__}: {exc}")
         if self._totals_of is not None:
             self._go_on_from_resumed(self._totals_of)
 
@@ -178,32 +237,38 @@ class LineRecorder:
         if totals is not None:
             resume_after(self.adapter, totals)
 
-    def _guarded(self, what: str, mapping: Any, *arguments: str) -> None:
+    def _guarded(self, what: str, mapping: Callable[[], Sequence[MappedEntry]]) -> None:
         try:
-            self.run.record_mapped(self._in_turns(mapping(*arguments)))
+            self._record(mapping())
         except Exception as exc:  # adapters never raise; a bug here must not stop the capture
             self.run.emitter.error(f"could not {what}: {type(exc).__name__}: {exc}")
 
-    def _in_turns(self, entries: Sequence[Any]) -> Iterator[Any]:
-        """The entries, opening a turn before main content and ending it at a turn's usage."""
-        session_id = getattr(self.adapter, "session_id", None)
-        if isinstance(session_id, str) and session_id:
-            self.run.set_session_id(session_id)
+    def _record(self, entries: Sequence[MappedEntry]) -> None:
+        """Record the entries, opening a turn before main content and ending it at a turn's
+        usage; first the session the adapter named and the provider it tells, if new."""
+        run = self.run
+        if self._names_sessions:
+            session_id = getattr(self.adapter, "session_id", None)
+            if isinstance(session_id, str) and session_id:
+                run.set_session_id(session_id)
         if not self._provider_settled:
             self._learn_provider()
-        turns = capabilities_of(self.adapter).turns
+        if not self._decided:
+            self._decide()
+        turns = self._turns
         ends_turn = False
         for entry in entries:
             if turns and starts_new_turn(entry):
-                self.run.turn_boundary()
-            reports_turn = entry.source == MAIN_SOURCE and entry.entry_type in TURN_REPORTS
+                run.turn_boundary()
+            main = entry.source == MAIN_SOURCE
+            reports_turn = main and entry.entry_type in TURN_REPORTS
             # A turn's report opens it too: a turn may fail before the model said anything.
-            if entry.source == MAIN_SOURCE and (entry.entry_type in TURN_CONTENT or (turns and reports_turn)):
-                self.run.begin_turn()
-            yield entry
+            if main and (entry.entry_type in TURN_CONTENT or (turns and reports_turn)):
+                run.begin_turn()
+            run.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
             ends_turn |= reports_turn
         if turns and ends_turn:  # after the whole report: an error that follows the usage fails the turn
-            self.run.end_turn()
+            run.end_turn()
 
     def _learn_provider(self) -> None:
         """The run's provider from the adapter that reads the output (`auto`'s choice, once it
@@ -238,6 +303,7 @@ class OutputCapture:
         self._partial = b""
         self._skipping = False  # after a gap: the rest of a line whose start was dropped
         self._deadline: float | None = None
+        self._reports_open = True
         self._thread = threading.Thread(target=self._read, name="transcript-otel-capture", daemon=True)
         self._thread.start()
 
@@ -261,36 +327,38 @@ class OutputCapture:
         poller = select.poll()
         poller.register(self._report_fd, select.POLLIN)
         poller.register(self._data_fd, select.POLLIN)
-        reading = {self._report_fd, self._data_fd}
-        while reading:
+        data_open = reports_polled = True
+        while data_open or self._reports_open:
             for fd, _ in poller.poll():
-                if fd == self._report_fd and not self._read_reports():
-                    poller.unregister(fd)
-                    reading.discard(fd)
+                if fd == self._report_fd:
+                    self._read_reports()
                 elif fd == self._data_fd:
                     data = os.read(fd, _READ_BYTES)
                     if not data:
                         poller.unregister(fd)
-                        reading.discard(fd)
+                        data_open = False
                         continue
                     # A gap is reported before the output after it: the reports there are now
                     # name every gap up to the end of this data.
-                    if self._report_fd in reading and not self._read_reports():
-                        poller.unregister(self._report_fd)
-                        reading.discard(self._report_fd)
+                    self._read_reports()
                     self._on_data(data)
+            if reports_polled and not self._reports_open:
+                poller.unregister(self._report_fd)
+                reports_polled = False
         self._on_data(b"")  # the gaps at the very end
         self._end_of_output()
 
-    def _read_reports(self) -> bool:
-        """Read and act on the reports there are; False at their end."""
+    def _read_reports(self) -> None:
+        """Read and act on the reports there are (the pipe does not block); note their end."""
+        if not self._reports_open:
+            return
         try:
             while chunk := os.read(self._report_fd, 1 << 16):
                 self._reports += chunk
                 self._on_reports()
         except BlockingIOError:
-            return True
-        return False
+            return
+        self._reports_open = False
 
     def _on_reports(self) -> None:
         header = protocol.HEADER.size
@@ -347,8 +415,10 @@ class OutputCapture:
         self.counts.lines += len(lines)
         if not self.recording:
             self._drop(len(lines), len(data))
-        elif lines:
+        elif lines and max(map(len, lines)) >= MAX_LINE_BYTES:
             self._record([piece for line in lines for piece in _pieces(line + b"\n")])
+        elif lines:
+            self._record([line + b"\n" for line in lines])
         if len(self._partial) >= MAX_LINE_BYTES:  # a line that goes on: what it has so far, now
             *pieces, self._partial = _pieces(self._partial)
             self._record(pieces)
@@ -357,14 +427,29 @@ class OutputCapture:
         recorder = self.recorder
         if recorder is None:
             return
-        recorder.wait_for_room(BACKLOG_WAIT_S)
-        for index, line in enumerate(lines):
+        fed = [_without_cr(line) for line in lines] if self.terminal else lines
+        start, end = 0, len(lines)
+        while start < end:
+            # Between looks at the clock and at the reports (the end of the output sets the deadline).
+            self._read_reports()
             if not self.recording:
-                self._drop(len(lines) - index, sum(map(len, lines[index:])))
-                return
-            if self.terminal and line.endswith(b"\r\n"):
-                line = line[:-2] + b"\n"
-            recorder.feed(line)
+                break
+            stop = min(end, start + _LINES_BETWEEN_LOOKS)
+            start = recorder.feed_lines(fed, start, stop)
+            if start < stop and not self._wait_for_room(recorder):
+                break
+        if start < end:
+            self._drop(end - start, sum(map(len, lines[start:])))
+
+    def _wait_for_room(self, recorder: LineRecorder) -> bool:
+        """Until the backlog has room again: as long as it takes while the output goes on (the
+        relay holds the copy meanwhile, and counts what it cannot hold), no later than capture's
+        deadline once it is over. False when the time is up or the pipeline is shut down."""
+        while not recorder.wait_for_room(_ROOM_LOOK_S):
+            self._read_reports()
+            if recorder.closed or not self.recording:
+                return False
+        return True
 
     def _end_of_output(self) -> None:
         if self._partial:  # the last line, with no newline
@@ -381,6 +466,11 @@ class OutputCapture:
 
     def wait(self, timeout_s: float | None = None) -> bool:
         return self.done.wait(timeout_s)
+
+
+def _without_cr(line: bytes) -> bytes:
+    """A line of a pseudo-terminal, which ends lines in "\r\n", as the command printed it."""
+    return line[:-2] + b"\n" if line.endswith(b"\r\n") else line
 
 
 def _pieces(line: bytes) -> list[bytes]:

@@ -42,11 +42,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from opentelemetry import _logs, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry._logs._internal import ProxyLoggerProvider
 
+from transcript_otel import environment_variables as env
 from transcript_otel.cli import relay
-from transcript_otel.cli.capture import LineRecorder, OutputCapture
+from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
 from transcript_otel.cli.relay import protocol
 from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed_thread_usage
@@ -60,6 +62,7 @@ from transcript_otel.mappings.lines import (
     select_adapter,
 )
 from transcript_otel.model.entries import EntryType
+from transcript_otel.otlp.exporters import endpoint_for
 from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
 _logger = logging.getLogger(__name__)
@@ -74,6 +77,14 @@ CAPTURE_NICENESS: Final = 19
 _SI_KERNEL: Final = 0x80  # Linux's si_code of a signal the kernel sent (a terminal's Ctrl-C)
 _LOOK_S: Final = 0.1
 _WAITED: Final = frozenset({*FORWARDED_SIGNALS, signal.SIGCHLD})
+# Sent to the wrapper once the command is over: stop waiting for the transcript to be written.
+_STOPPING: Final = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+_API_PROVIDERS: Final = (
+    trace.ProxyTracerProvider,
+    trace.NoOpTracerProvider,
+    ProxyLoggerProvider,
+    _logs.NoOpLoggerProvider,
+)
 # The relay's program: its package (standard library only) imported on its own, from the
 # directory that holds it: the one path the isolated interpreter gets besides the standard library.
 _RELAY_PROGRAM: Final = (
@@ -91,6 +102,25 @@ def block_forwarded_signals() -> None:
     holds them): the wrapper's main thread takes them with their sender (`sigtimedwait`)."""
     if hasattr(signal, "sigtimedwait"):
         signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
+
+
+def exported() -> tuple[bool, bool]:
+    """Whether the transcript's log records and its spans go anywhere: to an OTLP endpoint, or
+    to the exporters of a provider set before `configure()` (the process is instrumented: its
+    owner's). Without, the providers `configure()` makes export nothing, and the log records and
+    span events it would write for each line are three quarters of the writer's work (the JSONL
+    mirror has every entry, and `replay` makes both from it). Spans are made either way: their
+    ids are in the mirror and in the command's `TRACEPARENT`."""
+    if env.env_flag("OTEL_SDK_DISABLED", False):
+        return False, False
+    logs = not _is_default(_logs.get_logger_provider()) or endpoint_for("LOGS") is not None
+    traces = not _is_default(trace.get_tracer_provider()) or endpoint_for("TRACES") is not None
+    return logs, traces
+
+
+def _is_default(provider: object) -> bool:
+    """Whether `provider` is the API's own (nothing set one: `configure()` will)."""
+    return isinstance(provider, _API_PROVIDERS)
 
 
 def _caller_context() -> otel_context.Context:
@@ -309,11 +339,25 @@ def run_command(command: Sequence[str], *, prompt_name: str, adapter_name: str |
     _Forwarder(capture, terminal).wait(relay_process)
     status, error = _outcome(command, capture, relay_process)
     if recorder is not None:
-        not_recorded = capture.counts.summary()
-        if not_recorded is not None:
-            print(f"transcript-otel run: {not_recorded}", file=sys.stderr)
-        recorder.end(error, capture.counts)
+        end_run(recorder, capture.counts, error)
     return status
+
+
+def end_run(recorder: LineRecorder, counts: LineCounts, error: BaseException | None) -> None:
+    """The run's end, with what capture could not record (on stderr too), written whole before
+    the shutdown's deadline starts: every line is then in the transcript or in its report.
+    The writer is waited for while it writes (`LineRecorder.wait_until_written`); a signal to
+    stop, sent to the wrapper meanwhile, cuts the wait short (the shutdown then says how many
+    records it left)."""
+    not_recorded = counts.summary()
+    if not_recorded is not None:
+        print(f"transcript-otel run: {not_recorded}", file=sys.stderr)
+    recorder.end(error, counts)
+    recorder.wait_until_written(_told_to_stop)
+
+
+def _told_to_stop() -> bool:
+    return not _STOPPING.isdisjoint(signal.sigpending())
 
 
 def _outcome(
