@@ -303,6 +303,24 @@ def test_watch_skips_a_session_named_fifo_or_device_with_one_warning_and_goes_on
     assert [line for line in stderr.splitlines() if said not in line] == []
 
 
+def test_a_watch_says_each_file_it_skips_however_many(tmp_path: Path) -> None:
+    """A watch runs for months: the eleventh file it skips is said as the first was (a reading
+    command says ten warnings and counts the others, said only at its end)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    odd = [
+        home / f"rollout-2026-11-27T08-39-20-01a21c28-0000-7000-8000-0000000000{n:02d}.jsonl"
+        for n in range(12)
+    ]
+    for path in odd:
+        os.mkfifo(path)
+    with _watching(tmp_path, home) as watch:
+        for path in odd:
+            watch.wait_for_stderr(f"{path}: not a regular file (a FIFO)")
+        assert watch.stop() == 0
+    assert len(watch.stderr.finished().splitlines()) == len(odd)
+
+
 # 3. `--state` onto a link, a device or a FIFO.
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -65,6 +66,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     from transcript_otel.otlp.setup import configure
     from transcript_otel.sessions.watch import Watcher, WatchState
 
+    _say_each_warning()
     roots = list(args.paths)
     roots += [claude_projects_dir()] if args.claude_code else []
     roots += [codex_sessions_dir()] if args.codex else []
@@ -92,3 +94,14 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         shutdown_all()
     return 0
+
+
+def _say_each_warning() -> None:
+    """Each warning said as it comes, not the first ten (as a reading command's): a watch runs for
+    months, and says each thing once (a file that is not a regular file, one that cannot be read)."""
+    from transcript_otel.reading.text import visible
+
+    def show(message: Warning | str, *_: object, **__: object) -> None:
+        print(f"transcript-otel: warning: {visible(str(message))}", file=sys.stderr, flush=True)
+
+    warnings.showwarning = show
