@@ -30,6 +30,8 @@ _MIN_BACKLOG_ENTRIES: Final = 8
 INITIAL_ENTRY_BYTES: Final = 64 * 1024
 # Entries the writer measures after a batch, at random places, to know what entries hold.
 _SAMPLED_ENTRIES: Final = 8
+# Entries written between two measurements while the backlog is shorter than `WAKE_THRESHOLD`.
+_MEASURE_EVERY: Final = 64
 
 
 class BacklogBound(PipelineState):
@@ -38,6 +40,7 @@ class BacklogBound(PipelineState):
     _entry_bytes: float  # measured memory of one queued entry; 0 = not measured yet
     _random: random.Random  # which entries are measured (`_measure_on_writer`)
     _measure_newest: bool  # where the agent thread measures next
+    _unmeasured: int  # entries written since the writer last measured some
 
     def _measure_on_agent_thread(self) -> None:
         """While the writer is behind: measure one entry, in turn among the 256 newest (queued
@@ -51,7 +54,13 @@ class BacklogBound(PipelineState):
     def _measure_on_writer(self, taken: list[QueuedItem]) -> None:
         """After a batch: measure entries at random places in what is left in the backlog, or,
         with little left, in the batch just `taken` (the next entries are likely similar).
-        Up to 0.1 ms a nested 50 KB entry: the agent may have the GIL between two."""
+        Up to 0.1 ms a nested 50 KB entry: the agent may have the GIL between two. While the
+        backlog is short, once per `_MEASURE_EVERY` entries written (and at the first): an
+        agent whose entries come a few at a time would have each one measured."""
+        self._unmeasured += len(taken)
+        if self._entry_bytes and self._unmeasured < _MEASURE_EVERY and len(self.backlog) < WAKE_THRESHOLD:
+            return
+        self._unmeasured = 0
         left = sample_of(self.backlog, _SAMPLED_ENTRIES, self._random)
         if len(left) < _SAMPLED_ENTRIES:
             left = sample_of(taken, _SAMPLED_ENTRIES, self._random)

@@ -67,6 +67,7 @@ class TranscriptPipeline(AgentSide):
         self._samples_due = 0
         self._random = random.Random(0)
         self._measure_newest = False
+        self._unmeasured = 0
         self._wake = threading.Event()
         self._flush_wanted = threading.Event()
         self._room = threading.Event()
