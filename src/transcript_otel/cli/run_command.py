@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -187,8 +188,10 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
             )
         finally:
             otel_context.detach(token)
-        # The agent is another process: the writer need not let go of the GIL for it so often.
-        run.emitter.pipeline.yield_every_s = sys.getswitchinterval()
+        # The agent is another process: no thread here needs the GIL back at once (the relay
+        # holds what capture has not read), so the writer does not let go of it on its own
+        # (80 µs a time); the interpreter's switch interval hands it over.
+        run.emitter.pipeline.yield_every_s = math.inf
         recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None)
         if claude is not None and claude.system_instructions is not None:
             run.describe_agent(system_instructions=claude.system_instructions)
