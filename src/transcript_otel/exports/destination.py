@@ -11,24 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from pathlib import Path
 
+# The rule's two facts, with the layer below that follows it too (the watch's state file).
+from transcript_otel.sessions.regular import real_path, written_in_place
 
-def written_in_place(target: Path) -> bool:
-    """Whether `target` exists and is neither a regular file nor a directory: written to as
-    it is (a FIFO, a device), not replaced by a rename."""
-    try:
-        mode = os.stat(target).st_mode  # through symlinks
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def real_path(target: Path) -> Path:
-    """`target` with its symlinks followed (a link that points nowhere yet: where it points)."""
-    return Path(os.path.realpath(target))
+__all__ = ["put_in_place", "real_path", "scratch_directory", "written_in_place"]
 
 
 def scratch_directory(target: Path) -> Path:

@@ -4,6 +4,10 @@ The folders `import` and `watch` read are not ours: a FIFO named like a session 
 for a writer when opened, a link to `/dev/zero` or `/dev/urandom` never ends. A path is read only
 when it is a regular file (through links), and that is asked again of the file opened (the path
 may be replaced in between), which is opened without waiting and without becoming a terminal's.
+
+And a file written whole (an export, the watch's state) goes where its path leads, never in
+place of something else: `written_in_place`, `real_path` (the rule `exports/destination.py`
+states, here so that the layers below `exports`, the watch's, follow it too).
 """
 
 from __future__ import annotations
@@ -63,3 +67,18 @@ def open_regular(path: Path) -> BinaryIO:
     except BaseException:
         os.close(descriptor)
         raise
+
+
+def written_in_place(target: Path) -> bool:
+    """Whether `target` exists and is neither a regular file nor a directory: written to as
+    it is (a FIFO, a device), not replaced by a rename."""
+    try:
+        mode = os.stat(target).st_mode  # through symlinks
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def real_path(target: Path) -> Path:
+    """`target` with its symlinks followed (a link that points nowhere yet: where it points)."""
+    return Path(os.path.realpath(target))

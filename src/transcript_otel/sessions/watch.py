@@ -28,12 +28,11 @@ from typing import Any, Final
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.exports.destination import real_path, written_in_place
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.changes import KernelChanges
 from transcript_otel.sessions.files import FileIdentity, SessionFiles, file_identity, find_sessions
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
-from transcript_otel.sessions.regular import NotRegularFileError, open_regular
+from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
 
 POLL_S: Final = 0.25
 SLOW_POLL_S: Final = 5.0
@@ -57,9 +56,9 @@ class WatchState:
     moved into place: a crash leaves the last one); and where the latest files that went away
     were (`forget`, `recall`).
 
-    The file is where `path` leads, as an export's (`exports/destination.py`): a link's file is
-    replaced, the link kept; a FIFO or a device (`/dev/null`) is written into as it is, without
-    waiting, and never read (each start is then a first start). A state this watch cannot use
+    The file is where `path` leads, as an export's (`exports/destination.py`'s rule): a link's
+    file is replaced, the link kept; a FIFO or a device (`/dev/null`) is written into as it is,
+    without waiting, and never read (each start is then a first start). A state this watch cannot use
     is said once, as the watch starts: a file that is not one it wrote (not JSON, another
     version) is a first start; an entry it cannot use (a negative offset, an inode that is not
     a number) is dropped alone, its file read again from its start (nothing of it lost)."""
