@@ -14,6 +14,11 @@ costs is section 3b's), the line adapter chosen automatically.
   alone as `run -- true`) and the time capture takes to record what it holds once the
   output is over (at most `CAPTURE_GRACE_S`). *Lines recorded*: entries in the mirror /
   N; the rest are in the run's one `transcript.error` (checked: recorded + reported = N).
+  *Lines/s captured* (issue 46, printed for the 200,000-line case): lines recorded / the time
+  from the command's start to the wrapper's exit, when the transcript is whole; median of the
+  runs. With `BENCH_RUN_BEFORE=<a src/ directory>` (another revision's, e.g. a worktree's),
+  that revision's wrapper takes turns with this one for the 200,000-line case.
+  `BENCH_RUN_BUSY=1` runs the section beside a busy loop (one process spinning in Python).
 * **Random bytes.** 20 MB of `/dev/urandom`: the command time, and whether the reader got
   exactly the bytes.
 * **A slow reader.** `seq 1 200000` (1.29 MB) read 4 KiB at a time with a 5 ms pause:
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 LINE: Final = "x" * 99
+RATE_LINES: Final = 200_000  # the printer whose lines/s is printed (issue 46: >= 30,000)
 WRAPPER: Final = [sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "bench", "--"]
 PRINTERS: Final = (  # label, lines, pairs of runs
     ("50,000 lines (5 MB)", 50_000, 7),
@@ -72,6 +78,7 @@ def _timed(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     return {
         "command_s": (output_ended - command_started) / 1e9,
         "exit_s": (exited - started) / 1e9,
+        "transcript_s": (exited - command_started) / 1e9,  # until the transcript is whole
         "bytes": received,
         "sha256": digest.hexdigest(),
         "status": process.returncode,
@@ -96,31 +103,68 @@ def _printer(label: str, lines: int, pairs: int, scratch: Path) -> dict[str, Any
     printer = ["sh", "-c", f"date +%s%N >&2; yes {LINE} | head -n {lines}"]
     runs = scratch / "runs"
     env = _environment(runs)
+    before = os.environ.get("BENCH_RUN_BEFORE") if lines == RATE_LINES else None
+    variants = {"wrapped": env} | ({} if before is None else {"before": {**env, "PYTHONPATH": before}})
     direct: list[dict[str, Any]] = []
-    wrapped: list[dict[str, Any]] = []
-    recorded: list[float] = []
-    reported_ok = True
+    wrapped: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    recorded: dict[str, list[int]] = {name: [] for name in variants}
+    reported_ok = dict.fromkeys(variants, True)
     for _ in range(pairs):
         direct.append(_timed(printer, env))
-        wrapped.append(_timed([*WRAPPER, *printer], env))
-        entries, unrecorded = _mirror_counts(runs)
-        recorded.append(entries / lines)
-        reported_ok &= entries + unrecorded == lines
-    exact = all(run["sha256"] == direct[0]["sha256"] and run["status"] == 0 for run in wrapped)
-    return {
+        for name, variant_env in variants.items():
+            wrapped[name].append(_timed([*WRAPPER, *printer], variant_env))
+            entries, unrecorded = _mirror_counts(runs)
+            recorded[name].append(entries)
+            reported_ok[name] &= entries + unrecorded == lines
+    ours = wrapped["wrapped"]
+    exact = all(run["sha256"] == direct[0]["sha256"] and run["status"] == 0 for run in ours)
+    result = {
         "label": label,
+        "lines": lines,
         "direct_s": statistics.median(run["command_s"] for run in direct),
-        "command_s": statistics.median(run["command_s"] for run in wrapped),
+        "command_s": statistics.median(run["command_s"] for run in ours),
         "ratio": statistics.median(
-            w["command_s"] / d["command_s"] for d, w in zip(direct, wrapped, strict=True)
+            w["command_s"] / d["command_s"] for d, w in zip(direct, ours, strict=True)
         ),
-        "exit_s": statistics.median(run["exit_s"] for run in wrapped),
-        "recorded": statistics.median(recorded),
-        "recorded_min": min(recorded),
-        "reported_ok": reported_ok,
+        "exit_s": statistics.median(run["exit_s"] for run in ours),
+        "recorded": statistics.median(count / lines for count in recorded["wrapped"]),
+        "recorded_min": min(recorded["wrapped"]) / lines,
+        "reported_ok": reported_ok["wrapped"],
         "exact": exact,
         "pairs": pairs,
     }
+    for name in variants:
+        rates = [
+            count / run["transcript_s"] for count, run in zip(recorded[name], wrapped[name], strict=True)
+        ]
+        prefix = "" if name == "wrapped" else "before_"
+        result[f"{prefix}lines_per_s"] = statistics.median(rates)
+        result[f"{prefix}lines_per_s_all"] = rates
+        if prefix:
+            result["before_recorded"] = statistics.median(count / lines for count in recorded[name])
+            result["before_reported_ok"] = reported_ok[name]
+            result["before_exit_statuses"] = sorted({run["status"] for run in wrapped[name]})
+    return result
+
+
+def _say_rate(printer: dict[str, Any], busy: bool) -> None:
+    """The 200,000-line case's capture rate and accounting, on stderr (`run.py` shows it)."""
+    rates = ", ".join(f"{rate:,.0f}" for rate in printer["lines_per_s_all"])
+    line = (
+        f"[bench] run: {printer['label']}{' beside a busy loop' if busy else ''}: "
+        f"{printer['lines_per_s']:,.0f} lines/s captured (median; runs: {rates}), "
+        f"{printer['recorded']:.1%} recorded, recorded + reported = printed: "
+        f"{'yes' if printer['reported_ok'] else 'NO'}"
+    )
+    if "before_lines_per_s" in printer:
+        before = ", ".join(f"{rate:,.0f}" for rate in printer["before_lines_per_s_all"])
+        line += (
+            f"; before: {printer['before_lines_per_s']:,.0f} lines/s (runs: {before}), "
+            f"{printer['before_recorded']:.1%} recorded, recorded + reported = printed: "
+            f"{'yes' if printer['before_reported_ok'] else 'NO'}, "
+            f"exit statuses {printer['before_exit_statuses']}"
+        )
+    print(line, file=sys.stderr, flush=True)
 
 
 def _random_bytes(scratch: Path) -> dict[str, Any]:
@@ -169,13 +213,27 @@ def _startup(scratch: Path) -> float:
 
 
 def main() -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-run-") as directory:
-        scratch = Path(directory)
-        return {
-            "run": {
-                "startup_s": _startup(scratch),
-                "printers": [_printer(label, lines, pairs, scratch) for label, lines, pairs in PRINTERS],
-                "random": _random_bytes(scratch),
-                "slow_reader": _slow_reader(scratch),
+    busy = os.environ.get("BENCH_RUN_BUSY") == "1"
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-run-") as directory:
+            scratch = Path(directory)
+            startup_s = _startup(scratch)
+            printers = []
+            for label, lines, pairs in PRINTERS:
+                printers.append(_printer(label, lines, pairs, scratch))
+                if lines == RATE_LINES:
+                    _say_rate(printers[-1], busy)
+            return {
+                "run": {
+                    "startup_s": startup_s,
+                    "printers": printers,
+                    "random": _random_bytes(scratch),
+                    "slow_reader": _slow_reader(scratch),
+                    "busy_loop": busy,
+                }
             }
-        }
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
