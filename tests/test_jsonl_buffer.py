@@ -88,3 +88,29 @@ def test_lines_that_fill_the_buffer_exactly_then_outgrow_it(tmp_path: Path) -> N
     os.close(handle.fd)
     expected = b"a" * 99 + b"\n" + b"b" * 49 + b"\n" + b"c" * 49 + b"\n" + b"d\n" + b"e" * 9 + b"\n"
     assert target.read_bytes() == expected
+
+
+def test_lines_added_in_parts_come_out_as_the_lines(tmp_path: Path) -> None:
+    # A large entry's line is copied in as its parts (`add_parts`): into the room the buffer
+    # has, exactly to its end, past it (the buffer grows), and past the write-out size.
+    target = tmp_path / "parts.jsonl"
+    handle = BufferedFile(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    lines: list[bytes] = []
+
+    def add(parts: tuple[bytes, ...], whole: bool = False) -> None:
+        lines.append(b"".join(parts))
+        if whole:
+            handle.add(lines[-1])
+        else:
+            handle.add_parts(parts)
+
+    add((b"{", b"a" * 97, b"}\n"), whole=True)
+    handle.write_pending()
+    add((b"{", b"b" * 47, b"}\n"))
+    add((b"", b"{", b"c" * 47, b"}\n"))  # ends exactly where the first batch's line did
+    add((b"{", b"d" * 10, b"}\n"))  # past the room: the buffer grows
+    for index in range(40):  # past the size at which the pending bytes are written out
+        add((b"{", bytes([65 + index % 26]) * (BUFFER_BYTES // 16), b"", b"}\n"))
+    handle.write_pending()
+    os.close(handle.fd)
+    assert target.read_bytes() == b"".join(lines)

@@ -18,11 +18,11 @@ import weakref
 from pathlib import Path
 from typing import Final
 
-from transcript_otel.records.lines import encode_line
+from transcript_otel.records.lines import CONTEXT_PART, line_parts
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks.base import Sink
-from transcript_otel.sinks.jsonl_buffer import BufferedFile
+from transcript_otel.sinks.jsonl_buffer import PARTS_FROM_BYTES, BufferedFile
 from transcript_otel.sinks.jsonl_files import claim_private, default_directory, open_private, run_file_name
 from transcript_otel.sinks.jsonl_write_failures import SINK_NAME, account_for_failure
 
@@ -93,8 +93,14 @@ class JsonlMirror(Sink):
         handle = self._files.get(target)
         if handle is None:
             handle = self._files[target] = BufferedFile(open_private(Path(target)))
+        parts = line_parts(record)
         try:
-            handle.add(encode_line(record))
+            if len(parts) == 1:
+                handle.add(parts[0])
+            elif len(parts[CONTEXT_PART]) < PARTS_FROM_BYTES:
+                handle.add(b"".join(parts))
+            else:
+                handle.add_parts(parts)
         except OSError as failure:  # writing out a MiB failed: what it lost is reported at `flush`
             self._account_for(target, handle, failure)
 

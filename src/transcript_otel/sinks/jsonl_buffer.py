@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from transcript_otel.sinks.jsonl_write_failures import Mend
 
 BUFFER_BYTES: Final = 1 << 20  # write out once this much is pending
+# A line's parts are copied in one by one (`add_parts`) from this size of its largest: below
+# it, joining them first and copying the line in at once costs less (0.63 against 0.87 µs
+# for 1.4 KB in parts of a line), above it the line is not copied twice (5.1 against 7.1 µs
+# for 100 KB).
+PARTS_FROM_BYTES: Final = 16 * 1024
 
 
 class FailedWrite(NamedTuple):
@@ -56,6 +62,22 @@ class BufferedFile:
             self.view[self.pending : end] = line  # in place, over bytes already written out
         else:
             self._grow(line)
+        self.pending = end
+        if end >= BUFFER_BYTES:
+            self.write_pending()
+
+    def add_parts(self, parts: Sequence[bytes]) -> None:
+        """`add` of the line `parts` make up, copied in part by part (no joined copy first)."""
+        start = self.pending
+        end = start + sum(map(len, parts))
+        if end > len(self.buffer):
+            self.add(b"".join(parts))  # the buffer grows: seldom, once it is as large as a batch
+            return
+        view = self.view
+        for part in parts:
+            stop = start + len(part)
+            view[start:stop] = part
+            start = stop
         self.pending = end
         if end >= BUFFER_BYTES:
             self.write_pending()
