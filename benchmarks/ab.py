@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import fmt_bytes, fmt_ns, fmt_rate, fmt_ratio
+from results import format_value
 
 WORKTREES = ".bench-worktrees"
 # The fields that name an item of a list of results (a memory variant, an outage run, ...).
@@ -93,18 +93,10 @@ def unit_of(path: Sequence[str]) -> str:
 
 
 def format_figure(value: float, unit: str) -> str:
-    if unit == "ns":
-        return fmt_ns(value)
     if unit == "s":
         return f"{value * 1000:.1f} ms" if abs(value) < 1 else f"{value:.2f} s"
-    if unit == "rate":
-        return fmt_rate(value)
-    if unit == "bytes":
-        return fmt_bytes(value)
-    if unit == "ratio":
-        return fmt_ratio(value)
-    if float(value).is_integer():
-        return f"{value:,.0f}"
+    if unit in ("ns", "rate", "bytes", "ratio") or float(value).is_integer():
+        return format_value(unit, value)
     return f"{value:,.4g}"
 
 

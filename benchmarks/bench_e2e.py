@@ -40,15 +40,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Final
 
-from harness import THREADED_RUNS, WARMUP_RUNS, perf_ns, read_mirror
+from harness import THREADED_RUNS, WARMUP_RUNS, ServingChild, alternating_pair, perf_ns, read_mirror
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
@@ -157,65 +155,10 @@ def _capture(jsonl_dir: Path, session_id: str) -> dict[str, Any]:
     }
 
 
-class _Child:
-    """One `serve()` process, asked for one line at a time; killed if it takes too long."""
-
-    def __init__(self, mode: str, environment: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, mode],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment,
-        )
-
-    def ask(self, command: str | None) -> dict[str, Any]:
-        """Send `command` (None: nothing), then read the child's next line."""
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        watchdog = threading.Timer(CHILD_TIMEOUT_S, self.process.kill)
-        watchdog.start()
-        try:
-            if command is not None:
-                self.process.stdin.write(command + "\n")
-                self.process.stdin.flush()
-            line = self.process.stdout.readline()
-        except OSError:  # the child is gone: its stderr says why
-            line = ""
-        finally:
-            watchdog.cancel()
-        if line:
-            answer: dict[str, Any] = json.loads(line)
-            return answer
-        self.process.kill()
-        _, stderr = self.process.communicate()
-        error = stderr.strip()[-2000:] or f"exit status {self.process.returncode}"
-        raise RuntimeError(error)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.communicate()
-
-
 def _pair(environment: dict[str, str]) -> dict[str, Any]:
     """One process of each kind, their evaluations alternating (which goes first alternates too)."""
-    children = {mode: _Child(mode, environment) for mode in MODES}
-    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
-    try:
-        for child in children.values():  # both set up before either is timed
-            child.ask(None)
-        for index in range(1 + LATER_RUNS):
-            for mode in MODES if index % 2 == 0 else reversed(MODES):
-                runs[mode].append(children[mode].ask("run"))
-        finished = children["instrumented"].ask("finish")
-    except RuntimeError as exc:
-        return {"error": str(exc)}
-    finally:
-        for child in children.values():
-            child.close()
-    return {"runs": runs, **finished}
+    children = {mode: ServingChild(__file__, [mode], environment, CHILD_TIMEOUT_S) for mode in MODES}
+    return alternating_pair(children, 1 + LATER_RUNS)
 
 
 def _summary(runs: list[dict[str, Any]], errors: list[str]) -> dict[str, Any]:

@@ -37,12 +37,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Final
 
-from harness import THREADED_RUNS, WARMUP_RUNS, read_mirror
+from harness import THREADED_RUNS, WARMUP_RUNS, ServingChild, alternating_pair, read_mirror
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -141,62 +140,12 @@ def serve(mode: str, scenario: str, url: str, cli: str) -> None:
     print(json.dumps(result), flush=True)
 
 
-class _Child:
-    """One `serve()` process, asked for one line at a time; killed if it takes too long."""
-
-    def __init__(self, arguments: list[str], environment: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, *arguments],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment,
-        )
-
-    def ask(self, command: str | None) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        watchdog = threading.Timer(CHILD_TIMEOUT_S, self.process.kill)
-        watchdog.start()
-        try:
-            if command is not None:
-                self.process.stdin.write(command + "\n")
-                self.process.stdin.flush()
-            line = self.process.stdout.readline()
-        except OSError:
-            line = ""
-        finally:
-            watchdog.cancel()
-        if line:
-            answer: dict[str, Any] = json.loads(line)
-            return answer
-        self.process.kill()
-        _, stderr = self.process.communicate()
-        raise RuntimeError(stderr.strip()[-2000:] or f"exit status {self.process.returncode}")
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.communicate()
-
-
 def _pair(scenario: str, url: str, cli: str, environment: dict[str, str]) -> dict[str, Any]:
-    children = {mode: _Child([mode, scenario, url, cli], environment) for mode in MODES}
-    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
-    try:
-        for child in children.values():
-            child.ask(None)
-        for index in range(1 + LATER_QUERIES):
-            for mode in MODES if index % 2 == 0 else reversed(MODES):
-                runs[mode].append(children[mode].ask("run"))
-        finished = children["instrumented"].ask("finish")
-    except RuntimeError as exc:
-        return {"error": str(exc)}
-    finally:
-        for child in children.values():
-            child.close()
-    return {"runs": runs, **finished}
+    children = {
+        mode: ServingChild(__file__, [mode, scenario, url, cli], environment, CHILD_TIMEOUT_S)
+        for mode in MODES
+    }
+    return alternating_pair(children, 1 + LATER_QUERIES)
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -279,3 +279,69 @@ def read_mirror(path: str | os.PathLike[str]) -> MirrorCounts:
             elif event == "transcript.stop":
                 counts.pipeline_dropped = int(context.get("dropped_entries") or 0)
     return counts
+
+
+class ServingChild:
+    """A child process serving a benchmark (`python SCRIPT ARGUMENTS...`): asked one line at a
+    time on stdin, it answers one JSON line on stdout; killed if it takes `timeout_s`."""
+
+    def __init__(
+        self, script: str, arguments: list[str], environment: dict[str, str], timeout_s: float
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.process = subprocess.Popen(
+            [sys.executable, script, *arguments],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
+
+    def ask(self, command: str | None) -> dict[str, Any]:
+        """Send `command` (None: nothing), then read the child's next line."""
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        watchdog = threading.Timer(self.timeout_s, self.process.kill)
+        watchdog.start()
+        try:
+            if command is not None:
+                self.process.stdin.write(command + "\n")
+                self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except OSError:  # the child is gone: its stderr says why
+            line = ""
+        finally:
+            watchdog.cancel()
+        if line:
+            answer: dict[str, Any] = json.loads(line)
+            return answer
+        self.process.kill()
+        _, stderr = self.process.communicate()
+        raise RuntimeError(stderr.strip()[-2000:] or f"exit status {self.process.returncode}")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
+def alternating_pair(children: dict[str, ServingChild], rounds: int) -> dict[str, Any]:
+    """`rounds` runs of each child, taking turns one run at a time (which goes first alternates),
+    after every child is set up (its first line read); then the `finish` answer of the one named
+    `instrumented`. `{"runs": {name: [answers]}, **finished}`, or `{"error"}` if a child failed."""
+    names = list(children)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    try:
+        for child in children.values():  # all set up before any is timed
+            child.ask(None)
+        for index in range(rounds):
+            for name in names if index % 2 == 0 else reversed(names):
+                runs[name].append(children[name].ask("run"))
+        finished = children["instrumented"].ask("finish")
+    except RuntimeError as exc:
+        return {"error": str(exc)}
+    finally:
+        for child in children.values():
+            child.close()
+    return {"runs": runs, **finished}
