@@ -41,32 +41,33 @@ _LINE_START: Final = b'{"timestamp":'
 _ENTRY_LINE_HEADS: Final = {entry_type: _entry_line_head(entry_type) for entry_type in CANONICAL_ENTRY_TYPES}
 
 
-# Where an entry's line parts (`line_parts`) hold its context's JSON, the bulk of the line.
-CONTEXT_PART: Final = 3
-
-
 def encode_line(record: PreparedRecord) -> bytes:
     """The debug-bundle `logs/app.jsonl` line for `record`, newline included."""
-    parts = line_parts(record)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    line = line_or_parts(record, _NO_PARTS)
+    return line if isinstance(line, bytes) else b"".join(line)
 
 
-def line_parts(record: PreparedRecord) -> tuple[bytes, ...]:
-    """`encode_line`'s line as the parts it is joined from, in order.
+_NO_PARTS: Final = 1 << 62
 
-    An entry's line is its encoded parts (the head per entry type, above; the context's
-    JSON at `CONTEXT_PART`): 0.4 µs less per 1 KB entry than building and encoding the
-    line's dict, and a buffer may take the parts of a large one without a joined copy
-    first. Any other line is one part."""
+
+def line_or_parts(record: PreparedRecord, parts_from: int) -> bytes | tuple[bytes, ...]:
+    """`encode_line`'s line; for an entry whose context's JSON takes `parts_from` bytes or
+    more, the parts it is joined from, in order (a buffer takes them without a joined copy).
+
+    An entry's line is joined from its encoded parts (the head per entry type, above):
+    0.4 µs less per 1 KB entry than building and encoding the line's dict."""
     context = record.context
     if record.event is TranscriptEvent.ENTRY:
         head = _ENTRY_LINE_HEADS.get(context["entry_type"])
         if head is not None:
             try:
-                return (_LINE_START, orjson.dumps(record.timestamp), head, orjson.dumps(context), b"}\n")
+                context_json = orjson.dumps(context)
+                parts = (_LINE_START, orjson.dumps(record.timestamp), head, context_json, b"}\n")
             except TypeError:
                 pass  # the line's dict, below, falls back on the encoder that never fails
-    return (_whole_line(record),)
+            else:
+                return parts if len(context_json) >= parts_from else b"".join(parts)
+    return _whole_line(record)
 
 
 def _whole_line(record: PreparedRecord) -> bytes:

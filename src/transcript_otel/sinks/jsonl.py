@@ -18,7 +18,7 @@ import weakref
 from pathlib import Path
 from typing import Final
 
-from transcript_otel.records.lines import CONTEXT_PART, line_parts
+from transcript_otel.records.lines import line_or_parts
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks.base import Sink
@@ -93,14 +93,12 @@ class JsonlMirror(Sink):
         handle = self._files.get(target)
         if handle is None:
             handle = self._files[target] = BufferedFile(open_private(Path(target)))
-        parts = line_parts(record)
+        line = line_or_parts(record, PARTS_FROM_BYTES)
         try:
-            if len(parts) == 1:
-                handle.add(parts[0])
-            elif len(parts[CONTEXT_PART]) < PARTS_FROM_BYTES:
-                handle.add(b"".join(parts))
+            if isinstance(line, bytes):
+                handle.add(line)
             else:
-                handle.add_parts(parts)
+                handle.add_parts(line)
         except OSError as failure:  # writing out a MiB failed: what it lost is reported at `flush`
             self._account_for(target, handle, failure)
 
