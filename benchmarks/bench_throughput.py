@@ -6,7 +6,11 @@ backlog holds more than half of its bound (the bound is 64 MiB: ~340 entries of
 pipeline drops are reported.
 
 * `main_jsonl`: the JSONL mirror alone (`pipeline.flush()`), and all three sinks
-  with OTel logs into a discarding exporter (writer cost of the full setup).
+  with OTel logs into a discarding exporter (writer cost of the full setup); then the
+  baseline of the latter: the OTel SDK's own calls for the same records (`logger.emit()`
+  of the log record our OTel log sink emits, `span.add_event()` of the event our span
+  event sink adds, each with those attributes, on one thread, then the providers'
+  flush), and our all-sinks time over it.
 * `main_otlp`: JSONL + OTel logs + span events, exported with the real
   OTLP/HTTP exporters to a live `rotel` on loopback (blackhole exporter);
   `pipeline.flush(deep=True)` also force-flushes the SDK, so every record has
@@ -31,6 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry._logs import LogRecord, SeverityNumber, get_logger
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer, use_span
 
 from entries import SIZES, Entry, make_entry
@@ -42,6 +52,7 @@ from transcript_otel.otlp import exporters
 from transcript_otel.otlp.export_sizes import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE_BYTES
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
+from transcript_otel.sinks.otel_logs import SCOPE_NAME
 
 SECTION_JSONL = "3a. throughput, writer side (N entries, then flush)"
 SECTION_OTLP = "3b. throughput into a live OTLP/HTTP receiver (rotel, loopback)"
@@ -51,6 +62,7 @@ EXPORT_TIMEOUT_S = 5.0  # what configure() gives the OTLP exporters
 JSONL_N = {"1kb": 20_000, "50kb": 2_000, "50kb_nested": 1_000}
 ALL_SINKS_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
 OTLP_N = {"1kb": 4_000, "50kb": 400, "50kb_nested": 150}
+SESSION_ID = "11111111-2222-3333-4444-555555555555"
 # Entries of the burst whose writing and export the wake-up rows sleep through.
 WAKE_BURST = {"1kb": 2_000, "50kb": 200, "50kb_nested": 100}
 
@@ -97,7 +109,7 @@ class Runner:
             emitter = TranscriptEmitter(
                 prompt_name=f"bench:throughput:{entry.key}",
                 adapter="codex_app_server",
-                session_id="11111111-2222-3333-4444-555555555555",
+                session_id=SESSION_ID,
                 pipeline=self.pipeline,
             )
             span = self.tracer.start_span(f"throughput {entry.key}") if self.tracer else None
@@ -146,10 +158,104 @@ def _sdk_counters(logs: SdkLogs) -> Callable[[], dict[str, int]]:
     return counters
 
 
+@dataclass(frozen=True)
+class SdkCalls:
+    """What our OTel log sink and span event sink hand the SDK for one entry."""
+
+    severity_text: str | None
+    severity_number: SeverityNumber | None
+    body: Any
+    log_attributes: dict[str, Any]
+    event_name: str
+    event_attributes: dict[str, Any]
+
+
+def sdk_calls_of(entry: Entry) -> SdkCalls:
+    """The log record and the span event our sinks make of `entry`, caught by in-memory exporters."""
+    from opentelemetry.sdk._logs import LoggerProvider
+
+    log_exporter = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
+    logger_provider = LoggerProvider(shutdown_on_exit=False)
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
+    span_exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider(shutdown_on_exit=False)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    pipeline = TranscriptPipeline([OTelLogSink(logger_provider), SpanEventSink()])
+    try:
+        with tracer_provider.get_tracer("benchmarks").start_as_current_span("catch"):
+            emitter = TranscriptEmitter(
+                prompt_name=f"bench:throughput:{entry.key}",
+                adapter="codex_app_server",
+                session_id=SESSION_ID,
+                pipeline=pipeline,
+            )
+            emitter.emit(entry.entry_type, detail=entry.detail, raw=entry.raw)
+            emitter.stop(FLUSH_TIMEOUT_S)
+    finally:
+        pipeline.shutdown(30.0)
+    (log,) = [
+        data.log_record
+        for data in log_exporter.get_finished_logs()
+        if data.log_record.event_name == "transcript.entry"
+    ]
+    (span,) = span_exporter.get_finished_spans()
+    (event,) = [event for event in span.events if event.name == "transcript.entry"]
+    logger_provider.shutdown()
+    tracer_provider.shutdown()
+    return SdkCalls(
+        log.severity_text,
+        log.severity_number,
+        log.body,
+        dict(log.attributes or {}),
+        event.name,
+        dict(event.attributes or {}),
+    )
+
+
+def sdk_calls_rate(calls: SdkCalls, count: int, logs: SdkLogs, tracer: Tracer) -> Stat:
+    """entries/s of the SDK's own calls for `count` entries: for each, `logger.emit()` of the
+    log record and `span.add_event()` of the event our sinks make (their attributes copied into
+    a new dict, as a sink builds one), on a span of its own per run, then the logs' flush."""
+    logger = get_logger(SCOPE_NAME, logger_provider=logs.provider)
+    emit, now = logger.emit, time.time_ns
+
+    def run() -> float:
+        span = tracer.start_span("sdk calls")
+        context = trace.set_span_in_context(span)
+        add_event = span.add_event
+        start = perf_ns()
+        for _ in range(count):
+            emit(
+                LogRecord(
+                    timestamp=now(),
+                    observed_timestamp=now(),
+                    context=context,
+                    severity_text=calls.severity_text,
+                    severity_number=calls.severity_number,
+                    body=calls.body,
+                    attributes=dict(calls.log_attributes),
+                    event_name=calls.event_name,
+                )
+            )
+            add_event(calls.event_name, attributes=dict(calls.event_attributes), timestamp=now())
+        logs.provider.force_flush()
+        rate = count / ((perf_ns() - start) / 1e9)
+        span.end()
+        return rate
+
+    return Stat(repeat(run, THREADED_RUNS), {"N": count})
+
+
 def main_jsonl() -> list[Row]:
     entries = _entries()
     jsonl_row = Row(SECTION_JSONL, "JSONL mirror only: entries/s", "rate")
     all_row = Row(SECTION_JSONL, "JSONL + OTel logs (discarding exporter) + span events: entries/s", "rate")
+    sdk_row = Row(
+        SECTION_JSONL,
+        "baseline: the SDK's logger.emit() + span.add_event() of the same records: entries/s",
+        "rate",
+    )
+    ratio_row = Row(SECTION_JSONL, "all three sinks / SDK calls (time per entry, medians)", "ratio")
     with tempfile.TemporaryDirectory(prefix="bench-throughput-") as directory:
         pipeline = TranscriptPipeline([JsonlMirror(Path(directory) / "jsonl")])
         try:
@@ -175,7 +281,19 @@ def main_jsonl() -> list[Row]:
             pipeline.shutdown(30.0)
             logs.shutdown()
             tracer_provider.shutdown()
-    return [jsonl_row, all_row]
+
+    logs = sdk_logs()
+    tracer_provider, _ = sdk_tracer()
+    try:
+        tracer = tracer_provider.get_tracer("benchmarks")
+        for entry in entries:
+            stat = sdk_calls_rate(sdk_calls_of(entry), ALL_SINKS_N[entry.key], logs, tracer)
+            sdk_row.cells[entry.key] = stat
+            ratio_row.cells[entry.key] = Stat([stat.median / all_row.cells[entry.key].median])
+    finally:
+        logs.shutdown()
+        tracer_provider.shutdown()
+    return [jsonl_row, all_row, sdk_row, ratio_row]
 
 
 @dataclass
