@@ -94,7 +94,7 @@ class PrivateKeyBlocks:
     def take(self, line: bytes) -> list[bytes]:
         """The lines to map now: `line`, none while a block is held, or the whole block."""
         if not self.held:
-            if _BEGIN in line and _PRIVATE_KEY in line and _END not in line:
+            if line.find(_BEGIN) >= 0 and _PRIVATE_KEY in line and _END not in line:
                 self.held, self._size = [line], len(line)
                 return []
             return [line]
@@ -107,6 +107,8 @@ class PrivateKeyBlocks:
         return [b"".join(held)] if held else []
 
 
+# Looked for with `find`: `in` first tries the operand as an integer (a byte value) and
+# formats the TypeError it gets, 0.5 µs a line.
 _BEGIN: Final = b"-----BEGIN "
 _PRIVATE_KEY: Final = b"PRIVATE KEY"
 _END: Final = b"-----END "
@@ -169,7 +171,7 @@ class LineRecorder:
             if len(backlog) > pipeline.backlog_limit // 2:
                 return index
             line = lines[index]
-            if not self._decided or (self._text and (_BEGIN in line or blocks.held)):
+            if not self._decided or (self._text and (line.find(_BEGIN) >= 0 or blocks.held)):
                 self.feed(line)
             else:
                 self._map(line)
