@@ -154,4 +154,8 @@ def run_against_dead_backend(tmp_path: Path, protocol: str, backend: str, endpoi
     assert warnings["log records"][0] == ENTRIES + 2  # the entries, start and stop
     assert warnings["spans"][0] >= SPANS
     if backend == "never answers":
-        assert all("the backend did not answer an export of" in why for _, why in warnings.values())
+        # The export in flight at exit is the one the backend never answered; on a busy machine
+        # the export thread may not have sent a signal's first batch before the exit: then it is
+        # still queued, and the warning says that instead. Either is true; a silent exit is not.
+        truthful = ("the backend did not answer an export of", "still queued at shutdown")
+        assert all(why.startswith(truthful) for _, why in warnings.values()), warnings
