@@ -10,6 +10,7 @@ counts every line it could not record, so that a run reports its losses exactly,
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -204,6 +205,39 @@ def test_a_line_longer_than_the_limit_is_recorded_in_pieces(monkeypatch: pytest.
     relay_end.output(b"abcdefghij\n")
     relay_end.end()
     assert relay_end.lines.lines == [b"abcd", b"efgh", b"ij\n"]
+
+
+class Priorities(Lines):
+    """`Lines`, with the CPU priority (nice) of the thread each line was handed on from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.niceness: list[int] = []
+
+    def feed_lines(self, lines: list[bytes], start: int, stop: int) -> int:
+        self.niceness += [os.getpriority(os.PRIO_PROCESS, threading.get_native_id())] * (stop - start)
+        return super().feed_lines(lines, start, stop)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
+def test_capture_yields_the_cpu_while_the_output_goes_on_and_takes_the_callers_priority_after() -> None:
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    lower = min(ours + 5, 19)
+    data_read, data = os.pipe()
+    report_read, reports = os.pipe()
+    recorder = Priorities()
+    capture_end = OutputCapture(data_read, report_read, recorder, terminal=False, niceness=lower)  # type: ignore[arg-type]
+    os.write(data, b"during\n")
+    wait_until(lambda: recorder.lines == [b"during\n"])
+    os.write(reports, frame(protocol.OUTPUT_DONE))
+    wait_until(capture_end.handing_over.is_set)  # a lowered priority cannot be raised again
+    os.write(data, b"after\n")
+    capture_end.go_on()  # on this thread: a new one at its priority
+    os.close(data)
+    os.close(reports)
+    assert capture_end.wait(30)
+    assert recorder.lines == [b"during\n", b"after\n"]
+    assert recorder.niceness == [lower, ours]
 
 
 def wait_until(condition: Callable[[], bool]) -> None:

@@ -125,15 +125,18 @@ class AgentSide(BackgroundWriter):
         """Shut down: what is queued from now on is not written."""
         return self._closed
 
-    def wait_for_room(self, timeout_s: float) -> bool:
+    def wait_for_room(self, timeout_s: float, at_most: int | None = None) -> bool:
         """For a producer that may wait (never an agent's own thread: `transcript-otel run`'s
-        capture): wait, up to `timeout_s`, until the backlog is at most half full. Whether it is.
-        A pipeline drained by its caller is drained here, at once."""
+        capture): wait, up to `timeout_s`, until the backlog is at most half full, and holds at
+        most `at_most` records if given. Whether it is. A pipeline drained by its caller is
+        drained here, at once."""
         if self.drained_by_caller:
             self.drain_here()
             return True
         deadline = time.monotonic() + timeout_s
-        while len(self.backlog) > self.backlog_limit // 2:
+        while len(self.backlog) > (
+            self.backlog_limit // 2 if at_most is None else min(at_most, self.backlog_limit // 2)
+        ):
             left = deadline - time.monotonic()
             if left <= 0 or self._closed:
                 return False

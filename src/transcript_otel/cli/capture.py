@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import select
+import sys
 import threading
 import time
 from collections import deque
@@ -60,6 +61,9 @@ _ROOM_LOOK_S: Final = 0.1
 _LINES_BETWEEN_LOOKS: Final = 1024
 # A writer that wrote nothing for this long is stuck: the run stops waiting for it.
 WRITER_STALL_S: Final = 5.0
+# How far capture may get ahead of the writer, in entries (besides half the backlog's bound):
+# what is left to write once capture's time is up, a fraction of a second.
+MAX_LAG_ENTRIES: Final = 4096
 _READ_BYTES: Final = 1 << 20
 
 
@@ -162,13 +166,13 @@ class LineRecorder:
             self._map(one)
 
     def feed_lines(self, lines: Sequence[bytes], start: int, stop: int) -> int:
-        """`feed()` `lines[start:stop]` in order while the backlog has room (at most half full:
+        """`feed()` `lines[start:stop]` in order while the backlog has room (`wait_for_room`:
         past its bound, entries would be dropped); the index of the first line not taken."""
         pipeline = self.run.emitter.pipeline
         backlog = pipeline.backlog
         blocks = self._blocks
         for index in range(start, stop):
-            if len(backlog) > pipeline.backlog_limit // 2:
+            if len(backlog) > min(MAX_LAG_ENTRIES, pipeline.backlog_limit // 2):
                 return index
             line = lines[index]
             if not self._decided or (self._text and (line.find(_BEGIN) >= 0 or blocks.held)):
@@ -182,8 +186,9 @@ class LineRecorder:
         self._record(entries)
 
     def wait_for_room(self, timeout_s: float) -> bool:
-        """Wait, up to `timeout_s`, until the backlog is at most half full: whether it is."""
-        return self.run.emitter.pipeline.wait_for_room(timeout_s)
+        """Wait, up to `timeout_s`, until the backlog is at most half full and capture at most
+        `MAX_LAG_ENTRIES` ahead of the writer: whether it is."""
+        return self.run.emitter.pipeline.wait_for_room(timeout_s, MAX_LAG_ENTRIES)
 
     @property
     def closed(self) -> bool:
@@ -285,10 +290,22 @@ class LineRecorder:
 
 class OutputCapture:
     """Reads the relay's copy of the output and its reports on a thread of its own; the
-    command's pid and status as they come."""
+    command's pid and status as they come.
+
+    With `niceness`, capture runs at that lower CPU priority while the command's output goes
+    on (a command printing at full speed keeps the CPUs), and at the caller's once it is over,
+    when what is left to record is all the wrapper still waits for: a process cannot raise its
+    priority again, so the thread stops and `go_on()`, called on a thread of the caller's
+    priority when `handing_over` is set, starts its successor from there."""
 
     def __init__(
-        self, data_fd: int, report_fd: int, recorder: LineRecorder | None, *, terminal: bool
+        self,
+        data_fd: int,
+        report_fd: int,
+        recorder: LineRecorder | None,
+        *,
+        terminal: bool,
+        niceness: int | None = None,
     ) -> None:
         self.recorder = recorder
         self.terminal = terminal  # lines end in "\r\n" on a pseudo-terminal
@@ -297,6 +314,9 @@ class OutputCapture:
         self.status: int | None = None
         self.exec_errno: int | None = None
         self.done = threading.Event()
+        self.handing_over = threading.Event()
+        self._niceness = niceness
+        self._niced = False  # this thread runs at `niceness` (and stops once the output is over)
         self._data_fd = data_fd
         self._report_fd = report_fd
         self._reports = bytearray()  # the start of a report not read whole yet
@@ -305,32 +325,63 @@ class OutputCapture:
         self._partial = b""
         self._skipping = False  # after a gap: the rest of a line whose start was dropped
         self._deadline: float | None = None
+        self._data_open = True
         self._reports_open = True
-        self._thread = threading.Thread(target=self._read, name="transcript-otel-capture", daemon=True)
-        self._thread.start()
+        self._reports_polled = True
+        os.set_blocking(report_fd, False)
+        self._poller = select.poll()
+        self._poller.register(report_fd, select.POLLIN)
+        self._poller.register(data_fd, select.POLLIN)
+        self._start()
+
+    def _start(self) -> None:
+        threading.Thread(target=self._read, name="transcript-otel-capture", daemon=True).start()
+
+    def go_on(self) -> None:
+        """Once `handing_over` is set: go on capturing on a new thread, at this thread's priority."""
+        if self.handing_over.is_set():
+            self.handing_over.clear()
+            self._niceness = None
+            self._start()
 
     @property
     def recording(self) -> bool:
         return self.recorder is not None and (self._deadline is None or time.monotonic() < self._deadline)
 
     def _read(self) -> None:
+        finished = True
         try:
-            self._read_pipes()
+            self._lower_priority()
+            finished = self._read_pipes()
         except Exception:  # the capture side must never take the command's status with it
             _logger.warning("transcript-otel: capture failed", exc_info=True)
         finally:
-            for fd in (self._data_fd, self._report_fd):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self.done.set()
+            if finished:
+                for fd in (self._data_fd, self._report_fd):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self.done.set()
+            else:
+                self.handing_over.set()
 
-    def _read_pipes(self) -> None:
-        os.set_blocking(self._report_fd, False)
-        poller = select.poll()
-        poller.register(self._report_fd, select.POLLIN)
-        poller.register(self._data_fd, select.POLLIN)
-        data_open = reports_polled = True
-        while data_open or self._reports_open:
+    def _lower_priority(self) -> None:
+        """This thread at `niceness` (on Linux, where a thread's id is a process id to
+        `setpriority`; elsewhere it may be another process's)."""
+        self._niced = False
+        if self._niceness is not None and sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                thread = threading.get_native_id()
+                niceness = max(self._niceness, os.getpriority(os.PRIO_PROCESS, thread))
+                os.setpriority(os.PRIO_PROCESS, thread, niceness)
+                self._niced = True
+
+    def _read_pipes(self) -> bool:
+        """Read and record until the copy and the reports end (True), or until a thread at a
+        lowered priority sees the end of the output (False: it hands over)."""
+        poller = self._poller
+        while self._data_open or self._reports_open:
+            if self._niced and self._deadline is not None:
+                return False
             for fd, _ in poller.poll():
                 if fd == self._report_fd:
                     self._read_reports()
@@ -338,17 +389,18 @@ class OutputCapture:
                     data = os.read(fd, _READ_BYTES)
                     if not data:
                         poller.unregister(fd)
-                        data_open = False
+                        self._data_open = False
                         continue
                     # A gap is reported before the output after it: the reports there are now
                     # name every gap up to the end of this data.
                     self._read_reports()
                     self._on_data(data)
-            if reports_polled and not self._reports_open:
+            if self._reports_polled and not self._reports_open:
                 poller.unregister(self._report_fd)
-                reports_polled = False
+                self._reports_polled = False
         self._on_data(b"")  # the gaps at the very end
         self._end_of_output()
+        return True
 
     def _read_reports(self) -> None:
         """Read and act on the reports there are (the pipe does not block); note their end."""
