@@ -193,7 +193,8 @@ class BackgroundWriter(SinkWriting, BacklogBound):
                     item = backlog.popleft()
                 except IndexError:
                     break
-                if isinstance(item, (FlushRequest, DeferredAction)):
+                # A record is a plain tuple: one type check, the isinstance only for a request.
+                if type(item) is not tuple and isinstance(item, (FlushRequest, DeferredAction)):
                     request = item
                     break
                 taken.append(item)

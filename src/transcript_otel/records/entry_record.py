@@ -64,7 +64,8 @@ def prepare_entry(
         source_text = source
     else:
         source_text = _checked_source(source, problems)
-    if usable_timestamp(timestamp_ns) is None:
+    # `usable_timestamp`, inline: this runs for every entry (a call costs more than the test).
+    if type(timestamp_ns) is not int or not 0 <= timestamp_ns <= _LAST_TIMESTAMP_NS:
         got = f"{type(timestamp_ns).__name__} {safe_text(preview(timestamp_ns))[0]}"
         problems.append(f"timestamp_ns must be nanoseconds since the epoch, got {got}")
         timestamp_ns = time.time_ns()
@@ -91,11 +92,15 @@ def prepare_entry(
         reducing = policy
     if reducing is not None:
         raw = None
+    # Whether the user's redaction rules apply: they see the detail's strings, and after the
+    # built-in rules (`searched_later`). A plain attribute, read twice per entry.
+    user_rules = redactor is not None and redactor.has_user_rules
     if detail is not None:
-        detail = _detail_dict(detail, problems)
+        if type(detail) is not dict:
+            detail = _detail_dict(detail, problems)
         if reducing is not None:
             detail = reducing.detail(entry_type_text, detail)
-        if redactor is not None:
+        if user_rules and redactor is not None:
             detail = redactor.user_value(detail)
         detail_json = plain_json(detail)  # whether a NaN became a null is asked below
         detail_is_json = detail_json is not None
@@ -112,9 +117,12 @@ def prepare_entry(
             if encoded_raw.problem:
                 problems.append(f"raw: {encoded_raw.problem}")
             raw = encoded_raw.data
-        raw_text, problem = safe_text(raw)
-        if problem:
-            problems.append(f"raw: {problem}")
+        if type(raw) is str and raw.isascii():
+            raw_text = raw  # `safe_text`'s common case, inline
+        else:
+            raw_text, problem = safe_text(raw)
+            if problem:
+                problems.append(f"raw: {problem}")
     if detail_json is not None:
         context["detail"] = orjson.Fragment(detail_json)
     if raw_text is not None:
@@ -135,12 +143,13 @@ def prepare_entry(
     )
     searched_later = (
         deferred is not None
-        and (redactor is None or not redactor.has_user_rules)  # theirs apply after the built-in rules
+        and not user_rules  # theirs apply after the built-in rules
         and len(detail_json or b"") + len(raw_text or "") <= BATCH_SEARCH_MAX_BYTES
     )
     if not searched_later:
         search_alone(record, check_null)
-    with_trace(record)
+    if otel_context:  # an empty Context (no span was current) is falsy: no ids to look up
+        with_trace(record)
     context["sequence_number"] = run.count_entry(entry_type_text, source_text, timestamp_ns)
     if deferred is not None and searched_later:
         deferred.append(DeferredSearch(record, check_null))

@@ -391,7 +391,7 @@ def _builtin(data: bytes) -> bytes:
 class Redactor:
     """The built-in patterns, plus the user's patterns and function."""
 
-    __slots__ = ("_custom", "_user")
+    __slots__ = ("_custom", "_user", "has_user_rules")
 
     def __init__(self, patterns: Iterable[tuple[str, str]] = (), custom: Replacer | None = None) -> None:
         user = list(patterns)
@@ -402,11 +402,9 @@ class Redactor:
             seen.add(kind)
         self._user = _compile(user) if user else None
         self._custom = custom
+        # A plain attribute, not a property: the writer reads it for every entry.
+        self.has_user_rules: bool = self._user is not None or self._custom is not None
         _build_tables()  # what `encoded` and `text` read
-
-    @property
-    def has_user_rules(self) -> bool:
-        return self._user is not None or self._custom is not None
 
     def text(self, text: str) -> str:
         """Plain text with every rule applied: built-in, user patterns, user function."""

@@ -211,9 +211,10 @@ def plain_json(value: object) -> bytes | None:
     it (`repaired_json` can). Whether a NaN became a null is left to the caller (see
     `null_count`). No `Encoded` is built: the writer calls this for every entry."""
     try:
-        return _exact(orjson.dumps(value))
+        data = orjson.dumps(value)
     except TypeError:
         return None
+    return data if len(data) < _COPY_FROM else bytes(memoryview(data))  # `_exact`, inline
 
 
 def dumps(value: object, *, finite: bool = False) -> Encoded:
