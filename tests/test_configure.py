@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -604,6 +605,106 @@ def test_sinks_follow_environment_and_arguments(
         assert first.parent == second.parent == runs
         assert [r["event"] for r in read_records(first)] == per_run
         assert [r["event"] for r in read_records(second)] == per_run
+
+
+# -- (f2) OTEL_TRACES_EXPORTER / OTEL_LOGS_EXPORTER, and copies no exporter takes ------------
+
+EXPORTER_SCENARIO = """
+cfg = transcript_otel.configure(service_name="cfg-x")
+emitter, trace_id, span_id = agent_run("cfg-x")
+cfg.shutdown()
+result(sinks=[sink.name for sink in cfg.pipeline.sinks], jsonl=emitter.jsonl_path, run_id=emitter.run_id,
+       trace_id=trace_id)
+"""
+
+
+def test_none_exporters_send_nothing_to_the_endpoint_and_make_no_copies(tmp_path: Path) -> None:
+    """`none` for both signals, with an endpoint set: no connection is ever made to it (the
+    exports of a configured process happen before it exits), no log records or span events
+    are made; the mirror keeps every entry, its trace ids and the span records `replay` uses."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listener.setblocking(False)
+        _, outcome = run_scenario(
+            tmp_path,
+            EXPORTER_SCENARIO,
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{listener.getsockname()[1]}",
+                "OTEL_TRACES_EXPORTER": "none",
+                "OTEL_LOGS_EXPORTER": "none",
+                "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs"),
+            },
+        )
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert outcome["sinks"] == ["jsonl"]
+    records = list(read_records(outcome["jsonl"]))
+    assert [r["event"] for r in records] == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.entry",
+        "transcript.stop",
+    ]
+    assert {r["context"].get("trace_id") for r in records} == {outcome["trace_id"]}
+
+
+@pytest.mark.parametrize(
+    ("env", "sinks"),
+    [
+        pytest.param({}, ["jsonl"], id="no-endpoint"),
+        pytest.param({"TRANSCRIPT_OTEL_LOG_RECORDS": "true"}, ["jsonl", "otel_logs"], id="asked-for"),
+        pytest.param(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_LOGS_EXPORTER": "none"},
+            ["jsonl", "span_events"],
+            id="logs-none",
+        ),
+        pytest.param(
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"},
+            ["jsonl", "span_events"],
+            id="traces-endpoint-only",
+        ),
+        pytest.param({"OTEL_SDK_DISABLED": "true"}, ["jsonl"], id="sdk-disabled"),
+    ],
+)
+def test_log_records_and_span_events_are_made_only_where_an_exporter_takes_them(
+    tmp_path: Path, env: dict[str, str], sinks: list[str]
+) -> None:
+    body = """
+    cfg = transcript_otel.configure(service_name="cfg-x", shutdown_timeout_s=0.5)
+    result(sinks=[sink.name for sink in cfg.pipeline.sinks])
+    """
+    _, outcome = run_scenario(tmp_path, body, {**env, "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs")})
+    assert outcome["sinks"] == sinks
+
+
+def test_console_exporters_print_the_spans_and_log_records(tmp_path: Path) -> None:
+    """`console`, what people type to see their telemetry: spans and log records on stdout."""
+    process, outcome = run_scenario(
+        tmp_path,
+        EXPORTER_SCENARIO,
+        {
+            "OTEL_TRACES_EXPORTER": "console",
+            "OTEL_LOGS_EXPORTER": "console",
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs"),
+        },
+    )
+    assert outcome["sinks"] == ["jsonl", "otel_logs", "span_events"]
+    printed = process.stdout
+    assert '"name": "agent-run"' in printed
+    assert printed.count('"event_name": "transcript.entry"') == 2
+    assert outcome["run_id"] in printed
+
+
+def test_an_unknown_exporter_name_warns_and_the_others_are_kept(tmp_path: Path) -> None:
+    process, outcome = run_scenario(
+        tmp_path,
+        EXPORTER_SCENARIO,
+        {"OTEL_TRACES_EXPORTER": "zipkin,console", "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs")},
+    )
+    assert "OTEL_TRACES_EXPORTER names zipkin" in process.stderr
+    assert outcome["sinks"] == ["jsonl", "span_events"]
+    assert '"name": "agent-run"' in process.stdout
 
 
 # -- (g) the dropped-records metric ------------------------------------------------------------

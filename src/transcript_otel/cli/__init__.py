@@ -132,7 +132,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not command:
         parser.error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
     from transcript_otel.capture.registry import shutdown_all
-    from transcript_otel.cli.run_command import block_forwarded_signals, exported, run_command
+    from transcript_otel.cli.run_command import block_forwarded_signals, run_command
     from transcript_otel.otlp.setup import configure
 
     block_forwarded_signals()  # before any thread of ours starts: they all hold them
@@ -158,13 +158,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     atexit.register(held.print_to, sys.stderr)
     try:
         # OTEL_SERVICE_NAME, when set, names the service; else the command does.
-        logs, traces = exported()  # the copies no one exports are not made
-        configure(
-            service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name,
-            instrument=False,
-            log_records=None if logs else False,
-            span_events=None if traces else False,
-        )
+        configure(service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name, instrument=False)
     except Exception as exc:  # OTLP export is optional; the command runs regardless
         print(
             f"transcript-otel run: no OTLP export ({exc}); the transcript goes to the JSONL mirror",

@@ -14,8 +14,8 @@ once it is over), splits it into lines for a line adapter (`mappings.lines`), an
 the entries through the same `AgentRun` as the instrumentors': an `invoke_agent` span for
 the run (a child of the caller's `TRACEPARENT`, passed on to the command as its
 `TRACEPARENT`), `chat` spans for the turns the adapter reports, `execute_tool` spans, every
-entry as a JSONL line, and as a log record and span event where an OTLP endpoint takes them
-(`exported`). What capture could not keep up with is counted and reported once: one
+entry as a JSONL line, and as a log record and span event where an exporter takes them
+(`configure()` makes those only then). What capture could not keep up with is counted and reported once: one
 `transcript.error` in the transcript and one line on stderr after the command's output.
 The command line tells the run what the output does not: `codex exec`'s prompt and model
 (`ExecCommand`), `claude`'s prompt and system prompt (`ClaudeCommand`); the line adapter that reads
@@ -44,11 +44,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from opentelemetry import _logs, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry._logs._internal import ProxyLoggerProvider
+from opentelemetry import propagate, trace
 
-from transcript_otel import environment_variables as env
 from transcript_otel.cli import relay
 from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
@@ -64,7 +62,6 @@ from transcript_otel.mappings.lines import (
     select_adapter,
 )
 from transcript_otel.model.entries import EntryType
-from transcript_otel.otlp.exporters import endpoint_for
 from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
 _logger = logging.getLogger(__name__)
@@ -83,12 +80,6 @@ _LOOK_S: Final = 0.1
 _WAITED: Final = frozenset({*FORWARDED_SIGNALS, signal.SIGCHLD})
 # Sent to the wrapper once the command is over: stop waiting for the transcript to be written.
 _STOPPING: Final = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
-_API_PROVIDERS: Final = (
-    trace.ProxyTracerProvider,
-    trace.NoOpTracerProvider,
-    ProxyLoggerProvider,
-    _logs.NoOpLoggerProvider,
-)
 # The relay's program: its package (standard library only) imported on its own, from the
 # directory that holds it: the one path the isolated interpreter gets besides the standard library.
 _RELAY_PROGRAM: Final = (
@@ -106,25 +97,6 @@ def block_forwarded_signals() -> None:
     holds them): the wrapper's main thread takes them with their sender (`sigtimedwait`)."""
     if hasattr(signal, "sigtimedwait"):
         signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
-
-
-def exported() -> tuple[bool, bool]:
-    """Whether the transcript's log records and its spans go anywhere: to an OTLP endpoint, or
-    to the exporters of a provider set before `configure()` (the process is instrumented: its
-    owner's). Without, the providers `configure()` makes export nothing, and the log records and
-    span events it would write for each line are three quarters of the writer's work (the JSONL
-    mirror has every entry, and `replay` makes both from it). Spans are made either way: their
-    ids are in the mirror and in the command's `TRACEPARENT`."""
-    if env.env_flag("OTEL_SDK_DISABLED", False):
-        return False, False
-    logs = not _is_default(_logs.get_logger_provider()) or endpoint_for("LOGS") is not None
-    traces = not _is_default(trace.get_tracer_provider()) or endpoint_for("TRACES") is not None
-    return logs, traces
-
-
-def _is_default(provider: object) -> bool:
-    """Whether `provider` is the API's own (nothing set one: `configure()` will)."""
-    return isinstance(provider, _API_PROVIDERS)
 
 
 def _caller_context() -> otel_context.Context:

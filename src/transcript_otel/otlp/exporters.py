@@ -5,7 +5,9 @@ an explicit argument, else `OTEL_EXPORTER_OTLP_{TRACES,LOGS}_ENDPOINT` (used as
 given), else `OTEL_EXPORTER_OTLP_ENDPOINT` (plus `/v1/traces` or `/v1/logs` over
 HTTP); `OTEL_EXPORTER_OTLP_[{TRACES,LOGS}_]PROTOCOL` is `http/protobuf` (default)
 or `grpc`. Headers, certificates and compression are left to the exporters,
-which read their own `OTEL_EXPORTER_OTLP_*` variables.
+which read their own `OTEL_EXPORTER_OTLP_*` variables. `OTEL_TRACES_EXPORTER` and
+`OTEL_LOGS_EXPORTER` choose among `otlp` (the default; sent only where an endpoint is
+set), `console` and `none`, as the SDK's own configuration reads them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,19 @@ Signal = Literal["TRACES", "LOGS", "METRICS"]
 _HTTP_PATHS: Final[dict[Signal, str]] = {"TRACES": "/v1/traces", "LOGS": "/v1/logs", "METRICS": "/v1/metrics"}
 _logger = logging.getLogger(__name__)
 _Processor = TypeVar("_Processor", bound="BoundedExportQueue")
+ExportedSignal = Literal["TRACES", "LOGS"]
+EXPORTER_NAMES: Final = ("otlp", "console", "none")
+# The SDK's console exporter of each signal, behind the SDK's own batch processor (the console
+# exporters take only what it hands them); the module, the processor, the exporter's names.
+_CONSOLE_EXPORTERS: Final[dict[ExportedSignal, tuple[str, str, tuple[str, ...]]]] = {
+    "TRACES": ("opentelemetry.sdk.trace.export", "BatchSpanProcessor", ("ConsoleSpanExporter",)),
+    # Renamed (1.39 has only the old name, deprecated since).
+    "LOGS": (
+        "opentelemetry.sdk._logs.export",
+        "BatchLogRecordProcessor",
+        ("ConsoleLogRecordExporter", "ConsoleLogExporter"),
+    ),
+}
 
 
 class ConfigurationError(ValueError):
@@ -68,6 +83,41 @@ def _supported_protocol(variable: str, value: str) -> str:
         ", ".join(PROTOCOLS),
     )
     return "http/protobuf"
+
+
+def exporters_named(signal: ExportedSignal) -> frozenset[str]:
+    """The exporters `OTEL_{signal}_EXPORTER` names (comma-separated, `otlp` when unset):
+    `otlp` and `console`; `none` adds none. An unknown name warns once and is skipped."""
+    variable = f"OTEL_{signal}_EXPORTER"
+    value = os.environ.get(variable, "").strip().lower()
+    if not value:
+        return frozenset({"otlp"})
+    names = frozenset(name.strip() for name in value.split(",") if name.strip())
+    unknown = names.difference(EXPORTER_NAMES)
+    if unknown:
+        _warn_unknown_exporters(variable, tuple(sorted(unknown)))
+    return names.intersection({"otlp", "console"})
+
+
+@functools.cache
+def _warn_unknown_exporters(variable: str, names: tuple[str, ...]) -> None:
+    _logger.warning(
+        "transcript-otel: %s names %s, which transcript-otel does not provide (use %s); skipped",
+        variable,
+        ", ".join(names),
+        ", ".join(EXPORTER_NAMES),
+    )
+
+
+def otlp_url(signal: ExportedSignal, endpoint: str | None = None, protocol: str | None = None) -> str | None:
+    """Where `signal` goes over OTLP: `endpoint_for()`, unless `OTEL_{signal}_EXPORTER` leaves
+    `otlp` out."""
+    return endpoint_for(signal, endpoint, protocol) if "otlp" in exporters_named(signal) else None
+
+
+def console_wanted(signal: ExportedSignal) -> bool:
+    """Whether `OTEL_{signal}_EXPORTER` asks for the SDK's console exporter (stdout)."""
+    return "console" in exporters_named(signal)
 
 
 def endpoint_for(signal: Signal, endpoint: str | None = None, protocol: str | None = None) -> str | None:
@@ -148,14 +198,15 @@ def tracer_provider(
     url: str | None,
     protocol: str,
     *,
+    console: bool = False,
     id_generator: Any = None,
     wrap: Callable[[Any], Any] | None = None,
     max_queue_bytes: int | None = DEFAULT_MAX_QUEUE_BYTES,
 ) -> Any:
     """An SDK TracerProvider, exporting over OTLP when `url` is set (ids exist either way);
-    `id_generator`: where span and trace ids come from (`replay` gives the original ones);
-    `wrap`: a wrapper around the exporter (`replay` counts what the backend refused);
-    `max_queue_bytes`: the export queue's bound, None for none."""
+    `console`: also to stdout; `id_generator`: where span and trace ids come from (`replay`
+    gives the original ones); `wrap`: a wrapper around the exporter (`replay` counts what the
+    backend refused); `max_queue_bytes`: the export queue's bound, None for none."""
     _require_sdk()
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
@@ -173,6 +224,8 @@ def tracer_provider(
         # Bounded in bytes like the log records: a span holds the span events of its entries.
         processor = _export_processor(BoundedSpanProcessor, "TRACES", url, protocol, wrap, max_queue_bytes)
         provider.add_span_processor(processor)
+    if console:
+        provider.add_span_processor(_console_processor("TRACES"))
     return provider
 
 
@@ -181,11 +234,12 @@ def logger_provider(
     url: str | None,
     protocol: str,
     *,
+    console: bool = False,
     wrap: Callable[[Any], Any] | None = None,
     max_queue_bytes: int | None = DEFAULT_MAX_QUEUE_BYTES,
 ) -> Any:
-    """An SDK LoggerProvider, exporting over OTLP when `url` is set (`wrap`: as above;
-    `max_queue_bytes`: the export queue's bound, None for none)."""
+    """An SDK LoggerProvider, exporting over OTLP when `url` is set (`console`, `wrap`: as
+    above; `max_queue_bytes`: the export queue's bound, None for none)."""
     _require_sdk()
     from opentelemetry.sdk._logs import LoggerProvider
 
@@ -197,7 +251,17 @@ def logger_provider(
         # bounded in bytes: a backend that is down costs at most `max_queue_bytes`.
         processor = _export_processor(BoundedLogRecordProcessor, "LOGS", url, protocol, wrap, max_queue_bytes)
         provider.add_log_record_processor(processor)
+    if console:
+        provider.add_log_record_processor(_console_processor("LOGS"))
     return provider
+
+
+def _console_processor(signal: ExportedSignal) -> Any:
+    """The SDK's batch processor feeding its console exporter of `signal` (stdout)."""
+    module_name, processor_name, exporter_names = _CONSOLE_EXPORTERS[signal]
+    module = importlib.import_module(module_name)
+    exporter_class = next(getattr(module, name) for name in exporter_names if hasattr(module, name))
+    return getattr(module, processor_name)(exporter_class())
 
 
 def _export_processor(

@@ -126,6 +126,12 @@ def _content_policy(content: str | None, exclude: Iterable[str] | None) -> Conte
         raise ConfigurationError(str(exc)) from exc
 
 
+def _copies_wanted(argument: bool | None, variable: str, exported: bool) -> bool:
+    """Whether a sink of OTel copies (log records, span events) is on: as the argument, else the
+    variable, says; else only when something exports them."""
+    return argument if argument is not None else env.env_flag(variable, exported)
+
+
 def configure(
     *,
     service_name: str | None = None,
@@ -154,10 +160,13 @@ def configure(
       logger providers (batch processors; OTLP exporters when `endpoint` or
       `OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]ENDPOINT` is set, over `protocol` or
       `OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]PROTOCOL`: `grpc` or `http/protobuf`) and
-      make them global. A provider the application already set is reused, and
-      left for the application to shut down.
+      make them global; `OTEL_TRACES_EXPORTER` / `OTEL_LOGS_EXPORTER` choose `otlp` (the
+      default), `console` (stdout), `none`, or a comma-separated list. A provider the
+      application already set is reused, and left for the application to shut down.
     * Sinks: the JSONL mirror, OTel log records and span events, each switchable
-      (arguments > `TRANSCRIPT_OTEL_*` variables > on).
+      (arguments > `TRANSCRIPT_OTEL_*` variables > on). Log records and span events are
+      on by default only when something exports them: an exporter made here, or the
+      application's own provider.
     * Content: `content` (`full`, `metadata` or `none`; else `TRANSCRIPT_OTEL_CONTENT`,
       else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, else `full`) for every
       sink, lowered to `metadata` for the categories in `content_exclude`
@@ -187,8 +196,10 @@ def configure(
     sdk_disabled = env.env_flag("OTEL_SDK_DISABLED", False)
     create_tracer = not sdk_disabled and not _sdk_configured()
     create_logger = not sdk_disabled and not _logs_configured()
-    traces_url = exporters.endpoint_for("TRACES", endpoint, protocol) if create_tracer else None
-    logs_url = exporters.endpoint_for("LOGS", endpoint, protocol) if create_logger else None
+    traces_url = exporters.otlp_url("TRACES", endpoint, protocol) if create_tracer else None
+    logs_url = exporters.otlp_url("LOGS", endpoint, protocol) if create_logger else None
+    traces_console = create_tracer and exporters.console_wanted("TRACES")
+    logs_console = create_logger and exporters.console_wanted("LOGS")
     # Metrics only when asked for, with an endpoint, and no MeterProvider set (see exporters).
     wants_meters = not sdk_disabled and exporters.metrics_wanted() and not _metrics_configured()
     metrics_url = exporters.endpoint_for("METRICS", endpoint, protocol) if wants_meters else None
@@ -198,11 +209,11 @@ def configure(
         resource = exporters.resource(service_name)
         if create_tracer:
             tracer_provider = exporters.tracer_provider(
-                resource, traces_url, exporters.protocol_for("TRACES", protocol)
+                resource, traces_url, exporters.protocol_for("TRACES", protocol), console=traces_console
             )
         if create_logger:
             logger_provider = exporters.logger_provider(
-                resource, logs_url, exporters.protocol_for("LOGS", protocol)
+                resource, logs_url, exporters.protocol_for("LOGS", protocol), console=logs_console
             )
         if metrics_url is not None:
             meter_provider = exporters.meter_provider(
@@ -217,13 +228,19 @@ def configure(
 
             metrics.set_meter_provider(meter_provider)
 
+    # What no exporter takes is not made: the providers made here without an exporter drop
+    # it, and the log records and span events of each entry are most of the writer's work.
+    # The mirror has every entry (`replay` makes both from it); spans are made either way,
+    # their ids and records are in the mirror. An application's own providers export.
+    logs_exported = not sdk_disabled and (not create_logger or logs_url is not None or logs_console)
+    traces_exported = not sdk_disabled and (not create_tracer or traces_url is not None or traces_console)
     pipeline = pipeline_from_environment(
         logger_provider=logger_provider,
         jsonl=jsonl,
         jsonl_dir=jsonl_dir,
         jsonl_path=jsonl_path,
-        log_records=log_records,
-        span_events=span_events,
+        log_records=_copies_wanted(log_records, env.TRANSCRIPT_OTEL_LOG_RECORDS, logs_exported),
+        span_events=_copies_wanted(span_events, env.TRANSCRIPT_OTEL_SPAN_EVENTS, traces_exported),
         span_event_max_length=span_event_max_length,
         span_event_max_bytes=span_event_max_bytes,
         max_backlog_bytes=max_backlog_bytes,
