@@ -651,6 +651,23 @@ def test_the_line_adapter_tells_the_provider_of_the_root_and_chat_spans(
         assert span["attributes"].get("gen_ai.provider.name") == provider, span["name"]
 
 
+def test_an_sdk_driven_claude_clis_stdout_is_read_as_claude_stream_json(tmp_path: Path) -> None:
+    """The CLI's stdout under claude-agent-sdk opens with its `control_response` to `initialize`
+    (recorded: `tests/agents/record_sdk_stdout.py`); auto still reads it as Claude's stream."""
+    recorded = FIXTURES / "claude-sdk-stdout.jsonl"
+    assert json.loads(recorded.read_text().splitlines()[0])["type"] == "control_response"
+    command = [*WRAPPER, "--prompt-name", "cli-sdk", "--", "cat", str(recorded)]
+    result = subprocess.run(command, capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    records = mirror(tmp_path)
+    counted = Counter(entry["entry_type"] for entry in entries(records))
+    assert counted["tool_use"] == counted["tool_result"] == 1
+    assert counted["token_usage"] == 1
+    assert counted["unknown"] == 0
+    (root,) = [span for span in span_records(records) if span["name"] == "invoke_agent cli-sdk"]
+    assert root["attributes"].get("gen_ai.provider.name") == "anthropic"
+
+
 def fake_claude(directory: Path) -> str:
     """A `claude` on disk that ignores its arguments and prints the claude-stream-json fixture."""
     launcher = directory / "claude"

@@ -344,6 +344,8 @@ def test_plain_lines_are_assistant_text_with_the_line_as_raw() -> None:
         (codex({"type": "item.completed", "item": {}}), "codex-json"),
         (json.dumps({"type": "system", "subtype": "init", "session_id": "s"}), "claude-stream-json"),
         (json.dumps({"type": "system"}), "rtf1"),  # no session id: not Claude's
+        # An SDK-driven CLI's first line (tests/fixtures/line_streams/claude-sdk-stdout.jsonl's)
+        (json.dumps({"type": "control_response", "response": {"subtype": "success"}}), "claude-stream-json"),
         (rtf1({"type": "text", "text": "x"}), "rtf1"),
         ("Just text\n", "rtf1"),  # reads text as plain does, and RTF1 lines if any come
         ("[1, 2]\n", "rtf1"),

@@ -18,8 +18,10 @@ Selection (`select_adapter`), deterministic: an explicit name, else the
 the first non-blank line (so nothing waits): `codex-json` if it is an event of
 `codex exec` (`thread.started`, `turn.started`, `item.*`, ...), `claude-stream-json`
 if it is a Claude message (`system`, `assistant`, `user`, `result` with a
-`session_id`), else `rtf1`, which reads plain text as `plain` does and also
-understands `@@RALPH@@` lines wherever they start.
+`session_id`) or a control message (`control_response`, `control_request`: a CLI
+driven by claude-agent-sdk opens its stdout with its answer to `initialize`), else
+`rtf1`, which reads plain text as `plain` does and also understands `@@RALPH@@` lines
+wherever they start.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ _CODEX_EVENTS: Final = frozenset(
     {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.completed"}
 )
 _CLAUDE_MESSAGES: Final = frozenset({"system", "assistant", "user", "result"})
+# What the CLI prints between itself and claude-agent-sdk: no other stream has these types.
+_CLAUDE_CONTROL: Final = frozenset({"control_response", "control_request"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +143,7 @@ def sniff(line: str) -> str:
     kind, value = _json_type(line)
     if kind is not None and (kind in _CODEX_EVENTS or kind.startswith("item.")):
         return "codex-json"
-    if kind in _CLAUDE_MESSAGES and "session_id" in value:
+    if (kind in _CLAUDE_MESSAGES and "session_id" in value) or kind in _CLAUDE_CONTROL:
         return "claude-stream-json"
     return "rtf1"
 
