@@ -368,7 +368,9 @@ def test_an_assistant_line_per_block_maps_like_stdout_and_names_the_model() -> N
         [("tool_use", None)],
     ]
     assert thinking.entries[0].detail == {
-        "sdk_entry": {"type": "thinking", "thinking": "plan", "signature": "x"}
+        "sdk_entry": {"type": "thinking", "thinking": "plan", "signature": "x"},
+        # The message's first line, perhaps its only one: it keeps the message's usage.
+        "claude_message": {"id": "msg_1", "usage": {"input_tokens": 10, "output_tokens": 2}},
     }
     message = text.entries[0].detail["sdk_entry"]["message"]
     assert (message["id"], message["usage"]) == ("msg_1", {"input_tokens": 10, "output_tokens": 2})

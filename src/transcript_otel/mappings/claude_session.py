@@ -43,7 +43,8 @@ as on stdout: a `token_usage` with the cost since the last report and the sessio
 totals (`modelUsage` summed, subagents and `/compact`'s model call included; since where the
 run went on from, after `resume_after`), but no `usage`:
 each message's tokens are on its `assistant_message` (`sdk_entry.message.usage`, repeated on
-every line of the message, counted once per `message.id`). `detail.sdk_entry` is the line (or
+every line of the message, counted once per `message.id`; a line of thinking or of tool calls
+only keeps them in `detail.claude_message`). `detail.sdk_entry` is the line (or
 the block split out of it); the first entry of a line carries the line as `raw`.
 """
 
@@ -56,7 +57,7 @@ from typing import Any, Final
 from transcript_otel.mappings._claude_blocks import content_blocks, is_block, type_of, with_content
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.mappings.claude_stream import RunningCost
-from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
+from transcript_otel.mappings.claude_transcript import MESSAGE_OF_BLOCKS, ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.records.serialize import parse_json
@@ -357,8 +358,16 @@ def _thinking_first(mapped: MappedEntry) -> list[MappedEntry]:
         entries.append(
             mapped._replace(detail={**mapped.detail, "sdk_entry": with_content(entry, others)}, raw=None)
         )
+    else:  # a line of thinking only (a message's first, perhaps): it keeps the message's usage
+        _keep_message(entries[0].detail, entry.get("message"))
     entries[0] = entries[0]._replace(raw=mapped.raw)
     return entries
+
+
+def _keep_message(detail: dict[str, Any], message: Any) -> None:
+    """`detail.claude_message`: the id and usage of the message a split-off block is of."""
+    if isinstance(message, dict):
+        detail[MESSAGE_OF_BLOCKS] = {"id": message.get("id"), "usage": message.get("usage")}
 
 
 def _notification(entry: dict[str, Any], text: str) -> dict[str, Any]:

@@ -45,6 +45,8 @@ TOKEN_NAMES: Final = {
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: "reasoning_output",
 }
 _MAX_ERRORS: Final = 100
+# Entries a Claude message's lines become, any of which may be its first (and carry its usage).
+_MESSAGE_ENTRIES: Final = frozenset({"assistant_message", "thinking", "tool_use"})
 _MAX_WAITING_CALLS: Final = 100_000
 
 
@@ -160,15 +162,12 @@ class RunDigest:
         self.by_source[entry.source] += 1
         self._seen_at(context.get("timestamp"))
         detail = entry.detail
+        if entry.entry_type in _MESSAGE_ENTRIES:
+            self._count_message(detail)
         if entry.entry_type == "token_usage":
             self._usage.update(self._running_usage.added(detail))
             self.cost_usd += cost_usd(detail)
             self._session_usage = session_usage(detail) or self._session_usage
-        elif entry.entry_type == "assistant_message":
-            counted = message_usage(detail)
-            if counted is not None and counted[0] not in self._messages_counted:
-                self._messages_counted.add(counted[0])
-                self._message_usage.update(counted[1])
         elif entry.entry_type == "error":
             self.error_count += 1
             if len(self.errors) < _MAX_ERRORS:
@@ -180,6 +179,14 @@ class RunDigest:
         elif isinstance(detail.get("background_call_ended"), str):  # a call that ran in the background
             ended = {"tool_use_id": detail["background_call_ended"], "is_error": detail.get("is_error")}
             self._tool_result(entry.source, ended, entry.timestamp)
+
+    def _count_message(self, detail: Mapping[str, Any]) -> None:
+        """A Claude message's usage, once per message id, from whichever of its lines comes
+        first: one of text, of thinking or of tool calls only (the model call all the same)."""
+        counted = message_usage(detail)
+        if counted is not None and counted[0] not in self._messages_counted:
+            self._messages_counted.add(counted[0])
+            self._message_usage.update(counted[1])
 
     def _tool_use(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
         call_id, name = tool_identity(detail)

@@ -33,6 +33,8 @@ from transcript_otel.reading.text import (
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
+# Entries a Claude message's lines become, any of which may be its first (and carry its usage).
+_MESSAGE_ENTRIES: Final = frozenset({"assistant_message", "thinking", "tool_use"})
 # Entry kinds the page shows besides the canonical entry types.
 MALFORMED: Final = "malformed"
 TRANSCRIPT_ERROR: Final = "transcript.error"
@@ -124,7 +126,7 @@ def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict
         cost = cost_usd(detail)
         if cost:
             data["cost"] = cost
-    elif kind == "assistant_message":
+    if kind in _MESSAGE_ENTRIES:  # any line of a message may be its first: tool calls only too
         counted = message_usage(detail)
         if counted is not None:
             data["mu"] = [counted[0], _short_usage(counted[1])]
