@@ -649,6 +649,53 @@ def test_none_exporters_send_nothing_to_the_endpoint_and_make_no_copies(tmp_path
     assert {r["context"].get("trace_id") for r in records} == {outcome["trace_id"]}
 
 
+@pytest.mark.receiver
+@pytest.mark.parametrize("kept", ["TRACES", "LOGS"])
+def test_one_signal_set_to_none_reaches_a_real_collector_alone(
+    rotel: Rotel, tmp_path: Path, kept: str
+) -> None:
+    """`OTEL_LOGS_EXPORTER=none`: spans (with the entries as span events) reach rotel, no log
+    record does; `OTEL_TRACES_EXPORTER=none`: the log records do, no span. (What is not sent
+    is proven by `test_none_exporters_send_nothing_to_the_endpoint_and_make_no_copies`; here
+    the other signal is looked for once what is sent has arrived.)"""
+    name = f"cfg-none-{kept.lower()}"
+    body = f"""
+    cfg = transcript_otel.configure()
+    emitter, trace_id, span_id = agent_run({name!r}, span_name={name!r})
+    result(run_id=emitter.run_id, sinks=[sink.name for sink in cfg.pipeline.sinks])
+    """
+    dropped = "LOGS" if kept == "TRACES" else "TRACES"
+    _, outcome = run_scenario(
+        tmp_path,
+        body,
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": rotel.http_endpoint,
+            f"OTEL_{dropped}_EXPORTER": "none",
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "runs"),
+        },
+    )
+
+    def mine(logs: list[Any]) -> list[Any]:
+        return [log for log in logs if log.attributes.get("transcript.run_id") == outcome["run_id"]]
+
+    if kept == "TRACES":
+        _, spans = rotel.wait_for(lambda logs, spans: any(span.name == name for span in spans), timeout_s=5)
+        logs, _ = rotel.received()
+        assert outcome["sinks"] == ["jsonl", "span_events"]
+        assert mine(logs) == []
+        assert [span.name for span in spans if span.name == name] == [name]
+    else:
+        logs, spans = rotel.wait_for(lambda logs, spans: len(mine(logs)) >= 4, timeout_s=5)
+        assert outcome["sinks"] == ["jsonl", "otel_logs"]
+        assert [log.event_name for log in mine(logs)] == [
+            "transcript.start",
+            "transcript.entry",
+            "transcript.entry",
+            "transcript.stop",
+        ]
+        assert [span for span in spans if span.name == name] == []
+
+
 @pytest.mark.parametrize(
     ("env", "sinks"),
     [
@@ -757,12 +804,24 @@ def test_dropped_records_are_counted_in_the_applications_meter_provider(tmp_path
     assert outcome["points"]["stuck"] == outcome["failures"] > 0
 
 
-@pytest.mark.parametrize(("variable", "expected"), [("otlp", "MeterProvider"), ("", "_ProxyMeterProvider")])
-def test_configure_sets_up_metrics_only_when_asked(tmp_path: Path, variable: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("variable", "expected"),
+    [
+        ("otlp", ["MeterProvider", "OTLPMetricExporter"]),
+        ("console,otlp", ["MeterProvider", "ConsoleMetricExporter", "OTLPMetricExporter"]),
+        ("none", ["_ProxyMeterProvider"]),
+        ("", ["_ProxyMeterProvider"]),
+    ],
+)
+def test_configure_sets_up_metrics_only_when_asked(
+    tmp_path: Path, variable: str, expected: list[str]
+) -> None:
     body = """
     from opentelemetry import metrics
     transcript_otel.configure(endpoint="http://127.0.0.1:9")
-    result(provider=type(metrics.get_meter_provider()).__name__)
+    provider = metrics.get_meter_provider()
+    readers = getattr(provider, "_all_metric_readers", ())
+    result(provider=[type(provider).__name__, *sorted(type(r._exporter).__name__ for r in readers)])
     """
     env = {
         "OTEL_METRICS_EXPORTER": variable,
@@ -771,6 +830,34 @@ def test_configure_sets_up_metrics_only_when_asked(tmp_path: Path, variable: str
     }
     _, outcome = run_scenario(tmp_path, body, env)
     assert outcome["provider"] == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "seconds"),
+    [
+        pytest.param({}, 5.0, id="unset: ours"),
+        pytest.param({"OTEL_EXPORTER_OTLP_TIMEOUT": "10"}, 10.0, id="seconds, as the exporter reads it"),
+        pytest.param(
+            {"OTEL_EXPORTER_OTLP_TIMEOUT": "10", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "3"},
+            3.0,
+            id="per signal",
+        ),
+    ],
+)
+def test_the_otlp_timeout_variable_has_the_installed_exporters_meaning(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], seconds: float
+) -> None:
+    """`OTEL_EXPORTER_OTLP_TIMEOUT=10` is 10 s for the Python exporters; it was 10 ms here."""
+    from transcript_otel.otlp.exporters import otlp_exporter
+
+    for variable in ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    exporter = otlp_exporter("TRACES", "http://127.0.0.1:9/v1/traces", "http/protobuf")
+    # Where the installed exporter keeps the timeout it resolved (it moved in 1.4x).
+    holder = exporter._client if hasattr(exporter, "_client") else exporter
+    assert holder._timeout == seconds
 
 
 # -- (h) GenAI content beside the transcript -------------------------------------------------

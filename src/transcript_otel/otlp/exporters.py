@@ -85,13 +85,14 @@ def _supported_protocol(variable: str, value: str) -> str:
     return "http/protobuf"
 
 
-def exporters_named(signal: ExportedSignal) -> frozenset[str]:
-    """The exporters `OTEL_{signal}_EXPORTER` names (comma-separated, `otlp` when unset):
-    `otlp` and `console`; `none` adds none. An unknown name warns once and is skipped."""
+def exporters_named(signal: Signal) -> frozenset[str]:
+    """The exporters `OTEL_{signal}_EXPORTER` names (comma-separated): `otlp` and `console`;
+    `none` adds none. Unset: `otlp`, but for metrics none (see `metrics_wanted`). An unknown
+    name warns once and is skipped."""
     variable = f"OTEL_{signal}_EXPORTER"
     value = os.environ.get(variable, "").strip().lower()
     if not value:
-        return frozenset({"otlp"})
+        return frozenset() if signal == "METRICS" else frozenset({"otlp"})
     names = frozenset(name.strip() for name in value.split(",") if name.strip())
     unknown = names.difference(EXPORTER_NAMES)
     if unknown:
@@ -109,13 +110,13 @@ def _warn_unknown_exporters(variable: str, names: tuple[str, ...]) -> None:
     )
 
 
-def otlp_url(signal: ExportedSignal, endpoint: str | None = None, protocol: str | None = None) -> str | None:
+def otlp_url(signal: Signal, endpoint: str | None = None, protocol: str | None = None) -> str | None:
     """Where `signal` goes over OTLP: `endpoint_for()`, unless `OTEL_{signal}_EXPORTER` leaves
     `otlp` out."""
     return endpoint_for(signal, endpoint, protocol) if "otlp" in exporters_named(signal) else None
 
 
-def console_wanted(signal: ExportedSignal) -> bool:
+def console_wanted(signal: Signal) -> bool:
     """Whether `OTEL_{signal}_EXPORTER` asks for the SDK's console exporter (stdout)."""
     return "console" in exporters_named(signal)
 
@@ -135,12 +136,13 @@ def endpoint_for(signal: Signal, endpoint: str | None = None, protocol: str | No
     return endpoint.rstrip("/") + _HTTP_PATHS[signal]
 
 
-def _timeout_s() -> float:
-    try:
-        milliseconds = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", "0"))
-    except ValueError:
-        milliseconds = 0.0
-    return milliseconds / 1000 if milliseconds > 0 else EXPORT_TIMEOUT_S
+def _timeout_option(signal: Signal) -> dict[str, float]:
+    """Our 5 s export timeout, unless `OTEL_EXPORTER_OTLP_[{signal}_]TIMEOUT` is set: the
+    exporter then reads it itself, in its own unit (seconds, for the Python exporters),
+    so the variable has one meaning."""
+    if os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT"):
+        return {}
+    return {"timeout": EXPORT_TIMEOUT_S}
 
 
 _EXPORTER_CLASSES: Final[dict[tuple[Signal, str], tuple[str, str]]] = {
@@ -168,7 +170,7 @@ def otlp_exporter(signal: Signal, url: str, protocol: str) -> Any:
         raise ConfigurationError(
             f"the OTLP {protocol} exporter is missing: pip install 'transcript-otel[otlp]'"
         ) from exc
-    options: dict[str, Any] = {"endpoint": url, "timeout": _timeout_s()}
+    options: dict[str, Any] = {"endpoint": url, **_timeout_option(signal)}
     if protocol == "grpc" and url.startswith("http://"):
         options["insecure"] = True  # otherwise OTEL_EXPORTER_OTLP_INSECURE and the scheme decide
     return exporter_class(**options)
@@ -282,16 +284,20 @@ def _export_processor(
 
 
 def metrics_wanted() -> bool:
-    """Metrics only when asked for (`OTEL_METRICS_EXPORTER=otlp`): trace and log backends
-    (Jaeger, Tempo, Loki) refuse them, and transcript-otel keeps a single counter."""
-    return os.environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() == "otlp"
+    """Metrics only when asked for (`OTEL_METRICS_EXPORTER=otlp` or `console`): trace and log
+    backends (Jaeger, Tempo, Loki) refuse them, so unset means none, unlike the SDK's default."""
+    return bool(exporters_named("METRICS"))
 
 
-def meter_provider(sdk_resource: Any, url: str, protocol: str) -> Any:
-    """An SDK MeterProvider exporting over OTLP every `OTEL_METRIC_EXPORT_INTERVAL` (60 s)."""
+def meter_provider(sdk_resource: Any, url: str | None, protocol: str, *, console: bool = False) -> Any:
+    """An SDK MeterProvider exporting over OTLP (when `url` is set) and to stdout (`console`)
+    every `OTEL_METRIC_EXPORT_INTERVAL` (60 s)."""
     _require_sdk()
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
 
-    reader = PeriodicExportingMetricReader(otlp_exporter("METRICS", url, protocol))
-    return MeterProvider(metric_readers=[reader], resource=sdk_resource, shutdown_on_exit=False)
+    exporters = [otlp_exporter("METRICS", url, protocol)] if url is not None else []
+    if console:
+        exporters.append(ConsoleMetricExporter())
+    readers = [PeriodicExportingMetricReader(exporter) for exporter in exporters]
+    return MeterProvider(metric_readers=readers, resource=sdk_resource, shutdown_on_exit=False)

@@ -202,9 +202,10 @@ def configure(
     logs_console = create_logger and exporters.console_wanted("LOGS")
     # Metrics only when asked for, with an endpoint, and no MeterProvider set (see exporters).
     wants_meters = not sdk_disabled and exporters.metrics_wanted() and not _metrics_configured()
-    metrics_url = exporters.endpoint_for("METRICS", endpoint, protocol) if wants_meters else None
+    metrics_url = exporters.otlp_url("METRICS", endpoint, protocol) if wants_meters else None
+    metrics_console = wants_meters and exporters.console_wanted("METRICS")
     meter_provider: Any = None
-    if create_tracer or create_logger or metrics_url is not None:
+    if create_tracer or create_logger or metrics_url is not None or metrics_console:
         # All are built before any becomes global: a failure leaves nothing half set.
         resource = exporters.resource(service_name)
         if create_tracer:
@@ -215,9 +216,9 @@ def configure(
             logger_provider = exporters.logger_provider(
                 resource, logs_url, exporters.protocol_for("LOGS", protocol), console=logs_console
             )
-        if metrics_url is not None:
+        if metrics_url is not None or metrics_console:
             meter_provider = exporters.meter_provider(
-                resource, metrics_url, exporters.protocol_for("METRICS", protocol)
+                resource, metrics_url, exporters.protocol_for("METRICS", protocol), console=metrics_console
             )
         if create_tracer:
             trace.set_tracer_provider(tracer_provider)
