@@ -16,7 +16,8 @@ import transcript_otel
 
 PACKAGE_DIR = Path(transcript_otel.__file__).parent
 # Bottom to top, as docs/design.md draws them. The root's leaf modules come first; its
-# `__init__` (the public names) and the configurator entry point stand above everything.
+# `__init__` (the public names) and the entry points (the configurator, `python -m`) stand
+# above everything.
 LAYERS = (
     "version",
     "environment_variables",
@@ -35,6 +36,7 @@ LAYERS = (
     "cli",
     "configurator",
     "__init__",
+    "__main__",
 )
 
 
@@ -75,7 +77,13 @@ def test_every_module_is_in_a_layer() -> None:
 
 def test_the_root_holds_only_entry_points_and_subpackages() -> None:
     modules = sorted(path.name for path in PACKAGE_DIR.glob("*.py"))
-    assert modules == ["__init__.py", "configurator.py", "environment_variables.py", "version.py"]
+    assert modules == [
+        "__init__.py",
+        "__main__.py",
+        "configurator.py",
+        "environment_variables.py",
+        "version.py",
+    ]
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda path: _module_name(path))
