@@ -40,6 +40,10 @@ SECRETS = {
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
         "BG5vbmU=\n-----END OPENSSH PRIVATE KEY-----"
     ),
+    "npm_token": "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "pypi_token": "pypi-AgEIcHlwaS5vcmcCJDU2NjU0ZjJkLTQ3YjgtNGI2Mi05YjE3LWQxZTk5NzYyN2Q5ZQACKlszLCJmYjE4MTk",
+    "groq_key": "gsk_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCb9Aa8Zz7Yy6Xx5Ww4V",
+    "sendgrid_key": "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",
 }
 BEARER = "Zm9vYmFyYmF6cXV4cXV1eA.abcdefgh"
 
@@ -285,7 +289,7 @@ def _whole_text_redaction(data: bytes) -> bytes:
 # `AKIASIA`, `sk-----BEGIN `), near misses (`task-`), non-ASCII letters.
 AROUND = ["task-", "\\n", "\\u001b", '"', "é", "x", "o", "A", "IA", "-", "_", "sk", "k", "Bearer", " "]
 # What separates a literal a match follows from the match (`BuiltinRule.gaps`).
-GAPS = [" ", "\t", "\\t", "=", " = "]
+GAPS = [" ", "\t", "\\t", "=", " = ", "'", '"', '\\"']
 FRAGMENTS = st.sampled_from(
     [
         *LITERALS,
@@ -507,8 +511,37 @@ def test_private_key_blocks_cut_short_or_pgp_are_redacted(text: str, after: str)
             "aws_secret_key",
             "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         ),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT5"
+            "0uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;EndpointSuffix=core.windows.net",
+            "azure_key",
+            "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+        ),
+        (
+            "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;"
+            "SharedAccessKey=q3uLhWbO2pP0bQh5Vn+3Z2t9Xz1YwA8kC7dE6fG4hJ0=",
+            "azure_key",
+            "q3uLhWbO2pP0bQh5Vn+3Z2t9Xz1YwA8kC7dE6fG4hJ0=",
+        ),
+        ("DATABASE_PASSWORD=correct-horse-battery\nDEBUG=1", "secret_assignment", "correct-horse-battery"),
+        ("export STRIPE_WEBHOOK_SECRET='whsec_8f2k3m4n5p6q'", "secret_assignment", "whsec_8f2k3m4n5p6q"),
+        ('OPENROUTER_API_KEY="or-v1-4b1e9c2d7f3a"', "secret_assignment", "or-v1-4b1e9c2d7f3a"),
+        ("docker run -e SENTRY_AUTH_TOKEN=9f8e7d6c5b4a3210 img", "secret_assignment", "9f8e7d6c5b4a3210"),
+        ("REDIS_PASSWD=s3cr3tpw", "secret_assignment", "s3cr3tpw"),
     ],
-    ids=["https-password", "postgres-password", "aws-secret-env", "aws-secret-credentials-file"],
+    ids=[
+        "https-password",
+        "postgres-password",
+        "aws-secret-env",
+        "aws-secret-credentials-file",
+        "azure-storage-account-key",
+        "azure-service-bus-shared-access-key",
+        "dotenv-password",
+        "export-single-quoted-secret",
+        "double-quoted-api-key",
+        "docker-env-token",
+        "passwd",
+    ],
 )
 def test_url_passwords_and_aws_secret_keys_are_redacted(text: str, kind: str, secret: str) -> None:
     expected = text.replace(secret, marker(kind, secret))
@@ -521,6 +554,25 @@ def test_url_passwords_and_aws_secret_keys_are_redacted(text: str, kind: str, se
     ["https://example.com/a@b", "git@github.com:org/repo.git", "http://host:8080/path@x", "mailto:a@b.c"],
 )
 def test_urls_without_a_password_are_left_alone(text: str) -> None:
+    assert Redactor().text(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "GITHUB_TOKEN=$GITHUB_TOKEN",
+        "OPENAI_API_KEY=<your key>",
+        "NO_PASSWORD=1",
+        "HAS_TOKEN=true",
+        "API_KEY=",
+        "the MONKEY=banana test",
+        "SG.has.no.key",
+        "npm_config_cache=/tmp/npm",
+        "gsk_short",
+        "pypi-token-docs",
+    ],
+)
+def test_assignments_and_prefixes_that_hold_no_secret_are_left_alone(text: str) -> None:
     assert Redactor().text(text) == text
 
 

@@ -115,6 +115,18 @@ def _after_scheme(scheme: str) -> str:
     return "(?:" + "|".join(f"(?<={re.escape(literal)})" for literal in _scheme_and_gaps(scheme)) + ")"
 
 
+def _after_any(literals: Iterable[str], quotes: Iterable[str] = ("",)) -> str:
+    """A lookbehind on any of `literals`, each followed by one of `quotes`."""
+    behind = (f"(?<={re.escape(literal + quote)})" for literal in literals for quote in quotes)
+    return "(?:" + "|".join(behind) + ")"
+
+
+# What a `.env` line, an `export` or a `docker run -e` names a secret with: a NAME ending so.
+_SECRET_NAME_ENDINGS: Final = ("_KEY=", "_SECRET=", "_TOKEN=", "PASSWORD=", "PASSWD=")
+# Where a value may open with a quote: none, `'`, `"` (plain text), or `"` as JSON writes it.
+_VALUE_QUOTES: Final = ("", "'", '"', '\\"')
+
+
 # In order: where two matches overlap, the earlier rule names the secret
 # (`sk-ant-` before `sk-`).
 BUILTIN_RULES: Final = (
@@ -176,6 +188,29 @@ BUILTIN_RULES: Final = (
         r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
         follows=("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
         gaps=(1, 3),  # `=`, ` = `
+    ),
+    BuiltinRule("npm_token", _KEY_START + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", starts_with=("npm_",)),
+    # PyPI and TestPyPI API tokens: `pypi-` and a base64url macaroon (over 100 characters).
+    BuiltinRule("pypi_token", _KEY_START + r"pypi-[A-Za-z0-9_-]{50,}", starts_with=("pypi-",)),
+    BuiltinRule("groq_key", _KEY_START + r"gsk_[A-Za-z0-9]{40,}", starts_with=("gsk_",)),
+    BuiltinRule(
+        "sendgrid_key", _KEY_START + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}", starts_with=("SG.",)
+    ),
+    # The key of an Azure storage or Service Bus connection string (base64).
+    BuiltinRule(
+        "azure_key",
+        _after_any(("AccountKey=", "SharedAccessKey=")) + r"[A-Za-z0-9+/]{20,}={0,2}",
+        follows=("AccountKey=", "SharedAccessKey="),
+    ),
+    # `NAME=value` where NAME ends in _KEY, _SECRET, _TOKEN, PASSWORD or PASSWD (a `.env` line,
+    # an `export`), the value perhaps quoted. Last: a provider's own rule names its keys first.
+    # Not a `$VARIABLE`, a `<placeholder>` or a marker an earlier rule left (`[REDACTED:...]`),
+    # nor a value shorter than 6.
+    BuiltinRule(
+        "secret_assignment",
+        _after_any(_SECRET_NAME_ENDINGS, _VALUE_QUOTES) + r"[^\s\"'\\$<\[][^\s\"'\\]{5,}",
+        follows=_SECRET_NAME_ENDINGS,
+        gaps=(0, 1, 2),
     ),
 )
 # The rules placed otherwise than by their literals, by index.
