@@ -288,6 +288,11 @@ def _whole_text_redaction(data: bytes) -> bytes:
 # Literals, secrets and what sits around them: escapes, quotes, overlaps (`xoxox`,
 # `AKIASIA`, `sk-----BEGIN `), near misses (`task-`), non-ASCII letters.
 AROUND = ["task-", "\\n", "\\u001b", '"', "é", "x", "o", "A", "IA", "-", "_", "sk", "k", "Bearer", " "]
+# The whole names that shorter literals place (`earer` for `Bearer`, `PASSW` for `PASSWORD=`, ...).
+NAMES = [
+    "Basic", "basic", "BASIC", "bearer", "BEARER", "sk_live_", "rk_test_", "sk-ant-", "PASSWORD=", "PASSWD=",
+    "AccountKey=", "SharedAccessKey=", "AWS_SECRET_ACCESS_KEY", "API_KEY=",
+]  # fmt: skip
 # What separates a literal a match follows from the match (`BuiltinRule.gaps`).
 GAPS = [" ", "\t", "\\t", "=", " = ", "'", '"', '\\"']
 FRAGMENTS = st.sampled_from(
@@ -296,6 +301,7 @@ FRAGMENTS = st.sampled_from(
         *SECRETS.values(),
         BEARER,
         *AROUND,
+        *NAMES,
         *GAPS,
         "0123456789abcdefXYZ",
         "-----END RSA PRIVATE KEY-----",

@@ -54,7 +54,8 @@ class BuiltinRule:
     starts_with: tuple[str, ...] = ()
     follows: tuple[str, ...] = ()
     # Bytes between a `follows` literal and a match, each tried: one literal for the spellings
-    # of a gap keeps the literals few (the search takes twice as long past 32 of them).
+    # of a gap keeps the literals few (the search takes twice as long past 32 of them, and 3x
+    # for a 50 KB text). Negative: the match starts that far before the literal's end.
     gaps: tuple[int, ...] = (0,)
     # For a pattern that also matches ordinary words: whether a match is a secret after all.
     accepts: Callable[[bytes], bool] | None = None
@@ -123,6 +124,8 @@ def _after_any(literals: Iterable[str], quotes: Iterable[str] = ("",)) -> str:
 
 # What a `.env` line, an `export` or a `docker run -e` names a secret with: a NAME ending so.
 _SECRET_NAME_ENDINGS: Final = ("_KEY=", "_SECRET=", "_TOKEN=", "PASSWORD=", "PASSWD=")
+# Their literals: `PASSW` places both passwords, 4 or 2 bytes before the `=`'s end.
+_SECRET_NAME_LITERALS: Final = ("_KEY=", "_SECRET=", "_TOKEN=", "PASSW")
 # Where a value may open with a quote: none, `'`, `"` (plain text), or `"` as JSON writes it.
 _VALUE_QUOTES: Final = ("", "'", '"', '\\"')
 
@@ -138,7 +141,8 @@ BUILTIN_RULES: Final = (
         r"(?:[^\"]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[rn]|\s)+[A-Za-z0-9+/=]{16,}[^\"]*)",
         starts_with=("-----BEGIN ",),
     ),
-    BuiltinRule("anthropic_key", _KEY_START + r"sk-ant-[A-Za-z0-9_-]{20,}", starts_with=("sk-ant-",)),
+    # Placed where `sk-` is, as OpenAI keys are: a literal fewer (see `BuiltinRule.gaps`).
+    BuiltinRule("anthropic_key", _KEY_START + r"sk-ant-[A-Za-z0-9_-]{20,}", starts_with=("sk-",)),
     BuiltinRule(
         "openai_key", _KEY_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", starts_with=("sk-",)
     ),
@@ -151,10 +155,12 @@ BUILTIN_RULES: Final = (
     BuiltinRule("gitlab_token", _KEY_START + r"glpat-[A-Za-z0-9_-]{20,}", starts_with=("glpat-",)),
     BuiltinRule("slack_token", _KEY_START + r"xox[abposr]-[A-Za-z0-9-]{10,}", starts_with=("xox",)),
     BuiltinRule("google_api_key", _KEY_START + r"AIza[0-9A-Za-z_-]{35}", starts_with=("AIza",)),
+    # Placed from the `k_live_` or `k_test_` after the `s` or `r` it starts with: 7 bytes back.
     BuiltinRule(
         "stripe_key",
         _KEY_START + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}",
-        starts_with=("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        follows=("k_live_", "k_test_"),
+        gaps=(-8,),
     ),
     BuiltinRule("huggingface_token", _KEY_START + r"hf_[A-Za-z0-9]{30,}", starts_with=("hf_",)),
     BuiltinRule(
@@ -170,7 +176,8 @@ BUILTIN_RULES: Final = (
         "|" + _after_scheme("basic") + r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
         r"(?![A-Za-z0-9+/=])"
         "|" + _after_scheme("basic") + r"[A-Za-z0-9+/]{16,}=*",
-        follows=tuple(_scheme_spellings("bearer") + _scheme_spellings("basic")),
+        # The spellings' common ends: `earer` places `Bearer` and `bearer`.
+        follows=("earer", "EARER", "asic", "ASIC"),
         gaps=(1, 2),
         accepts=_basic_credentials,
     ),
@@ -186,8 +193,9 @@ BUILTIN_RULES: Final = (
         "aws_secret_key",
         r"(?:(?<=AWS_SECRET_ACCESS_KEY=)|(?<=aws_secret_access_key=)|(?<=aws_secret_access_key = ))"
         r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
-        follows=("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
-        gaps=(1, 3),  # `=`, ` = `
+        # `_KEY=` (which `secret_assignment` needs too) places `AWS_SECRET_ACCESS_KEY=`.
+        follows=("_KEY=", "aws_secret_access_key"),
+        gaps=(0, 1, 3),  # `_KEY=`; then `=`, ` = `
     ),
     BuiltinRule("npm_token", _KEY_START + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", starts_with=("npm_",)),
     # PyPI and TestPyPI API tokens: `pypi-` and a base64url macaroon (over 100 characters).
@@ -200,7 +208,7 @@ BUILTIN_RULES: Final = (
     BuiltinRule(
         "azure_key",
         _after_any(("AccountKey=", "SharedAccessKey=")) + r"[A-Za-z0-9+/]{20,}={0,2}",
-        follows=("AccountKey=", "SharedAccessKey="),
+        follows=("Key=",),
     ),
     # `NAME=value` where NAME ends in _KEY, _SECRET, _TOKEN, PASSWORD or PASSWD (a `.env` line,
     # an `export`), the value perhaps quoted. Last: a provider's own rule names its keys first.
@@ -209,8 +217,8 @@ BUILTIN_RULES: Final = (
     BuiltinRule(
         "secret_assignment",
         _after_any(_SECRET_NAME_ENDINGS, _VALUE_QUOTES) + r"[^\s\"'\\$<\[][^\s\"'\\]{5,}",
-        follows=_SECRET_NAME_ENDINGS,
-        gaps=(0, 1, 2),
+        follows=_SECRET_NAME_LITERALS,
+        gaps=(0, 1, 2, 3, 4, 5, 6),  # a quote of 0-2 bytes, after `=` or (`PASSW`) `D=` / `ORD=`
     ),
 )
 # The rules placed otherwise than by their literals, by index.
