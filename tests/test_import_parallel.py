@@ -56,6 +56,12 @@ def _sessions(*paths: Path) -> list[str]:
     return [str(session.path) for session in find_sessions(paths)]
 
 
+def _skipped(stderr: str) -> list[str]:
+    """The lines saying which files below the folders are no session log (the recorded stdout
+    beside each fixture's session logs)."""
+    return [line for line in stderr.splitlines() if line.startswith("transcript-otel import: skipped ")]
+
+
 def _said(stdout: str) -> list[tuple[str, str]]:
     """Each stdout line's session and run file."""
     return [
@@ -67,8 +73,9 @@ def test_workers_say_and_write_what_one_process_does(tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     alone = _import(str(SESSIONS), "--jsonl-dir", str(one), "--jobs", "1")
     pooled = _import(str(SESSIONS), "--jsonl-dir", str(two), "--jobs", "2")
-    assert (alone.returncode, alone.stderr) == (0, "")
-    assert (pooled.returncode, pooled.stderr) == (0, "")
+    assert alone.returncode == pooled.returncode == 0
+    assert alone.stderr.splitlines() == _skipped(alone.stderr)  # nothing else said
+    assert pooled.stderr == alone.stderr
     assert pooled.stdout.replace(str(two), "MIRROR") == alone.stdout.replace(str(one), "MIRROR")
     assert [session for session, _ in _said(pooled.stdout)] == _sessions(SESSIONS)
     files = sorted(path.name for path in one.iterdir())
@@ -79,16 +86,20 @@ def test_workers_say_and_write_what_one_process_does(tmp_path: Path) -> None:
 
 
 def test_a_session_that_fails_is_said_and_the_others_are_imported(tmp_path: Path) -> None:
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
+    sessions = _sessions(CLAUDE, CODEX)
+    failing = sessions[1]
+    assert _import(failing, "--jsonl-dir", str(tmp_path / "probe"), "--jobs", "1").returncode == 0
+    (probed,) = (tmp_path / "probe").iterdir()
     runs = tmp_path / "runs"
-    done = _import(str(CLAUDE), str(empty), str(CODEX), "--jsonl-dir", str(runs), "--jobs", "2")
+    (runs / probed.name / "in the way").mkdir(parents=True)  # its run cannot be put in place
+    done = _import(str(CLAUDE), str(CODEX), "--jsonl-dir", str(runs), "--jobs", "2")
     assert done.returncode == 1
-    (error,) = done.stderr.splitlines()
-    assert error == f"transcript-otel import: {empty}: no lines to import"
+    (error,) = [line for line in done.stderr.splitlines() if line not in _skipped(done.stderr)]
+    assert error.startswith(f"transcript-otel import: {failing}: [Errno 21] Is a directory")
     said = _said(done.stdout)
-    assert [session for session, _ in said] == _sessions(CLAUDE, CODEX)
-    assert sorted(map(str, runs.iterdir())) == sorted(run for _, run in said)
+    assert [session for session, _ in said] == [session for session in sessions if session != failing]
+    written = sorted(str(path) for path in runs.iterdir() if path.name != probed.name)
+    assert written == sorted(run for _, run in said)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +132,11 @@ def test_a_worker_failing_unexpectedly_is_said_and_loses_nothing_imported(
     assert done.returncode == 1
     said = _said(done.stdout)
     imported = [session for session, _ in said]
-    failed = [line.removeprefix("transcript-otel import: ") for line in done.stderr.splitlines()]
+    failed = [
+        line.removeprefix("transcript-otel import: ")
+        for line in done.stderr.splitlines()
+        if line not in _skipped(done.stderr)
+    ]
     assert f"{failing}: {error}" in failed
     assert all(line.endswith(f": {error}") for line in failed)
     # Each session said once, the imported in the order found; which ones a dead worker took

@@ -31,6 +31,7 @@ from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions import importer
 from transcript_otel.sessions.files import SessionKind, find_sessions
+from transcript_otel.sessions.formats import Format
 from transcript_otel.sessions.importer import ImportedRun, import_session
 from transcript_otel.sessions.recorder import run_id_of
 
@@ -546,15 +547,21 @@ def test_a_fork_whose_parents_file_is_gone_still_counts_only_its_own_calls(tmp_p
 
 def test_a_codex_subagents_file_without_its_roots_is_a_session_of_its_own(tmp_path: Path) -> None:
     """Nothing is left out: with the root thread's file gone, the subagent's imports alone; a
-    rollout whose first line says nothing of its thread is a session too."""
+    rollout whose first line says nothing of its thread (damaged) is a session too, told by the
+    records after it. A file named like one holding no rollout record is none."""
     rollouts = sorted((SESSIONS / "codex/subagent").rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_size)
     child = tmp_path / "sessions" / rollouts[0].name
     child.parent.mkdir()
     shutil.copy(rollouts[0], child)
     broken = child.parent / "rollout-2026-11-27T00-00-00-not-json.jsonl"
-    broken.write_text('{"timestamp": "2026-11-27T00:00:00Z", "type"\n')
-    found = {session.path: session.subagents for session in find_sessions([child.parent])}
+    second_record = child.read_text().splitlines(keepends=True)[1]
+    broken.write_text('{"timestamp": "2026-11-27T00:00:00Z", "type"\n' + second_record)
+    junk = child.parent / "rollout-2026-11-27T00-00-01-junk.jsonl"
+    junk.write_text('{"timestamp": "2026-11-27T00:00:00Z", "type"\n')
+    refused: dict[Path, Format] = {}
+    found = {session.path: session.subagents for session in find_sessions([child.parent], refused=refused)}
     assert found == {broken: (), child: ()}
+    assert refused == {junk: Format.TEXT}
     imported = import_session(next(iter(find_sessions([child]))), tmp_path / "runs")
     assert imported.summary.total_entries == 5
 
@@ -706,8 +713,10 @@ def test_bad_paths_and_empty_sessions_are_said(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     said = _cli("import", str(empty), "--jsonl-dir", str(tmp_path / "runs"), env=env)
-    assert said.returncode == 1
-    assert said.stderr == f"transcript-otel import: {empty}: no lines to import\n"  # the path once
+    assert said.returncode == 2  # not a session: refused as a bad path is
+    assert said.stderr == (  # the path once
+        f"transcript-otel import: {empty}: an empty file, not a session log Claude Code or Codex wrote\n"
+    )
 
 
 def test_lines_that_are_not_the_format_become_unknown_entries_and_the_rest_is_kept(tmp_path: Path) -> None:

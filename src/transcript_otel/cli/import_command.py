@@ -27,6 +27,7 @@ from transcript_otel.instrumentation.cli_logs import (
     codex_sessions_dir,
 )
 from transcript_otel.sessions.files import SessionFiles, find_sessions
+from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sinks.jsonl_files import default_directory
 
 _DESCRIPTION: Final = (
@@ -36,7 +37,10 @@ _DESCRIPTION: Final = (
     "importing again replaces the run instead of adding a second. When an OTLP endpoint is set "
     "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it. "
     "Sessions are imported --jobs at a time in worker processes, and said in the order found. "
-    "Exits 1 when a session could not be imported or sent (each said in one line), 2 for bad paths; "
+    "What a file holds is told by its first lines, not its name: below a directory every *.jsonl "
+    "file is looked at, and one that is no session log (a saved stdout, a mirror's run) is skipped, "
+    "said in one line. Exits 1 when a session could not be imported or sent (each said in one line), "
+    "2 for bad paths and for a file named on its own that is no session log; "
     "stopped by SIGINT, SIGTERM or SIGHUP it leaves no worker running and no file half-written "
     "(exit 130, or 128 + the signal)."
 )
@@ -112,7 +116,10 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     sends = args.endpoint is not None or bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     )
-    sessions = list(find_sessions(paths))
+    refused: dict[Path, Format] = {}
+    sessions = list(find_sessions(paths, refused=refused))
+    for path, what in refused.items():  # below a folder; a file named on its own raised
+        print(f"transcript-otel import: skipped {not_a_session(path, what)}", file=sys.stderr)
     if not sessions:
         print(f"transcript-otel import: no sessions in {', '.join(map(str, paths))}", file=sys.stderr)
         return 1

@@ -8,13 +8,15 @@ file per thread (a resumed session appends to it): a subagent's thread (`multi_a
 a file of its own, whose `session_meta` names the session it belongs to (`session_id`, the
 root thread's id, where its own is `id`), looked for beside the root's file and in the next
 day's folder.
+
+Which CLI wrote a file is told by its content (`sessions.formats`), never by its name alone: a
+rollout copied under another name is a Codex session, a saved stdout named like a log none.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import stat
 import warnings
 from collections.abc import Iterable, Iterator
@@ -28,12 +30,12 @@ from transcript_otel.instrumentation.cli_logs import is_session_id
 from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.records.serialize import parse_json
+from transcript_otel.sessions.formats import Format, not_a_session, read_head, sniff
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 
 SUBAGENTS_DIR: Final = "subagents"
 _SUBAGENT_PREFIX: Final = "agent-"
 _ROLLOUT_PREFIX: Final = "rollout-"
-_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # A rollout's first line (`session_meta`, with the ~21 KB system prompt) is read up to this.
 _MAX_META_BYTES: Final = 1 << 20
 
@@ -45,6 +47,15 @@ FileIdentity = tuple[int, int] | Path
 class SessionKind(StrEnum):
     CLAUDE_CODE = "claude_code"
     CODEX = "codex"
+
+
+class NotASessionError(ValueError):
+    """A file named on its own is not a session log Claude Code or Codex wrote: what it is."""
+
+    def __init__(self, path: Path, found: Format) -> None:
+        super().__init__(not_a_session(path, found))
+        self.path = path
+        self.found = found
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +72,20 @@ class SessionFiles:
 
 
 def find_sessions(
-    paths: Iterable[Path], unsettled: set[Path] | None = None, skipped: set[Path] | None = None
+    paths: Iterable[Path],
+    unsettled: set[Path] | None = None,
+    skipped: set[Path] | None = None,
+    refused: dict[Path, Format] | None = None,
 ) -> Iterator[SessionFiles]:
     """The sessions in `paths` (files, or directories searched below), each once, in path order.
 
-    A subagent's file named on its own is part of its session, not one of its own. A file whose
-    first line says whose it is (a rollout, a Claude Code 2.0 `agent-*.jsonl`) and is not whole
-    yet: with `unsettled` (files being written), added to it and no session yet; without, taken
-    as it is (a session of its own). Raises `FileNotFoundError` for a path that does not exist.
+    Whether a file is a session, and whose, is told by its first lines (`sessions.formats`).
+    Below a directory every `*.jsonl` file is looked at; one that is no session log goes in
+    `refused` with what it is. A file named on its own that is none raises `NotASessionError`.
+    A file still empty or whose first line is not whole yet: with `unsettled` (files being
+    written), added to it and no session yet; without, taken as it is (an empty file is none).
+    A subagent's file named on its own is part of its session, not one of its own. Raises
+    `FileNotFoundError` for a path that does not exist.
 
     Below a directory, links to directories are not gone into (a link to `..` would make the
     search endless, one to a folder another copy of it). A file is one file whatever paths lead
@@ -82,15 +99,22 @@ def find_sessions(
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no such file or directory: {path}")
-        # Below a directory, only what the CLIs name their logs: other JSONL (a mirror of ours,
-        # a saved stdout) is not a session. A file named on its own is taken as one.
-        candidates = (
-            sorted(p for p in path.rglob("*.jsonl") if _named_as_a_log(p)) if path.is_dir() else [path]
-        )
+        named = not path.is_dir()
+        candidates = [path] if named else sorted(path.rglob("*.jsonl"))
         for candidate in candidates:
             if not folders.regular(candidate):
                 continue
-            session = _session_of(candidate, folders)
+            found = folders.format_of(candidate)
+            if folders.unsettled is not None and found.may_become_a_session:
+                folders.unsettled.add(candidate)  # whose it is, is said next time
+                continue
+            if not found.is_session:
+                if named:
+                    raise NotASessionError(candidate, found)
+                if refused is not None:
+                    refused[candidate] = found
+                continue
+            session = _session_of(candidate, folders, found)
             if session is not None and folders.unsettled is not None and session.path in folders.unsettled:
                 continue  # whose it is, is said next time
             if session is not None and (identity := file_identity(session.path)) not in seen:
@@ -108,29 +132,23 @@ def file_identity(path: Path) -> FileIdentity:
     return (status.st_dev, status.st_ino)
 
 
-def _named_as_a_log(path: Path) -> bool:
-    """Codex's `rollout-*.jsonl`; Claude Code's `<session uuid>.jsonl` and `agent-<id>.jsonl`."""
-    name = path.name
-    return name.startswith((_ROLLOUT_PREFIX, _SUBAGENT_PREFIX)) or _UUID.fullmatch(path.stem) is not None
-
-
-def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
-    if path.parent.name == SUBAGENTS_DIR:
+def _session_of(path: Path, folders: _Folders, found: Format) -> SessionFiles | None:
+    if path.parent.name == SUBAGENTS_DIR and found is Format.CLAUDE_CODE:
         main = path.parent.parent.with_suffix(".jsonl")  # <session>/subagents/ -> <session>.jsonl
-        return _session_of(main, folders) if main.is_file() else None
-    if path.name.startswith(_SUBAGENT_PREFIX):  # Claude Code 2.0: beside its session's file
-        session_id = folders.ids_of(path).session_id
+        return _main_session(main, folders, alone=None)
+    if path.name.startswith(_SUBAGENT_PREFIX) and found is Format.CLAUDE_CODE:
+        session_id = folders.ids_of(path).session_id  # Claude Code 2.0: beside its session's file
         if session_id is not None and (main := path.with_name(f"{session_id}.jsonl")).is_file():
-            return _session_of(main, folders)
+            return _main_session(main, folders, alone=SessionFiles(SessionKind.CLAUDE_CODE, path))
         return SessionFiles(SessionKind.CLAUDE_CODE, path)
-    if path.name.startswith(_ROLLOUT_PREFIX):
+    if found is Format.CODEX:
         thread = folders.ids_of(path)
         # A subagent's thread: part of its root's session (a thread that does not say its own id
         # is not known to be another's: a session of its own, never left out).
         if thread.own_id is not None and thread.session_id != thread.own_id:
             root = _codex_root_file(path, thread.session_id)
             if root is not None and _is_root(folders.ids_of(root), thread.session_id):
-                return _session_of(root, folders)  # (unsettled, while its first line is not whole)
+                return _main_session(root, folders, alone=None)  # (unsettled: its first line not whole)
             return SessionFiles(SessionKind.CODEX, path)  # no root thread's file: it alone
         # Its subagents' threads begin beside it, or in the next day's folder after midnight.
         days = (path.parent, *_other_day(path.parent, 1))
@@ -145,6 +163,18 @@ def _session_of(path: Path, folders: _Folders) -> SessionFiles | None:
     return SessionFiles(
         SessionKind.CLAUDE_CODE, path, (*subagents, *folders.subagents_in(path.parent, path.stem))
     )
+
+
+def _main_session(main: Path, folders: _Folders, alone: SessionFiles | None) -> SessionFiles | None:
+    """The session whose main file is `main`; where `main` holds none, `alone` (a subagent's file
+    as a session of its own), and None while what `main` holds is not known yet."""
+    if not main.is_file() or not folders.regular(main):
+        return alone
+    found = folders.format_of(main)
+    if folders.unsettled is not None and found.may_become_a_session:
+        folders.unsettled.add(main)
+        return None
+    return _session_of(main, folders, found) if found.is_session else alone
 
 
 class _Folders:
@@ -174,6 +204,17 @@ class _Folders:
             skipped = NotRegularFileError(path, status.st_mode)
             warnings.warn(f"{skipped}: skipped", TranscriptReadWarning, stacklevel=2)
         return False
+
+    def format_of(self, path: Path) -> Format:
+        """What `path` holds, from its first lines. A watch (`unsettled` given) looks at whole
+        lines only, an import takes the file as it is, its last line too."""
+        taken_whole = self.unsettled is None
+        try:
+            return _format_of(path, path.stat().st_ino, taken_whole)
+        except _NotKnownYetError as not_yet:
+            return not_yet.found
+        except OSError:
+            return Format.UNREADABLE
 
     def ids_of(self, path: Path) -> _Ids:
         ids = _ids_of(path)
@@ -214,6 +255,24 @@ class _Ids(NamedTuple):
     whole: bool = True  # False: the first line is not whole yet (an empty file: just made)
 
 
+class _NotKnownYetError(ValueError):
+    """A file's format that may change as it is written (empty, its first line under way): not
+    remembered."""
+
+    def __init__(self, found: Format) -> None:
+        super().__init__(found.value)
+        self.found = found
+
+
+@functools.lru_cache(maxsize=4096)
+def _format_of(path: Path, _inode: int, taken_whole: bool) -> Format:  # a file replaced is read again
+    head, at_end = read_head(path)
+    found = sniff(head, whole_file=at_end and taken_whole)
+    if found.may_become_a_session:
+        raise _NotKnownYetError(found)
+    return found
+
+
 class _FirstLineNotWhole(ValueError):
     """The file is being written: its first line is asked again next time."""
 
@@ -240,7 +299,7 @@ def _first_line_ids(path: Path, _inode: int) -> _Ids:  # a file replaced at the 
     line = parse_json(first)
     if not isinstance(line, dict):
         return _Ids(None, None)
-    if not path.name.startswith(_ROLLOUT_PREFIX):
+    if "payload" not in line:  # a Claude Code line (a rollout's are `timestamp`/`type`/`payload`)
         return _Ids(None, _id(line.get("sessionId")))
     payload = line.get("payload") if line.get("type") == "session_meta" else None
     if not isinstance(payload, dict):

@@ -32,6 +32,7 @@ from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.changes import KernelChanges
 from transcript_otel.sessions.files import FileIdentity, SessionFiles, file_identity, find_sessions
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
+from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
 
 POLL_S: Final = 0.25
@@ -243,6 +244,8 @@ class Watcher:
         self._identity_of: dict[Path, FileIdentity] = {}
         # Paths named like session files that are not regular files, said once (never read).
         self._skipped: set[Path] = set()
+        # Files below the roots that are no session log (a saved stdout): what each is, said once.
+        self._refused: dict[Path, Format] = {}
         # Directories holding a file whose first line, which says whose it is, is not whole yet.
         self._unsettled_in: set[Path] = set()
         self._changes = KernelChanges.open() if kernel_changes else None
@@ -253,7 +256,7 @@ class Watcher:
             state.forget(path)  # gone while the watch was not running
         self._know_directories()
         unsettled: set[Path] = set()
-        for session in _sessions_in(self.roots, unsettled, self._skipped):
+        for session in self._sessions_in(self.roots, unsettled):
             if self._another_path_to_a_followed_file(session.path) is not None:
                 continue
             if first_start:  # its past is `import`'s: take it up from its end
@@ -392,7 +395,7 @@ class Watcher:
                     if entry.is_dir(follow_symlinks=False) and Path(entry.path) not in self._directories:
                         changed.append(Path(entry.path))
             unsettled: set[Path] = set()
-            sessions = _sessions_in([directory], unsettled, self._skipped)
+            sessions = self._sessions_in([directory], unsettled)
             if unsettled:  # looked at again until their first lines are whole: no new time says so
                 self._unsettled_in.add(directory)
             else:
@@ -411,6 +414,16 @@ class Watcher:
                             self._session_of_file[path] = session.path
                             touched.append(session.path)
         return touched
+
+    def _sessions_in(self, paths: list[Path], unsettled: set[Path]) -> list[SessionFiles]:
+        """`_sessions_in`'s, each file below them that is no session log said once."""
+        refused: dict[Path, Format] = {}
+        sessions = _sessions_in(paths, unsettled, self._skipped, refused)
+        for path, found in refused.items():
+            if self._refused.get(path) is not found:
+                self._refused[path] = found
+                _say(f"skipped {not_a_session(path, found)}")
+        return sessions
 
     def _due_directories(self, now: float, everything: bool) -> list[Path]:
         """The directories to look at this round: those changed in the last day every round (a
@@ -496,12 +509,15 @@ def _mtime(path: Path) -> int:
 
 
 def _sessions_in(
-    paths: list[Path], unsettled: set[Path] | None = None, skipped: set[Path] | None = None
+    paths: list[Path],
+    unsettled: set[Path] | None = None,
+    skipped: set[Path] | None = None,
+    refused: dict[Path, Format] | None = None,
 ) -> list[SessionFiles]:
     """The sessions in `paths`; files not known to be a session's yet (being written) go in
-    `unsettled` (by default, none is left out); `skipped`: as `find_sessions`'s."""
+    `unsettled` (by default, none is left out); `skipped`, `refused`: as `find_sessions`'s."""
     with contextlib.suppress(OSError):  # a directory removed meanwhile
-        return list(find_sessions([path for path in paths if path.exists()], unsettled, skipped))
+        return list(find_sessions([path for path in paths if path.exists()], unsettled, skipped, refused))
     return []
 
 
