@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import tracemalloc
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from transcript_otel.reading.show import follow
 from transcript_otel.reading.sources import open_run
 
 from helpers import FIXTURE_RUNS, write_large_run
+from session_fixtures import SESSIONS
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 Capture = pytest.CaptureFixture[str]
@@ -180,7 +182,8 @@ def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_run_is_found_by_run_id_session_id_or_last(mirror: Path, capsys: Capture) -> None:
-    newest = FIXTURE_RUNS[-1]
+    # These files are not named by their start time: `last` is the run whose first record is latest.
+    newest = max(FIXTURE_RUNS, key=lambda run: datetime.fromisoformat(records_of(run)[0]["timestamp"]))
     _, by_last, _ = cli(capsys, "summary", "last", "--json")
     assert json.loads(by_last)["run_id"] == records_of(newest)[0]["context"]["run_id"]
     stop = records_of(RUNS / "run-rtf1.jsonl")[-1]["context"]
@@ -188,6 +191,50 @@ def test_a_run_is_found_by_run_id_session_id_or_last(mirror: Path, capsys: Captu
     assert json.loads(by_run_id)["prompt_name"] == "cli-rtf1"
     _, by_name, _ = cli(capsys, "summary", "openai-tool", "--json")
     assert json.loads(by_name)["prompt_name"] == "openai-tool"
+
+
+def _imported(session: Path, runs: Path) -> Path:
+    """`transcript-otel import SESSION` into `runs`: the run's file."""
+    before = set(runs.glob("*.jsonl")) if runs.exists() else set()
+    done = program("import", str(session), "--jsonl-dir", str(runs))
+    assert done.returncode == 0, done.stderr
+    (run,) = set(runs.glob("*.jsonl")) - before
+    return run
+
+
+def test_last_is_the_run_that_started_last_not_the_file_written_last(tmp_path: Path) -> None:
+    """After an import, `show last` is the session that began last, though an older one's run
+    was written later (issue 47: a 16:53 Codex run shown instead of the 17:07 Claude one)."""
+    runs = tmp_path / "runs"
+    (claude,) = (SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work").glob("*.jsonl")
+    (codex,) = (SESSIONS / "codex/shell/codex-home").rglob("rollout-*.jsonl")
+    later = _imported(claude, runs)  # began 08:43:30
+    earlier = _imported(codex, runs)  # began 08:39:20, its run written after
+    os.utime(later, (1_800_000_000, 1_800_000_000))
+    os.utime(earlier, (1_800_000_100, 1_800_000_100))
+    env = {"TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}
+    shown = program("show", "last", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == program("show", str(later), env=env).stdout
+    summary = json.loads(program("summary", "last", "--json", env=env).stdout)
+    assert summary["run_id"] == records_of(later)[0]["context"]["run_id"]
+
+
+def test_last_tells_runs_of_one_second_apart_by_their_first_records(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    records = records_of(RUNS / "run-rtf1.jsonl")
+    for name, started, run_id, mtime in (
+        ("20261127T084330Z_cli_b.jsonl", "2026-11-27T08:43:30.100000+00:00", "first", 1_800_000_100),
+        ("20261127T084330Z_cli_a.jsonl", "2026-11-27T08:43:30.900000+00:00", "second", 1_800_000_000),
+    ):
+        for record in records:
+            record["context"]["run_id"] = run_id
+        records[0]["timestamp"] = started
+        (runs / name).write_text("".join(json.dumps(record) + "\n" for record in records))
+        os.utime(runs / name, (mtime, mtime))
+    summary = program("summary", "last", "--json", env={"TRANSCRIPT_OTEL_JSONL_DIR": str(runs)})
+    assert json.loads(summary.stdout)["run_id"] == "second"
 
 
 def test_an_unknown_or_ambiguous_run_is_a_clear_error(mirror: Path, capsys: Capture) -> None:

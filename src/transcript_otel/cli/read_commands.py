@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 RUN_HELP = (
     "a JSONL mirror file, a debug bundle (.zip), an OTLP JSON export, or a run id, session id or "
-    "part of a file name in the mirror directory ($TRANSCRIPT_OTEL_JSONL_DIR); 'last' is the newest run"
+    "part of a file name in the mirror directory ($TRANSCRIPT_OTEL_JSONL_DIR); 'last' is the newest run "
+    "(the one that started last, not the file written last)"
 )
 
 

@@ -7,7 +7,8 @@ A RUN given to the command line is one of:
 * an OTLP JSON export (the OpenTelemetry Collector's `file` exporter: one
   `ExportLogsServiceRequest` in OTLP/JSON per line, `{"resourceLogs": …}`);
 * a run id, session id or a part of a mirror file name, looked up in the mirror
-  directory (`TRANSCRIPT_OTEL_JSONL_DIR`, else the default), or `last` for the newest run.
+  directory (`TRANSCRIPT_OTEL_JSONL_DIR`, else the default), or `last` for the run that
+  started last (not the file written last: an import writes old sessions' runs today).
 
 `open_run()` tells which and returns a `RunSource`, whose records stream: nothing is
 read until they are iterated, and never all at once.
@@ -16,10 +17,12 @@ read until they are iterated, and never all at once.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
@@ -37,6 +40,10 @@ _SNIFF_BYTES: Final = 4096
 # What a run-id lookup reads of each file's first and last line: enough for a
 # `transcript.start` or `transcript.stop` record, and never a hostile line whole.
 _EDGE_BYTES: Final = 1 << 16
+# A mirror file's name begins with its run's UTC start time (`sinks.jsonl_files.run_file_name`).
+_STARTED: Final = re.compile(r"(\d{8}T\d{6}Z)_")
+_SECOND_NS: Final = 1_000_000_000
+_MICROSECOND: Final = timedelta(microseconds=1)
 
 
 class RecordSource(Protocol):
@@ -106,7 +113,7 @@ def _find_in_mirror(spec: str, directory: Path) -> Path:
     if not runs:
         raise RunNotFoundError(f"no file {spec!r}, and no runs in {directory} to look it up in")
     if spec == LATEST:
-        return max(runs, key=lambda run: (run.stat().st_mtime, run.name))
+        return _started_last(runs)
     matches = [run for run in runs if spec in run.name] or [run for run in runs if _has_run_id(run, spec)]
     if not matches:
         raise RunNotFoundError(f"no run {spec!r} in {directory} (give a file, a run id, or {LATEST!r})")
@@ -114,6 +121,48 @@ def _find_in_mirror(spec: str, directory: Path) -> Path:
         names = ", ".join(run.name for run in matches[:5])
         raise RunNotFoundError(f"{spec!r} matches {len(matches)} runs in {directory}: {names}")
     return matches[0]
+
+
+def _started_last(runs: list[Path]) -> Path:
+    """The run that started last: by the start time its name begins with; runs of that second,
+    and files named otherwise, by their first record's time (else their modification time).
+    Only those first records are read, not every run's."""
+    named = {run: _named_start_ns(run) for run in runs}
+    newest = max((started for started in named.values() if started is not None), default=None)
+    contenders = [run for run, started in named.items() if started is None or started == newest]
+    return max(contenders, key=lambda run: (_start_ns(run, named[run]), run.name))
+
+
+def _named_start_ns(path: Path) -> int | None:
+    found = _STARTED.match(path.name)
+    if found is None:
+        return None
+    try:
+        started = datetime.strptime(found.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return int(started.timestamp()) * _SECOND_NS
+
+
+def _start_ns(path: Path, named_ns: int | None) -> int:
+    """When the run began: its first record's time (within the second its name says, if it
+    says one), else that second, else the file's modification time."""
+    record = _first_record(path)
+    stamp = record.get("timestamp") if isinstance(record, dict) else None
+    recorded = _timestamp_ns(stamp) if isinstance(stamp, str) else None
+    if recorded is not None and (named_ns is None or 0 <= recorded - named_ns < _SECOND_NS):
+        return recorded
+    return named_ns if named_ns is not None else path.stat().st_mtime_ns
+
+
+def _timestamp_ns(stamp: str) -> int | None:
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None  # the mirror writes UTC with its offset: anything else is not its
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // _MICROSECOND * 1000
 
 
 def _has_run_id(path: Path, wanted: str) -> bool:
