@@ -54,8 +54,8 @@ class BuiltinRule:
     starts_with: tuple[str, ...] = ()
     follows: tuple[str, ...] = ()
     # Bytes between a `follows` literal and a match, each tried: one literal for the spellings
-    # of a gap keeps the literals few (the search takes twice as long past 32 of them, and 3x
-    # for a 50 KB text). Negative: the match starts that far before the literal's end.
+    # of a gap keeps the literals few (past 31 of them the search takes twice as long, and 8x
+    # on some 50 KB texts). Negative: the match starts that far before the literal's end.
     gaps: tuple[int, ...] = (0,)
     # For a pattern that also matches ordinary words: whether a match is a secret after all.
     accepts: Callable[[bytes], bool] | None = None
@@ -98,6 +98,17 @@ def _url_credentials_starts(data: bytes) -> list[int]:
         if slash >= 2 and data.startswith(b"://", slash - 2) and (not starts or starts[-1] != slash + 1):
             starts.append(slash + 1)
         at = data.find(b"@", at + 1)
+    return starts
+
+
+def _sendgrid_starts(data: bytes) -> list[int]:
+    """Where a SendGrid key can start: each `SG.`. Found by `bytes.find`, not by the literal
+    search, which past 31 literals gets slow on some texts (8x on 50 KB of pytest output)."""
+    starts: list[int] = []
+    at = data.find(b"SG.")
+    while at >= 0:
+        starts.append(at)
+        at = data.find(b"SG.", at + 3)
     return starts
 
 
@@ -203,7 +214,10 @@ BUILTIN_RULES: Final = (
     BuiltinRule("pypi_token", _KEY_START + r"pypi-[A-Za-z0-9_-]{50,}", starts_with=("pypi-",)),
     BuiltinRule("groq_key", _KEY_START + r"gsk_[A-Za-z0-9]{40,}", starts_with=("gsk_",)),
     BuiltinRule(
-        "sendgrid_key", _KEY_START + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}", starts_with=("SG.",)
+        "sendgrid_key",
+        _KEY_START + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}",
+        starts_with=("SG.",),
+        found_by=_sendgrid_starts,
     ),
     # The key of an Azure storage or Service Bus connection string (base64).
     BuiltinRule(
