@@ -73,7 +73,8 @@ def add_import(commands: Any) -> None:
     parser.add_argument(
         "--jsonl-dir",
         type=Path,
-        help=f"the mirror to import into (default: ${env.TRANSCRIPT_OTEL_JSONL_DIR})",
+        help=f"the mirror to import into (default: ${env.TRANSCRIPT_OTEL_JSONL_DIR}, else "
+        f"{default_directory()})",
     )
     parser.add_argument("--endpoint", help="also send each run to this OTLP endpoint")
     parser.add_argument(

@@ -8,19 +8,27 @@ import signal
 import sys
 import textwrap
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from transcript_otel import environment_variables as env
 from transcript_otel.instrumentation.cli_logs import claude_projects_dir, codex_sessions_dir
 from transcript_otel.sinks.jsonl_files import default_directory
 
+if TYPE_CHECKING:
+    from transcript_otel.sessions.files import SessionFiles
+    from transcript_otel.sessions.watch import WatchState
+
 _DESCRIPTION: Final = (
     "Follow the sessions Claude Code and Codex write (no wrapper needed) and export each line "
-    "as it is written: to the local JSONL mirror and, when OTEL_EXPORTER_OTLP_ENDPOINT is set, "
-    "to the backend, as a live run would. At its first start the watch takes sessions up from "
-    "their end (`transcript-otel import` reads their past); later it goes on from where it "
-    "stopped (kept in --state). Runs until SIGINT, SIGTERM or SIGHUP. To run it as a user service, see "
-    "docs/harnesses.md (a systemd user unit)."
+    "as it is written, as a live run would: to the local JSONL mirror (--jsonl-dir, else "
+    "$TRANSCRIPT_OTEL_JSONL_DIR, else {mirror}), where `transcript-otel show last` reads it, "
+    "and, when an OTLP endpoint is set (--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT), to that "
+    "backend too. Each session it starts following is said on stderr. At its first start the "
+    "watch takes sessions up from their end (`transcript-otel import` reads their past); later "
+    "it goes on from where it stopped (kept in --state). Runs until SIGINT, SIGTERM or SIGHUP. "
+    "To run it as a user service, see docs/harnesses.md (a systemd user unit)."
 )
 
 
@@ -33,7 +41,12 @@ def add_watch(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "watch",
         help="export the sessions Claude Code and Codex write, live",
-        description=textwrap.fill(_DESCRIPTION, 88),
+        description=textwrap.fill(
+            _DESCRIPTION.format(mirror=default_directory()),
+            88,
+            break_on_hyphens=False,
+            break_long_words=False,
+        ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -42,6 +55,15 @@ def add_watch(commands: Any) -> None:
         "--claude-code", action="store_true", help="$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects"
     )
     parser.add_argument("--codex", action="store_true", help="$CODEX_HOME/sessions or ~/.codex/sessions")
+    parser.add_argument(
+        "--jsonl-dir",
+        type=Path,
+        help=f"the mirror to write the runs to (default: ${env.TRANSCRIPT_OTEL_JSONL_DIR}, else "
+        f"{default_directory()})",
+    )
+    parser.add_argument(
+        "--endpoint", help="also export to this OTLP endpoint (default: $OTEL_EXPORTER_OTLP_ENDPOINT)"
+    )
     parser.add_argument(
         "--state",
         type=Path,
@@ -72,6 +94,11 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     roots += [codex_sessions_dir()] if args.codex else []
     if not roots:
         raise ValueError("name directories to follow, or --claude-code / --codex")
+    # Where the runs go, as the variables say it (the pipeline and `configure` read them).
+    if args.jsonl_dir is not None:
+        os.environ[env.TRANSCRIPT_OTEL_JSONL_DIR] = str(args.jsonl_dir)
+    if args.endpoint is not None:
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.endpoint
     try:
         configure(
             service_name=os.environ.get("OTEL_SERVICE_NAME") or "transcript-otel-watch", instrument=False
@@ -85,6 +112,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
         pipeline=get_pipeline(),
         tracer=trace.get_tracer("transcript_otel.sessions"),
         idle_s=args.idle,
+        on_follow=_say_following(state),
     )
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         signal.signal(stop, lambda *_: watcher.stopped.set())
@@ -94,6 +122,23 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         shutdown_all()
     return 0
+
+
+def _say_following(state: WatchState) -> Callable[[SessionFiles], None]:
+    """One line on stderr for each session the watch takes up, and from where."""
+
+    def say(session: SessionFiles) -> None:
+        where = state.positions.get(session.path)
+        start = "from its start" if where is None or where.offset == 0 else f"from byte {where.offset}"
+        subagents = len(session.subagents)
+        more = f", {subagents} subagent file{'s' * (subagents != 1)}" if subagents else ""
+        print(
+            f"transcript-otel watch: following {session.kind} session {session.path} ({start}{more})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return say
 
 
 def _say_each_warning() -> None:

@@ -22,6 +22,7 @@ import stat
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -223,10 +224,13 @@ class Watcher:
         tracer: trace.Tracer,
         idle_s: float = DEFAULT_IDLE_S,
         kernel_changes: bool = True,
+        on_follow: Callable[[SessionFiles], None] | None = None,
     ) -> None:
         """`kernel_changes`: learn which files changed from the kernel where it can say (then a
-        round looks only at those, and at everything every `SLOW_POLL_S`); else poll."""
+        round looks only at those, and at everything every `SLOW_POLL_S`); else poll.
+        `on_follow`: told of each session as it starts following it (the command says so)."""
         self.roots = roots
+        self._on_follow = on_follow
         self.state = state
         self.idle_s = idle_s
         self._pipeline = pipeline
@@ -480,6 +484,8 @@ class Watcher:
         self._followers[session.path] = SessionFollower(
             session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline, skipped=self._skipped
         )
+        if self._on_follow is not None:
+            self._on_follow(session)
 
 
 def _end_of(path: Path) -> FilePosition:

@@ -1,0 +1,91 @@
+"""What `transcript-otel watch` and `import` tell a person (issue 47 point 12): where the runs go,
+in their help, and, while a watch runs, one line on stderr for each session it takes up."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from transcript_otel import read_records
+
+from loopback import subprocess_env
+from session_fixtures import SESSIONS
+
+CLI = [sys.executable, "-m", "transcript_otel.cli"]
+CODEX_DAY = SESSIONS / "codex/shell/codex-home/sessions/2026/11/27"
+CLAUDE_PROJECT = SESSIONS / "claude_code/background_subagent/home/.claude/projects/-scratch-work"
+
+
+def _help(command: str, tmp_path: Path) -> str:
+    done = subprocess.run(
+        [*CLI, command, "--help"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(XDG_STATE_HOME=str(tmp_path / "state"), COLUMNS="200"),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return " ".join(done.stdout.split())  # argparse wraps lines
+
+
+def test_watch_help_says_where_its_output_goes(tmp_path: Path) -> None:
+    text = _help("watch", tmp_path)
+    mirror = tmp_path / "state" / "transcript-otel" / "runs"
+    assert f"to the local JSONL mirror (--jsonl-dir, else $TRANSCRIPT_OTEL_JSONL_DIR, else {mirror})" in text
+    assert "when an OTLP endpoint is set (--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)" in text
+    assert "Each session it starts following is said on stderr" in text
+    assert "--jsonl-dir JSONL_DIR" in text
+    assert "--endpoint ENDPOINT" in text
+
+
+def test_import_help_names_the_fallback_mirror_folder(tmp_path: Path) -> None:
+    mirror = tmp_path / "state" / "transcript-otel" / "runs"
+    assert f"(default: $TRANSCRIPT_OTEL_JSONL_DIR, else {mirror})" in _help("import", tmp_path)
+
+
+def _wait_for_lines(stream: list[str], process: subprocess.Popen[str], count: int) -> None:
+    assert process.stderr is not None
+    deadline = time.monotonic() + 60
+    while sum("following" in line for line in stream) < count:
+        assert time.monotonic() < deadline, f"said so far: {stream}"
+        stream.append(process.stderr.readline())
+
+
+def test_watch_says_each_session_it_takes_up_and_writes_to_its_jsonl_dir(tmp_path: Path) -> None:
+    home, runs = tmp_path / "home", tmp_path / "mirror"
+    shutil.copytree(CLAUDE_PROJECT, home / "claude")  # there at the first start: taken up at its end
+    (claude,) = (home / "claude").glob("*.jsonl")
+    command = [*CLI, "watch", str(home), "--state", str(tmp_path / "w.json"), "--jsonl-dir", str(runs)]
+    watch = subprocess.Popen(
+        command, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    said: list[str] = []
+    try:
+        assert watch.stdout is not None
+        assert "following" in watch.stdout.readline()
+        _wait_for_lines(said, watch, 1)
+        (codex,) = CODEX_DAY.glob("rollout-*.jsonl")
+        (home / "codex").mkdir()
+        shutil.copy(codex, home / "codex" / codex.name)  # made while it runs: read from its start
+        _wait_for_lines(said, watch, 2)
+        deadline = time.monotonic() + 60
+        while not list(runs.glob("*.jsonl")):
+            assert time.monotonic() < deadline, "nothing written to --jsonl-dir"
+            time.sleep(0.1)
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        _, rest = watch.communicate(timeout=60)
+    assert watch.returncode == 0, rest
+    following = [line.rstrip("\n") for line in said if "following" in line]
+    assert following == [
+        f"transcript-otel watch: following claude_code session {claude} "
+        f"(from byte {claude.stat().st_size}, 1 subagent file)",
+        f"transcript-otel watch: following codex session {home / 'codex' / codex.name} (from its start)",
+    ]
+    (run,) = runs.glob("*.jsonl")  # the Codex session's lines, in the mirror --jsonl-dir named
+    assert any(record["event"] == "transcript.entry" for record in read_records(run))
