@@ -77,6 +77,16 @@ def test_the_fixtures_are_what_they_are() -> None:
     assert _format(FIXTURES / "codex/app-server/shell.jsonl") is Format.OTHER_JSON  # JSON-RPC
 
 
+def test_only_the_lines_up_to_the_deciding_one_are_read(tmp_path: Path) -> None:
+    rollout = max(ROLLOUTS, key=lambda path: path.stat().st_size)
+    head, whole = read_head(rollout)
+    assert head == rollout.read_bytes().split(b"\n")[0] + b"\n"  # its session_meta line alone
+    assert not whole
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"not json\n" + rollout.read_bytes())
+    assert read_head(damaged)[0].count(b"\n") == 2
+
+
 def test_a_renamed_copy_is_what_it_was(tmp_path: Path) -> None:
     for number, original in enumerate([ROLLOUTS[0], CLAUDE_LOGS[0], CLAUDE_STDOUTS[0]]):
         copy = tmp_path / f"attached-{number}.txt"

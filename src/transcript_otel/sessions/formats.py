@@ -63,6 +63,18 @@ class Format(Enum):
         return self in (Format.EMPTY, Format.UNSETTLED)
 
 
+# What one whole line tells for the whole file (`_decided`): the others wait for more lines.
+_DECISIVE: Final = frozenset(
+    {
+        Format.CODEX,
+        Format.CLAUDE_CODE,
+        Format.CLAUDE_STREAM_JSON,
+        Format.CODEX_EXEC_JSON,
+        Format.TRANSCRIPT_RUN,
+    }
+)
+
+
 def not_a_session(path: Path, found: Format) -> str:
     """The one line that says what `path` is and is not."""
     if found is Format.UNREADABLE:
@@ -71,8 +83,9 @@ def not_a_session(path: Path, found: Format) -> str:
 
 
 def read_head(path: Path) -> tuple[bytes, bool]:
-    """The first lines of the regular file `path` (up to `MAX_HEAD_LINES`, `MAX_HEAD_BYTES`), and
-    whether they are all of it. Raises `OSError` (a `NotRegularFileError` for a FIFO, a device)."""
+    """The first lines of the regular file `path`, to the first that decides its format (at most
+    `MAX_HEAD_LINES`, `MAX_HEAD_BYTES`: a folder of big logs is not read through), and whether
+    they are all of it. Raises `OSError` (a `NotRegularFileError` for a FIFO, a device)."""
     with open_regular(path) as stream:
         head = b"".join(_lines(stream.readline, MAX_HEAD_BYTES, MAX_HEAD_LINES))
         return head, not stream.read(1)
@@ -103,10 +116,10 @@ def _decided(lines: list[bytes], unfinished: bool) -> Format:
         found = _line_format(raw)
         if found is None:  # a Claude line that names no session: the next ones decide
             claude_hint = True
-        elif found in (Format.TEXT, Format.OTHER_JSON, Format.BINARY):
-            first = first or found
-        else:
+        elif found in _DECISIVE:
             return found
+        else:
+            first = first or found
     if claude_hint:
         return Format.CLAUDE_CODE
     if first is None:
@@ -152,4 +165,6 @@ def _lines(readline: Any, max_bytes: int, max_lines: int) -> list[bytes]:
             break
         read.append(line)
         left -= len(line)
+        if line.endswith(b"\n") and _line_format(line) in _DECISIVE:
+            break
     return read
