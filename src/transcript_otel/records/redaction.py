@@ -54,8 +54,9 @@ class BuiltinRule:
     starts_with: tuple[str, ...] = ()
     follows: tuple[str, ...] = ()
     # Bytes between a `follows` literal and a match, each tried: one literal for the spellings
-    # of a gap keeps the literals few (past 31 of them the search takes twice as long, and 8x
-    # on some 50 KB texts). Negative: the match starts that far before the literal's end.
+    # of a gap keeps the literals few. Which literals, more than how many, decide the search's
+    # speed: each is a SIMD fingerprint, and some sets make it verify candidates all through a
+    # text (benchmarks/NOTES.md, "Issue 48: redaction"); measure a new one with section 3c.
     gaps: tuple[int, ...] = (0,)
     # For a pattern that also matches ordinary words: whether a match is a secret after all.
     accepts: Callable[[bytes], bool] | None = None
@@ -102,8 +103,8 @@ def _url_credentials_starts(data: bytes) -> list[int]:
 
 
 def _sendgrid_starts(data: bytes) -> list[int]:
-    """Where a SendGrid key can start: each `SG.`. Found by `bytes.find`, not by the literal
-    search, which past 31 literals gets slow on some texts (8x on 50 KB of pytest output)."""
+    """Where a SendGrid key can start: each `SG.`. Found by `bytes.find`: as a literal of the
+    SIMD search, `SG.` made it 3x slower on 50 KB of pytest output."""
     starts: list[int] = []
     at = data.find(b"SG.")
     while at >= 0:
@@ -153,8 +154,7 @@ BUILTIN_RULES: Final = (
         r"(?:[^\"]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[rn]|\s)+[A-Za-z0-9+/=]{16,}[^\"]*)",
         starts_with=("-----BEGIN ",),
     ),
-    # Placed where `sk-` is, as OpenAI keys are: a literal fewer (see `BuiltinRule.gaps`).
-    BuiltinRule("anthropic_key", _KEY_START + r"sk-ant-[A-Za-z0-9_-]{20,}", starts_with=("sk-",)),
+    BuiltinRule("anthropic_key", _KEY_START + r"sk-ant-[A-Za-z0-9_-]{20,}", starts_with=("sk-ant-",)),
     BuiltinRule(
         "openai_key", _KEY_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", starts_with=("sk-",)
     ),
@@ -167,12 +167,10 @@ BUILTIN_RULES: Final = (
     BuiltinRule("gitlab_token", _KEY_START + r"glpat-[A-Za-z0-9_-]{20,}", starts_with=("glpat-",)),
     BuiltinRule("slack_token", _KEY_START + r"xox[abposr]-[A-Za-z0-9-]{10,}", starts_with=("xox",)),
     BuiltinRule("google_api_key", _KEY_START + r"AIza[0-9A-Za-z_-]{35}", starts_with=("AIza",)),
-    # Placed from the `k_live_` or `k_test_` after the `s` or `r` it starts with: 7 bytes back.
     BuiltinRule(
         "stripe_key",
         _KEY_START + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}",
-        follows=("k_live_", "k_test_"),
-        gaps=(-8,),
+        starts_with=("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
     ),
     BuiltinRule("huggingface_token", _KEY_START + r"hf_[A-Za-z0-9]{30,}", starts_with=("hf_",)),
     BuiltinRule(
@@ -188,8 +186,7 @@ BUILTIN_RULES: Final = (
         "|" + _after_scheme("basic") + r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
         r"(?![A-Za-z0-9+/=])"
         "|" + _after_scheme("basic") + r"[A-Za-z0-9+/]{16,}=*",
-        # The spellings' common ends: `earer` places `Bearer` and `bearer`.
-        follows=("earer", "EARER", "asic", "ASIC"),
+        follows=tuple(_scheme_spellings("bearer") + _scheme_spellings("basic")),
         gaps=(1, 2),
         accepts=_basic_credentials,
     ),
@@ -205,9 +202,8 @@ BUILTIN_RULES: Final = (
         "aws_secret_key",
         r"(?:(?<=AWS_SECRET_ACCESS_KEY=)|(?<=aws_secret_access_key=)|(?<=aws_secret_access_key = ))"
         r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
-        # `KEY=` (which `secret_assignment` needs too) places `AWS_SECRET_ACCESS_KEY=`.
-        follows=("KEY=", "aws_secret_access_key"),
-        gaps=(0, 1, 3),  # `KEY=`; then `=`, ` = `
+        follows=("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+        gaps=(1, 3),  # `=`, ` = `
     ),
     BuiltinRule("npm_token", _KEY_START + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", starts_with=("npm_",)),
     # PyPI and TestPyPI API tokens: `pypi-` and a base64url macaroon (over 100 characters).
