@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from transcript_otel import read_records
+from transcript_otel.cli import main
+from transcript_otel.sessions import files as files_module
 from transcript_otel.sessions.files import SessionKind, find_sessions
 from transcript_otel.sessions.formats import Format, read_head, sniff
 
@@ -241,3 +243,31 @@ def test_watch_follows_a_session_by_content_and_says_once_what_it_skips(tmp_path
     assert skipped == [
         f"transcript-otel: warning: skipped {stdout_copy}: {Format.CLAUDE_STREAM_JSON.value}, {NOT_A_SESSION}"
     ]
+
+
+def test_a_file_below_a_folder_that_cannot_be_read_is_said_and_fails_the_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(Run as root, permissions would not stop the read: the read itself is made to fail.)"""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (rollout,) = CODEX_ROLLOUT.rglob("rollout-*.jsonl")
+    shutil.copy(rollout, folder / rollout.name)
+    locked = folder / "locked.jsonl"
+    locked.write_bytes(rollout.read_bytes())
+    real_read_head = files_module.read_head
+
+    def read_head_or_fail(path: Path) -> tuple[bytes, bool]:
+        if path == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_read_head(path)
+
+    monkeypatch.setattr(files_module, "read_head", read_head_or_fail)
+    status = main(["import", str(folder), "--jsonl-dir", str(tmp_path / "runs"), "--jobs", "1"])
+    said = capsys.readouterr()
+    assert status == 1
+    assert said.err.splitlines() == [
+        f"transcript-otel import: skipped {locked}: a file that cannot be read, "
+        "so not known to be a session log"
+    ]
+    assert said.out.startswith(f"{folder / rollout.name} -> ")

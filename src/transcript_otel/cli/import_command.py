@@ -125,7 +125,8 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
         print(f"transcript-otel import: no sessions in {', '.join(map(str, paths))}", file=sys.stderr)
         return 1
     jobs = min(args.jobs or usable_cpus(), len(sessions))
-    failed = 0
+    # A file that could not be read may be a session not imported: a failure, not a mere skip.
+    failed = sum(what is Format.UNREADABLE for what in refused.values())
     imported_from: dict[Path, Path] = {}  # each run written, from which session's file
     with contextlib.closing(imports(sessions, directory, jobs)) as outcomes:
         for session, outcome in zip(sessions, outcomes, strict=True):
