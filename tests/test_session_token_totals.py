@@ -10,20 +10,25 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from transcript_otel import read_records
-from transcript_otel.genai.attributes import session_usage
+from transcript_otel.genai.attributes import session_usage, tool_identity, usage_attributes
+from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.claude_stream import summed_model_usage
+from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import TranscriptEvent
 
 from loopback import subprocess_env
-from session_fixtures import CLAUDE
+from session_fixtures import CLAUDE, SESSIONS
 
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 INPUT, OUTPUT = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
@@ -102,3 +107,259 @@ def test_a_claude_session_with_no_cost_line_counts_each_message_once(scenario: s
     assert _chat_totals(list(read_records(run))) == expected
     assert _summary_tokens(run) == expected
     assert _html_header_tokens(run, tmp_path / "page.html") == expected
+
+
+# -- one session, two runs: the watch ends a run on idle, or is stopped and started again --
+
+
+def _codex_totals(rollout: Path) -> tuple[int, int]:
+    """The thread's input and output tokens as Codex recorded them: the last running total."""
+    totals = [
+        json.loads(line)["payload"]["info"]["total_token_usage"]
+        for line in rollout.read_bytes().splitlines()
+        if b'"total_token_usage"' in line
+    ]
+    counted = usage_attributes({"usage": totals[-1]})
+    return counted[INPUT], counted[OUTPUT]
+
+
+def _in_time_order(files: dict[Path, Path]) -> list[tuple[Path, bytes]]:
+    """The lines of the recorded `files` (recording -> where it is written), each with where it
+    goes, in the order the CLI wrote them: by time (a line without one at its file's latest),
+    file order within a file."""
+    timed = []
+    for index, (source, target) in enumerate(files.items()):
+        latest = ""
+        for number, line in enumerate(source.read_bytes().splitlines(keepends=True)):
+            latest = max(latest, json.loads(line).get("timestamp") or "")
+            timed.append((latest, index, number, target, line))
+    return [(target, line) for *_, target, line in sorted(timed, key=lambda found: found[:3])]
+
+
+class _Watch:
+    """The real `transcript-otel watch` of `home`, started and stopped (SIGINT) as a person
+    or systemd does, its mirror `runs`, its state `watch.json`."""
+
+    def __init__(self, tmp_path: Path, *options: str) -> None:
+        self.home, self.runs, self.state = tmp_path / "home", tmp_path / "runs", tmp_path / "watch.json"
+        self.home.mkdir(exist_ok=True)
+        self._command = [*CLI, "watch", str(self.home), "--state", str(self.state), *options]
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        env = subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(self.runs))
+        self._process = subprocess.Popen(self._command, env=env, stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None
+        assert "following" in self._process.stdout.readline()
+
+    def stop(self) -> None:
+        assert self._process is not None
+        self._process.send_signal(signal.SIGINT)
+        assert self._process.wait(60) == 0
+        self._process = None
+
+    def write(self, lines: list[tuple[Path, bytes]]) -> None:
+        """Appends `lines` to their files, then waits until the watch has exported them."""
+        _append(lines)
+        self.wait_exported({target for target, _ in lines})
+
+    def wait_exported(self, files: set[Path]) -> None:
+        """Waits until the watch has exported what `files` hold (its state says so: it keeps a
+        position once the lines before it are written)."""
+        sizes = {str(target): target.stat().st_size for target in files}
+        _wait_for(lambda: all(self._exported_to(path) == size for path, size in sizes.items()))
+
+    def _exported_to(self, path: str) -> int | None:
+        try:
+            position = json.loads(self.state.read_text())["files"].get(path)
+        except (OSError, ValueError):
+            return None
+        return position["offset"] if position else None
+
+    def run_ended(self) -> bool:
+        return any(r["event"] == TranscriptEvent.STOP.value for r in self.records())
+
+    def records(self) -> list[dict[str, Any]]:
+        return [r for path in sorted(self.runs.glob("*.jsonl")) for r in read_records(path)]
+
+    def run_files(self) -> list[Path]:
+        return sorted(self.runs.glob("*.jsonl"))
+
+
+def _append(lines: list[tuple[Path, bytes]]) -> None:
+    """Each line appended to its file, one write each, as the CLIs write them."""
+    for target, line in lines:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("ab") as out:
+            out.write(line)
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """Waits for `condition`, a minute at most (a busy machine only waits longer)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the watch did not export the lines written"
+        time.sleep(0.05)
+
+
+def _runs_add_up(watch: _Watch, expected: tuple[int, int]) -> None:
+    """Two runs; their chat spans, and their summaries, add up to the CLI's own totals."""
+    runs = watch.run_files()
+    assert len(runs) == 2
+    assert _chat_totals(watch.records()) == expected
+    summaries = [_summary_tokens(run) for run in runs]
+    assert (sum(s[0] for s in summaries), sum(s[1] for s in summaries)) == expected
+
+
+def test_a_claude_session_split_by_idle_counts_each_token_once(tmp_path: Path) -> None:
+    """`--idle` ends the run between two prompts of a terminal session, which writes its cost
+    line only as it is left (after the second): the second run holds its own turn's tokens,
+    not the session's whole total again. Before: 2,900 / 34 against the CLI's 1,900 / 22."""
+    source = _main_file("interactive_two_prompts")
+    lines = _in_time_order({source: tmp_path / "home" / "project" / source.name})
+    second_prompt = next(i for i, (_, line) in enumerate(lines) if b'"And now?"' in line) - 4
+    watch = _Watch(tmp_path, "--idle", "1")
+    watch.start()
+    try:
+        watch.write(lines[:second_prompt])
+        _wait_for(watch.run_ended)  # idle: the first run ended
+        watch.write(lines[second_prompt:])
+    finally:
+        watch.stop()
+    _runs_add_up(watch, _claude_totals(source))
+
+
+def test_a_watch_restarted_while_a_claude_subagent_runs_counts_each_token_once(tmp_path: Path) -> None:
+    """SIGINT while a background subagent works, and a new start after it and the session
+    ended: the run after the restart counts what came after, the session's cost line included,
+    not what the first run counted (nor the subagent's last message twice, read with the
+    main agent's cost line in one round). Before: chat spans 2,600 / 82 + 4,700 / 120,
+    summaries 2,600 / 82 + 4,250 / 108, against the CLI's 4,250 / 108."""
+    source = _main_file("background_subagent")
+    target = tmp_path / "home" / "project"
+    files = {source: target / source.name}
+    files |= {
+        path: target / path.relative_to(source.parent) for path in source.with_suffix("").rglob("*.jsonl")
+    }
+    lines = _in_time_order(files)
+    subagent_call = next(i for i, (_, line) in enumerate(lines) if b"msg_scripted_0003" in line) + 1
+    watch = _Watch(tmp_path)
+    watch.start()
+    try:
+        watch.write(lines[:subagent_call])
+    finally:
+        watch.stop()
+    _append(lines[subagent_call:])  # while no watch runs
+    watch.start()
+    try:
+        watch.wait_exported(set(files.values()))
+    finally:
+        watch.stop()
+    _runs_add_up(watch, _claude_totals(source))
+    # The subagent's Bash call was made before the restart, its result came after: named.
+    assert sorted(_tool_entries(watch.records())) == [
+        ("tool_result", "toolu_agent_bg", "Agent"),
+        ("tool_result", "toolu_sub_count_1", "Bash"),
+        ("tool_use", "toolu_agent_bg", "Agent"),
+        ("tool_use", "toolu_sub_count_1", "Bash"),
+    ]
+
+
+def _tool_entries(records: list[dict[str, Any]]) -> list[tuple[str, str | None, str | None]]:
+    """Each tool call and result exported: its entry type, call id and tool name."""
+    return [
+        (r["context"]["entry_type"], *tool_identity(r["context"]["detail"]))
+        for r in records
+        if r["event"] == TranscriptEvent.ENTRY.value
+        and r["context"]["entry_type"] in ("tool_use", "tool_result")
+    ]
+
+
+@pytest.mark.parametrize(
+    "stopped_before",
+    [b'"type":"CommandExecution"', b'"type":"function_call_output"'],
+    ids=["before-the-typed-result", "before-the-history-output"],
+)
+def test_a_watch_restarted_in_the_middle_of_a_codex_turn_counts_each_token_once(
+    stopped_before: bytes, tmp_path: Path
+) -> None:
+    """Stopped in the middle of a turn, after a command's call (or its typed result) and before
+    the `token_count` that repeats the call's usage: the run after the restart goes on with the
+    turn (its model's calls on a chat span of its own), counts no usage twice, and gives each
+    call one result, named, and no second call. Before (stopped before the history output):
+    chat spans 3,000 / 40 + 0 / 0, summaries 3,000 / 40 + 9,600 / 85 against the thread's
+    9,600 / 85, and the command's output again as an unnamed result."""
+    (rollout,) = (SESSIONS / "codex/shell/codex-home/sessions/2026/11/27").glob("*.jsonl")
+    lines = _in_time_order({rollout: tmp_path / "home" / "day" / rollout.name})
+    stop = next(i for i, (_, line) in enumerate(lines) if stopped_before in line)
+    watch = _Watch(tmp_path)
+    for part in (lines[:stop], lines[stop:]):
+        watch.start()
+        try:
+            watch.write(part)
+        finally:
+            watch.stop()
+    _runs_add_up(watch, _codex_totals(rollout))
+    calls = ["call_shell_1", "call_shell_2"]
+    assert sorted(_tool_entries(watch.records())) == sorted(
+        (kind, call, "codex:command") for call in calls for kind in ("tool_use", "tool_result")
+    )
+
+
+@pytest.mark.parametrize(
+    "counted",
+    [
+        {},
+        {"tokens": {"input_tokens": -1}, "cost_usd": 0.0, "report": None, "messages": []},
+        {"tokens": {"input_tokens": True}, "cost_usd": 0.0, "report": None, "messages": []},
+        {"tokens": {}, "cost_usd": float("nan"), "report": None, "messages": []},
+        {"tokens": {}, "cost_usd": 0.0, "report": [1], "messages": []},
+        {"tokens": {}, "cost_usd": 0.0, "report": None, "messages": [1]},
+        {"tokens": {}, "cost_usd": 0.0, "report": None, "messages": [], "open_calls": {"main": [["a"]]}},
+    ],
+)
+def test_what_a_claude_mapper_cannot_go_on_from_is_refused_and_changes_nothing(
+    counted: dict[str, Any],
+) -> None:
+    """A state file edited by hand: the mapper says it cannot go on from it (the watch then
+    goes on from the session's last cost line, as at a first start), and counts as before."""
+    mapper = ClaudeSessionMapper()
+    before = mapper.counted()
+    assert not mapper.go_on(counted)
+    assert mapper.counted() == before
+
+
+@pytest.mark.parametrize(
+    "counted",
+    [
+        {},
+        {
+            "usage_records": 1,
+            "compaction_shown": False,
+            "message_starts_turn": False,
+            "calls": [],
+            "answered": [],
+        },
+        {
+            "usage_records": True,
+            "compaction_shown": False,
+            "message_starts_turn": False,
+            "calls": [["a"]],
+            "answered": [],
+        },
+        {
+            "usage_records": True,
+            "compaction_shown": False,
+            "message_starts_turn": False,
+            "calls": [],
+            "answered": [""],
+        },
+    ],
+)
+def test_what_a_codex_mapper_cannot_go_on_from_is_refused_and_changes_nothing(
+    counted: dict[str, Any],
+) -> None:
+    mapper = CodexRolloutMapper()
+    before = mapper.counted()
+    assert not mapper.go_on(counted)
+    assert mapper.counted() == before

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from transcript_otel.mappings._entry import latest
+
 # Tool names remembered per source for naming results; bounded like a transcript's tools.
 _MAX_REMEMBERED_TOOLS: Final = 10_000
 
@@ -53,6 +55,29 @@ class ToolNames:
         names = self._names.setdefault(source, {})
         if isinstance(call_id, str) and isinstance(name, str) and len(names) < _MAX_REMEMBERED_TOOLS:
             names[call_id] = name
+
+    def open_calls(self, most: int) -> dict[str, list[list[str]]]:
+        """The latest calls (`most`) of each source with no result yet: `[[call id, name], ...]`."""
+        return {
+            source: [[call_id, names[call_id]] for call_id in latest(names, most)]
+            for source, names in self._names.items()
+        }
+
+    def go_on(self, calls: Any) -> bool:
+        """Name the results of calls `open_calls` gave (made in a run before); False, and nothing
+        changed, for what it did not give."""
+        if not isinstance(calls, dict) or not all(
+            isinstance(source, str)
+            and isinstance(named, list)
+            and all(
+                isinstance(call, list) and len(call) == 2 and all(isinstance(part, str) for part in call)
+                for call in named
+            )
+            for source, named in calls.items()
+        ):
+            return False
+        self._names = {source: dict(named) for source, named in calls.items()}
+        return True
 
     def result_detail(self, source: str, block: dict[str, Any]) -> dict[str, Any]:
         """`{"sdk_entry": block}`, with `tool_name` when its call was seen (then forgotten)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson
@@ -25,3 +26,10 @@ def assistant_line(line: str) -> list[MappedEntry]:
     """A line of plain output: assistant text (`raw` is the line); nothing for a blank line."""
     text = line.rstrip("\r\n")
     return [MappedEntry(EntryType.ASSISTANT_MESSAGE.value, {"text": text}, line)] if text.strip() else []
+
+
+def latest(remembered: dict[str, Any], most: int) -> list[str]:
+    """The keys of `remembered` added last (`most` at most), oldest first: what a mapping hands
+    on to the one that goes on after it, without copying all it remembers."""
+    newest = list(itertools.islice(reversed(remembered), most))
+    return newest[::-1]

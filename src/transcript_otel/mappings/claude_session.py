@@ -50,12 +50,14 @@ the block split out of it); the first entry of a line carries the line as `raw`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Final
 
 from transcript_otel.mappings._claude_blocks import content_blocks, is_block, type_of, with_content
-from transcript_otel.mappings._entry import COMPACTION, MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
 from transcript_otel.mappings.claude_stream import RunningCost
 from transcript_otel.mappings.claude_transcript import MESSAGE_OF_BLOCKS, ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
@@ -71,6 +73,12 @@ _USAGE_KEYS: Final = (
 )
 # Message ids remembered to count each message once (its lines repeat its usage); the oldest go.
 _MAX_COUNTED_MESSAGES: Final = 10_000
+# The latest message ids `counted()` hands on: a message's lines come together, so a run that
+# goes on from it may see the rest of the last few (the main agent's, each subagent's).
+_MESSAGES_HANDED_ON: Final = 16
+# The latest calls with no result yet `counted()` hands on, per source: a run that goes on
+# names their results.
+_CALLS_HANDED_ON: Final = 64
 # Lines that say nothing of the conversation (docs/session-logs.md, "Bookkeeping lines"): the
 # CLI's own state. `file-history-snapshot`: the terminal UI's file backups (not in `-p` files).
 _BOOKKEEPING: Final = frozenset(
@@ -301,6 +309,40 @@ class ClaudeSessionMapper:
             self._counted = dict(self._running_cost.baseline)
             self._last_report = (entry.get("totalCostUSD"), entry.get("modelUsage"))
 
+    def counted(self) -> dict[str, Any]:
+        """What the lines mapped so far counted (JSON): the tokens, the cost reported, the last
+        report, the latest messages. A mapper told it (`go_on`) counts only what comes after."""
+        return {
+            "tokens": dict(self._counted),
+            "cost_usd": self._running_cost.so_far,
+            "report": None if self._last_report is None else list(self._last_report),
+            "messages": latest(self._counted_messages, _MESSAGES_HANDED_ON),
+            "open_calls": self._transcript.tool_names.open_calls(_CALLS_HANDED_ON),
+        }
+
+    def go_on(self, counted: Mapping[str, Any]) -> bool:
+        """Go on from what another mapper of the session `counted()` (a run that went before: one
+        ended on idle, a watch stopped and started again): its tokens and cost were that run's,
+        only what comes after counts, in each report and its `session_usage`. False, and nothing
+        changed, for what no mapper said (a state file edited by hand)."""
+        said: list[Any] = [counted.get(key) for key in ("tokens", "cost_usd", "report", "messages")]
+        tokens, cost, report, messages = said
+        if not (
+            _token_counts(tokens)
+            and _finite_number(cost)
+            and (report is None or (isinstance(report, list) and len(report) == 2))
+            and isinstance(messages, list)
+            and all(isinstance(message, str) for message in messages)
+            and self._transcript.tool_names.go_on(counted.get("open_calls", {}))
+        ):
+            return False
+        self._counted = dict(tokens)
+        self._running_cost.baseline = dict(tokens)
+        self._running_cost.so_far = float(cost)
+        self._last_report = None if report is None else (report[0], report[1])
+        self._counted_messages = OrderedDict.fromkeys(messages)
+        return True
+
     def _count_message(self, message: Any) -> None:
         """Adds a message's usage to what the lines told, once per message id."""
         if not isinstance(message, dict) or not isinstance(message.get("id"), str):
@@ -315,6 +357,17 @@ class ClaudeSessionMapper:
             value = usage.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
                 self._counted[key] = self._counted.get(key, 0) + value
+
+
+def _token_counts(tokens: Any) -> bool:
+    """Whether `tokens` is token counts by name, as `counted()` gives them."""
+    return isinstance(tokens, dict) and all(
+        isinstance(key, str) and type(count) is int and count >= 0 for key, count in tokens.items()
+    )
+
+
+def _finite_number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
 
 
 def _error(entry: dict[str, Any], error_type: str, words: str, line: str, source: str) -> MappedEntry:

@@ -72,6 +72,11 @@ class ClaudeTranscriptMapper:
             return _unparsed(reason, line, source)
         return self.parsed(entry, line, source)
 
+    @property
+    def tool_names(self) -> ToolNames:
+        """The names of the calls with no result yet, by source."""
+        return self._tool_names
+
     def parsed(self, entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
         """`line(line, source)` for a line already parsed to `entry` (the session mapper's)."""
         native_type = entry.get("type")

@@ -61,9 +61,10 @@ mapper keeps, bounded, the open calls' names and the calls a typed item answered
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from transcript_otel.mappings._entry import COMPACTION, MappedEntry
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
 from transcript_otel.mappings.codex_exec import tool_failed
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
 from transcript_otel.model.entries import EntryType
@@ -102,6 +103,8 @@ _MODEL_CONTEXT_ITEMS: Final = frozenset({"additional_tools"})
 # What a `SubAgentActivity` item tells of the subagent it started or saw complete.
 _SUBAGENT_KEYS: Final = ("agent_thread_id", "agent_path", "model")
 _MAX_CALLS: Final = 10_000
+# The latest calls `counted()` hands on, open or answered (a turn's calls at once, and more).
+_CALLS_HANDED_ON: Final = 64
 # Code mode's one tool (a model such as gpt-6-sol): JavaScript whose nested tools run as items.
 _CODE_MODE_TOOL: Final = "exec"
 _EXIT_LINE: Final = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
@@ -228,6 +231,40 @@ class CodexRolloutMapper:
         self._message_starts_turn = False  # what the `inter_agent_communication_metadata` before said
         self._usage_records = False  # the file has `token_usage_record`s: `token_count` repeats them
         self._last_total: Any = None  # the running total of the last `token_count` counted
+
+    def counted(self) -> dict[str, Any]:
+        """What the lines mapped so far leave to go on from (JSON): whether the file has usage
+        records, the last running total counted, the latest calls open or answered. A mapper
+        told it (`go_on`) counts no usage twice and gives no call a second result."""
+        return {
+            "usage_records": self._usage_records,
+            "last_total": self._last_total,
+            "calls": [[call_id, self._calls[call_id]] for call_id in latest(self._calls, _CALLS_HANDED_ON)],
+            "answered": latest(self._answered, _CALLS_HANDED_ON),
+            "compaction_shown": self._compaction_shown,
+            "message_starts_turn": self._message_starts_turn,
+        }
+
+    def go_on(self, counted: Mapping[str, Any]) -> bool:
+        """Go on from what another mapper of the file `counted()` (a run that went before). False,
+        and nothing changed, for what no mapper said."""
+        flags: list[Any] = [
+            counted.get(key) for key in ("usage_records", "compaction_shown", "message_starts_turn")
+        ]
+        calls, answered = counted.get("calls"), counted.get("answered")
+        if not (
+            all(isinstance(flag, bool) for flag in flags)
+            and isinstance(calls, list)
+            and all(isinstance(call, list) and len(call) == 2 and all(map(_text, call)) for call in calls)
+            and isinstance(answered, list)
+            and all(map(_text, answered))
+        ):
+            return False
+        self._usage_records, self._compaction_shown, self._message_starts_turn = flags
+        self._last_total = counted.get("last_total")
+        self._calls = dict(calls)
+        self._answered = dict.fromkeys(answered)
+        return True
 
     def line(self, line: str | bytes) -> SessionLine:
         """One line's entries and facts; never raises.

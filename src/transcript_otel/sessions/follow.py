@@ -17,9 +17,10 @@ import os
 import stat
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from opentelemetry import trace
 
@@ -30,9 +31,15 @@ from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
 from transcript_otel.sessions.files import SessionFiles
 from transcript_otel.sessions.importer import session_id_from_name
-from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, run_id_of
+from transcript_otel.sessions.recorder import (
+    HARNESSES,
+    SessionMapping,
+    SessionRecorder,
+    WentBefore,
+    run_id_of,
+)
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
-from transcript_otel.sessions.timeline import MapLine, TimedLine, in_time_order
+from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_time_order
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat.
 READ_BYTES: Final = 1 << 20
@@ -48,6 +55,8 @@ class FilePosition:
     inode: int
     offset: int
     lines: int | None = None
+    # A session's main file: what the session's runs counted up to here (`SessionFollower`).
+    carried: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -78,8 +87,9 @@ class SessionFollower:
         self.session = session
         self._skipped = set() if skipped is None else skipped
         self._harness = HARNESSES[session.kind]
-        taken_up = positions.get(session.path)
-        self._map_line = self._mapper(taken_up.offset if taken_up else 0)
+        taken_up = positions.get(session.path) or FilePosition(0, 0)
+        self._before = WentBefore()
+        self._mapping, self._map_line = self._mapper(taken_up.offset, taken_up.carried)
         self._tracer = tracer
         self._pipeline = pipeline
         self._files = {
@@ -97,11 +107,21 @@ class SessionFollower:
         return self._files[self.session.path].position.inode
 
     def positions(self) -> dict[Path, FilePosition]:
-        """Where each file has been recorded to (a partial last line is not recorded yet)."""
-        return {
+        """Where each file has been recorded to (a partial last line is not recorded yet), the
+        main file's with what the session's runs counted up to there."""
+        positions = {
             path: FilePosition(f.position.inode, f.position.offset, f.position.lines)
             for path, f in self._files.items()
         }
+        positions[self.session.path].carried = self._carried()
+        return positions
+
+    def _carried(self) -> dict[str, Any]:
+        """What the session's runs counted up to the lines read, and the turn they left open:
+        a run after these (idle ended this one, the watch stopped) goes on from it."""
+        went = self._recorder.goes_on_as() if self._recorder else self._before
+        turn = {"open": went.turn_open, "answered": went.turn_answered, "model": went.model}
+        return {"turn": turn, "mapping": self._mapping.counted()}
 
     def add_file(self, path: Path, source: str, position: FilePosition | None = None) -> None:
         """A subagent file that appeared after the session was first seen (`position`: where it
@@ -113,34 +133,50 @@ class SessionFollower:
 
     def poll(self) -> int:
         """Record the complete lines the files gained; the number of lines."""
-        gained: list[list[TimedLine]] = []
-        for file in list(self._files.values()):
-            lines = self._read(file)
-            if lines:
-                gained.append(lines)
-        merged = list(in_time_order(gained))
-        for count, timed in enumerate(merged, 1):
+        gained = [(file, self._read(file)) for file in list(self._files.values())]
+        # Mapped as they are merged, in time order, as an import maps them: the session's
+        # mapper counts across its files (a subagent's message before the main agent's report
+        # of the totals that hold it), not a file's lines before the next file's.
+        files = list(self._files)
+        streams = [self._mapped(file, files.index(file.path), lines) for file, lines in gained if lines]
+        count = 0
+        for count, timed in enumerate(in_time_order(streams), 1):
             self._record(timed)
             if count % WAKE_THRESHOLD == 0:  # a burst (history, a file read again) waits, never drops
                 self._pipeline.wait_for_room(WRITER_WAIT_S)
-        return len(merged)
+        return count
 
     def finish(self) -> None:
         """End the live run (idle, or the watch stops); the next lines start another, read
         afresh (an idle session keeps no mapping state: memory is its positions alone)."""
         if self._recorder is not None:
+            carried = self._carried()
             self._recorder.finish()
             self._recorder = None
-            self._map_line = self._mapper(self._files[self.session.path].position.offset)
+            self._renew_mapper(carried)
 
-    def _mapper(self, main_offset: int) -> MapLine:
+    def _renew_mapper(self, carried: dict[str, Any] | None) -> None:
+        """A mapper of the lines after those read, going on from `carried` (a main file read
+        again from its start: from nothing)."""
+        offset = self._files[self.session.path].position.offset
+        self._mapping, self._map_line = self._mapper(offset, carried if offset else None)
+
+    def _mapper(self, main_offset: int, carried: dict[str, Any] | None) -> tuple[SessionMapping, MapLine]:
         """A mapper of the session's lines from `main_offset` of its main file on, going on from
-        the running totals the session had reached there."""
-        return self._harness.line_mapper(
-            _last_report(self.session.path, main_offset, self._harness.report_marker), self.session.path
-        )
+        what the session's runs before counted (`carried`, where it can be used), else from the
+        running totals the session had reached there (a session taken up from its end)."""
+        self._before = WentBefore()
+        if main_offset > 0 and carried is not None:
+            mapping = self._harness.mapper(None, self.session.path)
+            said = carried.get("mapping")
+            if isinstance(said, dict) and mapping.go_on(said):
+                self._before = _went_before(carried.get("turn"))
+                return mapping, guarded(mapping)
+        last_report = _last_report(self.session.path, main_offset, self._harness.report_marker)
+        mapping = self._harness.mapper(last_report, self.session.path)
+        return mapping, guarded(mapping)
 
-    def _read(self, file: _OpenFile) -> list[TimedLine]:
+    def _read(self, file: _OpenFile) -> list[bytes]:
         """What `file` gained; nothing, and a warning once, while it cannot be read (the other
         files and sessions go on; the position stays, so nothing is lost once it can)."""
         try:
@@ -156,7 +192,7 @@ class SessionFollower:
             file.unreadable = True
             return []
 
-    def _read_gained(self, file: _OpenFile) -> list[TimedLine]:
+    def _read_gained(self, file: _OpenFile) -> list[bytes]:
         try:
             status = os.stat(file.path)
         except FileNotFoundError:
@@ -175,24 +211,24 @@ class SessionFollower:
                 # earlier totals to go on from).
                 file.position, file.lines, file.skipping = FilePosition(status.st_ino, 0, 0), 0, False
                 self.finish()
+                self._renew_mapper(None)
         if status.st_size == file.position.offset:
             return []
-        index = list(self._files).index(file.path)
         with open_regular(file.path) as stream:
             stream.seek(file.position.offset)
             complete = _complete_lines(stream, file)
         file.unreadable = False
         self._skipped.discard(file.path)
-        lines: list[TimedLine] = []
-        for line in complete.split(b"\n"):
-            if not line.strip():
-                continue
+        return [line for line in complete.split(b"\n") if line.strip()]
+
+    def _mapped(self, file: _OpenFile, index: int, lines: list[bytes]) -> Iterator[TimedLine]:
+        """`lines` of `file` (its `index`-th), each mapped as it is asked for."""
+        for line in lines:
             file.lines += 1
             said = self._map_line(line.rstrip(b"\r"), file.source)
             if said.timestamp_ns is not None:
                 file.latest_ns = max(file.latest_ns, said.timestamp_ns)
-            lines.append(TimedLine(file.latest_ns, index, file.lines, file.source, said, len(line)))
-        return lines
+            yield TimedLine(file.latest_ns, index, file.lines, file.source, said, len(line))
 
     def _record(self, timed: TimedLine) -> None:
         if self._recorder is None:
@@ -213,7 +249,18 @@ class SessionFollower:
             started_ns=at_ns or time.time_ns(),
             pipeline=self._pipeline,
             tracer=self._tracer,
+            went_before=self._before._replace(messages=self._mapping.counted_messages()),
         )
+
+
+def _went_before(turn: Any) -> WentBefore:
+    """The turn a session's runs left open, as `_carried` keeps it (nothing from what it did not)."""
+    if not isinstance(turn, dict):
+        return WentBefore()
+    turn_open, answered, model = turn.get("open"), turn.get("answered"), turn.get("model")
+    if not isinstance(turn_open, bool) or not isinstance(answered, bool):
+        return WentBefore()
+    return WentBefore(turn_open, answered, model if isinstance(model, str) else None)
 
 
 def _last_report(path: Path, before: int, marker: bytes | None) -> bytes | None:

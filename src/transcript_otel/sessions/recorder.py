@@ -13,9 +13,9 @@ import functools
 import hashlib
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -59,8 +59,38 @@ def _answers(entry: MappedEntry) -> bool:
     )
 
 
+# What the main agent's lines that go on with a turn hold: its model's calls and their usage,
+# and its tools' results.
+_IN_A_TURN: Final = _ANSWERS | {EntryType.TOKEN_USAGE.value, EntryType.TOOL_RESULT.value}
+
+
+def _in_a_turn(said: SessionLine) -> bool:
+    """A line of the main agent that tells of a turn: one opens or ends, or its model or tools
+    act in it (not the harness's own notes, which may come between turns)."""
+    return said.opens_turn or said.ends_turn or any(entry.entry_type in _IN_A_TURN for entry in said.entries)
+
+
 # What `Resource.create` reads besides the service name.
 _RESOURCE_VARIABLES: Final = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS")
+
+
+class SessionMapping(Protocol):
+    """A mapper of one session's lines that says what it counted, and goes on from what
+    another one counted (a session's runs, one after the other: each counts its own)."""
+
+    def __call__(self, line: bytes, source: str) -> SessionLine: ...
+
+    def counted(self) -> dict[str, Any]:
+        """What the lines mapped so far counted (JSON), to go on from."""
+        ...
+
+    def go_on(self, counted: Mapping[str, Any]) -> bool:
+        """Count only what comes after what `counted` says was; False where it cannot."""
+        ...
+
+    def counted_messages(self) -> list[str]:
+        """The messages whose usage was counted before (`go_on`): a run counts them no more."""
+        ...
 
 
 class Harness(NamedTuple):
@@ -72,7 +102,7 @@ class Harness(NamedTuple):
     # A mapper of the lines of the session whose main file is the path; given the session's
     # last running-total report before the first line it will see (a session taken up
     # part-way), it counts from there.
-    mapper: Callable[[bytes | None, Path], MapLine]
+    mapper: Callable[[bytes | None, Path], SessionMapping]
     # What marks a line of running totals (Claude's `cost-state`); None: the CLI writes none.
     report_marker: bytes | None
     # Prompts queued while the model was busy are sent together (Claude Code): a prompt while
@@ -84,51 +114,78 @@ class Harness(NamedTuple):
         return guarded(self.mapper(last_report, main_file))
 
 
-def _codex_mapper(_last_report: bytes | None, _main_file: Path) -> MapLine:
+class _CodexLines:
     """A mapper per file: the root thread's, and each subagent's (its entries under its source)."""
-    main = CodexRolloutMapper()
-    subagents: dict[str, CodexRolloutMapper] = {}
 
-    def map_line(line: bytes, source: str) -> SessionLine:
-        if source == MAIN_SOURCE:
-            return main.line(line)
-        mapper = subagents.get(source)
+    def __init__(self, _last_report: bytes | None, _main_file: Path) -> None:
+        self._mappers: dict[str, CodexRolloutMapper] = {}
+
+    def __call__(self, line: bytes, source: str) -> SessionLine:
+        mapper = self._mappers.get(source)
         if mapper is None:
-            mapper = subagents[source] = CodexRolloutMapper()
+            mapper = self._mappers[source] = CodexRolloutMapper()
         said = mapper.line(line)
+        if source == MAIN_SOURCE:
+            return said
         return said._replace(entries=[entry._replace(source=source) for entry in said.entries])
 
-    return map_line
+    def counted(self) -> dict[str, Any]:
+        return {source: mapper.counted() for source, mapper in self._mappers.items()}
+
+    def go_on(self, counted: Mapping[str, Any]) -> bool:
+        mappers = {source: CodexRolloutMapper() for source in counted}
+        if not all(
+            isinstance(said, Mapping) and mappers[source].go_on(said) for source, said in counted.items()
+        ):
+            return False
+        self._mappers.update(mappers)
+        return True
+
+    def counted_messages(self) -> list[str]:
+        return []  # each response's usage is a line of its own
 
 
-def _claude_mapper(last_report: bytes | None, main_file: Path) -> MapLine:
-    mapper = ClaudeSessionMapper()
-    if last_report is not None:  # taken up part-way: past a fork's copy, if any
-        mapper.resume_after(last_report)
-        return mapper.line
-    unread = True
+class _ClaudeLines:
+    """One mapper for the session's files (a message's usage is counted once across them)."""
 
-    def map_line(line: bytes, source: str) -> SessionLine:
-        nonlocal unread
-        if unread and source == MAIN_SOURCE and b'"uuid"' in line:
+    def __init__(self, last_report: bytes | None, main_file: Path) -> None:
+        self._mapper = ClaudeSessionMapper()
+        self._main_file = main_file
+        self._went_on: list[str] | None = None  # the messages counted before, after `go_on`
+        self._unread = last_report is None
+        if last_report is not None:  # taken up part-way: past a fork's copy, if any
+            self._mapper.resume_after(last_report)
+
+    def __call__(self, line: bytes, source: str) -> SessionLine:
+        if self._unread and source == MAIN_SOURCE and b'"uuid"' in line:
             # A fork's copy is written at once, after two lines of its own: read at its first
             # line, not when the file was first seen, the file holds what tells the fork.
-            unread = False
-            fork = claude_fork(main_file)
+            self._unread = False
+            fork = claude_fork(self._main_file)
             if fork is not None:
-                mapper.fork_of(fork.parent_session_id, fork.copied)
-                if fork.carried_cost_state is not None:
-                    mapper.resume_after(fork.carried_cost_state)
-        return mapper.line(line, source)
+                self._mapper.fork_of(fork.parent_session_id, fork.copied)
+                if fork.carried_cost_state is not None and self._went_on is None:
+                    self._mapper.resume_after(fork.carried_cost_state)
+        return self._mapper.line(line, source)
 
-    return map_line
+    def counted(self) -> dict[str, Any]:
+        return self._mapper.counted()
+
+    def go_on(self, counted: Mapping[str, Any]) -> bool:
+        if not self._mapper.go_on(counted):
+            return False
+        self._went_on = self._mapper.counted()["messages"]
+        return True
+
+    def counted_messages(self) -> list[str]:
+        return self._went_on or []
 
 
 HARNESSES: Final = {
     SessionKind.CLAUDE_CODE: Harness(
-        "claude_code_session", "claude-code", "anthropic", _claude_mapper, COST_STATE_MARKER, True
+        "claude_code_session", "claude-code", "anthropic", _ClaudeLines, COST_STATE_MARKER, True
     ),
-    SessionKind.CODEX: Harness("codex_session", "codex", "openai", _codex_mapper, None, False),
+    SessionKind.CODEX: Harness("codex_session", "codex", "openai", _CodexLines, None, False),
 }
 
 
@@ -137,6 +194,21 @@ def run_id_of(kind: SessionKind, session_id: str, part: str | None = None) -> st
     a run records, when not all of it (`watch`: from where it took the session up)."""
     name = f"{kind.value}:{session_id}" + (f":{part}" if part else "")
     return uuid.uuid5(_RUN_NAMESPACE, name).hex
+
+
+class WentBefore(NamedTuple):
+    """What the session's run before this one left (`watch`: a run ended on idle, a watch
+    stopped): a turn still open (its model answered or not), the main agent's model, and the
+    messages whose usage it counted (their last lines may come in this run)."""
+
+    turn_open: bool = False
+    turn_answered: bool = False
+    model: str | None = None
+    messages: Collection[str] = ()
+
+
+# A session's first run (an import's, a watch's first).
+_NOTHING_BEFORE: Final = WentBefore()
 
 
 class SessionRecorder:
@@ -151,9 +223,12 @@ class SessionRecorder:
         started_ns: int,
         pipeline: TranscriptPipeline | None = None,
         tracer: trace.Tracer | None = None,
+        went_before: WentBefore = _NOTHING_BEFORE,
     ) -> None:
         """`tracer`: the live tracer provider's (`watch`); by default one whose spans record
-        under ids derived from `run_id`, exported by nothing (an import: `replay` sends them)."""
+        under ids derived from `run_id`, exported by nothing (an import: `replay` sends them).
+        `went_before`: the session's run before this one left a turn open (it goes on here, at
+        the first line of the main agent that is no prompt) and counted those messages."""
         # A run of its own: no span current in the calling code is its parent.
         token = otel_context.attach(otel_context.Context())
         try:
@@ -170,17 +245,32 @@ class SessionRecorder:
             )
         finally:
             otel_context.detach(token)
+        self.run.count_no_more(went_before.messages)
+        if went_before.model:
+            self.run.note_model(went_before.model, MAIN_SOURCE)
         self.last_ns = started_ns
         self._prompts_join = harness.prompts_join_an_unanswered_turn
         self._turn_open = False
         self._turn_answered = False  # the open turn's model answered (or failed) since it opened
+        self._before = went_before  # its open turn goes on at this run's first line in it
+        self._model = went_before.model  # the main agent's, as the lines name it
+
+    def goes_on_as(self) -> WentBefore:
+        """What this run leaves the session's next one, after the lines applied (asked before
+        `finish`, which ends the open turn)."""
+        if self._before.turn_open:  # not gone on with yet
+            return self._before._replace(messages=(), model=self._model)
+        return WentBefore(self._turn_open, self._turn_answered, self._model)
 
     def apply(self, timed: TimedLine) -> None:
         run, said = self.run, timed.said
         self.last_ns = at = max(self.last_ns, timed.at_ns)
         main = timed.source == MAIN_SOURCE
+        if self._before.turn_open and main and _in_a_turn(said):
+            self._go_on_with_turn(said, at)
         if said.model:
             run.note_model(said.model, timed.source)
+            self._model = said.model if main else self._model
         if said.opens_turn and main and not self._joins_open_turn():
             if self._turn_open:
                 run.end_turn(at_ns=at)
@@ -198,6 +288,14 @@ class SessionRecorder:
         if said.ends_turn and self._turn_open and main:
             run.end_turn(at_ns=at)
             self._turn_open = False
+
+    def _go_on_with_turn(self, said: SessionLine, at: int) -> None:
+        """The turn the run before left open goes on here (its model's calls on a chat span of
+        this run), unless this run's first line of it opens a turn of its own, or ends it."""
+        answered, self._before = self._before.turn_answered, self._before._replace(turn_open=False)
+        if not said.opens_turn and not said.ends_turn:
+            self.run.begin_turn(at_ns=at)
+            self._turn_open, self._turn_answered = True, answered
 
     def _joins_open_turn(self) -> bool:
         """Prompts queued while the model was busy (a person's, subagents' notifications) go to

@@ -200,15 +200,18 @@ def _position(where: object) -> FilePosition | str:
         return "bad offset"
     if lines is not None and (type(lines) is not int or not 0 <= lines <= offset):
         return "bad lines"  # (a line is a byte at least)
-    return FilePosition(inode, offset, lines)
+    carried = where.get("carried")  # (one its follower cannot use is passed over there)
+    return FilePosition(inode, offset, lines, carried if isinstance(carried, dict) else None)
 
 
-def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, int]]:
-    named: dict[str, dict[str, int]] = {}
+def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, Any]]:
+    named: dict[str, dict[str, Any]] = {}
     for path, where in positions.items():
         named[str(path)] = {"inode": where.inode, "offset": where.offset}
         if where.lines is not None:
             named[str(path)]["lines"] = where.lines
+        if where.carried is not None:  # a session's main file: what its runs counted
+            named[str(path)]["carried"] = where.carried
     return named
 
 

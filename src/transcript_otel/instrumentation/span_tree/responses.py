@@ -49,6 +49,12 @@ class ResponseFacts(RunState):
                 counts[key] = counts.get(key, 0) + count
             target.cost_usd += cost_usd
 
+    def count_no_more(self, message_ids: Iterable[str]) -> None:
+        """Messages another run counted (a session's run before this one): their lines that come
+        here add nothing to this run's usage."""
+        for message_id in message_ids:
+            self._usage_by_message[message_id] = {}
+
     def _add_message_usage(self, slot: SpanSlot, detail: dict[str, Any] | None) -> None:
         """Claude writes a message's usage on each of its lines: count each message once."""
         counted = message_usage(detail)
