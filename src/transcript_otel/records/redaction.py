@@ -102,15 +102,14 @@ def _url_credentials_starts(data: bytes) -> list[int]:
     return starts
 
 
+_SENDGRID_PREFIX: Final = ahocorasick_rs.BytesAhoCorasick([b"SG."])
+
+
 def _sendgrid_starts(data: bytes) -> list[int]:
-    """Where a SendGrid key can start: each `SG.`. Found by `bytes.find`: as a literal of the
-    SIMD search, `SG.` made it 3x slower on 50 KB of pytest output."""
-    starts: list[int] = []
-    at = data.find(b"SG.")
-    while at >= 0:
-        starts.append(at)
-        at = data.find(b"SG.", at + 3)
-    return starts
+    """Where a SendGrid key can start: each `SG.`, found by a search of its own (memchr-fast,
+    2 us for 50 KB where `bytes.find` takes 45): as one more literal of the rules' search, `SG.`
+    made that 1.3x slower over our texts (see `BuiltinRule.gaps`)."""
+    return [start for _, start, _ in _SENDGRID_PREFIX.find_matches_as_indexes(data)]
 
 
 def _scheme_spellings(scheme: str) -> list[str]:
@@ -333,9 +332,11 @@ def _build_tables() -> None:
         if "_HIDDEN" in globals():  # bound last: every table is there
             return
         targets = _literal_targets()
-        literals = list(targets)
+        # In byte order: the search's SIMD buckets are filled in the literals' order, and this
+        # one verified fewer candidates over our texts than the rules' order (section 3c).
+        literals = sorted(targets)
         _BUILTIN_PATTERNS = [None] * len(BUILTIN_RULES)
-        _LITERALS, _PLACES = literals, tuple(targets.values())
+        _LITERALS, _PLACES = literals, tuple(targets[literal] for literal in literals)
         _LEFTMOST_LITERALS = ahocorasick_rs.BytesAhoCorasick(
             literals, matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
         )
