@@ -312,7 +312,9 @@ def tool_failed(detail: Any) -> bool:
 def message_usage(detail: Any) -> tuple[str, dict[str, int]] | None:
     """A Claude transcript message's id and usage (repeated on each line of the message; on the
     first call of a message of tool calls only, `claude_message`)."""
-    entry = detail.get("sdk_entry") if is_mapping(detail) else None
+    if not is_mapping(detail) or ("sdk_entry" not in detail and "claude_message" not in detail):
+        return None
+    entry = detail.get("sdk_entry")
     message = entry.get("message") if is_mapping(entry) else None
     if not is_mapping(message) or not isinstance(message.get("id"), str):
         message = mapping_at(detail, "claude_message")

@@ -151,6 +151,9 @@ def _user_pieces(detail: Mapping[str, Any]) -> list[Piece]:
 
 
 def _assistant_pieces(detail: Mapping[str, Any]) -> list[Piece]:
+    text = detail.get("text")
+    if len(detail) == 1 and type(text) is str:  # a line of plain output: nowhere else to look
+        return [Piece(KIND_TEXT, "assistant_message", (text,), size=len(text))] if text else []
     message = _message(detail)
     message_id = value_at(message, "id")
     group = safe_text(message_id)[0] if isinstance(message_id, str) and message_id else None

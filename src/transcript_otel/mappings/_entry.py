@@ -22,10 +22,13 @@ class MappedEntry(NamedTuple):
     source: str = MAIN_SOURCE
 
 
+_ASSISTANT_MESSAGE: Final = EntryType.ASSISTANT_MESSAGE.value
+
+
 def assistant_line(line: str) -> list[MappedEntry]:
     """A line of plain output: assistant text (`raw` is the line); nothing for a blank line."""
     text = line.rstrip("\r\n")
-    return [MappedEntry(EntryType.ASSISTANT_MESSAGE.value, {"text": text}, line)] if text.strip() else []
+    return [MappedEntry(_ASSISTANT_MESSAGE, {"text": text}, line)] if text.strip() else []
 
 
 def latest(remembered: dict[str, Any], most: int) -> list[str]:

@@ -62,9 +62,12 @@ from transcript_otel.genai.attributes import (
 from transcript_otel.genai.content import AgentContent
 from transcript_otel.instrumentation.span_tree.completion import GEN_AI_USAGE_COST, USAGE_COST_USD
 from transcript_otel.instrumentation.span_tree.details import (
+    ENTRY_ERROR,
     ENTRY_SYSTEM_EVENT,
+    ENTRY_TOKEN_USAGE,
     ENTRY_TOOL_RESULT,
     ENTRY_TOOL_USE,
+    ENTRY_USER_MESSAGE,
     error_type,
     message_of,
     says,
@@ -335,7 +338,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
             self._turns_start_with_user_message
             and self._turn is None
             and source == MAIN_SOURCE
-            and entry_type == EntryType.USER_MESSAGE.value
+            and entry_type == ENTRY_USER_MESSAGE
         ):
             self._open_turn(timestamp_ns)
         subagent = self._subagent_slot(source, entry_type, detail, timestamp_ns)
@@ -371,9 +374,9 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
                 return base
             add_content(entry_type, detail, tool)
             return tool
-        if entry_type == EntryType.TOKEN_USAGE.value:
+        if entry_type == ENTRY_TOKEN_USAGE:
             self._count_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
             self._session_usage = session_usage(detail) or self._session_usage
-        elif entry_type == EntryType.ERROR.value:
+        elif entry_type == ENTRY_ERROR:
             base.error_type = error_type(detail)
         return base

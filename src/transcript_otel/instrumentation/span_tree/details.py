@@ -20,6 +20,8 @@ ENTRY_TOOL_RESULT: Final = EntryType.TOOL_RESULT.value
 ENTRY_SYSTEM_EVENT: Final = EntryType.SYSTEM_EVENT.value
 ENTRY_ASSISTANT_MESSAGE: Final = EntryType.ASSISTANT_MESSAGE.value
 ENTRY_TOKEN_USAGE: Final = EntryType.TOKEN_USAGE.value
+ENTRY_USER_MESSAGE: Final = EntryType.USER_MESSAGE.value
+ENTRY_ERROR: Final = EntryType.ERROR.value
 
 
 # -- reading details (tolerant of any shape) ---------------------------------------------
