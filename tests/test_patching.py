@@ -6,6 +6,7 @@ harness module would be.
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -116,6 +117,44 @@ def test_a_missing_attribute_is_skipped(harness: types.ModuleType) -> None:
     patches.activate()
     patches._on_import(harness)
     assert patches.applied == []
+
+
+def _missing_report(caplog: pytest.LogCaptureFixture, patches: PatchSet, harness: types.ModuleType) -> None:
+    with caplog.at_level(logging.DEBUG, logger="transcript_otel"):
+        patches.activate()
+        patches._on_import(harness)
+        patches._on_import(harness)  # seen again: reported once
+
+
+def test_a_target_missing_in_a_tested_version_is_a_debug_line(
+    harness: types.ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    _missing_report(caplog, PatchSet("test", [Replacement(MODULE, "Client.gone", _recording([]))]), harness)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.DEBUG, f"test: {MODULE}.Client.gone not found; not patched")
+    ]
+
+
+def test_a_target_missing_in_an_untested_version_is_one_warning(
+    harness: types.ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unless the newest tested version lacked it already (`expected_missing`)."""
+    patches = PatchSet(
+        "untested-test",
+        [Replacement(MODULE, name, _recording([])) for name in ("Client.gone", "Client.old")],
+    )
+    patches.untested = "lib 9.0"
+    patches.expected_missing = frozenset({f"{MODULE}:Client.old"})
+    _missing_report(caplog, patches, harness)
+    again = PatchSet("untested-test", patches.patches)  # instrumented again: not warned again
+    again.untested, again.expected_missing = patches.untested, patches.expected_missing
+    _missing_report(caplog, again, harness)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"transcript-otel: {MODULE}.Client.gone not found in lib 9.0 (untested); not patched: "
+        "what it captured is missing"
+    ]
+    assert f"untested-test: {MODULE}.Client.old not found; not patched" in caplog.messages
 
 
 def test_takes_compares_parameters_without_annotations() -> None:

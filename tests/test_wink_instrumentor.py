@@ -67,3 +67,21 @@ def test_suppression_and_uninstrument_turn_capture_off(report: dict[str, Any]) -
     (captured,) = report["files_when_captured"]
     assert "_claude-plain_" in captured
     assert report["files_after_uninstrument"] == report["files_when_captured"]
+
+
+def test_the_newest_tested_version_lacks_exactly_the_targets_said_gone() -> None:
+    """What `package.GONE_BY_NEWEST_TESTED` lists: in a newer, untested version, every other
+    missing target is a WARNING."""
+    from transcript_otel.instrumentation.weakincentives.package import GONE_BY_NEWEST_TESTED, NEWEST_TESTED
+
+    checks = Path(__file__).resolve().parent / "agents" / "missing_targets.py"
+    completed = subprocess.run(
+        [str(wink_python(NEWEST_TESTED)), str(checks), "weakincentives"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=subprocess_env(),
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout) == sorted(GONE_BY_NEWEST_TESTED)

@@ -6,6 +6,11 @@ and each module's are applied when its import completes; if one is imported alre
 `instrument()` builds and applies them at once. `uninstrument()` switches the wrappers
 off (bound methods cached before outlive the patch) and restores the originals.
 
+A library newer than the newest version the tests ran is instrumented all the same: the
+build logs one WARNING naming both versions, and each patch target that version lacks is
+then a WARNING of its own (`_patching.PatchSet.untested`), so a partial capture is never
+silent. The versions are each instrumentor's package.py.
+
 Why not at `instrument()`: the wrappers need the emitter, the pipeline and the mappings
 (about 30 modules), and `opentelemetry-instrument` instruments every Python process it
 starts, most of which never import the harness (issue 30). Until the harness is imported,
@@ -15,6 +20,7 @@ an instrumentor costs a process its own module and a post-import hook per patche
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 from types import ModuleType
@@ -43,6 +49,12 @@ class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # The modules the patches of `_build` name (a test checks that they agree). Empty: the
     # patches are built at `instrument()`.
     patched_modules: ClassVar[tuple[str, ...]] = ()
+    # The distribution patched, the newest version of it the tests run (the Makefile's and
+    # tests/wink_harness.py's pins), and the `module:attribute` targets of older versions that
+    # this newest one lacks (their absence in a newer one is expected, not warned).
+    library: ClassVar[str] = ""
+    newest_tested: ClassVar[str] = ""
+    gone_by_newest_tested: ClassVar[frozenset[str]] = frozenset()
     # Class attributes: BaseInstrumentor is a singleton whose __init__ re-runs.
     _state: Switchable | None = None
     _patches: PatchSet | None = None
@@ -108,6 +120,8 @@ class _PendingBuild:
             if not self._started:
                 self._started = True
                 state, self._patch_set = self._instrumentor._build(self._tracer, **self._kwargs)
+                self._patch_set.untested = untested_version(cls)
+                self._patch_set.expected_missing = cls.gone_by_newest_tested
                 cls._state, cls._patches = state, self._patch_set
             return self._patch_set
 
@@ -119,3 +133,45 @@ class _PendingBuild:
             return
         if patch_set is not None:
             patch_set.activate_imported(module)
+
+
+# (library, version) already warned about: one WARNING a process, whatever re-instruments.
+_warned_versions: set[tuple[str, str]] = set()
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of `distribution`, or None."""
+    # Here, not at the top: importlib.metadata costs an idle instrumentor (issue 30); this runs
+    # only when the library is imported.
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The release numbers a version starts with (`0.3.0rc1` -> (0, 3, 0)); () if none."""
+    found = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(part) for part in found.group().split(".")) if found else ()
+
+
+def untested_version(instrumentor: type[PatchingInstrumentor]) -> str | None:
+    """`"<library> <version>"` when the installed library is newer than the newest tested one
+    (warned about once a process); None when it is a tested version, or unknown."""
+    if not instrumentor.library or not instrumentor.newest_tested:
+        return None
+    installed = installed_version(instrumentor.library)
+    if installed is None or _release(installed) <= _release(instrumentor.newest_tested):
+        return None
+    if (instrumentor.library, installed) not in _warned_versions:
+        _warned_versions.add((instrumentor.library, installed))
+        _logger.warning(
+            "transcript-otel: %s %s is newer than the newest version tested (%s); instrumenting it "
+            "anyway (a patch target this version lacks is reported)",
+            instrumentor.library,
+            installed,
+            instrumentor.newest_tested,
+        )
+    return f"{instrumentor.library} {installed}"

@@ -10,7 +10,9 @@ over the 2,000 lines of a Codex turn), a plain function calling the original abo
 registers a wrapt post-import hook for the others, so a module imported after
 `instrument()` is patched too; `activate_imported()` applies the patches of one module,
 from a post-import hook of the caller's. Every patch is optional: a module or attribute that
-this version of the library lacks is logged once (at DEBUG) and skipped, never raised.
+this version of the library lacks is skipped, never raised, and logged once: at DEBUG in a
+tested version (the targets of older versions), at WARNING in a newer, untested one
+(`untested`), where what that target captured is now missing.
 `deactivate()` restores exactly the originals it replaced; post-import hooks
 cannot be unregistered, so they check whether their set is still active.
 """
@@ -79,6 +81,10 @@ class PatchSet:
         self._applied: dict[tuple[str, str], _Applied] = {}
         self._hooked: set[str] = set()
         self._reported_missing: set[tuple[str, str]] = set()
+        # Set by the instrumentor: `"<library> <version>"` when that version is newer than the
+        # newest tested, and the targets that newest tested version lacks already.
+        self.untested: str | None = None
+        self.expected_missing: frozenset[str] = frozenset()
         self._lock = threading.RLock()
 
     @property
@@ -133,7 +139,7 @@ class PatchSet:
         except AttributeError:
             if key not in self._reported_missing:
                 self._reported_missing.add(key)
-                _logger.debug("%s: %s.%s not found; not patched", self.name, patch.module, patch.attribute)
+                self._report_missing(patch)
             return
         if _is_made_by(original, patch):
             # A name imported from a module this set patched already: it is our wrapper, which
@@ -148,6 +154,23 @@ class PatchSet:
             _logger.warning("%s: could not patch %s.%s: %r", self.name, patch.module, patch.attribute, exc)
             return
         self._applied[key] = _Applied(parent, name, original, wrapped)
+
+    def _report_missing(self, patch: Patch | Replacement) -> None:
+        target = f"{patch.module}:{patch.attribute}"
+        if self.untested is None or target in self.expected_missing:
+            _logger.debug("%s: %s.%s not found; not patched", self.name, patch.module, patch.attribute)
+        elif (self.name, target) not in _warned_missing:
+            _warned_missing.add((self.name, target))
+            _logger.warning(
+                "transcript-otel: %s.%s not found in %s (untested); not patched: what it captured is missing",
+                patch.module,
+                patch.attribute,
+                self.untested,
+            )
+
+
+# (set name, target) warned about: once a process, whatever re-instruments.
+_warned_missing: set[tuple[str, str]] = set()
 
 
 def _patched(original: Any, patch: Patch | Replacement) -> Any:

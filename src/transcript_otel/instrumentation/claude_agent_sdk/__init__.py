@@ -1,4 +1,5 @@
-"""OpenTelemetry transcript instrumentation for the `claude-agent-sdk` package (0.1 to 0.2).
+"""OpenTelemetry transcript instrumentation for the `claude-agent-sdk` package (0.1.0 and
+newer; tested up to `package.NEWEST_TESTED`).
 
 Usage::
 
@@ -29,7 +30,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from opentelemetry import trace
 
 from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor, Switchable
-from transcript_otel.instrumentation.claude_agent_sdk.package import _instruments
+from transcript_otel.instrumentation.claude_agent_sdk.package import (
+    GONE_BY_NEWEST_TESTED,
+    LIBRARY,
+    NEWEST_TESTED,
+    _instruments,
+)
 
 if TYPE_CHECKING:
     from transcript_otel.instrumentation._patching import PatchSet
@@ -47,6 +53,10 @@ class ClaudeAgentSdkInstrumentor(PatchingInstrumentor):
         "claude_agent_sdk.client",  # _client
         "claude_agent_sdk._internal.message_parser",  # _messages
     )
+
+    library = LIBRARY
+    newest_tested = NEWEST_TESTED
+    gone_by_newest_tested = GONE_BY_NEWEST_TESTED
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments

@@ -1,4 +1,5 @@
-"""OpenTelemetry transcript instrumentation for `weakincentives` 0.18 to 0.27.
+"""OpenTelemetry transcript instrumentation for `weakincentives` 0.18 and newer
+(tested to 0.27).
 
 Usage::
 
@@ -26,7 +27,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from opentelemetry import trace
 
 from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor, Switchable
-from transcript_otel.instrumentation.weakincentives.package import _instruments
+from transcript_otel.instrumentation.weakincentives.package import (
+    GONE_BY_NEWEST_TESTED,
+    LIBRARY,
+    NEWEST_TESTED,
+    _instruments,
+)
 
 if TYPE_CHECKING:
     from transcript_otel.instrumentation._patching import PatchSet
@@ -52,6 +58,10 @@ class WeakincentivesInstrumentor(PatchingInstrumentor):
         "weakincentives.adapters.inner_loop",
         "weakincentives.adapters.tool_executor",
     )
+
+    library = LIBRARY
+    newest_tested = NEWEST_TESTED
+    gone_by_newest_tested = GONE_BY_NEWEST_TESTED
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments

@@ -1,0 +1,75 @@
+"""The instrumented libraries' versions: a minimum only, the newest tested pinned in one place
+each, and a newer version instrumented with one warning (issue 48, item 2)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from transcript_otel.instrumentation import _instrumentor
+from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
+from transcript_otel.instrumentation.claude_agent_sdk import package as sdk_package
+from transcript_otel.instrumentation.weakincentives import package as wink_package
+
+from wink_harness import VERSIONS
+
+REPO = Path(__file__).resolve().parent.parent
+MISSING_TARGETS = REPO / "tests" / "agents" / "missing_targets.py"
+
+
+def test_the_declared_ranges_have_a_minimum_only_and_match_the_extra() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    declared = [*wink_package._instruments, *sdk_package._instruments]
+    assert extras["instruments-any"] == declared
+    assert not any("<" in requirement for requirement in declared)
+
+
+def test_the_newest_tested_versions_are_the_ones_the_tests_pin() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    (pinned,) = re.findall(r"^CLAUDE_SDK_NEWEST := (\S+)$", makefile, re.MULTILINE)
+    assert pinned == sdk_package.NEWEST_TESTED
+    assert VERSIONS[-1] == wink_package.NEWEST_TESTED
+
+
+@pytest.mark.parametrize(
+    ("installed", "untested"),
+    [("0.2.187", None), ("0.2.9", None), ("0.1.0", None), ("0.2.188", "0.2.188"), ("0.3.0rc1", "0.3.0rc1")],
+)
+def test_a_version_newer_than_the_newest_tested_is_untested(
+    installed: str, untested: str | None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_instrumentor, "installed_version", lambda _name: installed)
+    monkeypatch.setattr(_instrumentor, "_warned_versions", set())
+    with caplog.at_level(logging.WARNING, logger="transcript_otel"):
+        found = [_instrumentor.untested_version(ClaudeAgentSdkInstrumentor) for _ in range(2)]
+    assert found == [None if untested is None else f"claude-agent-sdk {untested}"] * 2
+    expected = (
+        []
+        if untested is None
+        else [
+            f"transcript-otel: claude-agent-sdk {untested} is newer than the newest version tested "
+            "(0.2.187); instrumenting it anyway (a patch target this version lacks is reported)"
+        ]
+    )
+    assert caplog.messages == expected  # once, however often asked
+
+
+def test_the_newest_tested_sdk_has_every_target() -> None:
+    claude_agent_sdk = pytest.importorskip("claude_agent_sdk")
+    if claude_agent_sdk.__version__ != sdk_package.NEWEST_TESTED:
+        pytest.skip(f"claude-agent-sdk {claude_agent_sdk.__version__} here, not the newest tested")
+    completed = subprocess.run(
+        [sys.executable, str(MISSING_TARGETS), "claude_agent_sdk"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(completed.stdout) == sorted(sdk_package.GONE_BY_NEWEST_TESTED)
