@@ -5,6 +5,9 @@ PY313 := $(shell p="$$(pyenv root 2>/dev/null)/versions/3.13.0/bin/python3.13"; 
 	else command -v python3; fi)
 PY_DEFAULT := $(shell command -v python3)
 PIP_QUIET := --quiet --disable-pip-version-check
+# pip 25.1 is the first to install PEP 735 dependency groups (`--group test`); a new venv's
+# bundled pip may be older.
+PIP_GROUPS := 'pip >= 25.1'
 
 DEMO_VENV := .venv-demo
 BENCH_VENV := .venv-bench
@@ -31,17 +34,20 @@ CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
-	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
+	$(DEMO_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp-grpc]' weakincentives==0.27.0 claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
 	touch $@
 
 $(TEST_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install $(PIP_QUIET) -e '.[dev]' claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
+	$(TEST_VENV)/bin/pip install $(PIP_QUIET) --upgrade $(PIP_GROUPS)
+	$(TEST_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp-grpc]' --group dev claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
 	touch $@
 
 $(TEST_VENV_DEFAULT)/.installed: pyproject.toml Makefile
 	$(PY_DEFAULT) -m venv $(TEST_VENV_DEFAULT)
-	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) -e '.[test]' claude-agent-sdk==$(CLAUDE_SDK_OLDEST)
+	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) --upgrade $(PIP_GROUPS)
+	$(TEST_VENV_DEFAULT)/bin/pip install $(PIP_QUIET) -e '.[otlp-grpc]' --group test \
+		claude-agent-sdk==$(CLAUDE_SDK_OLDEST)
 	touch $@
 
 $(PHOENIX_VENV)/.installed: Makefile
@@ -51,7 +57,7 @@ $(PHOENIX_VENV)/.installed: Makefile
 
 $(BENCH_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp]' weakincentives==0.27.0 rotel==0.0.1a15 \
+	$(BENCH_VENV)/bin/pip install $(PIP_QUIET) -e '.[otlp-grpc]' weakincentives==0.27.0 rotel==0.0.1a15 \
 		claude-agent-sdk==$(CLAUDE_SDK_NEWEST)
 	touch $@
 

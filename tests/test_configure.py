@@ -369,6 +369,25 @@ def test_unsupported_protocol_argument_is_a_clear_configuration_error(tmp_path: 
     assert outcome["logger_provider"] == "ProxyLoggerProvider"
 
 
+@pytest.mark.parametrize(("protocol", "extra"), [("grpc", "otlp-grpc"), ("http/protobuf", "otlp")])
+def test_a_missing_exporter_names_the_extra_that_has_it(tmp_path: Path, protocol: str, extra: str) -> None:
+    """`[otlp]` has the OTLP/HTTP exporter only: gRPC without `[otlp-grpc]` says so, in one line."""
+    package = "grpc" if protocol == "grpc" else "http"
+    body = f"""
+    sys.modules["opentelemetry.exporter.otlp.proto.{package}"] = None  # as if not installed
+    try:
+        transcript_otel.configure(endpoint="http://127.0.0.1:9", protocol="{protocol}")
+    except transcript_otel.ConfigurationError as exc:
+        result(error=str(exc))
+    else:
+        result(error=None)
+    """
+    _, outcome = run_scenario(tmp_path, body, {"TRANSCRIPT_OTEL_JSONL": "false"})
+    assert outcome["error"] == (
+        f"the OTLP {protocol} exporter is missing: pip install 'transcript-otel[{extra}]'"
+    )
+
+
 @pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"])
 def test_unsupported_protocol_variable_warns_once_and_sends_http_protobuf(
     tmp_path: Path, variable: str

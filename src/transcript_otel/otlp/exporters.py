@@ -167,8 +167,10 @@ def otlp_exporter(signal: Signal, url: str, protocol: str) -> Any:
     try:
         exporter_class = getattr(importlib.import_module(module_name), class_name)
     except ImportError as exc:
+        # `[otlp]` has the HTTP exporter only; grpcio comes with `[otlp-grpc]`.
+        extra = "otlp-grpc" if protocol == "grpc" else "otlp"
         raise ConfigurationError(
-            f"the OTLP {protocol} exporter is missing: pip install 'transcript-otel[otlp]'"
+            f"the OTLP {protocol} exporter is missing: pip install 'transcript-otel[{extra}]'"
         ) from exc
     options: dict[str, Any] = {"endpoint": url, **_timeout_option(signal)}
     if protocol == "grpc" and url.startswith("http://"):
