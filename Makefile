@@ -30,7 +30,7 @@ CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
 CODEX_VERSION := 0.171.0
 CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
 
-.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean agents fixtures explore
+.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean agents fixtures explore canary
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
@@ -131,10 +131,29 @@ pytest-default: $(TEST_VENV_DEFAULT)/.installed agents
 explore: $(TEST_VENV)/.installed
 	HYPOTHESIS_PROFILE=explore $(TEST_VENV)/bin/python -m pytest -q $$(grep -l "@given" tests/test_*.py)
 
+# `make canary`: a throwaway Python 3.13 environment with the newest releases on PyPI.
+CANARY_VENV := .venv-canary
+CANARY_NEWEST := claude-agent-sdk 'weakincentives[claude-agent-sdk,wink]' opentelemetry-api opentelemetry-sdk \
+	opentelemetry-instrumentation opentelemetry-exporter-otlp-proto-http opentelemetry-exporter-otlp-proto-grpc
+# The tests that run the real Claude Code and Codex CLIs (weakincentives' among them: its newest
+# release stands in for the newest tested one, tests/wink_harness.py), and the SDK's own.
+CANARY_TESTS := tests/test_real_claude_code.py tests/test_real_codex.py tests/test_claude_sdk_instrumentor.py
+
+## canary: the real-CLI tests against the newest claude-agent-sdk, weakincentives and OpenTelemetry
+## releases on PyPI, in a new .venv-canary (before a release, and when a harness ships; not in `make test`)
+canary: agents
+	rm -rf $(CANARY_VENV)
+	$(PY313) -m venv $(CANARY_VENV)
+	$(CANARY_VENV)/bin/pip install $(PIP_QUIET) --upgrade $(PIP_GROUPS)
+	$(CANARY_VENV)/bin/pip install $(PIP_QUIET) --upgrade -e '.[otlp-grpc]' --group test $(CANARY_NEWEST)
+	@$(CANARY_VENV)/bin/pip list --disable-pip-version-check | grep -E '^(claude-agent-sdk|weakincentives|opentelemetry-(api|sdk|instrumentation)) '
+	TRANSCRIPT_OTEL_CANARY_PYTHON=$(CURDIR)/$(CANARY_VENV)/bin/python TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 \
+		$(CANARY_VENV)/bin/python -m pytest $(CANARY_TESTS)
+
 ## bench: set up .venv-bench (Python 3.13) and the Claude Code CLI of `make agents` (section sdk runs
 ## it), then run every benchmark, printing one table
 bench: $(BENCH_VENV)/.installed $(CLAUDE_CODE_CLI)
 	$(BENCH_VENV)/bin/python benchmarks/run.py
 
 clean:
-	rm -rf $(AGENTS_DIR) $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) $(PHOENIX_VENV) .venvs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(AGENTS_DIR) $(DEMO_VENV) $(TEST_VENV) $(TEST_VENV_DEFAULT) $(BENCH_VENV) $(PHOENIX_VENV) $(CANARY_VENV) .venvs .pytest_cache .mypy_cache .ruff_cache
