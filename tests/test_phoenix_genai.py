@@ -178,7 +178,7 @@ def codex_missing() -> str | None:
 
 def claude_sdk_missing() -> str | None:
     if importlib.util.find_spec("claude_agent_sdk") is None:
-        return "claude-agent-sdk is not installed (the [test] extra)"
+        return "claude-agent-sdk is not installed (the test dependency group)"
     return claude_missing()
 
 

@@ -18,6 +18,7 @@ from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstr
 from transcript_otel.instrumentation.claude_agent_sdk import package as sdk_package
 from transcript_otel.instrumentation.weakincentives import package as wink_package
 
+from loopback import subprocess_env
 from wink_harness import VERSIONS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,3 +74,28 @@ def test_the_newest_tested_sdk_has_every_target() -> None:
         check=True,
     )
     assert json.loads(completed.stdout) == sorted(sdk_package.GONE_BY_NEWEST_TESTED)
+
+
+def test_configure_instruments_a_newer_sdk_than_tested(tmp_path: Path) -> None:
+    """`configure()` on an SDK that says it is 0.3.0 (a dist-info first on the path): our
+    instrumentor is among `instrumented`, where the old `< 0.3` bound left the list empty."""
+    pytest.importorskip("claude_agent_sdk")
+    fake = tmp_path / "fake" / "claude_agent_sdk-0.3.0.dist-info"
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: claude-agent-sdk\nVersion: 0.3.0\n")
+    script = (
+        "import json, transcript_otel\n"
+        f"configuration = transcript_otel.configure(jsonl_dir={str(tmp_path / 'runs')!r})\n"
+        "print(json.dumps(configuration.instrumented))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=subprocess_env(PYTHONPATH=str(fake.parent), XDG_STATE_HOME=str(tmp_path / "state")),
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "transcript_claude_agent_sdk" in json.loads(completed.stdout.splitlines()[-1])
