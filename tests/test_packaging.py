@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,24 @@ def test_twine_check_strict_passes_the_wheel_and_the_sdist(dist: Path) -> None:
     files = sorted(dist.glob("transcript_otel-*"))
     assert [path.suffix for path in files] == [".whl", ".gz"]
     _run([sys.executable, "-m", "twine", "check", "--strict", *map(str, files)], dist)
+
+
+def test_the_metadata_is_what_an_index_accepts(dist: Path) -> None:
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        metadata = archive.read(name).decode()
+    headers = metadata.partition("\n\n")[0].splitlines()
+    assert "License-Expression: Apache-2.0" in headers
+    assert not [line for line in headers if line.startswith("Classifier: License ::")]  # PyPI rejects both
+    assert "Classifier: Framework :: OpenTelemetry :: Instrumentations" in headers
+    assert [line for line in headers if line.startswith("Provides-Extra:")] == [
+        "Provides-Extra: instruments-any",
+        "Provides-Extra: otlp",
+        "Provides-Extra: otlp-grpc",
+    ]
+    assert "example.invalid" not in metadata
+    assert "](" not in metadata.partition("\n\n")[2].replace("](https://", "")  # no relative links
 
 
 def test_the_sdist_has_the_source_docs_and_license_and_no_tests(dist: Path) -> None:
