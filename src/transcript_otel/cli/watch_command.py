@@ -113,15 +113,28 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
         tracer=trace.get_tracer("transcript_otel.sessions"),
         idle_s=args.idle,
         on_follow=_say_following(state),
+        on_root=lambda root: print(
+            f"transcript-otel watch: following {root} (it appeared)", file=out, flush=True
+        ),
     )
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         signal.signal(stop, lambda *_: watcher.stopped.set())
-    print(f"transcript-otel watch: following {', '.join(map(str, roots))}", file=out, flush=True)
+    _say_roots(roots, watcher.missing_roots, out)
     try:
         watcher.run()
     finally:
         shutdown_all()
     return 0
+
+
+def _say_roots(roots: list[Path], missing: list[Path], out: TextIO) -> None:
+    """Which folders the watch follows, and which it waits for (a CLI not run here yet)."""
+    there = [root for root in roots if root not in missing]
+    if there:
+        print(f"transcript-otel watch: following {', '.join(map(str, there))}", file=out, flush=True)
+    for root in missing:
+        why = "not a directory" if root.exists() else "not there yet"
+        print(f"transcript-otel watch: waiting for {root} ({why})", file=out, flush=True)
 
 
 def _say_following(state: WatchState) -> Callable[[SessionFiles], None]:

@@ -10,7 +10,8 @@ there, exporting no line twice and leaving none out. A session idle for `idle_s`
 ended; its next lines start another.
 
 At its first start the watch takes sessions up from their current end (their past is what
-`transcript-otel import` is for); files that appear later are read from their start.
+`transcript-otel import` is for); files that appear later are read from their start, and so
+are those of a root that was not there when the watch started (looked for every round).
 """
 
 from __future__ import annotations
@@ -228,12 +229,18 @@ class Watcher:
         idle_s: float = DEFAULT_IDLE_S,
         kernel_changes: bool = True,
         on_follow: Callable[[SessionFiles], None] | None = None,
+        on_root: Callable[[Path], None] | None = None,
     ) -> None:
         """`kernel_changes`: learn which files changed from the kernel where it can say (then a
         round looks only at those, and at everything every `SLOW_POLL_S`); else poll.
-        `on_follow`: told of each session as it starts following it (the command says so)."""
+        `on_follow`: told of each session as it starts following it (the command says so);
+        `on_root`: of each of `roots` that was not there (`missing_roots`) as it appears."""
         self.roots = roots
         self._on_follow = on_follow
+        self._on_root = on_root
+        # Roots not there yet (a CLI never run on this machine): looked for every round, and
+        # followed once they are, their sessions from their start (`roots_appeared`).
+        self.missing_roots = [root for root in roots if not root.is_dir()]
         self.state = state
         self.idle_s = idle_s
         self._pipeline = pipeline
@@ -296,6 +303,8 @@ class Watcher:
             polled = [path for path in self._followers if everything or self._due(path, now)]
         else:
             polled = self._changed_sessions(changed)
+        if self.missing_roots:
+            polled = list(dict.fromkeys([*polled, *self._discover(self._roots_appeared())]))
         known = len(self._followers)
         recorded = sum(self._poll(path, now) for path in polled)
         self._end_idle_runs(now)
@@ -443,6 +452,15 @@ class Watcher:
                 self._directories_looked[directory] = now
                 due.append(directory)
         return due
+
+    def _roots_appeared(self) -> list[Path]:
+        """The missing roots that are there now (told to `on_root`): looked into from now on."""
+        appeared = [root for root in self.missing_roots if root.is_dir()]
+        for root in appeared:
+            self.missing_roots.remove(root)
+            if self._on_root is not None:
+                self._on_root(root)
+        return appeared
 
     def _know_directories(self) -> None:
         for root in self.roots:
