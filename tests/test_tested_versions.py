@@ -3,6 +3,7 @@ each, and a newer version instrumented with one warning (issue 48, item 2)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -99,3 +100,50 @@ def test_configure_instruments_a_newer_sdk_than_tested(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert "transcript_claude_agent_sdk" in json.loads(completed.stdout.splitlines()[-1])
+
+
+def test_a_patched_module_an_untested_version_lacks_is_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = {"claude_agent_sdk/__init__.py", "claude_agent_sdk/_internal/client.py"}  # no client.py, parser
+    monkeypatch.setattr(_instrumentor, "installed_files", lambda _name: files)
+    monkeypatch.setattr(_instrumentor, "_warned_modules", set())
+    with caplog.at_level(logging.WARNING, logger="transcript_otel"):
+        for _ in range(2):
+            _instrumentor._report_missing_modules(ClaudeAgentSdkInstrumentor, "claude-agent-sdk 0.3.0")
+    assert caplog.messages == [
+        f"transcript-otel: module {module} not found in claude-agent-sdk 0.3.0 (untested); not patched: "
+        "what it captured is missing"
+        for module in ("claude_agent_sdk.client", "claude_agent_sdk._internal.message_parser")
+    ]
+
+
+def test_an_entry_module_that_imports_no_patched_module_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version that moved every patched module: nothing is built, and that is said."""
+    package = tmp_path / "moved_harness_for_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")  # the old modules are gone; it imports none
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Moved(_instrumentor.PatchingInstrumentor):
+        patched_modules = ("moved_harness_for_test.client",)
+        entry_module = "moved_harness_for_test"
+        library = "moved-harness-for-test"
+
+        def instrumentation_dependencies(self) -> tuple[str, ...]:
+            return ()
+
+    instrumentor = Moved()
+    instrumentor.instrument()
+    try:
+        with caplog.at_level(logging.WARNING, logger="transcript_otel"):
+            importlib.import_module("moved_harness_for_test")
+    finally:
+        instrumentor.uninstrument()
+        sys.modules.pop("moved_harness_for_test", None)
+    assert caplog.messages == [
+        "transcript-otel: moved_harness_for_test (moved-harness-for-test of unknown version) imported none "
+        "of the modules Moved patches (moved_harness_for_test.client); nothing of it is captured"
+    ]

@@ -2,8 +2,9 @@
 
     missing_targets.py weakincentives|claude_agent_sdk
 
-Imports every patched module there is, applies the patches, and prints one JSON list of the
-`module:attribute` targets of the imported modules that were not found.
+Imports every patched module there is, applies the patches, and prints one JSON list: the
+patched modules the distribution's files lack, and the `module:attribute` targets of the
+imported modules that were not found.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 from opentelemetry import trace
 
-from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor
+from transcript_otel.instrumentation._instrumentor import PatchingInstrumentor, missing_modules
 from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor
 from transcript_otel.instrumentation.weakincentives import WeakincentivesInstrumentor
 
@@ -37,7 +38,7 @@ def missing(which: str) -> list[str]:
     patch_set.activate()
     try:
         targets = {f"{p.module}:{p.attribute}" for p in patch_set.patches if p.module in imported}
-        return sorted(targets - set(patch_set.applied))
+        return sorted({*missing_modules(instrumentor), *(targets - set(patch_set.applied))})
     finally:
         patch_set.deactivate()
 

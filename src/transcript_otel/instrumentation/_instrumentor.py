@@ -8,8 +8,10 @@ off (bound methods cached before outlive the patch) and restores the originals.
 
 A library newer than the newest version the tests ran is instrumented all the same: the
 build logs one WARNING naming both versions, and each patch target that version lacks is
-then a WARNING of its own (`_patching.PatchSet.untested`), so a partial capture is never
-silent. The versions are each instrumentor's package.py.
+then a WARNING of its own (`_patching.PatchSet.untested`), as is each patched module its
+files lack, so a partial capture is never silent; an `entry_module` whose import imports
+none of the patched modules (they moved) is a WARNING too. The versions are each
+instrumentor's package.py.
 
 Why not at `instrument()`: the wrappers need the emitter, the pipeline and the mappings
 (about 30 modules), and `opentelemetry-instrument` instruments every Python process it
@@ -55,6 +57,10 @@ class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     library: ClassVar[str] = ""
     newest_tested: ClassVar[str] = ""
     gone_by_newest_tested: ClassVar[frozenset[str]] = frozenset()
+    # A module whose import imports some of `patched_modules` in every tested version (the
+    # package itself): its import completing with none of them imported means a newer version
+    # moved them, and nothing would be captured. Empty: not checked.
+    entry_module: ClassVar[str] = ""
     # Class attributes: BaseInstrumentor is a singleton whose __init__ re-runs.
     _state: Switchable | None = None
     _patches: PatchSet | None = None
@@ -78,6 +84,8 @@ class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # is patched when its own import completes, whichever builds the patches.
         for module_name in self.patched_modules:
             wrapt.register_post_import_hook(pending.on_import, module_name)
+        if self.entry_module:
+            wrapt.register_post_import_hook(pending.on_entry_import, self.entry_module)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         cls = type(self)
@@ -120,7 +128,9 @@ class _PendingBuild:
             if not self._started:
                 self._started = True
                 state, self._patch_set = self._instrumentor._build(self._tracer, **self._kwargs)
-                self._patch_set.untested = untested_version(cls)
+                self._patch_set.untested = untested = untested_version(cls)
+                if untested is not None:
+                    _report_missing_modules(cls, untested)
                 self._patch_set.expected_missing = cls.gone_by_newest_tested
                 cls._state, cls._patches = state, self._patch_set
             return self._patch_set
@@ -133,6 +143,21 @@ class _PendingBuild:
             return
         if patch_set is not None:
             patch_set.activate_imported(module)
+
+    def on_entry_import(self, module: ModuleType) -> None:
+        cls = type(self._instrumentor)
+        with self._lock:
+            if cls._pending is not self or self._started:
+                return  # undone by `uninstrument()`, or built: a patched module was imported
+        _logger.warning(
+            "transcript-otel: %s (%s %s) imported none of the modules %s patches (%s); nothing of it "
+            "is captured",
+            module.__name__,
+            cls.library,
+            installed_version(cls.library) or "of unknown version",
+            cls.__name__,
+            ", ".join(cls.patched_modules),
+        )
 
 
 # (library, version) already warned about: one WARNING a process, whatever re-instruments.
@@ -175,3 +200,45 @@ def untested_version(instrumentor: type[PatchingInstrumentor]) -> str | None:
             instrumentor.newest_tested,
         )
     return f"{instrumentor.library} {installed}"
+
+
+# (library, module) already warned about: once a process.
+_warned_modules: set[tuple[str, str]] = set()
+
+
+def installed_files(distribution: str) -> set[str] | None:
+    """The files the installed `distribution` lists (its RECORD), as POSIX paths; None when it
+    lists none (an editable install) or is not installed."""
+    from importlib import metadata
+
+    try:
+        files = metadata.files(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+    return {file.as_posix() for file in files} if files else None
+
+
+def missing_modules(instrumentor: type[PatchingInstrumentor]) -> list[str]:
+    """The patched modules that the installed distribution's files lack ([] when it lists none)."""
+    files = installed_files(instrumentor.library)
+    if files is None:
+        return []
+    return [
+        module
+        for module in instrumentor.patched_modules
+        if not {f"{module.replace('.', '/')}.py", f"{module.replace('.', '/')}/__init__.py"} & files
+    ]
+
+
+def _report_missing_modules(instrumentor: type[PatchingInstrumentor], untested: str) -> None:
+    """One WARNING per patched module an untested version does not have: its hook never fires,
+    so its patches would be skipped without a word."""
+    for module in missing_modules(instrumentor):
+        if module in instrumentor.gone_by_newest_tested or (instrumentor.library, module) in _warned_modules:
+            continue
+        _warned_modules.add((instrumentor.library, module))
+        _logger.warning(
+            "transcript-otel: module %s not found in %s (untested); not patched: what it captured is missing",
+            module,
+            untested,
+        )

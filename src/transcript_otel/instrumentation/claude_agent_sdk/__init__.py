@@ -55,6 +55,7 @@ class ClaudeAgentSdkInstrumentor(PatchingInstrumentor):
     )
 
     library = LIBRARY
+    entry_module = "claude_agent_sdk"  # its __init__ imports all three (0.1.0 to 0.2.187)
     newest_tested = NEWEST_TESTED
     gone_by_newest_tested = GONE_BY_NEWEST_TESTED
 
