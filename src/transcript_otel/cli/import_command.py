@@ -26,6 +26,7 @@ from transcript_otel.instrumentation.cli_logs import (
     codex_archived_dir,
     codex_sessions_dir,
 )
+from transcript_otel.reading.text import visible, visible_name
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sinks.jsonl_files import default_directory
@@ -110,7 +111,7 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
         found = [root for root in roots if root.is_dir()] if wanted else []
         paths += found
         if wanted and not found:
-            print(f"transcript-otel import: no {name} sessions at {roots[0]}", file=sys.stderr)
+            print(f"transcript-otel import: no {name} sessions at {visible_name(roots[0])}", file=sys.stderr)
     if not paths and not (args.claude_code or args.codex):
         raise ValueError("name session files or directories, or --claude-code / --codex")
     directory = args.jsonl_dir or Path(env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR) or default_directory())
@@ -122,7 +123,9 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     for path, what in refused.items():  # below a folder; a file named on its own raised
         print(f"transcript-otel import: skipped {not_a_session(path, what)}", file=sys.stderr)
     if not sessions:
-        print(f"transcript-otel import: no sessions in {', '.join(map(str, paths))}", file=sys.stderr)
+        if paths:  # else the lines above said where none were
+            named = ", ".join(map(visible_name, paths))
+            print(f"transcript-otel import: no sessions in {named}", file=sys.stderr)
         return 1
     jobs = min(args.jobs or usable_cpus(), len(sessions))
     # A file that could not be read may be a session not imported: a failure, not a mere skip.
@@ -134,7 +137,8 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
             earlier = imported_from.get(outcome.run) if outcome.run is not None else None
             if earlier is not None:  # `find_sessions` gives each file once: another file, one session
                 print(
-                    f"transcript-otel import: {session.path} is the same session as {earlier} (a copy?): "
+                    f"transcript-otel import: {visible_name(session.path)} is the same session as "
+                    f"{visible_name(earlier)} (a copy?): "
                     "its run replaced that one",
                     file=sys.stderr,
                 )
@@ -147,10 +151,11 @@ def _say(session: SessionFiles, outcome: Outcome, endpoint: str | None, sends: b
     for warned in outcome.warned:
         warnings.showwarning(*warned)
     if outcome.run is None:
-        print(f"transcript-otel import: {session.path}: {outcome.error}", file=sys.stderr)
+        error = visible(str(outcome.error))
+        print(f"transcript-otel import: {visible_name(session.path)}: {error}", file=sys.stderr)
         return False
     print(
-        f"{session.path} -> {outcome.run} ({outcome.entries} entries"
+        f"{visible_name(session.path)} -> {visible_name(outcome.run)} ({outcome.entries} entries"
         + (f", {outcome.subagents} subagents" if outcome.subagents > 0 else "")
         + ")",
         file=out,
@@ -165,7 +170,7 @@ def _send(path: Path, endpoint: str | None) -> bool:
     try:
         result = replay(open_run(path), endpoint=endpoint)
     except (ReplayError, ValueError) as exc:
-        print(f"transcript-otel import: {path}: not sent: {exc}", file=sys.stderr)
+        print(f"transcript-otel import: {visible_name(path)}: not sent: {visible(str(exc))}", file=sys.stderr)
         return False
     print(f"  sent {result.spans} spans and {result.records} log records", file=sys.stderr)
     return True

@@ -64,6 +64,16 @@ def visible(text: str) -> str:
     return text.translate(_CONTROLS)
 
 
+# A name on one line: tabs and newlines shown as escapes too.
+_NAME_CONTROLS: Final = {**_CONTROLS, ord("\t"): "\\t", ord("\n"): "\\n"}
+
+
+def visible_name(name: object) -> str:
+    """A path or other name as one line of a message: every control character shown as an
+    escape (a folder may be named `proj\\x1b[2J\\nfake line`)."""
+    return str(name).translate(_NAME_CONTROLS)
+
+
 def compact_json(value: Any) -> str:
     """One line of JSON (`repr` for what JSON cannot hold)."""
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.mappings.lines import sniff as sniff_stream
+from transcript_otel.reading.text import visible_name
 from transcript_otel.records.serialize import parse_json
 from transcript_otel.sessions.regular import open_regular
 
@@ -77,9 +78,10 @@ _DECISIVE: Final = frozenset(
 
 def not_a_session(path: Path, found: Format) -> str:
     """The one line that says what `path` is and is not."""
+    shown = visible_name(path)  # a folder's name may hold escape sequences or newlines
     if found is Format.UNREADABLE:
-        return f"{path}: {found.value}, so not known to be a session log"
-    return f"{path}: {found.value}, not a session log Claude Code or Codex wrote"
+        return f"{shown}: {found.value}, so not known to be a session log"
+    return f"{shown}: {found.value}, not a session log Claude Code or Codex wrote"
 
 
 def read_head(path: Path) -> tuple[bytes, bool]:
