@@ -37,8 +37,9 @@ from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 if TYPE_CHECKING:  # `_build` loads it: its dataclasses cost 2 ms, which an idle instrumentor need not
     from transcript_otel.instrumentation._patching import PatchSet
 
+# No NullHandler: in a program that configured no logging, Python's last-resort handler prints
+# these WARNINGs on stderr (an untested library version, what it lacks), as it should.
 _logger = logging.getLogger(__name__)
-_logger.addHandler(logging.NullHandler())
 
 
 class Switchable(Protocol):

@@ -31,8 +31,9 @@ from typing import Any, Final
 
 import wrapt
 
+# No NullHandler: in a program that configured no logging, Python's last-resort handler prints
+# these WARNINGs on stderr (an untested library version, what it lacks), as it should.
 _logger = logging.getLogger(__name__)
-_logger.addHandler(logging.NullHandler())
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
