@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
-from transcript_otel import read_records
+from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.genai.attributes import session_usage, tool_identity, usage_attributes
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.claude_stream import summed_model_usage
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sinks import JsonlMirror
 
 from loopback import subprocess_env
 from session_fixtures import CLAUDE, SESSIONS
@@ -363,3 +365,44 @@ def test_what_a_codex_mapper_cannot_go_on_from_is_refused_and_changes_nothing(
     before = mapper.counted()
     assert not mapper.go_on(counted)
     assert mapper.counted() == before
+
+
+def test_a_subagent_file_read_again_from_its_start_counts_nothing_twice(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> None:
+    """A subagent's file replaced by a shorter copy is read again from its start, in a run of
+    its own; the session's counts go on (the main file was not read again): the messages it
+    holds again, and the cost line after, add nothing. Before: the chat spans 4,750 / 138 in
+    all against the CLI's 4,250 / 108 (the subagent's first message counted again)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    source = _main_file("background_subagent")
+    (subagent,) = source.with_suffix("").rglob("*.jsonl")
+    target = tmp_path / "home" / "project" / source.name
+    copied = target.parent / subagent.relative_to(source.parent)
+    copied.parent.mkdir(parents=True)
+    lines = source.read_bytes().splitlines(keepends=True)
+    cost = next(i for i, line in enumerate(lines) if COST_STATE in line)
+    watcher = Watcher(
+        [tmp_path / "home"],
+        WatchState(tmp_path / "watch.json"),
+        pipeline=make_pipeline([JsonlMirror(tmp_path / "runs")]),
+        tracer=TracerProvider().get_tracer(__name__),
+    )
+    try:
+        watcher.poll_once()
+        target.write_bytes(b"".join(lines[:cost]))
+        copied.write_bytes(subagent.read_bytes())
+        watcher.poll_once()
+        shorter = copied.with_name("shorter")
+        shorter.write_bytes(b"".join(subagent.read_bytes().splitlines(keepends=True)[:14]))
+        shorter.replace(copied)  # another file, holding fewer lines
+        watcher.poll_once()
+        with target.open("ab") as out:
+            out.write(b"".join(lines[cost:]))
+        watcher.poll_once()
+    finally:
+        watcher.close()
+    records = [r for path in (tmp_path / "runs").glob("*.jsonl") for r in read_records(path)]
+    assert len(list((tmp_path / "runs").glob("*.jsonl"))) == 2
+    assert _chat_totals(records) == _claude_totals(source)

@@ -208,10 +208,11 @@ class SessionFollower:
                 )
             else:
                 # Another record, read from its start (a main file read again from 0 has no
-                # earlier totals to go on from).
+                # earlier totals to go on from; a subagent's goes on from the session's).
                 file.position, file.lines, file.skipping = FilePosition(status.st_ino, 0, 0), 0, False
                 self.finish()
-                self._renew_mapper(None)
+                if file.path == self.session.path:
+                    self._renew_mapper(None)
         if status.st_size == file.position.offset:
             return []
         with open_regular(file.path) as stream:
