@@ -87,13 +87,22 @@ def _html_header_tokens(run: Path, page: Path) -> tuple[int, int]:
     return shown("input"), shown("output")
 
 
+def _devflow_tokens(run: Path, folder: Path) -> tuple[int, int]:
+    """The input and output tokens of the devflow transcript's turns, summed."""
+    subprocess.run(
+        [*CLI, "export", str(run), "--format", "devflow", "-o", str(folder)], env=subprocess_env(), check=True
+    )
+    turns = json.loads((folder / "transcript.json").read_text())["turns"]
+    return sum(turn.get("tokensIn", 0) for turn in turns), sum(turn.get("tokensOut", 0) for turn in turns)
+
+
 @pytest.mark.parametrize("scenario", ["background_subagent", "tools"])
 def test_a_claude_session_with_no_cost_line_counts_each_message_once(scenario: str, tmp_path: Path) -> None:
     """A session still open (the terminal UI writes its cost as it is left): every message's
     usage counts once, a message of tool calls or thinking only too (`background_subagent`: the
     main agent's and the subagent's first calls; `tools`: a message written as thinking, text
     and tool-call lines, each with its usage). Before: summary and header 2,750 / 38 against the
-    chat spans' 4,250 / 108 (`background_subagent`)."""
+    chat spans' 4,250 / 108 (`background_subagent`); the devflow turns 2,750 / 38 too."""
     source = _main_file(scenario)
     project = tmp_path / "home" / "project"
     project.mkdir(parents=True)
@@ -109,6 +118,7 @@ def test_a_claude_session_with_no_cost_line_counts_each_message_once(scenario: s
     assert _chat_totals(list(read_records(run))) == expected
     assert _summary_tokens(run) == expected
     assert _html_header_tokens(run, tmp_path / "page.html") == expected
+    assert _devflow_tokens(run, tmp_path / "devflow") == expected
 
 
 # -- one session, two runs: the watch ends a run on idle, or is stopped and started again --

@@ -167,7 +167,8 @@ class TurnWriter:
         elif kind == "assistant_message":
             self._assistant(source, detail, at)
         elif kind == "thinking":
-            self._turn(source, "assistant", f"[thinking] {entry_text(kind, detail)}", at, open_=True)
+            turn = self._turn(source, "assistant", f"[thinking] {entry_text(kind, detail)}", at, open_=True)
+            self._count_message(turn, source, detail)
         elif kind == "tool_use":
             self._tool_use(source, detail, at)
         elif kind == "tool_result":
@@ -208,9 +209,12 @@ class TurnWriter:
         if thinking is not None:
             self._turn(source, "assistant", f"[thinking] {thinking}", at)
         turn = self._turn(source, "assistant", text, at, open_=True)
-        if not self._message_usage:
-            return
-        usage = message_usage(detail)
+        self._count_message(turn, source, detail)
+
+    def _count_message(self, turn: _Turn, source: str, detail: Mapping[str, Any]) -> None:
+        """A Claude message's usage (no usage reports in the run) on the turn of the first of its
+        lines: text, thinking or tool calls only, each message once."""
+        usage = message_usage(detail) if self._message_usage else None
         if usage is not None and self._last_message.get(source) != usage[0]:
             self._last_message[source] = usage[0]
             turn.tokens_in += usage[1].get(GEN_AI_USAGE_INPUT_TOKENS, 0)
@@ -218,6 +222,7 @@ class TurnWriter:
 
     def _tool_use(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
         turn = self._open.get(source) or self._turn(source, "assistant", "", at, open_=True)
+        self._count_message(turn, source, detail)
         call_id, name = tool_identity(detail)
         key = (source, call_id) if call_id is not None else None
         call = _Call(turn, key, name or "tool", _call_input(detail), at)
