@@ -56,8 +56,9 @@ _NAMED_DROPPED: Final = 5
 
 class WatchState:
     """Where each session file was recorded to, kept in one JSON file (written whole, then
-    moved into place: a crash leaves the last one); and where the latest files that went away
-    were (`forget`, `recall`).
+    moved into place: a crash leaves the last one), a session's main file with what its runs
+    counted up to there (`FilePosition.carried`, `SessionFollower`); and where the latest files
+    that went away were (`forget`, `recall`).
 
     The file is where `path` leads, as an export's (`exports/destination.py`'s rule): a link's
     file is replaced, the link kept; a FIFO or a device (`/dev/null`) is written into as it is,
