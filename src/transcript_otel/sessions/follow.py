@@ -8,7 +8,8 @@ read is the same log rewritten (a file's name is its session's: `codex migrate-r
 rewrites old rollouts so, a copy may be put back): it goes on after those lines. One that
 holds fewer, or a file truncated (shorter than the offset), is read again from its start, in
 a run of its own. The run ends when the session stays idle; it is made again, under another
-id, if the session goes on later.
+id, if the session goes on later, counting only what its runs before did not (what they
+counted is kept with the main file's position, so a watch started again goes on from it too).
 """
 
 from __future__ import annotations
@@ -147,8 +148,9 @@ class SessionFollower:
         return count
 
     def finish(self) -> None:
-        """End the live run (idle, or the watch stops); the next lines start another, read
-        afresh (an idle session keeps no mapping state: memory is its positions alone)."""
+        """End the live run (idle, or the watch stops); the next lines start another, which
+        goes on from what this one counted (an idle session keeps no mapping state but that:
+        memory is its positions and those counts)."""
         if self._recorder is not None:
             carried = self._carried()
             self._recorder.finish()
