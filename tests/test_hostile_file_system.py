@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -74,6 +74,14 @@ class _Output:
     def finished(self) -> str:
         self._thread.join(DEADLINE_S)
         return self.text
+
+    def warned(self) -> list[str]:
+        """The lines said once the stream ended, but the one a watch says per session it takes up."""
+        return [line for line in self.finished().splitlines() if not line.startswith(_FOLLOWING)]
+
+
+# What a watch says of each session it takes up (on stderr, beside its warnings).
+_FOLLOWING: Final = "transcript-otel watch: following "
 
 
 class _Watch:
@@ -297,10 +305,10 @@ def test_watch_skips_a_session_named_fifo_or_device_with_one_warning_and_goes_on
         before = len(_imported(CODEX_DAY, tmp_path / "codex")) if when == "replaces-a-session" else 0
         watch.wait_for_entries(before + len(_imported(CLAUDE_PROJECT, tmp_path / "claude")))
         assert watch.stop() == 0
-        stderr = watch.stderr.finished()
+        warned = watch.stderr.warned()
     said = f"{odd}: not a regular file ({_KINDS[what]})"
-    assert stderr.count(said) == 1, stderr
-    assert [line for line in stderr.splitlines() if said not in line] == []
+    assert sum(said in line for line in warned) == 1, warned
+    assert [line for line in warned if said not in line] == []
 
 
 def test_a_watch_says_each_file_it_skips_however_many(tmp_path: Path) -> None:
@@ -318,7 +326,7 @@ def test_a_watch_says_each_file_it_skips_however_many(tmp_path: Path) -> None:
         for path in odd:
             watch.wait_for_stderr(f"{path}: not a regular file (a FIFO)")
         assert watch.stop() == 0
-    assert len(watch.stderr.finished().splitlines()) == len(odd)
+    assert len(watch.stderr.warned()) == len(odd)
 
 
 # 3. `--state` onto a link, a device or a FIFO.
@@ -504,8 +512,8 @@ def test_a_bad_state_entry_is_dropped_alone_with_one_warning_and_the_good_ones_k
     with _watching(tmp_path, home) as watch:
         watch.wait_for_entries(len(tail) + len(whole_b))
         assert watch.stop() == 0
-        stderr = watch.stderr.finished()
-    assert stderr.splitlines() == [
+        warned = watch.stderr.warned()
+    assert warned == [
         f"transcript-otel: warning: {tmp_path / 'watch.json'}: 1 entry unusable, dropped "
         f"(its file is read again from its start): {dropped} ({unusable})"
     ]
@@ -543,8 +551,8 @@ def test_an_unusable_state_file_is_said_once_and_the_watch_starts_as_at_its_firs
             out.write(b"".join(lines[-3:]))
         watch.wait_for_entries(1)
         assert watch.stop() == 0
-        stderr = watch.stderr.finished()
-    assert stderr.splitlines() == [
+        warned = watch.stderr.warned()
+    assert warned == [
         f"transcript-otel: warning: {tmp_path / 'watch.json'}: unusable ({why}): started as at a first "
         "start, each session taken up from its end"
     ]
