@@ -196,6 +196,27 @@ def test_output_through_a_symlink_writes_the_file_it_names_and_keeps_the_link(tm
         assert real.read_bytes() != b"old"
 
 
+def test_output_onto_an_existing_file_keeps_its_mode_and_its_other_names(tmp_path: Path) -> None:
+    """As `> file` would: an existing file keeps its permissions (not the 0600 of a new one),
+    and a file with hard links is written into, so that each name shows the export."""
+    run = str(next(iter(FIXTURE_RUNS)))
+    shared = tmp_path / "shared.md"
+    shared.write_text("old")
+    shared.chmod(0o644)
+    other_name = tmp_path / "other-name.md"
+    os.link(shared, other_name)
+    inode = shared.stat().st_ino
+    assert main(["export", run, "--format", "markdown", "-o", str(shared)]) == 0
+    assert shared.stat().st_ino == inode
+    assert other_name.read_bytes() == shared.read_bytes() != b"old"
+    alone = tmp_path / "alone.md"
+    alone.write_text("old")
+    alone.chmod(0o640)
+    assert main(["export", run, "--format", "markdown", "-o", str(alone)]) == 0
+    assert stat.S_IMODE(alone.stat().st_mode) == 0o640
+    assert alone.read_bytes() != b"old"
+
+
 def test_output_into_a_fifo_or_a_device_writes_into_it(tmp_path: Path) -> None:
     run = str(next(iter(FIXTURE_RUNS)))
     fifo = tmp_path / "pipe"
