@@ -255,7 +255,7 @@ def test_a_file_below_a_folder_that_cannot_be_read_is_said_and_fails_the_import(
     shutil.copy(rollout, folder / rollout.name)
     locked = folder / "locked.jsonl"
     locked.write_bytes(rollout.read_bytes())
-    real_read_head = files_module.read_head
+    real_read_head = read_head  # what `files` calls: the same function
 
     def read_head_or_fail(path: Path) -> tuple[bytes, bool]:
         if path == locked:

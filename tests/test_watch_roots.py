@@ -63,7 +63,12 @@ def _exported_to(state: Path, path: Path) -> int | None:
 def _lines(stream: IO[str]) -> queue.Queue[str]:
     """The lines the watch prints, as it prints them (read on a thread of their own)."""
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line.strip()) for line in stream], daemon=True).start()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line.strip())
+
+    threading.Thread(target=read, daemon=True).start()
     return lines
 
 
