@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     read_commands.add_show(commands)
     read_commands.add_summary(commands)
     read_commands.add_validate(commands)
+    read_commands.add_list(commands)
     export_commands.add_bundle(commands)
     export_commands.add_export(commands)
     export_commands.add_replay(commands)

@@ -123,6 +123,14 @@ def _find_in_mirror(spec: str, directory: Path) -> Path:
     return matches[0]
 
 
+def runs_newest_first(directory: Path) -> list[Path]:
+    """The runs of the mirror `directory`, the one that started last first (as `last` picks it;
+    each file's first record read, for runs of one second and files named otherwise)."""
+    runs = [run for run in directory.glob("*.jsonl") if run.is_file()] if directory.is_dir() else []
+    started = {run: _start_ns(run, _named_start_ns(run)) for run in runs}
+    return sorted(runs, key=lambda run: (started[run], run.name), reverse=True)
+
+
 def _started_last(runs: list[Path]) -> Path:
     """The run that started last: by the start time its name begins with; runs of that second,
     and files named otherwise, by their first record's time (else their modification time).
