@@ -327,6 +327,26 @@ def test_a_partial_last_line_loses_nothing_before_it(tmp_path: Path, capsys: Cap
     assert json.loads(out)["status"] == "incomplete"
 
 
+def test_validate_json_says_where_which_invariant_and_what(tmp_path: Path, capsys: Capture) -> None:
+    records = [json.loads(line) for line in (RUNS / "wink-0.27-codex-rich.jsonl").read_text().splitlines()]
+    entries = [index for index, record in enumerate(records) if record["event"] == "transcript.entry"]
+    records[entries[2]]["context"]["sequence_number"] = records[entries[1]]["context"]["sequence_number"]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(json.dumps(record) + "\n" for record in records))
+    status, out, _ = cli(capsys, "validate", str(broken), "--json")
+    verdict = json.loads(out)
+    assert status == 1
+    assert (verdict["run"], verdict["records"], verdict["ok"]) == (str(broken), len(records), False)
+    problem = verdict["problems"][0]  # the repeated number, then those that follow it
+    assert verdict["problems_total"] == len(verdict["problems"]) >= 1
+    assert problem["location"] == f"{broken}:{entries[2] + 1}"
+    assert (problem["invariant"], problem["invariant_name"]) == (2, "sequence monotonicity")
+    status, out, _ = cli(capsys, "validate", str(RUNS / "wink-0.27-codex-rich.jsonl"), "--json")
+    assert status == 0
+    assert json.loads(out)["ok"] is True
+    assert json.loads(out)["problems"] == []
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

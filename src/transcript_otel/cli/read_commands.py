@@ -336,6 +336,11 @@ def add_validate(commands: Any) -> None:
     validate.add_argument(
         "--max", type=number_at_least(0), default=200, help="print at most this many problems (default 200)"
     )
+    validate.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object (run, records, ok, problems: where, invariant, what), for scripts",
+    )
 
 
 def run_validate(args: argparse.Namespace, out: TextIO) -> int:
@@ -354,9 +359,36 @@ def run_validate(args: argparse.Namespace, out: TextIO) -> int:
                 yield item
 
         violations = check_invariants(located(), expected_adapter=args.adapter)
-    problems = [f"{warning.message} (not a record)" for warning in unreadable] + [str(v) for v in violations]
+    found: list[dict[str, Any]] = [
+        {"location": None, "invariant": None, "message": f"{warning.message} (not a record)"}
+        for warning in unreadable
+    ]
+    found += (
+        {
+            "location": v.location,
+            "invariant": v.invariant,
+            "invariant_name": v.invariant_name,
+            "message": v.message,
+        }
+        for v in violations
+    )
     if counted["records"] == 0:
-        problems.append(f"{source.path}: no records (a run has at least its transcript.start)")
+        found.append(
+            {
+                "location": str(source.path),
+                "invariant": None,
+                "message": "no records (a run has at least its transcript.start)",
+            }
+        )
+    if args.json:
+        verdict_of = {"run": str(source.path), "records": counted["records"], "ok": not found}
+        json.dump({**verdict_of, "problems": found[: args.max], "problems_total": len(found)}, out, indent=2)
+        out.write("\n")
+        return 1 if found else 0
+    problems = [
+        f"{problem['message']}" if problem["location"] is None else _problem_line(problem)
+        for problem in found
+    ]
     for problem in problems[: args.max]:
         out.write(problem + "\n")
     if len(problems) > args.max:
@@ -364,3 +396,10 @@ def run_validate(args: argparse.Namespace, out: TextIO) -> int:
     verdict = "ok" if not problems else f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
     print(f"{source.path}: {counted['records']} records: {verdict}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _problem_line(problem: dict[str, Any]) -> str:
+    if problem["invariant"] is None:
+        return f"{problem['location']}: {problem['message']}"
+    name = problem["invariant_name"]
+    return f"{problem['location']}: invariant {problem['invariant']} ({name}): {problem['message']}"
