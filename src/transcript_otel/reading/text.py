@@ -20,6 +20,7 @@ from transcript_otel.otel.attributes import (
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
 )
+from transcript_otel.reading.claude_system import system_words
 
 # The role each entry type plays, as the role-based transcript seed names them.
 ROLES: Final = {
@@ -277,6 +278,10 @@ def _system_words(detail: Mapping[str, Any]) -> str | None:
     """The words of a system event, else its fields in short JSON (a session's model and
     tools, a run's metadata); None where only the raw notification would be left."""
     entry = _mapping(detail, "sdk_entry")
+    if entry.get("type") == "system":
+        claude_said = system_words(entry)
+        if claude_said:
+            return claude_said
     item = _mapping(_mapping(detail, "notification"), "item")
     said = _mapping(entry, "message").get("content")  # the CLI's own words (an API error's text)
     for value in (detail.get("text"), entry.get("summary"), entry.get("content"), item.get("text"), said):
