@@ -122,6 +122,15 @@ def test_show_uses_a_symbol_per_role_and_prefixes_subagents(capsys: Capture) -> 
     assert "] ⚙️ UNKNOWN\n(unreadable: Invalid JSON)" in out
 
 
+def test_show_ends_a_failed_run_with_failed_and_a_good_one_with_stopped(capsys: Capture) -> None:
+    _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-failed.jsonl"))
+    assert out.rstrip().splitlines()[-1].startswith("── failed · 3 entries · ")
+    _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-failed.jsonl"), "--type", "user_message")
+    assert out.rstrip().splitlines()[-1].startswith("── failed · ")  # the error is not shown, still counts
+    _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-rich.jsonl"))
+    assert out.rstrip().splitlines()[-1].startswith("── stopped · 18 entries · ")
+
+
 def test_show_labels_a_chat_system_prompt_and_usage(capsys: Capture) -> None:
     _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.24-openai-tool.jsonl"))
     assert "] ⚙️ SYSTEM\n## 1. Task (task)" in out

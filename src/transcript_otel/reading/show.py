@@ -97,16 +97,19 @@ class ShowWriter:
     shown: int = 0
     malformed: int = 0
     _tool_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    _errors: int = 0  # the run's `error` entries so far, shown or not: its end says `failed`
 
     def write(self, record: Mapping[str, Any]) -> None:
         event = record.get("event")
         context = record.get("context")
         context = context if isinstance(context, Mapping) else {}
         if event == TranscriptEvent.START.value:
+            self._errors = 0
             self._banner(f"{context.get('prompt_name', '?')} · {context.get('adapter', '?')}", record)
         elif event == TranscriptEvent.STOP.value:
             total = context.get("total_entries")
-            self._banner(f"stopped · {total} entries", record)
+            ended = "failed" if self._errors else "stopped"
+            self._banner(f"{ended} · {total} entries", record)
         elif event == TranscriptEvent.ERROR.value:
             message = visible(str(context.get("message", record.get("message"))))
             self._line(self._paint("failed", f"⚠ transcript.error: {message}"))
@@ -118,6 +121,7 @@ class ShowWriter:
                 self._line(self._paint("failed", f"⚠ {visible(str(exc))}"))
                 self._line("")
                 return
+            self._errors += entry.entry_type == "error"
             if self.only.accepts(entry):
                 self.entry(entry)
 
