@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,12 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from transcript_otel.model.span_records import span_fields
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
-from transcript_otel.sessions.recorded_spans import RecordedSpan, RecordingTracer, recording_tracer
+from transcript_otel.sessions.recorded_spans import (
+    RecordedSpan,
+    RecordingTracer,
+    recording_tracer,
+    span_limits,
+)
 
 from session_fixtures import SESSIONS
 
@@ -170,3 +176,53 @@ def test_attributes_are_kept_as_the_sdks_span_keeps_them(
         span.set_attributes(dict(then))  # type: ignore[arg-type]
         records.append(json.dumps(_fields(span), default=repr))  # in order
     assert records[0] == records[1]
+
+
+LIMIT_VARIABLES = (
+    "OTEL_SPAN_LINK_COUNT_LIMIT",
+    "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_EVENT_COUNT_LIMIT",
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([None, "", " 7 ", "0", "3", "200", "x", "-1"]), min_size=8, max_size=8),
+    max_events=st.sampled_from([None, 0, 5]),
+)
+@example(values=[None] * 8, max_events=None)
+def test_our_span_limits_are_the_sdks_under_any_environment(
+    values: list[str | None], max_events: int | None
+) -> None:
+    """Without the SDK (a core install), `span_limits()` reads the environment as `SpanLimits()`
+    does: the same limits, or the same error for a bad value."""
+    with pytest.MonkeyPatch.context() as patch:
+        for variable, value in zip(LIMIT_VARIABLES, values, strict=True):
+            if value is None:
+                patch.delenv(variable, raising=False)
+            else:
+                patch.setenv(variable, value)
+        assert _limits_or_error(lambda: span_limits(max_events)._asdict()) == _limits_or_error(
+            lambda: {name: getattr(SpanLimits(max_events=max_events), name) for name in SPAN_LIMIT_NAMES}
+        )
+
+
+SPAN_LIMIT_NAMES = (
+    "max_events",
+    "max_span_attributes",
+    "max_event_attributes",
+    "max_attribute_length",
+    "max_span_attribute_length",
+)
+
+
+def _limits_or_error(read: Callable[[], dict[str, int | None]]) -> dict[str, int | None] | str:
+    try:
+        return read()
+    except ValueError as exc:
+        return str(exc)

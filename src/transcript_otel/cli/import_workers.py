@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
     from multiprocessing.context import BaseContext
 
-# Imported before workers are forked: what a worker's first import would load (the SDK's
-# tracing, for the resource and the limits, is loaded on first use).
-_WHAT_AN_IMPORT_LOADS: Final = ("transcript_otel.sessions.importer", "opentelemetry.sdk.trace")
+# Imported before workers are forked: what a worker's first import would load (no SDK: an
+# import records its spans without it, and a core install has none).
+_WHAT_AN_IMPORT_LOADS: Final = ("transcript_otel.sessions.importer",)
 _WORKER_DIED: Final = "not imported: a worker process died (killed? out of memory?), stopping the others"
 # What stops an import as Ctrl-C does: systemd stops a service with SIGTERM, a closed terminal
 # sends SIGHUP. The parent stops its workers with SIGINT (`_interrupt_workers`).

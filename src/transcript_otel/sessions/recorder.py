@@ -9,13 +9,12 @@ lines as they are appended (`watch`).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -30,11 +29,8 @@ from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.sessions.files import SessionKind
 from transcript_otel.sessions.forks import claude_fork
-from transcript_otel.sessions.recorded_spans import recording_tracer
+from transcript_otel.sessions.recorded_spans import PlainResource, recording_tracer
 from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded
-
-if TYPE_CHECKING:
-    from opentelemetry.sdk.resources import Resource
 
 # Run ids of recorded sessions: uuid5 of this namespace and `{kind}:{session id}[:{offset}]`.
 _RUN_NAMESPACE: Final = uuid.UUID("8f3a7f4e-2b1c-5d6e-9a0b-1c2d3e4f5a6b")
@@ -68,10 +64,6 @@ def _in_a_turn(said: SessionLine) -> bool:
     """A line of the main agent that tells of a turn: one opens or ends, or its model or tools
     act in it (not the harness's own notes, which may come between turns)."""
     return said.opens_turn or said.ends_turn or any(entry.entry_type in _IN_A_TURN for entry in said.entries)
-
-
-# What `Resource.create` reads besides the service name.
-_RESOURCE_VARIABLES: Final = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS")
 
 
 class SessionMapping(Protocol):
@@ -312,33 +304,29 @@ class SessionRecorder:
 
 def derived_id_tracer(run_id: str, prompt_name: str) -> trace.Tracer:
     """A tracer whose spans record (for their `transcript.span` records) under ids derived from
-    `run_id`, in the order they open: the same spans at every import."""
-    from opentelemetry.sdk.trace.id_generator import IdGenerator
-
-    class DerivedIds(IdGenerator):
-        def __init__(self) -> None:
-            self._count = 0
-
-        def generate_span_id(self) -> int:
-            self._count += 1
-            return _derived(f"{run_id}:span:{self._count}", 8)
-
-        def generate_trace_id(self) -> int:
-            return _derived(f"{run_id}:trace", 16)
-
-    # As a live run names its service: OTEL_SERVICE_NAME, else the run's name.
+    `run_id`, in the order they open: the same spans at every import. No SDK needed."""
+    # As a live run names its service: OTEL_SERVICE_NAME, else the run's name. (A record keeps
+    # the resource's service.name only: what `Resource.create` would add is not read.)
     service = os.environ.get("OTEL_SERVICE_NAME") or prompt_name
-    detected = _resource(service, *(os.environ.get(name) for name in _RESOURCE_VARIABLES))
-    return recording_tracer(DerivedIds(), detected, _TRACER_NAME)
+    return recording_tracer(_DerivedIds(run_id), PlainResource({_SERVICE_NAME: service}), _TRACER_NAME)
 
 
-@functools.lru_cache(maxsize=8)
-def _resource(service: str, *variables: str | None) -> Resource:
-    """The resource of `service`'s spans, made once for the values of `_RESOURCE_VARIABLES`:
-    `Resource.create` runs its detectors on a thread pool, 0.7 ms an import."""
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+_SERVICE_NAME: Final = "service.name"
 
-    return Resource.create({SERVICE_NAME: service})
+
+class _DerivedIds:
+    """The ids of a run's spans, derived from its run id and the order they open."""
+
+    def __init__(self, run_id: str) -> None:
+        self._run_id = run_id
+        self._count = 0
+
+    def generate_span_id(self) -> int:
+        self._count += 1
+        return _derived(f"{self._run_id}:span:{self._count}", 8)
+
+    def generate_trace_id(self) -> int:
+        return _derived(f"{self._run_id}:trace", 16)
 
 
 def _derived(identity: str, size: int) -> int:
