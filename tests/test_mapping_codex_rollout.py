@@ -11,6 +11,7 @@ import json
 import shlex
 from collections import Counter
 from datetime import UTC
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -946,3 +947,23 @@ def test_times_are_read_alike_in_any_order(values: list[str]) -> None:
 
     for value in values:
         assert session_lines.timestamp_ns(value) == session_lines._parsed(value)
+
+
+def test_a_dynamic_tool_call_of_a_weakincentives_rollout_is_a_tool_call_with_its_result(
+    tmp_path: Path,
+) -> None:
+    """Codex 0.171 under weakincentives' app-server adapter writes its bridged tools as
+    `DynamicToolCall` items (recorded: tests/fixtures/codex/wink-rollouts/): they were `unknown`."""
+    from transcript_otel.cli import main
+    from transcript_otel.reading.reconstruct import read_records
+
+    (rollout,) = (Path(__file__).parent / "fixtures" / "codex" / "wink-rollouts").glob("rollout-*.jsonl")
+    assert main(["import", str(rollout), "--jsonl-dir", str(tmp_path)]) == 0
+    (run,) = tmp_path.glob("*.jsonl")
+    entries = [r["context"] for r in read_records(run) if r["event"] == "transcript.entry"]
+    assert [e for e in entries if e["entry_type"] == "unknown"] == []
+    echo = [e for e in entries if e["detail"].get("tool_name") == "echo"]
+    assert [e["entry_type"] for e in echo] == ["tool_use", "tool_result"]
+    call, result = echo
+    assert call["detail"]["tool_use_id"] == result["detail"]["tool_use_id"] == "call_demo_echo"
+    assert (result["detail"]["text"], result["detail"]["is_error"]) == ("hi", False)

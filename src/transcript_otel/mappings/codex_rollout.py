@@ -30,7 +30,8 @@ result (not the `*_output` item, unless no typed item answers that call), `token
   names them: `codex:command`, `codex:file_change`, `codex:web_search`, MCP `server:tool`;
   code mode's script (`custom_tool_call` `exec`, which `codex exec` does not print) is
   `codex:code_mode`, the commands it runs typed items of their own (below);
-* `item_completed` `CommandExecution`, `FileChange`, `McpToolCall`, `WebSearch` →
+* `item_completed` `CommandExecution`, `FileChange`, `McpToolCall`, `WebSearch`,
+  `DynamicToolCall` (a tool the client offers, as weakincentives' app-server adapter does) →
   `tool_result` `{tool_use_id, tool_name, is_error, text, item}` (after a `tool_use` when the
   history showed no call); `*_output` → `tool_result` for a call no typed item answered (the
   first of the two wins; Codex writes the typed item first; a command's output that says
@@ -82,6 +83,7 @@ _TYPED_TOOLS: Final = {
     "WebSearch": "codex:web_search",
     "McpToolCall": None,  # named after the MCP tool
     "CollabAgentToolCall": None,  # named after the call it answers (`wait_agent`)
+    "DynamicToolCall": None,  # a tool the client offers (weakincentives' bridged tools): its own name
 }
 # Typed items the history already holds (the message, the reasoning, the compaction output).
 _TYPED_ELSEWHERE: Final = frozenset({"AgentMessage", "Reasoning", "ContextCompaction"})
@@ -189,7 +191,11 @@ def _typed_output(item: dict[str, Any]) -> str:
     output = item.get("aggregated_output")
     if isinstance(output, str):
         return output
-    texts = _texts(_path(item, "result", "content")) or _texts(_path(item, "error", "message"))
+    texts = (
+        _texts(_path(item, "result", "content"))
+        or _texts(item.get("content_items"))  # a dynamic tool's answer
+        or _texts(_path(item, "error", "message"))
+    )
     if texts:
         return "\n".join(texts)
     return "".join(part for part in (item.get("stdout"), item.get("stderr")) if isinstance(part, str))
@@ -391,6 +397,8 @@ class CodexRolloutMapper:
         server, tool = _text(item.get("server")), _text(item.get("tool"))
         if kind == "CollabAgentToolCall":  # named as the model called it (`wait_agent`), else as exec
             name = self._calls.get(call_id or "") or f"codex:{tool or 'collab'}"
+        elif kind == "DynamicToolCall":
+            name = self._calls.get(call_id or "") or tool or "codex:dynamic_tool"
         else:
             name = _TYPED_TOOLS[kind] or (f"{server}:{tool}" if server and tool else "codex:mcp")
         entries: _Entries = []
@@ -402,7 +410,12 @@ class CodexRolloutMapper:
         if call_id is not None:
             self._calls.pop(call_id, None)
             _remember(self._answered, call_id, None)
-        failed = tool_failed(item) or bool(item.get("error")) or _path(item, "result", "isError") is True
+        failed = (
+            tool_failed(item)
+            or bool(item.get("error"))
+            or _path(item, "result", "isError") is True
+            or item.get("success") is False
+        )
         result = _tool(
             EntryType.TOOL_RESULT, call_id, name, is_error=failed, text=_typed_output(item), item=item
         )
