@@ -1237,3 +1237,21 @@ def test_images_in_tool_results_are_neither_kept_nor_sent() -> None:
     responses = [p["response"] for m in messages for p in m["parts"] if p["type"] == "tool_call_response"]
     assert responses
     assert all(response == [{"type": "image"}] for response in responses)
+
+
+def test_an_agent_description_is_made_into_attributes_once_until_it_changes() -> None:
+    """The root and each main turn end with the same instructions and tool definitions: made once
+    (a CLI's init message offers two dozen tools, each query; work counted, not timed)."""
+    from transcript_otel.instrumentation.span_tree.span_content import AgentDescription
+
+    tools = tuple({"name": f"tool_{n}", "description": "does a thing"} for n in range(24))
+    description = AgentDescription("be brief", tools)
+    run_rules = rules()
+    first = description.attributes(run_rules)
+    assert json.loads(first["gen_ai.tool.definitions"])[0]["name"] == "tool_0"
+    assert description.attributes(run_rules) is first
+    description.tool_definitions = tools[:1]  # the harness told it again, otherwise
+    again = description.attributes(run_rules)
+    assert again is not first
+    assert [tool["name"] for tool in json.loads(again["gen_ai.tool.definitions"])] == ["tool_0"]
+    assert description.attributes(rules(max_length=100)) is not again  # other rules: made for them

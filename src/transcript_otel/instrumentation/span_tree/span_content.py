@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from transcript_otel.genai.chat_content import ChatContent
@@ -68,6 +68,21 @@ class AgentDescription:
 
     system_instructions: str | None = None
     tool_definitions: Sequence[Mapping[str, Any]] | None = None
+    # The attributes last made, and of which instructions, definitions and rules (by identity).
+    _said: tuple[tuple[object, ...], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    def attributes(self, rules: ContentRules) -> dict[str, Any]:
+        """`gen_ai.system_instructions` and `gen_ai.tool.definitions`, made once for the root and
+        every main turn that says the same (a CLI offers its two dozen tools at each)."""
+        said_of = (self.system_instructions, self.tool_definitions, rules)
+        if self._said is not None and all(a is b for a, b in zip(self._said[0], said_of, strict=True)):
+            return self._said[1]
+        said = {
+            **system_instructions_attributes(self.system_instructions, rules),
+            **tool_definitions_attributes(self.tool_definitions, rules),
+        }
+        self._said = (said_of, said)
+        return said
 
 
 def content_rules(pipeline: TranscriptPipeline, spans_recorded: bool) -> ContentRules | None:
@@ -103,8 +118,7 @@ def span_content(
     else:
         found = content.attributes(rules)
     if description is not None:
-        found.update(system_instructions_attributes(description.system_instructions, rules))
-        found.update(tool_definitions_attributes(description.tool_definitions, rules))
+        found.update(description.attributes(rules))
     return found
 
 
