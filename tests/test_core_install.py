@@ -9,8 +9,12 @@ tests/test_packaging.py runs every command from the built wheel installed withou
 
 from __future__ import annotations
 
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +90,102 @@ def test_import_without_the_sdk_writes_the_mirror_the_sdk_gives(limits: bool, tm
     assert len(mirror) >= len(SCENARIOS)
     assert all(b'"event":"transcript.span"' in run for run in mirror.values())
     assert mirror == _mirror(tmp_path / "with")
+
+
+SENDING_NEEDS_THE_SDK = (
+    "transcript-otel import: sending runs to an OTLP endpoint (--endpoint, OTEL_EXPORTER_OTLP_ENDPOINT) "
+    "needs the OpenTelemetry SDK and OTLP exporters, which the core install leaves out: "
+    "pip install 'transcript-otel[otlp]'"
+)
+
+
+@pytest.mark.parametrize("how", ["--endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT"])
+def test_import_that_would_send_without_the_sdk_says_which_extra_it_needs(how: str, tmp_path: Path) -> None:
+    """One line, exit 2, nothing imported: sending needs the SDK's exporters."""
+    endpoint = "http://127.0.0.1:9"
+    argv = ["import", str(SCENARIOS[0]), "--jsonl-dir", str(tmp_path / "mirror")]
+    given = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint} if how != "--endpoint" else {}
+    done = cli(
+        argv + (["--endpoint", endpoint] if how == "--endpoint" else []), tmp_path, sdk=False, variables=given
+    )
+    assert (done.returncode, done.stderr.splitlines(), done.stdout) == (2, [SENDING_NEEDS_THE_SDK], "")
+    assert not (tmp_path / "mirror").exists()
+
+
+def test_import_with_a_sampler_but_no_sdk_says_every_span_is_recorded(tmp_path: Path) -> None:
+    variables = {"OTEL_TRACES_SAMPLER": "always_off"}
+    argv = ["import", str(CODEX / "subagent"), "--jsonl-dir", str(tmp_path / "mirror")]
+    done = cli(argv, tmp_path, sdk=False, variables=variables)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        "transcript-otel import: OTEL_TRACES_SAMPLER needs the OpenTelemetry SDK, which the core install "
+        "leaves out: every span is recorded (pip install 'transcript-otel[otlp]')"
+    )
+    assert all(b'"event":"transcript.span"' in run for run in _mirror(tmp_path / "mirror").values())
+
+
+# -- watch -------------------------------------------------------------------------------------------
+
+CODEX_SESSION = next((CODEX / "subagent").rglob("rollout-*.jsonl"))
+# What differs from one watch to the next: random ids, times, the run id (from the watch's start).
+_VARYING = re.compile(
+    rb'"(trace_id|span_id|parent_span_id|run_id|transcript\.run_id)":"[0-9a-f]+"|"timestamp":"[^"]*"|\d{16,}'
+)
+
+
+def _watch(tmp_path: Path, *, sdk: bool, endpoint: str | None = None) -> tuple[list[str], list[bytes]]:
+    """A watch of a folder a Codex session is copied into, stopped by SIGTERM once the session's
+    run ended (idle): what it said on stderr, and its run with what varies from watch to watch
+    taken out."""
+    folder, mirror = tmp_path / "sessions", tmp_path / "mirror"
+    folder.mkdir(parents=True)
+    code = ("" if sdk else WITHOUT_THE_SDK) + "import sys\nfrom transcript_otel.cli import main\n"
+    argv = ["watch", str(folder), "--jsonl-dir", str(mirror), "--state", str(tmp_path / "w.json")]
+    argv += ["--idle", "1"] + (["--endpoint", endpoint] if endpoint else [])
+    watch = subprocess.Popen(
+        [sys.executable, "-c", f"{code}sys.exit(main({argv!r}))"],
+        env=subprocess_env(XDG_STATE_HOME=str(tmp_path / "state")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watch.stdout is not None
+        assert "following" in watch.stdout.readline()
+        shutil.copy(CODEX_SESSION, folder / CODEX_SESSION.name)
+        deadline = time.monotonic() + 60
+        while not any(b'"event":"transcript.stop"' in run for run in _runs(mirror)):
+            assert time.monotonic() < deadline, "the session's run did not end in the mirror"
+            time.sleep(0.1)
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        _, said = watch.communicate(timeout=60)
+    assert watch.returncode == 0, said
+    (run,) = _runs(mirror)
+    return said.splitlines(), [_VARYING.sub(b"", line) for line in run.splitlines()]
+
+
+def _runs(mirror: Path) -> list[bytes]:
+    return [path.read_bytes() for path in sorted(mirror.glob("*.jsonl"))] if mirror.is_dir() else []
+
+
+def test_watch_without_the_sdk_writes_the_run_a_watch_with_it_writes(tmp_path: Path) -> None:
+    """The same records, spans too (only ids, times and the run id differ from watch to watch),
+    and not a word about the SDK when nothing is to be exported."""
+    said, run = _watch(tmp_path / "without", sdk=False)
+    assert not [line for line in said if "SDK" in line or "OTLP" in line]
+    assert sum(b'"event":"transcript.span"' in line for line in run) >= 2
+    _, with_sdk = _watch(tmp_path / "with", sdk=True)
+    assert run == with_sdk
+
+
+def test_watch_to_an_endpoint_without_the_sdk_says_which_extra_it_needs_and_fills_the_mirror(
+    tmp_path: Path,
+) -> None:
+    said, run = _watch(tmp_path, sdk=False, endpoint="http://127.0.0.1:9")
+    assert [line for line in said if "SDK" in line] == [
+        "transcript-otel watch: exporting to an OTLP endpoint or the console needs the OpenTelemetry "
+        "SDK and OTLP exporters, which the core install leaves out: pip install 'transcript-otel[otlp]' "
+        "(the mirror gets the sessions)"
+    ]
+    assert sum(b'"event":"transcript.span"' in line for line in run) >= 2

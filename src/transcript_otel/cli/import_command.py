@@ -29,6 +29,7 @@ from transcript_otel.instrumentation.cli_logs import (
 from transcript_otel.reading.text import visible, visible_name
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.formats import Format, not_a_session
+from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk, sdk_installed
 from transcript_otel.sinks.jsonl_files import default_directory
 
 _DESCRIPTION: Final = (
@@ -36,7 +37,8 @@ _DESCRIPTION: Final = (
     "becomes one run in the local JSONL mirror, with the times, tokens and models the files "
     "recorded, subagents as their own sources and spans, and ids derived from the session, so "
     "importing again replaces the run instead of adding a second. When an OTLP endpoint is set "
-    "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it. "
+    "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it "
+    "(that needs the [otlp] extra: without it nothing is imported, exit 2). "
     "Sessions are imported --jobs at a time in worker processes, and said in the order found. "
     "What a file holds is told by its first lines, not its name: below a directory every *.jsonl "
     "file is looked at, and one that is no session log (a saved stdout, a mirror's run) is skipped, "
@@ -46,6 +48,15 @@ _DESCRIPTION: Final = (
     "(exit 130, or 128 + the signal)."
 )
 _WIDTH: Final = 88
+_SENDING_NEEDS_THE_SDK: Final = (
+    "transcript-otel import: sending runs to an OTLP endpoint (--endpoint, OTEL_EXPORTER_OTLP_ENDPOINT) "
+    "needs the OpenTelemetry SDK and OTLP exporters, which the core install leaves out: "
+    "pip install 'transcript-otel[otlp]'"
+)
+_SAMPLER_NEEDS_THE_SDK: Final = (
+    "transcript-otel import: OTEL_TRACES_SAMPLER needs the OpenTelemetry SDK, which the core install "
+    "leaves out: every span is recorded (pip install 'transcript-otel[otlp]')"
+)
 _EPILOG: Final = """examples:
   transcript-otel import --claude-code --codex
   transcript-otel import ~/.claude/projects/-home-me-repo/0b6f...jsonl
@@ -118,6 +129,11 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     sends = args.endpoint is not None or bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     )
+    if sends and not sdk_installed():  # a core install: said before anything is imported
+        print(_SENDING_NEEDS_THE_SDK, file=sys.stderr)
+        return 2
+    if sampler_needs_the_sdk():
+        print(_SAMPLER_NEEDS_THE_SDK, file=sys.stderr)
     refused: dict[Path, Format] = {}
     sessions = list(find_sessions(paths, refused=refused))
     for path, what in refused.items():  # below a folder; a file named on its own raised
