@@ -52,7 +52,7 @@ ERROR_TYPE: Final = "error.type"
 # A tool span the turn's or run's end closed, its result never seen.
 TOOL_RESULT_MISSING: Final = "transcript.tool.result_missing"
 
-# GenAI content (`_genai_content`): JSON strings in the semantic conventions' shapes (v1.41), on
+# GenAI content (`genai/`): JSON strings in the semantic conventions' shapes (v1.41), on
 # chat, agent and tool spans when the content policy keeps everything.
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"

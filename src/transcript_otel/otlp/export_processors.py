@@ -4,7 +4,7 @@
 What each makes of a loss:
 
 * a log record that does not fit in the queue: its emitting thread is told
-  (`_export_drops`), and the OTel log sink turns that into a `transcript.error` record;
+  (`otel/export_drops.py`), and the OTel log sink turns that into a `transcript.error` record;
   the records of a batch the backend did not take are reported to their runs'
   pipelines, which write one `transcript.error` per run and batch
   (`failed_export_records`: how many) while the run is still held by its emitter and the

@@ -12,7 +12,7 @@ replace them (`export_processors`), keeps the same batching on one daemon thread
   `export_sizes`);
 * while the backend takes batches, only slower than records come, a record that
   does not fit waits for room (up to `BACKPRESSURE_WAIT_S`), on the pipeline's
-  writer thread only (`_export_drops.may_wait`), never an agent's: the backend sets
+  writer thread only (`export_drops.let_this_thread_wait`), never an agent's: the backend sets
   the pace;
 * when the backend fails or stalls, a record that does not fit is dropped and
   counted in `dropped`, and the processor makes the drop known (`_dropped_one`).

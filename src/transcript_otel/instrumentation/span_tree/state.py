@@ -1,6 +1,6 @@
 """The state an `AgentRun` shares between its parts, declared once.
 
-Each part of `AgentRun` (a mixin in a `_run_*` module) derives from `RunState`, where the
+Each part of `AgentRun` (a mixin in a module of `span_tree/`) derives from `RunState`, where the
 attributes they read and write are declared with their types (`AgentRun.__init__` sets
 them), and which runs their deferred actions on the writer and reports what fails there.
 """
