@@ -1,5 +1,6 @@
 """The distributions a packager gets: built, checked as an index checks them, and the wheel
-installed without extras into a fresh venv, where the CLI reads a recorded run (issue 48, item 5).
+installed without extras into a fresh venv (issue 48, item 5), where every command of the CLI
+runs on a recorded run and a session directory, or says in one line what to install (item 3).
 
 Builds with `python -m build` (the `test` dependency group has it and twine); the build
 backend and the wheel's dependencies come from PyPI, as for any user.
@@ -7,15 +8,19 @@ backend and the wheel's dependencies come from PyPI, as for any user.
 
 from __future__ import annotations
 
+import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from loopback import subprocess_env
+from session_fixtures import CLAUDE, CODEX
 
 pytestmark = pytest.mark.packaging
 
@@ -25,18 +30,24 @@ RUN = REPO / "tests" / "fixtures" / "runs" / "claude-sdk-parallel-subagents.json
 NOT_SHIPPED = ("tests/", ".ci/", "benchmarks/", "examples/")
 
 
-def _run(command: list[str], cwd: Path, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: list[str], cwd: Path, timeout_s: float = 120, status: int = 0
+) -> subprocess.CompletedProcess[str]:
     completed = subprocess.run(
         command,
         cwd=cwd,
-        env=subprocess_env(XDG_STATE_HOME=str(cwd / "state"), PIP_DISABLE_PIP_VERSION_CHECK="1"),
+        env=_env(cwd),
         capture_output=True,
         text=True,
         timeout=timeout_s,
         check=False,
     )
-    assert completed.returncode == 0, f"{command}: exit {completed.returncode}\n{completed.stderr}"
+    assert completed.returncode == status, f"{command}: exit {completed.returncode}\n{completed.stderr}"
     return completed
+
+
+def _env(cwd: Path) -> dict[str, str]:
+    return subprocess_env(XDG_STATE_HOME=str(cwd / "state"), PIP_DISABLE_PIP_VERSION_CHECK="1")
 
 
 @pytest.fixture(scope="module")
@@ -82,25 +93,100 @@ def test_the_sdist_has_the_source_docs_and_license_and_no_tests(dist: Path) -> N
     assert not any("fixtures" in name for name in names)
 
 
-def test_the_wheel_without_extras_installs_and_reads_a_recorded_run(dist: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def core_install(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed without extras in a fresh venv: its `bin/`."""
     (wheel,) = dist.glob("*.whl")
-    venv = tmp_path / "venv"
+    home = tmp_path_factory.mktemp("core")
+    venv = home / "venv"
     # No pip of its own (the running pip installs into it) and no site-packages but its own.
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
-    _run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", str(wheel)],
-        tmp_path,
-    )
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], home)
+    _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", str(wheel)], home)
+    return venv / "bin"
+
+
+def test_the_wheel_without_extras_installs_and_reads_a_recorded_run(
+    core_install: Path, tmp_path: Path
+) -> None:
     # The core install has no OTel SDK: reading a run must not need it.
     _run(
         [
-            str(venv / "bin" / "python"),
+            str(core_install / "python"),
             "-c",
             "import importlib.util as u; assert not u.find_spec('opentelemetry.sdk')",
         ],
         tmp_path,
     )
-    version = _run([str(venv / "bin" / "transcript-otel"), "--version"], tmp_path)
+    version = _run([str(core_install / "transcript-otel"), "--version"], tmp_path)
     assert version.stdout.startswith("transcript-otel ")
-    summary = _run([str(venv / "bin" / "transcript-otel"), "summary", str(RUN)], tmp_path)
+    summary = _run([str(core_install / "transcript-otel"), "summary", str(RUN)], tmp_path)
     assert "completed" in summary.stdout
+
+
+def test_every_command_works_on_the_core_install_or_says_what_to_install(
+    core_install: Path, tmp_path: Path
+) -> None:
+    """Without the SDK: the reading commands, the exports, `import` of a session directory and
+    `watch` of a folder (both writing spans to the mirror), `run`; `replay` says the one line."""
+    cli = [str(core_install / "transcript-otel")]
+    run = str(RUN)
+    assert _run([*cli, "show", run], tmp_path).stdout
+    assert "completed" in _run([*cli, "summary", run], tmp_path).stdout
+    assert _run([*cli, "validate", run], tmp_path).stderr.endswith(" records: ok\n")
+    for form, name in (
+        ("markdown", "run.md"),
+        ("html", "run.html"),
+        ("devflow", "run.json"),
+        ("jsonl", "run.jsonl"),
+    ):
+        _run([*cli, "export", run, "--format", form, "-o", str(tmp_path / name)], tmp_path)
+        assert (tmp_path / name).stat().st_size > 0
+    _run([*cli, "bundle", run, "-o", str(tmp_path / "run.zip")], tmp_path)
+    assert zipfile.is_zipfile(tmp_path / "run.zip")
+    replay = _run([*cli, "replay", run, "--endpoint", "http://127.0.0.1:9"], tmp_path, status=2)
+    assert replay.stderr.splitlines() == [
+        "transcript-otel replay: sending runs needs the OpenTelemetry SDK and OTLP exporters, "
+        "which the core install leaves out: pip install 'transcript-otel[otlp]'"
+    ]
+    # A session directory (a main session and its subagents' files), into a mirror of its own.
+    mirror = tmp_path / "mirror"
+    imported = _run(
+        [*cli, "import", str(CLAUDE / "parallel_subagents"), "--jsonl-dir", str(mirror)], tmp_path
+    )
+    assert " -> " in imported.stdout
+    (imported_run,) = mirror.glob("*.jsonl")
+    assert b'"event":"transcript.span"' in imported_run.read_bytes()
+    listed = _run([*cli, "list", "--jsonl-dir", str(mirror)], tmp_path)
+    assert imported_run.name in listed.stdout
+    assert "hi" in _run([*cli, "run", "--", "echo", "hi"], tmp_path).stdout
+    _watch(cli, tmp_path)
+
+
+def _watch(cli: list[str], tmp_path: Path) -> None:
+    """A watch of a folder a Codex session is copied into, stopped by SIGTERM once the session's
+    run is in the mirror, ended on idle."""
+    folder, mirror = tmp_path / "watched", tmp_path / "watch-mirror"
+    folder.mkdir()
+    command = [*cli, "watch", str(folder), "--jsonl-dir", str(mirror), "--state", str(tmp_path / "w.json")]
+    watch = subprocess.Popen(
+        [*command, "--idle", "1"],
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watch.stdout is not None
+        assert "following" in watch.stdout.readline()
+        session = next((CODEX / "subagent").rglob("rollout-*.jsonl"))
+        shutil.copy(session, folder / session.name)
+        deadline = time.monotonic() + 60
+        while not any(b'"event":"transcript.stop"' in path.read_bytes() for path in mirror.glob("*.jsonl")):
+            assert time.monotonic() < deadline, "the watch wrote no run"
+            time.sleep(0.1)
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        _, said = watch.communicate(timeout=60)
+    assert watch.returncode == 0, said
+    (watched,) = mirror.glob("*.jsonl")
+    assert b'"event":"transcript.span"' in watched.read_bytes()
