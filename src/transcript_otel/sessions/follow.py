@@ -94,9 +94,7 @@ class SessionFollower:
         self._tracer = tracer
         self._pipeline = pipeline
         self._files = {
-            path: _OpenFile(
-                path, source, _counted(path, positions.get(path) or FilePosition(_inode(path), 0))
-            )
+            path: _OpenFile(path, source, _counted(path, _read_from(path, positions.get(path))))
             for path, source in session.sources()
         }
         self._recorder: SessionRecorder | None = None
@@ -128,9 +126,19 @@ class SessionFollower:
         """A subagent file that appeared after the session was first seen (`position`: where it
         was recorded to before it went away; absent: from its start)."""
         if path not in self._files:
-            self._files[path] = _OpenFile(
-                path, source, _counted(path, position or FilePosition(_inode(path), 0))
-            )
+            self._files[path] = _OpenFile(path, source, _counted(path, _read_from(path, position)))
+
+    def rewind(self, kept: dict[Path, FilePosition]) -> None:
+        """Back to where each file was last kept (`kept`; a file not there: its start), when what
+        was read after it could not be written (a full disk): the run ends, and the next poll
+        reads those lines again, into a run going on from what the runs before them counted."""
+        self.finish()
+        for path, file in self._files.items():
+            position = kept.get(path) or FilePosition(file.position.inode, 0, 0)
+            file.position = FilePosition(position.inode, position.offset, position.lines)
+            file.lines, file.skipping = 0, False
+        main = kept.get(self.session.path)
+        self._renew_mapper(main.carried if main is not None else None)
 
     def poll(self) -> int:
         """Record the complete lines the files gained; the number of lines."""
@@ -278,6 +286,14 @@ def _last_report(path: Path, before: int, marker: bytes | None) -> bytes | None:
             return last_line_holding(opened if opened.exists() else path, before, marker, MAX_RECORD_BYTES)
     except OSError:
         return None
+
+
+def _read_from(path: Path, kept: FilePosition | None) -> FilePosition:
+    """Where to read `path` from: a copy of `kept` (what is read moves it; the kept position
+    stays until those lines are written), or its start."""
+    if kept is None:
+        return FilePosition(_inode(path), 0)
+    return FilePosition(kept.inode, kept.offset, kept.lines)
 
 
 def _inode(path: Path) -> int:

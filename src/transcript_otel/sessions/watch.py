@@ -36,6 +36,7 @@ from transcript_otel.sessions.files import FileIdentity, SessionFiles, file_iden
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
+from transcript_otel.sinks.jsonl_write_failures import SINK_NAME as MIRROR
 
 POLL_S: Final = 0.25
 SLOW_POLL_S: Final = 5.0
@@ -263,6 +264,9 @@ class Watcher:
         self._refused: dict[Path, Format] = {}
         # Directories holding a file whose first line, which says whose it is, is not whole yet.
         self._unsettled_in: set[Path] = set()
+        # Sessions whose lines the mirror could not write: read again from their kept positions
+        # no sooner than this (`_rewind`).
+        self._rewound: dict[Path, float] = {}
         self._changes = KernelChanges.open() if kernel_changes else None
         self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
@@ -306,15 +310,44 @@ class Watcher:
             polled = self._changed_sessions(changed)
         if self.missing_roots:
             polled = list(dict.fromkeys([*polled, *self._discover(self._roots_appeared())]))
+        polled = [path for path in polled if self._rewound.get(path, now) <= now]
+        polled += [path for path, at in self._rewound.items() if at <= now and path not in polled]
         known = len(self._followers)
-        recorded = sum(self._poll(path, now) for path in polled)
+        failures = self._pipeline.sink_failures[MIRROR]
+        gained = {path: self._poll(path, now) for path in polled if path in self._followers}
+        recorded = sum(gained.values())
         self._end_idle_runs(now)
         if recorded or len(self._followers) < known:  # lines, or sessions forgotten
             # Written first, then the positions: a line is never left out; a crash in between
             # exports this round's lines again after the restart (a clean stop does not).
-            self._pipeline.flush(_WRITE_WAIT_S)
-            self._keep_positions()
+            written = self._pipeline.flush(_WRITE_WAIT_S)
+            if self._pipeline.sink_failures[MIRROR] != failures:
+                # The mirror could not write them (a full disk): read again, a while later.
+                self._rewind([path for path, count in gained.items() if count], now)
+            elif self._rewound:
+                for path in gained:
+                    self._rewound.pop(path, None)
+                if not self._rewound:
+                    _say("the mirror writes again: the lines it could not write are written")
+            if written:  # (else still queued: kept with the next round's)
+                self._keep_positions()
         return recorded
+
+    def _rewind(self, sessions: list[Path], now: float) -> None:
+        """The lines these sessions' followers read this round were not written: each goes back
+        to where its files were kept, to read them again in `SLOW_POLL_S` (said once until the
+        mirror writes again)."""
+        if not sessions:  # (only runs' ends were lost: nothing to read again)
+            return
+        if not self._rewound:
+            _say(
+                f"the mirror could not write the lines of {len(sessions)} session(s) (see the warning "
+                f"above): they are read again every {SLOW_POLL_S:g} s until it can"
+            )
+        for path in sessions:
+            self._followers[path].rewind(self.state.positions)
+            self._rewound[path] = now + SLOW_POLL_S
+        self._pipeline.flush(_WRITE_WAIT_S)  # the runs' ends, failing too: not counted in the next round
 
     def close(self) -> None:
         for follower in self._followers.values():
@@ -322,8 +355,10 @@ class Watcher:
         if self._changes is not None:
             self._changes.close()
             self._changes = None
+        failures = self._pipeline.sink_failures[MIRROR]
         self._pipeline.flush(_WRITE_WAIT_S)
-        self._keep_positions()
+        if self._pipeline.sink_failures[MIRROR] == failures:
+            self._keep_positions()  # (else the positions kept stay: read again at the next start)
 
     def _keep_positions(self) -> None:
         for follower in self._followers.values():
@@ -363,7 +398,7 @@ class Watcher:
         for path in follower.positions():
             self.state.forget(path)
             self._session_of_file.pop(path, None)
-        for table in (self._last_gain, self._polled, self._recent):
+        for table in (self._last_gain, self._polled, self._recent, self._rewound):
             table.pop(main, None)
 
     def _end_idle_runs(self, now: float) -> None:
