@@ -34,7 +34,7 @@ from transcript_otel.genai.content import (
     tool_definitions_attributes,
 )
 from transcript_otel.genai.fit import AttributeBuilder
-from transcript_otel.genai.pieces import KEEP_CHARS, compact_json
+from transcript_otel.genai.pieces import KEEP_CHARS, attribute_json
 from transcript_otel.genai.rules import ContentAttributes, ContentRules
 from transcript_otel.mappings.lines import select_adapter
 from transcript_otel.otel import attributes as attr
@@ -1046,11 +1046,11 @@ def test_details_of_any_shape_never_raise_and_stay_valid(entries: list[tuple[str
 @settings(max_examples=300, deadline=None)
 @given(st.lists(DETAILS, max_size=6), st.sampled_from([40, 300, 5000]))
 def test_what_fits_goes_out_as_the_json_of_the_whole_byte_for_byte(items: list[Any], limit: int) -> None:
-    """An array (or a value) whose JSON fits goes out as `compact_json` of it, uncut; what does
+    """An array (or a value) whose JSON fits goes out as `attribute_json` of it, uncut; what does
     not fit is cut to the limit or left out."""
     builder = AttributeBuilder(lambda text: text, limit, False)
     copied = [builder.value(item) for item in items]
-    whole = compact_json(copied)
+    whole = attribute_json(copied)
     builder.truncated = False  # what `value()` itself stopped short is not what is asked here
     fitted = builder.fit(copy.deepcopy(copied), "part", "start")  # a cut shortens in place
     if len(whole) <= limit:
@@ -1062,8 +1062,8 @@ def test_what_fits_goes_out_as_the_json_of_the_whole_byte_for_byte(items: list[A
     for item in copied:
         builder.truncated = False
         one = builder.fit_value(copy.deepcopy(item))
-        if len(compact_json(item)) <= limit:
-            assert one == compact_json(item)
+        if len(attribute_json(item)) <= limit:
+            assert one == attribute_json(item)
             assert not builder.truncated
         else:
             assert one is None or len(one) <= limit
@@ -1090,8 +1090,8 @@ def test_content_goes_out_as_the_stdlibs_compact_json_of_it(value: Any, with_flo
     the stdlib's, whatever the characters or the size of the integers."""
     builder = AttributeBuilder(lambda text: text, 10**9, False)
     copied = builder.value([value, 1.5e-05] if with_float else value)
-    assert builder.fit_value(copied) == compact_json(copied)
-    assert builder.fit([copied, copied], "part", None) == compact_json([copied, copied])
+    assert builder.fit_value(copied) == attribute_json(copied)
+    assert builder.fit([copied, copied], "part", None) == attribute_json([copied, copied])
 
 
 class Exploding(Mapping[str, Any]):

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, NamedTuple
 import orjson
 
 from transcript_otel.genai.lookup import value_at
-from transcript_otel.genai.pieces import compact_json
+from transcript_otel.genai.pieces import attribute_json
 from transcript_otel.records.serialize import safe_text
 from transcript_otel.records.truncate import truncate_plain
 
@@ -102,7 +102,7 @@ class AttributeBuilder:
             fitted = _fit_last_message(items[-1], self.limit)
             cut = True
         self.truncated = self.truncated or cut
-        return None if fitted is None else compact_json(fitted)
+        return None if fitted is None else attribute_json(fitted)
 
     def fit_value(self, value: Any) -> str | None:
         """One JSON value within the limit (its strings shortened), or None."""
@@ -111,10 +111,10 @@ class AttributeBuilder:
             return encoded
         fitted, cut = _fit_array([value], self.limit + 2, "value", None)  # `[` and `]` not counted
         self.truncated = self.truncated or cut
-        return None if fitted is None else compact_json(fitted[0])
+        return None if fitted is None else attribute_json(fitted[0])
 
     def _encode(self, value: Any) -> str:
-        """`compact_json(value)` of what this builder built (its copies, strings it made, literals).
+        """`attribute_json(value)` of what this builder built (its copies, strings it made, literals).
         orjson writes it in a third of the time, the same text but for floats (`1e-05` is
         `1e-5` to it), which only copies bring in; an integer beyond 64 bits it refuses."""
         if not self.floats:
@@ -122,7 +122,7 @@ class AttributeBuilder:
                 return orjson.dumps(value).decode()
             except TypeError:
                 pass
-        return compact_json(value)
+        return attribute_json(value)
 
 
 _Shape = Literal["message", "part", "definition", "value"]
@@ -139,7 +139,7 @@ class _Leaf(NamedTuple):
 
 def _encoded_length(text: str) -> int:
     """Characters of `text` in JSON, without its quotes (escapes count: `\\n` is 2, `\\u0001` 6)."""
-    return len(compact_json(text)) - 2
+    return len(attribute_json(text)) - 2
 
 
 def _leaf(container: Any, key: Any, text: str) -> _Leaf:
@@ -255,7 +255,7 @@ def _fit_array(items: list[Any], limit: int, shape: _Shape, drop: _Drop) -> tupl
     `(items, whether anything was cut)`, or `(None, True)`. Texts are shortened to `_TEXT_FLOOR`
     before whole items are left out (from `drop`'s end); then to nothing."""
     items = list(items)
-    encoded = [compact_json(item) for item in items]
+    encoded = [attribute_json(item) for item in items]
     if _array_length(encoded) <= limit:
         return items, False
     if not items:
@@ -276,7 +276,7 @@ def _fit_array(items: list[Any], limit: int, shape: _Shape, drop: _Drop) -> tupl
             _shorten(everything, excess, floor)
             if bare:  # the value was a string: its shortened copy is in its leaf's box
                 items = [everything[0].container[0]]
-            if len(compact_json(items)) <= limit:
+            if len(attribute_json(items)) <= limit:
                 return items, True
             return None, True  # cannot happen (see `_spare`); never return too much
     return None, True
@@ -288,9 +288,9 @@ def _fit_last_message(message: Any, limit: int) -> list[Any] | None:
     if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
         return None
     shell = {**message, "parts": []}
-    room = limit - len(compact_json([shell])) + 2  # its parts' JSON replaces the shell's `[]`
+    room = limit - len(attribute_json([shell])) + 2  # its parts' JSON replaces the shell's `[]`
     parts, _ = _fit_array(message["parts"], room, "part", "start") if room > 2 else (None, True)
     if not parts:
         return None
     fitted = [{**message, "parts": parts}]
-    return fitted if len(compact_json(fitted)) <= limit else None
+    return fitted if len(attribute_json(fitted)) <= limit else None

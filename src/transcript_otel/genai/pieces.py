@@ -326,7 +326,7 @@ def _bounded(piece: Piece, keep_chars: int) -> Piece:
     if value is not None and not isinstance(value, str) and _size_of(value) > room:
         # Too large a structure to keep by reference (an image's base64 inside a result): the
         # start of its JSON, a copy, so the structure itself is not kept alive.
-        value = _cut(compact_json(value), room)
+        value = _cut(attribute_json(value), room)
     return piece._replace(texts=texts, value=value, size=min(piece.size, room))
 
 
@@ -349,6 +349,6 @@ class KeepBudget:
         return piece
 
 
-def compact_json(value: Any) -> str:
+def attribute_json(value: Any) -> str:
     """The compact JSON everything goes out as (and a structure too large to keep is kept as)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -38,7 +38,7 @@ _RESULT_ROLES: Final = frozenset({"tool", "function"})
 _MAX_REMEMBERED_CALLS: Final = 10_000
 
 
-def text_of(content: Any) -> str | None:
+def content_text(content: Any) -> str | None:
     """The text of a message's content: a string, or the text parts of a list joined."""
     if isinstance(content, str):
         return content
@@ -87,7 +87,7 @@ class ChatMapper:
         raw = RawJson(message)
         role = message.get("role") if isinstance(message.get("role"), str) else None
         detail: dict[str, Any] = {"message": message}
-        text = text_of(message.get("content"))
+        text = content_text(message.get("content"))
         if text is not None:
             detail["text"] = text
         if role in _PROMPT_ROLES:
