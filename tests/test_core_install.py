@@ -189,3 +189,42 @@ def test_watch_to_an_endpoint_without_the_sdk_says_which_extra_it_needs_and_fill
         "(the mirror gets the sessions)"
     ]
     assert sum(b'"event":"transcript.span"' in line for line in run) >= 2
+
+
+# -- run ---------------------------------------------------------------------------------------------
+
+
+def _run_echo(
+    tmp_path: Path, *, sdk: bool, variables: dict[str, str] | None = None
+) -> tuple[str, list[bytes]]:
+    """`transcript-otel run -- echo hi`: what it said on stderr, and its run (as `_watch`)."""
+    mirror = tmp_path / "mirror"
+    tmp_path.mkdir(exist_ok=True)
+    done = cli(
+        ["run", "--", "echo", "hi"],
+        tmp_path,
+        sdk=sdk,
+        variables={"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror), **(variables or {})},
+    )
+    assert (done.returncode, done.stdout) == (0, "hi\n"), done.stderr
+    (run,) = _runs(mirror)
+    return done.stderr, [_VARYING.sub(b"", line) for line in run.splitlines()]
+
+
+def test_run_without_the_sdk_writes_the_run_with_its_spans_as_with_the_sdk(tmp_path: Path) -> None:
+    said, run = _run_echo(tmp_path / "without", sdk=False)
+    assert said == ""
+    assert sum(b'"event":"transcript.span"' in line for line in run) == 2
+    assert _run_echo(tmp_path / "with", sdk=True) == ("", run)
+
+
+def test_run_to_an_endpoint_without_the_sdk_says_which_extra_it_needs(tmp_path: Path) -> None:
+    said, run = _run_echo(
+        tmp_path, sdk=False, variables={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    )
+    assert said.splitlines() == [
+        "transcript-otel run: exporting to an OTLP endpoint or the console needs the OpenTelemetry "
+        "SDK and OTLP exporters, which the core install leaves out: pip install 'transcript-otel[otlp]' "
+        "(the mirror gets the transcript)"
+    ]
+    assert sum(b'"event":"transcript.span"' in line for line in run) == 2

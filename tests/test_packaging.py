@@ -158,7 +158,10 @@ def test_every_command_works_on_the_core_install_or_says_what_to_install(
     assert b'"event":"transcript.span"' in imported_run.read_bytes()
     listed = _run([*cli, "list", "--jsonl-dir", str(mirror)], tmp_path)
     assert imported_run.name in listed.stdout
-    assert "hi" in _run([*cli, "run", "--", "echo", "hi"], tmp_path).stdout
+    ran = _run([*cli, "run", "--", "echo", "hi"], tmp_path)
+    assert (ran.stdout, ran.stderr) == ("hi\n", "")  # no export asked for: nothing to say
+    (ran_run,) = (tmp_path / "state" / "transcript-otel" / "runs").glob("*.jsonl")  # the default mirror
+    assert b'"event":"transcript.span"' in ran_run.read_bytes()
     _watch(cli, tmp_path)
 
 

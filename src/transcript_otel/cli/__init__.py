@@ -132,9 +132,13 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         parser.error("run: give the agent command after --, e.g. transcript-otel run -- my-agent --flag")
+    from opentelemetry import trace
+
     from transcript_otel.capture.registry import shutdown_all
     from transcript_otel.cli.run_command import block_forwarded_signals, run_command
+    from transcript_otel.cli.without_sdk import recorded_for_the_mirror, say_what_needs_the_sdk
     from transcript_otel.otlp.setup import configure
+    from transcript_otel.sessions.recorded_spans import sdk_installed
 
     block_forwarded_signals()  # before any thread of ours starts: they all hold them
     prompt_name = args.prompt_name or os.path.basename(command[0])
@@ -157,14 +161,19 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # Registered before capture starts, so it runs after the exit's own bounded flush
     # (atexit is last-in, first-out) and prints what that flush had to say.
     atexit.register(held.print_to, sys.stderr)
-    try:
-        # OTEL_SERVICE_NAME, when set, names the service; else the command does.
-        configure(service_name=os.environ.get("OTEL_SERVICE_NAME") or prompt_name, instrument=False)
-    except Exception as exc:  # OTLP export is optional; the command runs regardless
-        print(
-            f"transcript-otel run: no OTLP export ({exc}); the transcript goes to the JSONL mirror",
-            file=sys.stderr,
-        )
+    # OTEL_SERVICE_NAME, when set, names the service; else the command does.
+    service = os.environ.get("OTEL_SERVICE_NAME") or prompt_name
+    if not sdk_installed():  # a core install: the mirror gets the run, its spans too
+        say_what_needs_the_sdk("run", "the transcript")
+        trace.set_tracer_provider(recorded_for_the_mirror(service))
+    else:
+        try:
+            configure(service_name=service, instrument=False)
+        except Exception as exc:  # OTLP export is optional; the command runs regardless
+            print(
+                f"transcript-otel run: no OTLP export ({exc}); the transcript goes to the JSONL mirror",
+                file=sys.stderr,
+            )
     try:
         status = run_command(command, prompt_name=prompt_name, adapter_name=args.adapter)
         # The command is over: Ctrl-C now must not turn the bounded flush into a traceback.

@@ -38,15 +38,6 @@ _EPILOG: Final = """example:
   OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 transcript-otel watch --claude-code --codex"""
 _SERVICE: Final = "transcript-otel-watch"
 _TRACER_NAME: Final = "transcript_otel.sessions"
-_EXPORT_NEEDS_THE_SDK: Final = (
-    "transcript-otel watch: exporting to an OTLP endpoint or the console needs the OpenTelemetry "
-    "SDK and OTLP exporters, which the core install leaves out: pip install 'transcript-otel[otlp]' "
-    "(the mirror gets the sessions)"
-)
-_SAMPLER_NEEDS_THE_SDK: Final = (
-    "transcript-otel watch: OTEL_TRACES_SAMPLER needs the OpenTelemetry SDK, which the core install "
-    "leaves out: every span is recorded (pip install 'transcript-otel[otlp]')"
-)
 
 
 def add_watch(commands: Any) -> None:
@@ -97,6 +88,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
 
     from transcript_otel.capture.defaults import get_pipeline
     from transcript_otel.capture.registry import shutdown_all
+    from transcript_otel.cli.without_sdk import recorded_for_the_mirror, say_what_needs_the_sdk
     from transcript_otel.otlp.setup import configure
     from transcript_otel.sessions.recorded_spans import sdk_installed
     from transcript_otel.sessions.watch import Watcher, WatchState
@@ -115,7 +107,8 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     service = os.environ.get("OTEL_SERVICE_NAME") or _SERVICE
     tracer: trace.Tracer | None = None
     if not sdk_installed():  # a core install: the mirror gets the sessions, spans and all
-        tracer = _recording_without_the_sdk(service)
+        say_what_needs_the_sdk("watch", "the sessions")
+        tracer = recorded_for_the_mirror(service).get_tracer(_TRACER_NAME)
     else:
         try:
             configure(service_name=service, instrument=False)
@@ -124,7 +117,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
                 f"transcript-otel watch: no OTLP export ({exc}); the mirror gets the sessions",
                 file=sys.stderr,
             )
-            tracer = _recorded_for_the_mirror(service)
+            tracer = recorded_for_the_mirror(service).get_tracer(_TRACER_NAME)
     state = WatchState(args.state or default_directory().parent / "watch.json")
     watcher = Watcher(
         roots,
@@ -145,38 +138,6 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         shutdown_all()
     return 0
-
-
-def _recording_without_the_sdk(service: str) -> trace.Tracer:
-    """Without the SDK (a core install) nothing is exported: one line when the environment asks
-    for an export (or a sampler) only the SDK has, and the spans recorded for the mirror."""
-    from transcript_otel.otlp import exporters
-    from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk
-
-    signals: tuple[exporters.ExportedSignal, ...] = ("TRACES", "LOGS")
-    if any(exporters.otlp_url(signal) or exporters.console_wanted(signal) for signal in signals):
-        print(_EXPORT_NEEDS_THE_SDK, file=sys.stderr)
-    elif sampler_needs_the_sdk():
-        print(_SAMPLER_NEEDS_THE_SDK, file=sys.stderr)
-    return _recorded_for_the_mirror(service)
-
-
-def _recorded_for_the_mirror(service: str) -> trace.Tracer:
-    """Spans recorded for their `transcript.span` records only, with what `configure()` gives a
-    provider that exports nothing: random ids, the service's name, its span limits; and the
-    pipeline it makes then, without the OTel copies that nothing would export."""
-    from transcript_otel.capture.defaults import pipeline_from_environment, set_pipeline
-    from transcript_otel.otlp.exporters import SPAN_EVENT_LIMIT
-    from transcript_otel.sessions.recorded_spans import PlainResource, RandomIds, RecordingTracer, span_limits
-
-    pipeline = pipeline_from_environment(
-        log_records=env.env_flag(env.TRANSCRIPT_OTEL_LOG_RECORDS, False),
-        span_events=env.env_flag(env.TRANSCRIPT_OTEL_SPAN_EVENTS, False),
-    )
-    pipeline.ensure_running()
-    set_pipeline(pipeline)
-    limits = span_limits(None if os.environ.get("OTEL_SPAN_EVENT_COUNT_LIMIT") else SPAN_EVENT_LIMIT)
-    return RecordingTracer(RandomIds(), PlainResource({"service.name": service}), limits)
 
 
 def _say_roots(roots: list[Path], missing: list[Path], out: TextIO) -> None:
