@@ -42,7 +42,8 @@ from transcript_otel.sessions.recorder import (
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_time_order
 
-# Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat.
+# Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat
+# (`SessionFollower.behind`: the watch polls it again at once).
 READ_BYTES: Final = 1 << 20
 # The longest a burst waits for the writer to make room (the watch is our own process).
 WRITER_WAIT_S: Final = 60.0
@@ -68,6 +69,10 @@ class _OpenFile:
     latest_ns: int = 0  # the time of its last line: later lines without one keep it
     lines: int = 0  # lines read, to number them
     skipping: bool = False  # inside a line too long to hold, until its newline
+    # While skipping: where that line began, the position kept (a watch started again never
+    # begins inside a line: it passes over the whole line again).
+    line_start: int = 0
+    more: bool = False  # the last read stopped at `READ_BYTES`: the file may hold more already
     unreadable: bool = False  # said once, until it can be read again
 
 
@@ -105,11 +110,20 @@ class SessionFollower:
         """The inode of the main file read (another after it was rewritten)."""
         return self._files[self.session.path].position.inode
 
+    @property
+    def behind(self) -> bool:
+        """Whether the last poll stopped before the end of what a file holds (a backlog, taken
+        `READ_BYTES` at a time): poll again at once, not when the file changes next."""
+        return any(file.more for file in self._files.values())
+
     def positions(self) -> dict[Path, FilePosition]:
-        """Where each file has been recorded to (a partial last line is not recorded yet), the
-        main file's with what the session's runs counted up to there."""
+        """Where each file has been recorded to (a partial last line is not recorded yet; a line
+        being passed over is not passed yet), the main file's with what the session's runs
+        counted up to there."""
         positions = {
-            path: FilePosition(f.position.inode, f.position.offset, f.position.lines)
+            path: FilePosition(
+                f.position.inode, f.line_start if f.skipping else f.position.offset, f.position.lines
+            )
             for path, f in self._files.items()
         }
         positions[self.session.path].carried = self._carried()
@@ -189,6 +203,7 @@ class SessionFollower:
     def _read(self, file: _OpenFile) -> list[bytes]:
         """What `file` gained; nothing, and a warning once, while it cannot be read (the other
         files and sessions go on; the position stays, so nothing is lost once it can)."""
+        file.more = False
         try:
             return self._read_gained(file)
         except NotRegularFileError as exc:  # replaced by a FIFO, a link to a device: never read
@@ -351,25 +366,30 @@ def _complete_lines(stream: IO[bytes], file: _OpenFile) -> bytes:
     past them; a partial last line stays for the next poll. A line longer than a record may be
     (`MAX_RECORD_BYTES`) is passed over, with a warning, as its newline comes."""
     chunk = stream.read(READ_BYTES)
+    full = len(chunk) == READ_BYTES  # the last read stopped at its limit: there may be more
     if file.skipping:
         end = chunk.find(b"\n")
         file.position.offset += len(chunk) if end < 0 else end + 1
         if end < 0:
+            file.more = full
             return b""
         _passed(file.position, 1)
         file.skipping = False
         chunk = chunk[end + 1 :]
     held = bytearray(chunk)
-    while b"\n" not in held and len(chunk) == READ_BYTES:  # one line longer than a read
+    while b"\n" not in held and full:  # one line longer than a read
         if len(held) > MAX_RECORD_BYTES:
             warnings.warn(
                 f"{file.path}: skipped a line longer than {MAX_RECORD_BYTES} bytes", TranscriptReadWarning, 2
             )
+            file.line_start = file.position.offset
             file.position.offset += len(held)
-            file.skipping = True
+            file.skipping = file.more = True
             return b""
         chunk = stream.read(READ_BYTES)
+        full = len(chunk) == READ_BYTES
         held += chunk
+    file.more = full
     end = held.rfind(b"\n")
     if end < 0:
         return b""

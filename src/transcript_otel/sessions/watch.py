@@ -267,6 +267,9 @@ class Watcher:
         # Sessions whose lines the mirror could not write: read again from their kept positions
         # no sooner than this (`_rewind`).
         self._rewound: dict[Path, float] = {}
+        # Sessions whose last poll stopped before the end of their files (a backlog): polled
+        # again the next round, which comes at once (the kernel will not say they changed).
+        self._behind: set[Path] = set()
         self._changes = KernelChanges.open() if kernel_changes else None
         self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
@@ -290,6 +293,8 @@ class Watcher:
     def run(self) -> None:
         while not self.stopped.is_set():
             self.poll_once()
+            if self._behind and not self._behind.issubset(self._rewound):
+                continue  # a backlog: taken at the speed it can be read, as `import` does
             if self._changes is not None:
                 self._changes.wait(POLL_S)  # asleep until a file changes (or the round is up)
             else:
@@ -310,6 +315,7 @@ class Watcher:
             polled = self._changed_sessions(changed)
         if self.missing_roots:
             polled = list(dict.fromkeys([*polled, *self._discover(self._roots_appeared())]))
+        polled += [path for path in self._behind if path not in polled]
         polled = [path for path in polled if self._rewound.get(path, now) <= now]
         polled += [path for path, at in self._rewound.items() if at <= now and path not in polled]
         known = len(self._followers)
@@ -370,6 +376,10 @@ class Watcher:
         follower = self._followers[path]
         self._polled[path] = now
         gained = follower.poll()
+        if follower.behind:
+            self._behind.add(path)
+        else:
+            self._behind.discard(path)
         known = self._identity_of.get(path)
         if isinstance(known, tuple) and known[1] != follower.main_inode:
             self._identified(path)  # rewritten (another inode): known by its new one
@@ -391,6 +401,7 @@ class Watcher:
         so a watch that runs for months holds the sessions there are, not all there were."""
         follower = self._followers.pop(main)
         follower.finish()
+        self._behind.discard(main)
         identity = self._identity_of.pop(main, main)
         if self._main_files.get(identity) == main:
             del self._main_files[identity]
