@@ -852,3 +852,36 @@ def test_a_session_opening_with_undated_lines_begins_at_its_first_time(tmp_path:
     again = import_session(session, tmp_path / "runs")
     assert again.path == imported.path
     assert [path.name for path in (tmp_path / "runs").glob("*.jsonl")] == [imported.path.name]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "failed"),
+    [
+        ("claude_code/fatal_500", "api_error: API Error: 500 scripted failure 500."),
+        ("codex/tool_then_500", "We\u2019re currently experiencing high demand"),
+        ("claude_code/tools", None),
+        ("codex/shell", None),
+    ],
+)
+def test_the_root_span_of_a_session_whose_last_turn_failed_is_an_error(
+    scenario: str, failed: str | None, tmp_path: Path
+) -> None:
+    """As a live run's root fails when its harness raises: status ERROR, `error.type`, and an
+    `exception` event with the failure's words at the session's end (the same at every import)."""
+    (imported,) = _import_all(scenario, tmp_path)
+    records = _records(imported)
+    (root,) = [
+        r["context"]
+        for r in records
+        if r["event"] == TranscriptEvent.SPAN.value and r["context"][fields.PARENT_SPAN_ID] is None
+    ]
+    if failed is None:
+        assert root[fields.STATUS] == "UNSET"
+        assert fields.EVENTS not in root
+        return
+    assert root[fields.STATUS] == "ERROR"
+    assert root[fields.ATTRIBUTES]["error.type"].endswith("SessionFailedError")
+    (event,) = root[fields.EVENTS]
+    assert event["name"] == "exception"
+    assert event["attributes"]["exception.message"].startswith(failed)
+    assert event["time_unix_nano"] == root[fields.END]

@@ -27,6 +27,7 @@ from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
+from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import SessionKind
 from transcript_otel.sessions.forks import claude_fork
 from transcript_otel.sessions.recorded_spans import PlainResource, recording_tracer
@@ -44,6 +45,11 @@ _ANSWERS: Final = frozenset(
         EntryType.ERROR.value,
     }
 )
+
+
+class SessionFailedError(Exception):
+    """The session's last turn ended in an error: its run's root span fails as a live run's
+    does when the harness raises."""
 
 
 def _answers(entry: MappedEntry) -> bool:
@@ -246,6 +252,8 @@ class SessionRecorder:
         self._turn_answered = False  # the open turn's model answered (or failed) since it opened
         self._before = went_before  # its open turn goes on at this run's first line in it
         self._model = went_before.model  # the main agent's, as the lines name it
+        # The main agent's last error since its last turn opened, unless its model answered after.
+        self._failure: str | None = None
 
     def goes_on_as(self) -> WentBefore:
         """What this run leaves the session's next one, after the lines applied (asked before
@@ -268,6 +276,7 @@ class SessionRecorder:
                 run.end_turn(at_ns=at)
             run.begin_turn(at_ns=at)
             self._turn_open, self._turn_answered = True, False
+            self._failure = None
         if said.failure:
             run.emitter.error(said.failure)
         entries = said.entries
@@ -277,6 +286,11 @@ class SessionRecorder:
             )
         if self._prompts_join and main and entries and not self._turn_answered:
             self._turn_answered = any(map(_answers, entries))
+        for entry in entries if main else ():
+            if entry.entry_type == EntryType.ERROR.value:
+                self._failure = entry_text(entry.entry_type, entry.detail)
+            elif _answers(entry):
+                self._failure = None  # answered after all (a request retried)
         if said.ends_turn and self._turn_open and main:
             run.end_turn(at_ns=at)
             self._turn_open = False
@@ -299,7 +313,8 @@ class SessionRecorder:
         if self._turn_open:
             self.run.end_turn(at_ns=self.last_ns)
             self._turn_open = False
-        self.run.finish(at_ns=self.last_ns)
+        failed = SessionFailedError(self._failure) if self._failure is not None else None
+        self.run.finish(failed, at_ns=self.last_ns)
 
 
 def derived_id_tracer(run_id: str, prompt_name: str) -> trace.Tracer:

@@ -64,13 +64,14 @@ class RunEnding(TurnSpans, ToolSpans):
                 root.usage = Counter(self._session_usage)
             if error is not None:
                 root.error_type = exception_type(error)
-                self._record_exception(root.span, error)
+                self._record_exception(root.span, error, end_ns)
             self._complete_when_written(root, end_ns, ends=False)
         finally:
             self._spans_closed = True
 
-    def _record_exception(self, span: Span, error: BaseException) -> None:
-        """The span's `exception` event, redacted like every entry: messages and stack traces
+    def _record_exception(self, span: Span, error: BaseException, at_ns: int) -> None:
+        """The span's `exception` event at `at_ns` (the run's end: an import's is the session's,
+        the same at every import), redacted like every entry: messages and stack traces
         carry what the agent saw (keys in a failing request's headers, a prompt). The message
         is kept only where the content policy keeps error text."""
         pipeline = self.emitter.pipeline
@@ -89,6 +90,7 @@ class RunEnding(TurnSpans, ToolSpans):
                 EXCEPTION_MESSAGE: pipeline.redactor.text(message),
                 EXCEPTION_STACKTRACE: pipeline.redactor.text(stack_trace),
             },
+            timestamp=at_ns,
         )
 
     def _close_open_spans(self, end_ns: int) -> None:
