@@ -64,7 +64,8 @@ def requirements(version: str) -> list[str]:
     undeclared = ["mcp"] if version in CHAT_VERSIONS else []
     if version in CHAT_VERSIONS:
         extras += ["openai", "litellm"]
-    return [f"weakincentives[{','.join(extras)}]=={version}", *undeclared, "-e", f"{REPO}[otlp]"]
+    # `[otlp-grpc]`: the pipeline tests send over gRPC too.
+    return [f"weakincentives[{','.join(extras)}]=={version}", *undeclared, "-e", f"{REPO}[otlp-grpc]"]
 
 
 def _stamp(version: str) -> str:
