@@ -22,11 +22,12 @@ import warnings
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from transcript_otel.environment_variables import TRANSCRIPT_OTEL_JSONL_DIR
+from transcript_otel.mappings.session_lines import timestamp_ns
 from transcript_otel.reading.bundle import iter_bundle_records
 from transcript_otel.reading.errors import NotARunError, RunNotFoundError
 from transcript_otel.reading.lines import LineReader, TranscriptReadWarning
@@ -43,7 +44,6 @@ _EDGE_BYTES: Final = 1 << 16
 # A mirror file's name begins with its run's UTC start time (`sinks.jsonl_files.run_file_name`).
 _STARTED: Final = re.compile(r"(\d{8}T\d{6}Z)_")
 _SECOND_NS: Final = 1_000_000_000
-_MICROSECOND: Final = timedelta(microseconds=1)
 
 
 class RecordSource(Protocol):
@@ -157,20 +157,10 @@ def _start_ns(path: Path, named_ns: int | None) -> int:
     says one), else that second, else the file's modification time."""
     record = _first_record(path)
     stamp = record.get("timestamp") if isinstance(record, dict) else None
-    recorded = _timestamp_ns(stamp) if isinstance(stamp, str) else None
+    recorded = timestamp_ns(stamp)
     if recorded is not None and (named_ns is None or 0 <= recorded - named_ns < _SECOND_NS):
         return recorded
     return named_ns if named_ns is not None else path.stat().st_mtime_ns
-
-
-def _timestamp_ns(stamp: str) -> int | None:
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None  # the mirror writes UTC with its offset: anything else is not its
-    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // _MICROSECOND * 1000
 
 
 def _has_run_id(path: Path, wanted: str) -> bool:
