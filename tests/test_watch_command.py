@@ -89,3 +89,29 @@ def test_watch_says_each_session_it_takes_up_and_writes_to_its_jsonl_dir(tmp_pat
     ]
     (run,) = runs.glob("*.jsonl")  # the Codex session's lines, in the mirror --jsonl-dir named
     assert any(record["event"] == "transcript.entry" for record in read_records(run))
+
+
+def test_an_idle_time_that_is_no_time_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """`--idle nan` ended no run, `--idle 0` and `--idle -5` every run at once: argparse refuses
+    them, naming the option, before the watch starts (exit 2, nothing written)."""
+    for given in ("nan", "-5", "0", "soon"):
+        done = subprocess.run(
+            [
+                *CLI,
+                "watch",
+                str(tmp_path / "home"),
+                f"--idle={given}",
+                "--state",
+                str(tmp_path / "state.json"),
+            ],
+            env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "runs")),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, given
+        (last,) = done.stderr.splitlines()[-1:]
+        assert last.startswith("transcript-otel watch: error: argument --idle: "), last
+        assert repr(given) in last
+        assert not (tmp_path / "state.json").exists()

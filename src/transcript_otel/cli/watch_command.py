@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -75,7 +76,7 @@ def add_watch(commands: Any) -> None:
     )
     parser.add_argument(
         "--idle",
-        type=float,
+        type=_seconds,
         default=300.0,
         metavar="SECONDS",
         help="end a session's run after this idle time (default: %(default)s)",
@@ -83,14 +84,25 @@ def add_watch(commands: Any) -> None:
     parser.set_defaults(handler=run_watch)
 
 
+def _seconds(text: str) -> float:
+    """An argparse `type`: a time above zero, `inf` for never (nan, 0 or less would end every run
+    at once, or none; argparse's message names the option)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if math.isnan(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
+
+
 def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     from opentelemetry import trace
 
     from transcript_otel.capture.defaults import get_pipeline
     from transcript_otel.capture.registry import shutdown_all
-    from transcript_otel.cli.without_sdk import recorded_for_the_mirror, say_what_needs_the_sdk
+    from transcript_otel.cli.without_sdk import recorded_for_the_mirror, without_the_sdk
     from transcript_otel.otlp.setup import configure
-    from transcript_otel.sessions.recorded_spans import sdk_installed
     from transcript_otel.sessions.watch import Watcher, WatchState
 
     _say_each_warning()
@@ -106,8 +118,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.endpoint
     service = os.environ.get("OTEL_SERVICE_NAME") or _SERVICE
     tracer: trace.Tracer | None = None
-    if not sdk_installed():  # a core install: the mirror gets the sessions, spans and all
-        say_what_needs_the_sdk("watch", "the sessions")
+    if without_the_sdk("watch", "the sessions"):  # the mirror gets the sessions, spans and all
         tracer = recorded_for_the_mirror(service).get_tracer(_TRACER_NAME)
     else:
         try:
