@@ -199,6 +199,21 @@ def test_a_gap_at_the_very_end_is_counted() -> None:
     assert capture_end.counts == LineCounts(lines=3, not_recorded=2, not_recorded_bytes=12)
 
 
+def test_a_last_line_a_gap_cut_and_that_never_ends_is_counted_lost() -> None:
+    """200 MB printed with no newline at all: the relay dropped its middle from the copy. The
+    line is reported lost (it was silent: 0 lines not recorded, so no report at all)."""
+    relay_end = Relay()
+    relay_end.report(protocol.GAP, protocol.GAP_AT.pack(5, 1000, 0, False))
+    relay_end.output(b"start")
+    relay_end.output(b"rest of the line, and no newline")
+    capture_end = relay_end.end()
+    assert relay_end.lines.lines == []
+    assert capture_end.counts == LineCounts(lines=1, not_recorded=1, not_recorded_bytes=5 + 1000 + 32)
+    summary = capture_end.counts.summary()
+    assert summary is not None
+    assert summary.startswith("1 of 1 output lines (1037 bytes) were not recorded in the transcript")
+
+
 def test_a_line_longer_than_the_limit_is_recorded_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capture, "MAX_LINE_BYTES", 4)
     relay_end = Relay()

@@ -506,6 +506,10 @@ class OutputCapture:
         return True
 
     def _end_of_output(self) -> None:
+        if self._skipping:  # a gap cut the last line, which never ended: it is lost (its bytes are counted)
+            self.counts.lines += 1
+            self._drop(1, 0)
+            self._skipping = False
         if self._partial:  # the last line, with no newline
             self.counts.lines += 1
             if self.recording:
