@@ -133,7 +133,9 @@ _VARYING = re.compile(
 )
 
 
-def _watch(tmp_path: Path, *, sdk: bool, endpoint: str | None = None) -> tuple[list[str], list[bytes]]:
+def _watch(
+    tmp_path: Path, *, sdk: bool, endpoint: str | None = None, variables: dict[str, str] | None = None
+) -> tuple[list[str], list[bytes]]:
     """A watch of a folder a Codex session is copied into, stopped by SIGTERM once the session's
     run ended (idle): what it said on stderr, and its run with what varies from watch to watch
     taken out."""
@@ -144,7 +146,7 @@ def _watch(tmp_path: Path, *, sdk: bool, endpoint: str | None = None) -> tuple[l
     argv += ["--idle", "1"] + (["--endpoint", endpoint] if endpoint else [])
     watch = subprocess.Popen(
         [sys.executable, "-c", f"{code}sys.exit(main({argv!r}))"],
-        env=subprocess_env(XDG_STATE_HOME=str(tmp_path / "state")),
+        env=subprocess_env(XDG_STATE_HOME=str(tmp_path / "state"), **(variables or {})),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -228,3 +230,155 @@ def test_run_to_an_endpoint_without_the_sdk_says_which_extra_it_needs(tmp_path: 
         "(the mirror gets the transcript)"
     ]
     assert sum(b'"event":"transcript.span"' in line for line in run) == 2
+
+
+# -- configure() and opentelemetry-instrument ----------------------------------------------------------
+
+EXPORT_NEEDS_THE_SDK = (
+    "transcript-otel: exporting to an OTLP endpoint or the console needs the OpenTelemetry SDK and "
+    "OTLP exporters, which the core install leaves out: pip install 'transcript-otel[otlp]' (the mirror "
+    "gets the transcript)"
+)
+# An application that calls configure(), records an entry, and goes on.
+APPLICATION = """
+import transcript_otel
+configuration = transcript_otel.configure(service_name="app")
+emitter = transcript_otel.TranscriptEmitter(prompt_name="app", adapter="app")
+with emitter:
+    emitter.emit("user_message", detail={"text": "hello"})
+print("the application went on", [sink.name for sink in configuration.pipeline.sinks])
+"""
+WENT_ON = "the application went on ['jsonl']\n"
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},
+        {"OTEL_TRACES_EXPORTER": "console"},
+        {"OTEL_METRICS_EXPORTER": "console"},
+    ],
+    ids=["endpoint", "console traces", "console metrics"],
+)
+def test_configure_without_the_sdk_says_what_to_install_and_the_application_goes_on(
+    variables: dict[str, str], tmp_path: Path
+) -> None:
+    done = _application(tmp_path, sdk=False, variables=variables)
+    assert (done.returncode, done.stdout, done.stderr.splitlines()) == (0, WENT_ON, [EXPORT_NEEDS_THE_SDK])
+    assert b'"text":"hello"' in _runs(tmp_path / "mirror")[0]
+
+
+def test_configure_without_the_sdk_and_nothing_to_export_says_nothing(tmp_path: Path) -> None:
+    done = _application(tmp_path, sdk=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, WENT_ON, "")
+    assert b'"text":"hello"' in _runs(tmp_path / "mirror")[0]
+
+
+def _application(
+    tmp_path: Path, *, sdk: bool, variables: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", ("" if sdk else WITHOUT_THE_SDK) + APPLICATION],
+        cwd=tmp_path,
+        env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "mirror"), **(variables or {})),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def python_without_the_sdk(tmp_path: Path) -> Path:
+    """A venv's python that sees this environment's packages (transcript-otel, its instrumented
+    libraries, opentelemetry-instrument's) but not the OTel SDK, from its first line on: its
+    `.pth` files run before `sitecustomize`, which `opentelemetry-instrument` configures OTel in."""
+    import site
+    import sysconfig
+
+    venv = tmp_path / "core-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    (Path(purelib) / "00_no_sdk.pth").write_text(WITHOUT_THE_SDK.replace("\n", "") + "\n")
+    ours = [path for path in site.getsitepackages() if Path(path).is_dir()]
+    (Path(purelib) / "10_this_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({path!r})\n" for path in ours)
+    )
+    return venv / "bin" / "python"
+
+
+def test_opentelemetry_instrument_without_the_sdk_says_what_to_install_and_runs_the_program(
+    python_without_the_sdk: Path, tmp_path: Path
+) -> None:
+    """Our configurator under `opentelemetry-instrument` on a core install: one line, no
+    traceback, the program runs with our claude-agent-sdk instrumentor applied and the mirror written."""
+    program = tmp_path / "agent.py"
+    program.write_text(
+        "import sys\n"
+        "assert sys.modules['opentelemetry.sdk'] is None  # no SDK from the first line on\n"
+        "from transcript_otel.capture.defaults import get_pipeline\n"
+        "from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor\n"
+        "print('instrumented:', ClaudeAgentSdkInstrumentor().is_instrumented_by_opentelemetry)\n"
+        "print('mirror:', [sink.name for sink in get_pipeline().sinks])\n"
+    )
+    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
+    done = subprocess.run(
+        [str(instrument), str(python_without_the_sdk), str(program)],
+        cwd=tmp_path,
+        env=subprocess_env(
+            TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "mirror"),
+            OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+            # OpenInference's instrumentor of the same library, when installed, says its own line.
+            OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="claude_agent_sdk",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr.splitlines()) == (0, [EXPORT_NEEDS_THE_SDK]), done.stderr
+    assert done.stdout == "instrumented: True\nmirror: ['jsonl']\n"
+
+
+# -- OTEL_SDK_DISABLED -----------------------------------------------------------------------------
+
+
+def test_configure_with_the_sdk_disabled_makes_no_providers_and_writes_the_mirror(tmp_path: Path) -> None:
+    """As the SDK's own providers read `OTEL_SDK_DISABLED=true`: nothing exported (an endpoint
+    is set), no provider of ours made global; the mirror gets the entry, and nothing is said."""
+    check = (
+        "from opentelemetry import trace\n"
+        "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", APPLICATION + check],
+        cwd=tmp_path,
+        env=subprocess_env(
+            TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "mirror"),
+            OTEL_SDK_DISABLED="true",
+            OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+            OTEL_TRACES_EXPORTER="otlp,console",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, WENT_ON, "")
+    assert b'"text":"hello"' in _runs(tmp_path / "mirror")[0]
+
+
+def test_run_with_the_sdk_disabled_writes_the_run_a_core_install_writes(tmp_path: Path) -> None:
+    """No export (the console exporter would print the spans on stdout), nothing said, the run
+    with its spans in the mirror as without the SDK."""
+    disabled = {"OTEL_SDK_DISABLED": "True", "OTEL_TRACES_EXPORTER": "console"}
+    said, run = _run_echo(tmp_path / "disabled", sdk=True, variables=disabled)
+    assert said == ""
+    assert _run_echo(tmp_path / "without", sdk=False) == ("", run)
+
+
+def test_watch_with_the_sdk_disabled_writes_the_run_a_core_install_writes(tmp_path: Path) -> None:
+    said, run = _watch(tmp_path / "disabled", sdk=True, variables={"OTEL_SDK_DISABLED": "true"})
+    assert not [line for line in said if "SDK" in line or "OTLP" in line]
+    assert sum(b'"event":"transcript.span"' in line for line in run) >= 2
+    assert _watch(tmp_path / "without", sdk=False)[1] == run

@@ -136,9 +136,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     from transcript_otel.capture.registry import shutdown_all
     from transcript_otel.cli.run_command import block_forwarded_signals, run_command
-    from transcript_otel.cli.without_sdk import recorded_for_the_mirror, say_what_needs_the_sdk
+    from transcript_otel.cli.without_sdk import recorded_for_the_mirror, without_the_sdk
     from transcript_otel.otlp.setup import configure
-    from transcript_otel.sessions.recorded_spans import sdk_installed
 
     block_forwarded_signals()  # before any thread of ours starts: they all hold them
     prompt_name = args.prompt_name or os.path.basename(command[0])
@@ -163,8 +162,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     atexit.register(held.print_to, sys.stderr)
     # OTEL_SERVICE_NAME, when set, names the service; else the command does.
     service = os.environ.get("OTEL_SERVICE_NAME") or prompt_name
-    if not sdk_installed():  # a core install: the mirror gets the run, its spans too
-        say_what_needs_the_sdk("run", "the transcript")
+    if without_the_sdk("run", "the transcript"):  # the mirror gets the run, its spans too
         trace.set_tracer_provider(recorded_for_the_mirror(service))
     else:
         try:

@@ -1,6 +1,7 @@
-"""`run` and `watch` on a core install (no `[otlp]`, so no OTel SDK): the mirror gets the runs,
-their `transcript.span` records too, and one line says what to install when the environment asks
-for what only the SDK does (an OTLP endpoint, the console exporter, a sampler)."""
+"""`run` and `watch` on a core install (no `[otlp]`, so no OTel SDK) or with `OTEL_SDK_DISABLED=true`:
+the mirror gets the runs, their `transcript.span` records too; on a core install one line says
+what to install when the environment asks for what only the SDK does (an OTLP endpoint, the
+console exporter, a sampler)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from opentelemetry.util.types import Attributes
 from transcript_otel import environment_variables as env
 from transcript_otel.capture.defaults import pipeline_from_environment, set_pipeline
 from transcript_otel.otlp import exporters
+from transcript_otel.otlp.sdk_presence import export_asked, export_needs_the_sdk, sdk_disabled, sdk_installed
 from transcript_otel.sessions.recorded_spans import (
     Limits,
     PlainResource,
@@ -23,22 +25,29 @@ from transcript_otel.sessions.recorded_spans import (
     span_limits,
 )
 
-_SIGNALS: Final[tuple[exporters.ExportedSignal, ...]] = ("TRACES", "LOGS")
-_EXPORT_NEEDS_THE_SDK: Final = (
-    "transcript-otel {command}: exporting to an OTLP endpoint or the console needs the OpenTelemetry "
-    "SDK and OTLP exporters, which the core install leaves out: pip install 'transcript-otel[otlp]' "
-    "(the mirror gets {what})"
-)
 _SAMPLER_NEEDS_THE_SDK: Final = (
     "transcript-otel {command}: OTEL_TRACES_SAMPLER needs the OpenTelemetry SDK, which the core "
     "install leaves out: every span is recorded (pip install 'transcript-otel[otlp]')"
 )
 
 
-def say_what_needs_the_sdk(command: str, what: str) -> None:
+def without_the_sdk(command: str, what: str) -> bool:
+    """Whether `command` goes without the SDK: `OTEL_SDK_DISABLED=true` (the SDK's providers
+    would make no-op spans and log records, and export nothing: the mirror still gets `what`,
+    its spans recorded here), or a core install, which says in one line what to install when
+    the environment asks for what only the SDK does."""
+    if sdk_disabled():
+        return True
+    if sdk_installed():
+        return False
+    _say_what_needs_the_sdk(command, what)
+    return True
+
+
+def _say_what_needs_the_sdk(command: str, what: str) -> None:
     """One line on stderr when the environment asks for an export (or a sampler) only the SDK has."""
-    if any(exporters.otlp_url(signal) or exporters.console_wanted(signal) for signal in _SIGNALS):
-        print(_EXPORT_NEEDS_THE_SDK.format(command=command, what=what), file=sys.stderr)
+    if export_asked():
+        print(export_needs_the_sdk(f"transcript-otel {command}", what), file=sys.stderr)
     elif sampler_needs_the_sdk():
         print(_SAMPLER_NEEDS_THE_SDK.format(command=command), file=sys.stderr)
 

@@ -1,7 +1,8 @@
 """`configure()`: one call that sets up OTel, the sinks and the instrumentors.
 
-Needs the `[otlp]` extra (the OTel SDK and OTLP exporters) unless the
-application already configured OTel itself.
+Its spans and log records need the `[otlp]` extra (the OTel SDK and OTLP exporters) unless
+the application already configured OTel itself; without it, or with `OTEL_SDK_DISABLED=true`,
+the JSONL mirror alone gets the transcript.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from transcript_otel.capture.defaults import backend_limits, pipeline_from_envir
 from transcript_otel.capture.pipeline import (
     TranscriptPipeline,
 )
-from transcript_otel.otlp import exporters
+from transcript_otel.otlp import exporters, sdk_presence
 from transcript_otel.otlp.exporters import ConfigurationError
 from transcript_otel.records.content import ContentPolicy, policy_from
 from transcript_otel.records.redaction import Redactor
@@ -126,6 +127,19 @@ def _content_policy(content: str | None, exclude: Iterable[str] | None) -> Conte
         raise ConfigurationError(str(exc)) from exc
 
 
+def _without_the_sdk(endpoint: str | None, protocol: str | None) -> bool:
+    """Whether no SDK provider is made: `OTEL_SDK_DISABLED=true`, or a core install (no
+    `[otlp]`), which says in one line what to install when an export is asked for instead of
+    raising into the application: either way the mirror gets the transcript."""
+    if sdk_presence.sdk_disabled():
+        return True
+    if sdk_presence.sdk_installed():
+        return False
+    if sdk_presence.export_asked(endpoint, protocol):
+        _logger.warning(sdk_presence.export_needs_the_sdk("transcript-otel", "the transcript"))
+    return True
+
+
 def _copies_wanted(argument: bool | None, variable: str, exported: bool) -> bool:
     """Whether a sink of OTel copies (log records, span events) is on: as the argument, else the
     variable, says; else only when something exports them."""
@@ -187,21 +201,24 @@ def configure(
       sees it; `redact_patterns` adds `(kind, regex)` pairs, `redact` a function
       applied to each text after them.
     * Instrumentors: every transcript-otel instrumentor whose library is installed.
+    * Without the SDK: `OTEL_SDK_DISABLED=true`, or a core install (no `[otlp]` extra), makes
+      no providers and exports nothing; the mirror gets every entry. A core install asked to
+      export says in one line (a warning) what to install, and raises nothing.
 
     Everything is flushed and shut down at interpreter exit within
     `shutdown_timeout_s` (default 5 s), even when the backend is down.
     """
     tracer_provider: Any = trace.get_tracer_provider()
     logger_provider: Any = _logs.get_logger_provider()
-    sdk_disabled = env.env_flag("OTEL_SDK_DISABLED", False)
-    create_tracer = not sdk_disabled and not _sdk_configured()
-    create_logger = not sdk_disabled and not _logs_configured()
+    no_sdk = _without_the_sdk(endpoint, protocol)
+    create_tracer = not no_sdk and not _sdk_configured()
+    create_logger = not no_sdk and not _logs_configured()
     traces_url = exporters.otlp_url("TRACES", endpoint, protocol) if create_tracer else None
     logs_url = exporters.otlp_url("LOGS", endpoint, protocol) if create_logger else None
     traces_console = create_tracer and exporters.console_wanted("TRACES")
     logs_console = create_logger and exporters.console_wanted("LOGS")
     # Metrics only when asked for, with an endpoint, and no MeterProvider set (see exporters).
-    wants_meters = not sdk_disabled and exporters.metrics_wanted() and not _metrics_configured()
+    wants_meters = not no_sdk and exporters.metrics_wanted() and not _metrics_configured()
     metrics_url = exporters.otlp_url("METRICS", endpoint, protocol) if wants_meters else None
     metrics_console = wants_meters and exporters.console_wanted("METRICS")
     meter_provider: Any = None
@@ -233,8 +250,8 @@ def configure(
     # it, and the log records and span events of each entry are most of the writer's work.
     # The mirror has every entry (`replay` makes both from it); spans are made either way,
     # their ids and records are in the mirror. An application's own providers export.
-    logs_exported = not sdk_disabled and (not create_logger or logs_url is not None or logs_console)
-    traces_exported = not sdk_disabled and (not create_tracer or traces_url is not None or traces_console)
+    logs_exported = not no_sdk and (not create_logger or logs_url is not None or logs_console)
+    traces_exported = not no_sdk and (not create_tracer or traces_url is not None or traces_console)
     pipeline = pipeline_from_environment(
         logger_provider=logger_provider,
         jsonl=jsonl,
