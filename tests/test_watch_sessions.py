@@ -670,3 +670,43 @@ def test_a_session_file_replaced_by_a_shorter_one_is_counted_again_from_its_star
     starts = [i for i, r in enumerate(records) if r["event"] == TranscriptEvent.START.value]
     assert len(starts) == 2
     assert _chat_tokens_and_cost(records[starts[1] :]) == whole
+
+
+# While a test counts: each path opened, and each folder listed (`sys.addaudithook`: a hook
+# stays for the process, so it records only while a test asks).
+_LOOKED_AT: list[tuple[str, str]] | None = None
+
+
+def _record_looks(event: str, args: tuple[Any, ...]) -> None:
+    if _LOOKED_AT is not None and event in ("open", "os.scandir") and isinstance(args[0], str | Path):
+        _LOOKED_AT.append((event, str(args[0])))
+
+
+sys.addaudithook(_record_looks)
+
+
+def test_an_empty_session_file_is_not_read_again_every_round(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """A file just made, empty, is not known to be a session until its first line is whole; one
+    that stays empty (`touch rollout-....jsonl`) was read, and its folder listed, every round (an
+    idle watch's CPU went from 1 % to 5 %). It is looked at again once it changes."""
+    global _LOOKED_AT
+    day = tmp_path / "home" / "2026" / "11" / "27"
+    day.mkdir(parents=True)
+    empty = day / _session_file(CODEX_DAY).name
+    empty.touch()
+    watcher = watch()
+    _LOOKED_AT = []
+    try:
+        for _ in range(40):
+            watcher.poll_once()
+        looked = list(_LOOKED_AT)
+    finally:
+        _LOOKED_AT = None
+    assert looked.count(("open", str(empty))) <= 1
+    assert looked.count(("os.scandir", str(day))) <= 1
+    empty.write_bytes(_session_file(CODEX_DAY).read_bytes())
+    assert watcher.poll_once() > 0
+    watcher.close()
+    assert _said(_mirror(tmp_path / "runs")) == _imported(CODEX_DAY, tmp_path)

@@ -53,6 +53,8 @@ _TAIL_BYTES: Final = 64 * 1024
 _MAX_OFFSET: Final = 1 << 63
 # Unusable entries of a state named in the warning that says so.
 _NAMED_DROPPED: Final = 5
+# A file as it was: inode, size, time written (None: it could not be looked at).
+_Seen = tuple[int, int, int] | None
 
 
 class WatchState:
@@ -262,8 +264,10 @@ class Watcher:
         self._skipped: set[Path] = set()
         # Files below the roots that are no session log (a saved stdout): what each is, said once.
         self._refused: dict[Path, Format] = {}
-        # Directories holding a file whose first line, which says whose it is, is not whole yet.
-        self._unsettled_in: set[Path] = set()
+        # Directories holding a file whose first line, which says whose it is, is not whole yet
+        # (an empty file just made): each such file as it was then, the directory looked into
+        # again once one of them changed (not every round: a file may stay empty for good).
+        self._unsettled_in: dict[Path, dict[Path, _Seen]] = {}
         # Sessions whose lines the mirror could not write: read again from their kept positions
         # no sooner than this (`_rewind`).
         self._rewound: dict[Path, float] = {}
@@ -287,7 +291,8 @@ class Watcher:
             self._follow(session)
         for path in [path for path in state.positions if path not in self._session_of_file]:
             state.forget(path)  # not followed now (not a session's yet, or another path to one)
-        self._unsettled_in = {path.parent for path in unsettled}
+        for path in unsettled:
+            self._unsettled_in.setdefault(path.parent, {})[path] = _seen(path)
         state.save()
 
     def run(self) -> None:
@@ -447,22 +452,19 @@ class Watcher:
         a directory was made in them); new directories are looked into at once. The sessions
         found, or that gained a file."""
         touched: list[Path] = []
-        changed = [d for d in directories if _mtime(d) != self._directories.get(d) or d in self._unsettled_in]
+        changed = [
+            d for d in directories if _mtime(d) != self._directories.get(d) or self._unsettled_changed(d)
+        ]
         while changed:
             directory = changed.pop()
             self._know(directory)
-            with contextlib.suppress(OSError):
-                for entry in os.scandir(directory):
-                    # Not a link to a directory: `proj/loop -> ..` would be endless, a link to
-                    # a folder a second copy of its sessions (as `import` does not either).
-                    if entry.is_dir(follow_symlinks=False) and Path(entry.path) not in self._directories:
-                        changed.append(Path(entry.path))
+            seen = self._look_into(directory, changed)
             unsettled: set[Path] = set()
             sessions = self._sessions_in([directory], unsettled)
-            if unsettled:  # looked at again until their first lines are whole: no new time says so
-                self._unsettled_in.add(directory)
+            if unsettled:  # looked at again once they change: no new time of the directory says so
+                self._unsettled_in[directory] = {path: seen.get(path) or _seen(path) for path in unsettled}
             else:
-                self._unsettled_in.discard(directory)
+                self._unsettled_in.pop(directory, None)
             for session in sessions:
                 follower = self._followers.get(session.path)
                 if follower is None:
@@ -477,6 +479,26 @@ class Watcher:
                             self._session_of_file[path] = session.path
                             touched.append(session.path)
         return touched
+
+    def _look_into(self, directory: Path, changed: list[Path]) -> dict[Path, _Seen]:
+        """`directory`'s folders not known yet added to `changed`; its session-named files as they
+        are now, before they are read (one written meanwhile is looked at again)."""
+        seen: dict[Path, _Seen] = {}
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(directory):
+                # Not a link to a directory: `proj/loop -> ..` would be endless, a link to
+                # a folder a second copy of its sessions (as `import` does not either).
+                if entry.is_dir(follow_symlinks=False):
+                    if Path(entry.path) not in self._directories:
+                        changed.append(Path(entry.path))
+                elif entry.name.endswith(".jsonl"):
+                    seen[Path(entry.path)] = _seen(Path(entry.path))
+        return seen
+
+    def _unsettled_changed(self, directory: Path) -> bool:
+        """Whether a file of `directory` whose first line was not whole has changed since."""
+        files = self._unsettled_in.get(directory)
+        return files is not None and any(_seen(path) != seen for path, seen in files.items())
 
     def _sessions_in(self, paths: list[Path], unsettled: set[Path]) -> list[SessionFiles]:
         """`_sessions_in`'s, each file below them that is no session log said once."""
@@ -573,6 +595,14 @@ def _end_of(path: Path) -> FilePosition:
             return FilePosition(inode, 0)
     except OSError:  # gone meanwhile (or not a file now): a file that comes back is read from its start
         return FilePosition(0, 0)
+
+
+def _seen(path: Path) -> _Seen:
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (status.st_ino, status.st_size, status.st_mtime_ns)
 
 
 def _mtime(path: Path) -> int:
