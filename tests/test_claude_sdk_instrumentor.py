@@ -836,6 +836,10 @@ def test_a_newer_sdk_than_tested_is_captured_with_one_warning(cli: str, tmp_path
         TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "runs"),
         FAKE_CLAUDE_CLI=cli,
         PATH=os.environ["PATH"],
+        # The fake CLI is a Python program that inherits the auto-instrumentation: OpenInference's
+        # instrumentor (the `test` group) would import claude_agent_sdk there, and our warning
+        # would come from the CLI's process too.
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="claude_agent_sdk",
     )
     command = [str(instrument), sys.executable, str(program), "tool", "Read the README"]
     returncode, stdout, stderr = asyncio.run(run_to_completion(command, 60, env=env))

@@ -68,6 +68,9 @@ INSTRUMENTOR_MODULES = {
 }
 _OPENTELEMETRY_INSTRUMENT = Path(sys.executable).parent / "opentelemetry-instrument"
 _OUR_INSTRUMENTORS = "weakincentives,transcript_claude_agent_sdk"  # pyproject.toml's entry points
+# Other packages' instrumentors that the `test` group installs: OpenInference's imports
+# claude_agent_sdk when it instruments, which would load our wrappers too.
+_OTHER_INSTRUMENTORS = "claude_agent_sdk"
 _NO_CONFIGURATOR = "no-such-configurator"  # `opentelemetry-instrument` then runs none
 # Printed by a child as its last line: the modules it holds.
 _PRINT_MODULES = "import json, sys\nprint(json.dumps(sorted(sys.modules)))"
@@ -303,9 +306,9 @@ def test_patches_that_fail_to_build_leave_the_import_alone(
     ]
 
 
-def _under_opentelemetry_instrument(**overrides: str) -> dict[str, Any]:
+def _under_opentelemetry_instrument(disabled: str = "", **overrides: str) -> dict[str, Any]:
     """What `opentelemetry-instrument python -c ...` loads of ours, and which of our
-    instrumentors it instrumented."""
+    instrumentors it instrumented; `disabled`: ours it must not load (others' never load)."""
     program = (
         "import json, sys\n"
         "ours = sorted(name for name in sys.modules if name.split('.')[0] == 'transcript_otel')\n"
@@ -315,9 +318,9 @@ def _under_opentelemetry_instrument(**overrides: str) -> dict[str, Any]:
         "                if cls().is_instrumented_by_opentelemetry]\n"
         "print(json.dumps({'ours': ours, 'instrumented': instrumented}))"
     )
-    lines = _run(
-        [str(_OPENTELEMETRY_INSTRUMENT), sys.executable, "-c", program], _clean_environment(**overrides)
-    )
+    disabled = ",".join(filter(None, (_OTHER_INSTRUMENTORS, disabled)))
+    environment = _clean_environment(OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled, **overrides)
+    lines = _run([str(_OPENTELEMETRY_INSTRUMENT), sys.executable, "-c", program], environment)
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
@@ -333,9 +336,7 @@ def test_opentelemetry_instrument_loads_only_the_instrumentors() -> None:
 def test_opentelemetry_instrument_instrumentors_add_only_their_modules(tmp_path: Path) -> None:
     # With our configurator (the default), which builds the pipeline: `configure()` is its job.
     jsonl_dir = str(tmp_path)
-    without = _under_opentelemetry_instrument(
-        TRANSCRIPT_OTEL_JSONL_DIR=jsonl_dir, OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=_OUR_INSTRUMENTORS
-    )
+    without = _under_opentelemetry_instrument(_OUR_INSTRUMENTORS, TRANSCRIPT_OTEL_JSONL_DIR=jsonl_dir)
     with_ours = _under_opentelemetry_instrument(TRANSCRIPT_OTEL_JSONL_DIR=jsonl_dir)
     assert without["instrumented"] == []
     assert len(with_ours["instrumented"]) == 2
