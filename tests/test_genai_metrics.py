@@ -21,7 +21,7 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.metrics import _internal as metrics_api
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, Metric
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, Metric, Sum
 from opentelemetry.sdk.trace import ReadableSpan
 
 from transcript_otel import TranscriptPipeline
@@ -226,6 +226,30 @@ def test_operation_duration_is_each_chat_spans_duration(
     assert point.count == len(chats)
     assert math.isclose(point.sum, sum(duration_s(span) for span in chats), rel_tol=1e-9, abs_tol=1e-9)
     assert list(point.explicit_bounds) == list(genai_metrics.OPERATION_DURATION_BUCKETS)
+
+
+@pytest.mark.parametrize("fmt", ["claude-stream-json", "codex-json"])
+def test_cost_adds_what_each_chat_span_cost_where_the_harness_said(
+    meter_reader: InMemoryMetricReader, replay: Replay, fmt: str
+) -> None:
+    """Claude's results say what a turn cost (`gen_ai.usage.cost` on its chat span); Codex's do not."""
+    chats = spans_of(replay(fmt), "chat")
+    costs = [
+        cost for span in chats if isinstance(cost := (span.attributes or {}).get("gen_ai.usage.cost"), float)
+    ]
+    cost = our_metrics(meter_reader).get(genai_metrics.COST)
+    if fmt == "codex-json":
+        assert costs == []
+        assert cost is None
+        return
+    assert costs
+    assert cost is not None
+    assert cost.unit == "{USD}"
+    assert isinstance(cost.data, Sum)
+    assert cost.data.is_monotonic
+    (point,) = cost.data.data_points
+    assert dict(point.attributes or {}) == {OPERATION: "chat", **RUN_PROVIDERS[fmt], **OUTPUT_MODELS[fmt]}
+    assert math.isclose(point.value, sum(costs), rel_tol=1e-9)
 
 
 def test_provider_and_model_are_attributes(meter_reader: InMemoryMetricReader, replay: Replay) -> None:

@@ -28,6 +28,9 @@ boundaries the conventions advise:
     `gen_ai.tool.type`, `gen_ai.agent.name` where the span has it, `error.type`.
   That repo replaces `gen_ai.client.token.usage` with `gen_ai.client.inference.*` token metrics
   (unreleased, still changing); they are not emitted.
+* ours, since no convention names one: `transcript_otel.usage.cost` (`{USD}`), a counter that
+  adds each `chat` span's `gen_ai.usage.cost` (what the harness said the turn cost, Claude's
+  only), with the chat span's model attributes.
 
 Durations need the span's start time, which only SDK spans keep: a run traced by the API alone
 records no metrics.
@@ -58,7 +61,7 @@ from transcript_otel.otel.attributes import (
 from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Histogram, MeterProvider
+    from opentelemetry.metrics import Counter, Histogram, MeterProvider
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
@@ -70,6 +73,9 @@ TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 AGENT_DURATION: Final = "gen_ai.invoke_agent.duration"
 TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
+COST: Final = "transcript_otel.usage.cost"
+# The chat span's cost attribute (instrumentation.span_tree.completion sets it).
+_GEN_AI_USAGE_COST: Final = "gen_ai.usage.cost"
 
 # The conventions' advised boundaries, as they write them.
 # fmt: off
@@ -95,6 +101,7 @@ class _Instruments(NamedTuple):
     operation_duration: Histogram
     agent_duration: Histogram
     tool_duration: Histogram
+    cost: Counter
 
 
 # The instruments of the provider they were made from: made once, on the first recording.
@@ -170,6 +177,10 @@ def _instruments(provider: MeterProvider) -> _Instruments:
                 unit="s",
                 description="The duration of a single tool execution.",
                 explicit_bucket_boundaries_advisory=TOOL_DURATION_BUCKETS,
+            ),
+            # `{USD}`, an annotation: Prometheus names it transcript_otel_usage_cost_total.
+            meter.create_counter(
+                COST, unit="{USD}", description="Cost of GenAI operations, as the harness reported it."
             ),
         )
         _made = (provider, instruments)
@@ -268,9 +279,11 @@ def record_span_end(span: object, end_ns: int, usage: Mapping[str, int], error_t
             )
             input_tokens = usage.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
             output_tokens = usage.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
-            _record_chat(
-                _instruments(meter_provider), duration_s, input_tokens, output_tokens, common, error_type
-            )
+            instruments = _instruments(meter_provider)
+            _record_chat(instruments, duration_s, input_tokens, output_tokens, common, error_type)
+            cost = attributes.get(_GEN_AI_USAGE_COST)
+            if isinstance(cost, float) and cost > 0:
+                instruments.cost.add(cost, common)
         elif operation == _INVOKE_AGENT:
             agent_name = attributes.get(GEN_AI_AGENT_NAME)
             if agent_name == attributes.get(GEN_AI_AGENT_ID):
