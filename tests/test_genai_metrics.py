@@ -234,22 +234,21 @@ def test_cost_adds_what_each_chat_span_cost_where_the_harness_said(
 ) -> None:
     """Claude's results say what a turn cost (`gen_ai.usage.cost` on its chat span); Codex's do not."""
     chats = spans_of(replay(fmt), "chat")
-    costs = [
-        cost for span in chats if isinstance(cost := (span.attributes or {}).get("gen_ai.usage.cost"), float)
-    ]
-    cost = our_metrics(meter_reader).get(genai_metrics.COST)
+    costs = [(span.attributes or {}).get("gen_ai.usage.cost") for span in chats]
+    spent = [value for value in costs if isinstance(value, float)]
+    metric = our_metrics(meter_reader).get(genai_metrics.COST)
     if fmt == "codex-json":
-        assert costs == []
-        assert cost is None
+        assert spent == []
+        assert metric is None
         return
-    assert costs
-    assert cost is not None
-    assert cost.unit == "{USD}"
-    assert isinstance(cost.data, Sum)
-    assert cost.data.is_monotonic
-    (point,) = cost.data.data_points
+    assert spent
+    assert metric is not None
+    assert metric.unit == "{USD}"
+    assert isinstance(metric.data, Sum)
+    assert metric.data.is_monotonic
+    (point,) = metric.data.data_points
     assert dict(point.attributes or {}) == {OPERATION: "chat", **RUN_PROVIDERS[fmt], **OUTPUT_MODELS[fmt]}
-    assert math.isclose(point.value, sum(costs), rel_tol=1e-9)
+    assert math.isclose(point.value, sum(spent), rel_tol=1e-9)
 
 
 def test_provider_and_model_are_attributes(meter_reader: InMemoryMetricReader, replay: Replay) -> None:
