@@ -885,3 +885,36 @@ def test_the_root_span_of_a_session_whose_last_turn_failed_is_an_error(
     assert event["name"] == "exception"
     assert event["attributes"]["exception.message"].startswith(failed)
     assert event["time_unix_nano"] == root[fields.END]
+
+
+@pytest.mark.parametrize("scenario", ["claude_code/tools", "codex/shell"])
+def test_a_line_with_bytes_that_are_not_utf8_keeps_its_text_and_says_so(
+    scenario: str, tmp_path: Path
+) -> None:
+    """A prompt whose line holds a byte that is not UTF-8 (a file cut or written wrong) was a
+    Claude `unknown` entry, the whole line as raw JSON; a Codex one was read without a word.
+    Each is the entry it was, its text with U+FFFD for the byte, a transcript.error in the run
+    and one warning on stderr for the file saying so."""
+    (session,) = find_sessions([SESSIONS / scenario])
+    copied = tmp_path / "in" / session.path.name
+    copied.parent.mkdir()
+    copied.write_bytes(session.path.read_bytes().replace(b"please do", b"pl\xe9ase do"))
+    done = _cli("import", str(copied), "--jsonl-dir", str(tmp_path / "runs"), "-j", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("not UTF-8") == 1
+    assert f"{copied}: lines holding bytes that are not UTF-8 are read with U+FFFD" in done.stderr
+    (run,) = (tmp_path / "runs").glob("*.jsonl")
+    records = list(read_records(run))
+    assert check_invariants(records) == []
+    entries = [r["context"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    clean = [r["context"] for r in _records(_import(scenario, tmp_path / "clean"))]
+    clean_entries = [c for c in clean if c.get("entry_type")]
+    assert [e["entry_type"] for e in entries] == [e["entry_type"] for e in clean_entries]
+    prompts = [entry_text(e["entry_type"], e["detail"]) for e in entries if e["entry_type"] == "user_message"]
+    assert prompts[0].endswith(": pl\ufffdase do the task.")
+    errors = [r["context"]["error"] for r in records if r["event"] == TranscriptEvent.ERROR.value]
+    assert errors
+    assert all(
+        error.endswith("1 byte sequence not UTF-8 read as U+FFFD, the rest of it read as written")
+        for error in errors
+    )

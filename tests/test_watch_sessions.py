@@ -23,6 +23,7 @@ from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
+from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
@@ -710,3 +711,29 @@ def test_an_empty_session_file_is_not_read_again_every_round(
     assert watcher.poll_once() > 0
     watcher.close()
     assert _said(_mirror(tmp_path / "runs")) == _imported(CODEX_DAY, tmp_path)
+
+
+def _watched_while_copied(watcher: Watcher, source: Path, target: Path) -> None:
+    for _ in _copy_in_steps(source, target, steps=3):
+        watcher.poll_once()
+
+
+@pytest.mark.parametrize("source", [CLAUDE_PROJECT, CODEX_DAY], ids=["claude_code", "codex"])
+def test_a_line_with_bytes_that_are_not_utf8_is_watched_as_its_import_gives_it(
+    source: Path, tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """A prompt holding a byte that is not UTF-8 is the prompt, U+FFFD for the byte, as `import`
+    reads it (a Claude one was an `unknown` entry), and the watch says so once for the file."""
+    broken = tmp_path / "broken" / _session_file(source).name
+    broken.parent.mkdir()
+    broken.write_bytes(_session_file(source).read_bytes().replace(b"please do", b"pl\xe9ase do"))
+    (tmp_path / "home").mkdir()
+    watcher = watch()
+    target = tmp_path / "home" / "project" / broken.name
+    with pytest.warns(TranscriptReadWarning, match="not UTF-8") as warned:
+        _watched_while_copied(watcher, broken, target)
+    assert sum("not UTF-8" in str(warning.message) for warning in warned) == 1
+    watcher.close()
+    said = _said(_mirror(tmp_path / "runs"))
+    assert any(kind == "user_message" and text.endswith(": pl\ufffdase do the task.") for kind, text in said)
+    assert said == _imported(broken.parent, tmp_path)

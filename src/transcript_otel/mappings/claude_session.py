@@ -60,7 +60,7 @@ from transcript_otel.mappings._claude_blocks import content_blocks, is_block, ty
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
 from transcript_otel.mappings.claude_stream import RunningCost
 from transcript_otel.mappings.claude_transcript import MESSAGE_OF_BLOCKS, ClaudeTranscriptMapper
-from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
+from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.records.serialize import parse_json
 
@@ -155,10 +155,15 @@ class ClaudeSessionMapper:
         self._fork_told = False
 
     def line(self, line: str | bytes, source: str) -> SessionLine:
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "backslashreplace")
+        if isinstance(line, str):
+            return self._line(line, source)
+        text, repaired = utf8_text(line)
+        said = self._line(text, source)
+        return said._replace(repaired=repaired) if repaired else said
+
+    def _line(self, line: str, source: str) -> SessionLine:
         try:
-            entry = parse_json(line) if isinstance(line, str) else None
+            entry = parse_json(line)
         except (ValueError, RecursionError):
             entry = None
         if not isinstance(entry, dict):  # the transcript mapping says why, with the line as raw

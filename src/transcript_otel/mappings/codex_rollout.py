@@ -67,7 +67,7 @@ from typing import Any, Final, NamedTuple
 
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
 from transcript_otel.mappings.codex_exec import tool_failed
-from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns
+from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json
 
@@ -284,7 +284,9 @@ class CodexRolloutMapper:
             try:
                 record = parse_json(line)
             except (ValueError, RecursionError):  # not UTF-8, perhaps: what its text says
-                return self._parsed_text(line.decode("utf-8", "replace"))
+                text, repaired = utf8_text(line)
+                said = self._parsed_text(text)
+                return said._replace(repaired=repaired) if repaired else said
             return self._said(record, line)
         return self._parsed_text(line)
 

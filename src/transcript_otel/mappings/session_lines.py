@@ -26,6 +26,20 @@ class SessionLine(NamedTuple):
     model: str | None = None  # the model the line names (a response's, a turn's context)
     session_id: str | None = None  # the session's own id, where the line names it
     failure: str | None = None  # our mapping failed on the line (a bug): why, for a `transcript.error`
+    # The line held bytes that are not UTF-8, read as U+FFFD (`utf8_text`): what, for a `transcript.error`.
+    repaired: str | None = None
+
+
+def utf8_text(line: bytes) -> tuple[str, str | None]:
+    """The line's text, and None; or, where some of its bytes are not UTF-8 (a file cut or
+    written wrong), its text with each such byte as U+FFFD and what was replaced: the line is
+    still read as what it is, its text kept, not taken whole as an `unknown` entry."""
+    try:
+        return line.decode("utf-8"), None
+    except UnicodeDecodeError:
+        text = line.decode("utf-8", "replace")
+    replaced = text.count("\ufffd") - line.count("\ufffd".encode())
+    return text, f"{replaced} byte sequence{'s' * (replaced != 1)} not UTF-8 read as U+FFFD"
 
 
 # The last second told in the CLIs' own shape (`2026-11-27T08:01:07.123Z`), and its ns: most

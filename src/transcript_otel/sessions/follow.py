@@ -40,7 +40,7 @@ from transcript_otel.sessions.recorder import (
     run_id_of,
 )
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
-from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_time_order
+from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_time_order, say_repaired
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat
 # (`SessionFollower.behind`: the watch polls it again at once).
@@ -74,6 +74,7 @@ class _OpenFile:
     line_start: int = 0
     more: bool = False  # the last read stopped at `READ_BYTES`: the file may hold more already
     unreadable: bool = False  # said once, until it can be read again
+    repaired: bool = False  # lines not UTF-8 read (`say_repaired`): said once
 
 
 class SessionFollower:
@@ -252,6 +253,9 @@ class SessionFollower:
         for line in lines:
             file.lines += 1
             said = self._map_line(line.rstrip(b"\r"), file.source)
+            if said.repaired and not file.repaired:
+                file.repaired = True
+                say_repaired(file.path)
             if said.timestamp_ns is not None:
                 file.latest_ns = max(file.latest_ns, said.timestamp_ns)
             yield TimedLine(file.latest_ns, index, file.lines, file.source, said, len(line))

@@ -279,6 +279,8 @@ class SessionRecorder:
             self._failure = None
         if said.failure:
             run.emitter.error(said.failure)
+        if said.repaired:  # its text kept, and the loss said where the run is read
+            run.emitter.error(f"a line of {timed.source}: {said.repaired}, the rest of it read as written")
         entries = said.entries
         for entry in entries:
             run.record(

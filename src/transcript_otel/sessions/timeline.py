@@ -9,6 +9,7 @@ line at a time: memory does not grow with the files' size.
 from __future__ import annotations
 
 import heapq
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -16,7 +17,7 @@ from typing import NamedTuple
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import EntryType
-from transcript_otel.reading.lines import LineReader
+from transcript_otel.reading.lines import LineReader, TranscriptReadWarning
 from transcript_otel.sessions.regular import open_regular
 
 # One line of a session file (the bytes, the source of its file) -> what it says.
@@ -48,6 +49,16 @@ def guarded(map_line: MapLine) -> MapLine:
     return map_or_keep
 
 
+def say_repaired(path: Path) -> None:
+    """Said once for a file whose lines hold bytes that are not UTF-8 (`SessionLine.repaired`)."""
+    warnings.warn(
+        f"{path}: lines holding bytes that are not UTF-8 are read with U+FFFD in their place, "
+        "each said by a transcript.error of its run",
+        TranscriptReadWarning,
+        stacklevel=3,
+    )
+
+
 def timeline(files: list[tuple[Path, str]], map_line: MapLine) -> Iterator[TimedLine]:
     """Every line of `files` (path, source), mapped, in time order; file order within a file."""
     return in_time_order(
@@ -63,9 +74,13 @@ def in_time_order(streams: Iterable[Iterable[TimedLine]]) -> Iterator[TimedLine]
 
 def _file_lines(path: Path, source: str, file_index: int, map_line: MapLine) -> Iterator[TimedLine]:
     latest = 0
+    repaired = False
     with open_regular(path) as stream:  # a FIFO or a device in its place meanwhile: not read
         for number, line in LineReader(str(path)).lines(stream):
             said = map_line(line.rstrip(b"\r\n"), source)
+            if said.repaired and not repaired:
+                repaired = True
+                say_repaired(path)
             if said.timestamp_ns is not None:
                 latest = max(latest, said.timestamp_ns)
             yield TimedLine(latest, file_index, number, source, said, len(line))
