@@ -374,6 +374,30 @@ def test_a_closed_stdout_stops_the_command_as_it_would_directly(tmp_path: Path) 
     assert result.stderr.strip().splitlines()[-1] == b"141"  # killed by SIGPIPE, like `yes | head` itself
 
 
+def test_a_reader_that_goes_away_ends_the_run_with_what_it_read(tmp_path: Path) -> None:
+    """`transcript-otel run -- seq 1 100000000 | head -1`: the lines the relay copied but nobody
+    read (the megabyte in the command's pipe: 165,669 lines, recorded for 6-9 s before the
+    wrapper exited) are not the run's; it ends as `seq` does, with what was passed on."""
+    pipeline = (
+        f'{" ".join(WRAPPER)} --adapter plain -- seq 1 100000000 | head -1; echo "${{PIPESTATUS[0]}}" >&2'
+    )
+    result = subprocess.run(
+        ["bash", "-c", pipeline], capture_output=True, env=wrapper_env(tmp_path), timeout=60, check=False
+    )
+    assert result.stdout == b"1\n"
+    assert result.stderr.strip().splitlines()[-1] == b"141"  # killed by SIGPIPE, like `seq` itself
+    records = mirror(tmp_path)
+    texts = [entry["detail"].get("text") for entry in entries(records) if entry["entry_type"] != "error"]
+    # What our reader was passed, its last line as far as it was passed.
+    assert texts[:-1] == [str(number) for number in range(1, len(texts))]
+    assert str(len(texts)).startswith(texts[-1])
+    # The command's pipe held a megabyte (165,669 lines) our reader never read; what reached
+    # `head` is what its pipe took (64 KiB: about 12,000 lines), and capture reads on a few
+    # thousand lines at most before it hears the reader went away.
+    assert len(texts) < 50_000, len(texts)
+    assert records[-1]["event"] == "transcript.stop"
+
+
 SLOW_READER = """
 import sys, time
 received = 0

@@ -324,6 +324,7 @@ class OutputCapture:
         self._offset = 0  # bytes of the copy read so far
         self._partial = b""
         self._skipping = False  # after a gap: the rest of a line whose start was dropped
+        self._unread_at: int | None = None  # where in the copy the output our reader never read begins
         self._deadline: float | None = None
         self._data_open = True
         self._reports_open = True
@@ -437,9 +438,17 @@ class OutputCapture:
             self.exec_errno = protocol.STATUS.unpack(payload)[0]
         elif kind == protocol.OUTPUT_DONE:
             self._deadline = time.monotonic() + CAPTURE_GRACE_S
+        elif kind == protocol.UNREAD:
+            self._unread_at = protocol.NUMBER.unpack(payload)[0]
 
     def _on_data(self, data: bytes) -> None:
-        """Output from the copy, with the gaps reported at its offsets."""
+        """Output from the copy, with the gaps reported at its offsets, up to where our reader
+        stopped reading (what it never read is no output of the run's)."""
+        if self._unread_at is not None:
+            data = data[: max(0, self._unread_at - self._offset)]
+            self._partial_before_unread(self._offset)
+            while self._gaps and self._gaps[-1][0] > self._unread_at:
+                self._gaps.pop()
         while self._gaps and self._gaps[0][0] <= self._offset + len(data):
             offset, size, lines, ends_line = self._gaps.popleft()
             before, data = data[: offset - self._offset], data[offset - self._offset :]
@@ -455,6 +464,7 @@ class OutputCapture:
             self._offset += len(data)
 
     def _on_output(self, data: bytes) -> None:
+        end_at = self._offset + len(data)  # where `data` ends in the copy
         if self._skipping:
             end = data.find(b"\n")
             if end < 0:
@@ -464,20 +474,24 @@ class OutputCapture:
             self._drop(1, end + 1)
             self._skipping = False
             data = data[end + 1 :]
-        lines = (self._partial + data).split(b"\n")
+        joined = self._partial + data
+        lines = joined.split(b"\n")
         self._partial = lines.pop()
         self.counts.lines += len(lines)
+        first_at = end_at - len(joined)
         if not self.recording:
             self._drop(len(lines), len(data))
         elif lines and max(map(len, lines)) >= MAX_LINE_BYTES:
-            self._record([piece for line in lines for piece in _pieces(line + b"\n")])
+            self._record([piece for line in lines for piece in _pieces(line + b"\n")], first_at)
         elif lines:
-            self._record([line + b"\n" for line in lines])
+            self._record([line + b"\n" for line in lines], first_at)
+        self._partial_before_unread(end_at)  # if learned while recording
         if len(self._partial) >= MAX_LINE_BYTES:  # a line that goes on: what it has so far, now
             *pieces, self._partial = _pieces(self._partial)
-            self._record(pieces)
+            self._record(pieces, end_at - len(self._partial) - sum(map(len, pieces)))
 
-    def _record(self, lines: list[bytes]) -> None:
+    def _record(self, lines: list[bytes], first_at: int) -> None:
+        """Record `lines` (the first at `first_at` in the copy) as the backlog has room."""
         recorder = self.recorder
         if recorder is None:
             return
@@ -486,6 +500,10 @@ class OutputCapture:
         while start < end:
             # Between looks at the clock and at the reports (the end of the output sets the deadline).
             self._read_reports()
+            if self._unread_at is not None:
+                end = self._before_unread(lines, start, end, first_at, self._unread_at)
+                if start == end:
+                    return
             if not self.recording:
                 break
             stop = min(end, start + _LINES_BETWEEN_LOOKS)
@@ -493,7 +511,25 @@ class OutputCapture:
             if start < stop and not self._wait_for_room(recorder):
                 break
         if start < end:
-            self._drop(end - start, sum(map(len, lines[start:])))
+            self._drop(end - start, sum(map(len, lines[start:end])))
+
+    def _before_unread(self, lines: list[bytes], start: int, end: int, first_at: int, unread_at: int) -> int:
+        """The index past the last of `lines[start:end]` (the first at `first_at` in the copy)
+        that begins before `unread_at`, where the output our reader never read begins: the
+        lines from there on are not the run's, nor counted."""
+        at = first_at + sum(map(len, lines[:start]))
+        stop = start
+        while stop < end and at < unread_at:
+            at += len(lines[stop])
+            stop += 1
+        self.counts.lines -= sum(line.endswith(b"\n") for line in lines[stop:end])
+        return stop
+
+    def _partial_before_unread(self, end_at: int) -> None:
+        """The line being read (`_partial`, which ends at `end_at` in the copy) cut where the
+        output our reader never read begins."""
+        if self._unread_at is not None and end_at > self._unread_at:
+            self._partial = self._partial[: max(0, len(self._partial) - (end_at - self._unread_at))]
 
     def _wait_for_room(self, recorder: LineRecorder) -> bool:
         """Until the backlog has room again: as long as it takes while the output goes on (the
@@ -510,10 +546,11 @@ class OutputCapture:
             self.counts.lines += 1
             self._drop(1, 0)
             self._skipping = False
+        self._partial_before_unread(self._offset)
         if self._partial:  # the last line, with no newline
             self.counts.lines += 1
             if self.recording:
-                self._record(_pieces(self._partial))
+                self._record(_pieces(self._partial), self._offset - len(self._partial))
             else:
                 self._drop(1, len(self._partial))
             self._partial = b""

@@ -28,6 +28,7 @@ from .protocol import (
     PIPE_MODE,
     PTY_MODE,
     STATUS,
+    UNREAD,
 )
 from .terminal import Terminal, copy_window_size
 
@@ -37,11 +38,16 @@ from .terminal import Terminal, copy_window_size
 IDLE_GRACE_S: Final = 1.0
 
 
-def _write_stdout(data: bytes) -> None:
-    """All of `data` to our stdout, waiting for a slow reader as a direct pipe would."""
+def _write_stdout(data: bytes) -> int:
+    """All of `data` to our stdout, waiting for a slow reader as a direct pipe would: how many
+    bytes of it our reader did not take because it went away (`| head`), 0 when it took all."""
     view = memoryview(data)
-    while view:
-        view = view[os.write(1, view) :]
+    try:
+        while view:
+            view = view[os.write(1, view) :]
+    except OSError:
+        return len(view)
+    return 0
 
 
 class Relay:
@@ -145,13 +151,14 @@ class Relay:
         if not chunk:
             self._close_output()
             return False
-        self.capture.add(chunk)
-        if self.stdout_open:
-            try:
-                _write_stdout(chunk)
-            except OSError:  # our reader is gone (`| head`): the command's next write fails too
-                return self._reader_gone()
-        return True
+        if not self.stdout_open:  # on a pty whose terminal is gone: the command runs on
+            self.capture.add(chunk)
+            return True
+        # Passed on first: the copy gets what our reader took, not what it never read.
+        unread = _write_stdout(chunk)
+        if unread < len(chunk):
+            self.capture.add(chunk[: len(chunk) - unread] if unread else chunk)
+        return self._reader_gone() if unread else True
 
     def _splice_out(self, size: int) -> bool:
         """Move `size` bytes the capture copy has from the command's pipe to our stdout."""
@@ -163,15 +170,22 @@ class Relay:
                     self._stdout_ready.poll()
         except OSError as exc:
             if exc.errno != errno.EINVAL:
-                return self._reader_gone()
+                return self._reader_gone(unread=size)
             self.splicing = False  # our stdout cannot take it (a terminal, an append-only file)
             while size:
                 chunk = os.read(self.output, size)
                 size -= len(chunk)
-                _write_stdout(chunk)
+                unread = _write_stdout(chunk)
+                if unread:
+                    return self._reader_gone(unread=unread + size)
         return True
 
-    def _reader_gone(self) -> bool:
+    def _reader_gone(self, *, unread: int = 0) -> bool:
+        """Our reader went away (`| head`): the copy has `unread` bytes at its end that it never
+        read, which capture leaves out, as a direct pipe's reader never sees what is left in it;
+        on a pipe the command's output is closed, so its next write fails as it would directly."""
+        if unread:
+            self.capture.report(UNREAD, NUMBER.pack(self.capture.offset - unread))
         self._close_stdout()
         if self.mode == PIPE_MODE:
             self._close_output()

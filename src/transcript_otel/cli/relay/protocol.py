@@ -17,6 +17,8 @@ GAP: Final = b"G"  # payload `GAP_AT`: where in the copy, bytes and lines droppe
 EXEC_FAILED: Final = b"E"  # payload "!i": the errno of the failed exec
 EXITED: Final = b"X"  # payload "!i": the exit status, -N when killed by signal N
 OUTPUT_DONE: Final = b"O"  # no payload: the command's output is over (all of it delivered)
+# payload "!q": the offset in the copy from which its output never reached our reader (gone, `| head`)
+UNREAD: Final = b"U"
 NUMBER: Final = struct.Struct("!q")
 GAP_AT: Final = struct.Struct("!QQQ?")
 STATUS: Final = struct.Struct("!i")
