@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from transcript_otel import check_invariants, read_records
+
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
@@ -30,6 +32,7 @@ from fault_servers import SilentServer
 
 from helpers import assert_complete_mirror
 from loopback import free_port, subprocess_env
+from session_fixtures import SESSIONS
 
 ENTRIES = 2000
 SPANS = 20
@@ -159,3 +162,54 @@ def run_against_dead_backend(tmp_path: Path, protocol: str, backend: str, endpoi
         # still queued, and the warning says that instead. Either is true; a silent exit is not.
         truthful = ("the backend did not answer an export of", "still queued at shutdown")
         assert all(why.startswith(truthful) for _, why in warnings.values()), warnings
+
+
+CODEX_SESSION = next(
+    (SESSIONS / "codex/shell/codex-home/sessions/2026/11/27").glob("rollout-*.jsonl")
+)  # its session id is the name's last 36 characters
+
+
+def _ten_sessions(folder: Path) -> list[Path]:
+    """Ten Codex sessions: the recorded one under ten session ids."""
+    session_id = CODEX_SESSION.stem[-36:]
+    made = []
+    for number in range(10):
+        other = f"{session_id[:-2]}{number:02d}"
+        path = folder / CODEX_SESSION.name.replace(session_id, other)
+        path.write_bytes(CODEX_SESSION.read_bytes().replace(session_id.encode(), other.encode()))
+        made.append(path)
+    return made
+
+
+def test_an_import_to_a_backend_that_never_answers_waits_once_and_says_what_was_not_sent(
+    tmp_path: Path,
+) -> None:
+    """Each of ten sessions waited out the export timeout (10 sessions: 60.6 s against 0.67 s).
+    After the first run the backend does not take, the others are not sent: each is said, with
+    the run that was not; the mirror has every run; the import fails (exit 1)."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    sessions = _ten_sessions(folder)
+    with SilentServer() as silent:
+        done = subprocess.run(
+            [sys.executable, "-m", "transcript_otel.cli", "import", str(folder), "-j", "2"],
+            env=subprocess_env(
+                OTEL_EXPORTER_OTLP_ENDPOINT=silent.endpoint,
+                OTEL_EXPORTER_OTLP_TIMEOUT="1",
+                TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "runs"),
+            ),
+            capture_output=True,
+            text=True,
+            timeout=600,  # (a hang fails here; how long it took is not the test's)
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    runs = sorted((tmp_path / "runs").glob("*.jsonl"))
+    assert len(runs) == len(sessions)
+    for run in runs:
+        assert check_invariants(list(read_records(run))) == []
+    not_sent = re.findall(r"^transcript-otel import: (.*\.jsonl): not sent: (.*)$", done.stderr, re.MULTILINE)
+    assert sorted(Path(run) for run, _ in not_sent) == runs
+    (failed, first_why), *others = not_sent
+    assert "did not take the run" in first_why
+    assert [why for _, why in others] == [f"not tried, as {failed} was not sent"] * (len(runs) - 1)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from transcript_otel import environment_variables as env
+from transcript_otel.cli.import_sending import RunSender
 from transcript_otel.cli.import_workers import (
     Outcome,
     StoppedBySignalError,
@@ -38,7 +39,9 @@ _DESCRIPTION: Final = (
     "recorded, subagents as their own sources and spans, and ids derived from the session, so "
     "importing again replaces the run instead of adding a second. When an OTLP endpoint is set "
     "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it "
-    "(that needs the [otlp] extra: without it nothing is imported, exit 2). "
+    "(that needs the [otlp] extra: without it nothing is imported, exit 2); after a run the backend "
+    "did not take, the others are not sent, each said (so a backend that does not answer costs one "
+    "export timeout, not one per session). "
     "Sessions are imported --jobs at a time in worker processes, and said in the order found. "
     "What a file holds is told by its first lines, not its name: below a directory every *.jsonl "
     "file is looked at, and one that is no session log (a saved stdout, a mirror's run) is skipped, "
@@ -147,9 +150,10 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     # A file that could not be read may be a session not imported: a failure, not a mere skip.
     failed = sum(what is Format.UNREADABLE for what in refused.values())
     imported_from: dict[Path, Path] = {}  # each run written, from which session's file
+    sender = RunSender(args.endpoint) if sends else None
     with contextlib.closing(imports(sessions, directory, jobs)) as outcomes:
         for session, outcome in zip(sessions, outcomes, strict=True):
-            failed += not _say(session, outcome, args.endpoint, sends, out)
+            failed += not _say(session, outcome, sender, out)
             earlier = imported_from.get(outcome.run) if outcome.run is not None else None
             if earlier is not None:  # `find_sessions` gives each file once: another file, one session
                 print(
@@ -163,7 +167,7 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     return 1 if failed else 0
 
 
-def _say(session: SessionFiles, outcome: Outcome, endpoint: str | None, sends: bool, out: TextIO) -> bool:
+def _say(session: SessionFiles, outcome: Outcome, sender: RunSender | None, out: TextIO) -> bool:
     for warned in outcome.warned:
         warnings.showwarning(*warned)
     if outcome.run is None:
@@ -176,17 +180,4 @@ def _say(session: SessionFiles, outcome: Outcome, endpoint: str | None, sends: b
         + ")",
         file=out,
     )
-    return _send(outcome.run, endpoint) if sends else True
-
-
-def _send(path: Path, endpoint: str | None) -> bool:
-    from transcript_otel.exports.replay.run import ReplayError, replay
-    from transcript_otel.reading.sources import open_run
-
-    try:
-        result = replay(open_run(path), endpoint=endpoint)
-    except (ReplayError, ValueError) as exc:
-        print(f"transcript-otel import: {visible_name(path)}: not sent: {visible(str(exc))}", file=sys.stderr)
-        return False
-    print(f"  sent {result.spans} spans and {result.records} log records", file=sys.stderr)
-    return True
+    return sender.send(outcome.run) if sender is not None else True
