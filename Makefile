@@ -30,7 +30,7 @@ CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
 CODEX_VERSION := 0.171.0
 CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
 
-.PHONY: demo test lint envs pytest pytest-default wink-envs browser bench clean agents fixtures explore canary
+.PHONY: demo test lint envs pytest pytest-default wink-envs browser promtool bench clean agents fixtures explore canary
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
@@ -92,7 +92,7 @@ demo: $(DEMO_VENV)/.installed agents
 ## test: set up and run ruff, mypy --strict and the suite (Python 3.13 and the default python3)
 # The default python3's suite needs neither weakincentives nor Phoenix: it runs while their
 # environments install (mostly downloads and unpacking), each target's output kept together.
-test: browser lint
+test: browser promtool lint
 	$(MAKE) --no-print-directory -j3 --output-sync=target pytest-default wink-envs $(PHOENIX_VENV)/.installed
 	$(MAKE) --no-print-directory pytest
 
@@ -104,6 +104,17 @@ browser:
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
 				|| echo "make browser: could not install chromium; the browser tests will be skipped"; \
 		else echo "make browser: no chromium and no root apt-get; the browser tests will be skipped"; fi; \
+	fi
+
+# Debian's prometheus for its promtool, which checks collector-config/prometheus.yaml and the
+# dashboard's PromQL (tests/test_collector_metrics.py): installed when missing and we may (root
+# with apt-get); without it those tests are skipped, saying why.
+promtool:
+	@if ! command -v promtool >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+				|| echo "make promtool: could not install prometheus; the promtool tests will be skipped"; \
+		else echo "make promtool: no promtool and no root apt-get; the promtool tests will be skipped"; fi; \
 	fi
 
 lint: $(TEST_VENV)/.installed

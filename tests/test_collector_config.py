@@ -5,7 +5,8 @@ wired to components that exist, data reaches Jaeger, Tempo and Loki at the host 
 and ports those services listen on, images are pinned, mounted files exist, ports stay
 on loopback, the dashboard and the trace <-> log links name data sources that are
 provisioned, and the dashboard's LogQL asks for attribute names that our OTel log sink
-really emits (as Loki stores them). rotel.env is started with the real rotel binary and
+really emits (as Loki stores them). The metrics pipeline (Prometheus) and the dashboard's
+PromQL: tests/test_collector_metrics.py. rotel.env is started with the real rotel binary and
 must route a real span and log record.
 
 Schema validation runs where a validator is installed: the compose file against the
@@ -210,9 +211,16 @@ def container_ports(service: dict[str, Any]) -> set[int]:
     }
 
 
+# Exporters that the backend pulls from: their endpoint is where they listen, not a backend
+# (tests/test_collector_metrics.py checks that Prometheus scrapes it).
+PULLED_EXPORTERS = frozenset(("prometheus",))
+
+
 def test_the_collector_exports_to_services_and_ports_the_stack_has(collector: Any, compose: Any) -> None:
     services = compose["services"]
-    for exporter in collector["exporters"].values():
+    for name, exporter in collector["exporters"].items():
+        if component_type(name) in PULLED_EXPORTERS:
+            continue
         host, port = host_and_port(exporter["endpoint"])
         assert host in services, f"no service {host}"
         assert port in container_ports(services[host]), f"{host} does not listen on {port}"
@@ -269,7 +277,7 @@ def unescape_provisioning(text: str) -> str:
 
 
 def test_datasources_point_at_the_compose_services(datasources: dict[str, Any], compose: Any) -> None:
-    assert {source["type"] for source in datasources.values()} == {"loki", "tempo", "jaeger"}
+    assert {source["type"] for source in datasources.values()} == {"loki", "tempo", "jaeger", "prometheus"}
     services = compose["services"]
     for source in datasources.values():
         host, port = host_and_port(source["url"])
@@ -337,8 +345,17 @@ def test_the_dashboard_has_unique_panels_on_the_grid(dashboard: Any) -> None:
     assert "logs" in kinds  # the transcript itself
 
 
+def queries_of(dashboard: Any, datasource_type: str) -> list[str]:
+    """The queries (`expr`) of the dashboard's targets on data sources of this type."""
+    return [
+        target["expr"]
+        for _, target in panel_targets(dashboard)
+        if "expr" in target and target["datasource"]["type"] == datasource_type
+    ]
+
+
 def logql_queries(dashboard: Any) -> list[str]:
-    return [target["expr"] for _, target in panel_targets(dashboard) if "expr" in target]
+    return queries_of(dashboard, "loki")
 
 
 # Names a LogQL query reads: label filters (`| name op`), `by (...)`, `unwrap name`, and
