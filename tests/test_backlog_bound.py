@@ -8,6 +8,7 @@ import gc
 import json
 import logging
 import threading
+import time
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.capture import pipeline as pipeline_module
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks import JsonlMirror, Sink
 
@@ -220,10 +222,56 @@ def test_records_left_at_the_shutdown_deadline_are_said_and_counted(
     assert stuck.blocked.wait(10.0)
     for index in range(100):
         emitter.emit("assistant_message", detail={"text": _text(index, 60)})
+    emitter.stop(wait=False)
     with caplog.at_level(logging.WARNING, logger="transcript_otel.capture.pipeline"):
         pipeline.shutdown()
     stuck.release.set()
-    (said,) = [r.getMessage() for r in caplog.records if "before the shutdown deadline" in r.getMessage()]
-    # The 100 entries queued behind the one being written; the flush requests among them are
-    # not records.
-    assert said == "transcript-otel: 100 queued records were not written before the shutdown deadline"
+    said = [r.getMessage() for r in caplog.records if "before the shutdown deadline" in r.getMessage()]
+    # The 100 entries queued behind the one being written are given up; the stop, which the
+    # stuck writer could not write even then, is said too (the flush requests are not records).
+    assert said == [
+        "transcript-otel: 100 transcript entries were not written before the shutdown deadline; "
+        "each run's transcript.stop counts its own (dropped_entries)",
+        "transcript-otel: 1 queued records were not written before the shutdown deadline",
+    ]
+
+
+def test_at_the_shutdown_deadline_entries_are_given_up_never_the_stop_and_the_count(
+    make_pipeline: Callable[..., TranscriptPipeline],
+    runs_dir: object,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer behind at exit (`transcript-otel run` on a loaded machine: 46,481 records left
+    at the deadline, the mirror with no `transcript.stop` and no word of what it lost): the
+    entries it has no time for are given up, and each run's stop is written with their count."""
+    monkeypatch.setattr(pipeline_module, "STOP_GRACE_S", 60.0)  # the writer is released meanwhile
+    stuck = StuckOnEntrySink()
+    pipeline = make_pipeline([stuck, JsonlMirror(str(runs_dir))], shutdown_timeout_s=0.2)
+    emitter = TranscriptEmitter(prompt_name="deadline", adapter="a", pipeline=pipeline)
+    emitter.emit("user_message", detail={"text": "the sink takes this one and blocks"})
+    assert stuck.blocked.wait(10.0)
+    for index in range(100):
+        emitter.emit("assistant_message", detail={"text": _text(index, 60)})
+    emitter.stop(wait=False)
+    with caplog.at_level(logging.WARNING, logger="transcript_otel.capture.pipeline"):
+        shutting_down = threading.Thread(target=pipeline.shutdown)
+        shutting_down.start()
+        for _ in range(3000):  # until the deadline passed and the entries were given up
+            if emitter.dropped_entries:
+                break
+            time.sleep(0.01)
+        stuck.release.set()
+        shutting_down.join(60.0)
+    assert emitter.dropped_entries == 100
+    records = run_records(emitter)
+    assert [c["sequence_number"] for c in entry_contexts(records)] == [1]  # no gap: the rest unnumbered
+    (error,) = [r["context"] for r in records if r["event"] == "transcript.error"]
+    assert error["dropped_entries"] == 100
+    assert records[-1]["event"] == "transcript.stop"
+    assert records[-1]["context"]["dropped_entries"] == 100
+    said = [r.getMessage() for r in caplog.records if "before the shutdown deadline" in r.getMessage()]
+    assert said == [
+        "transcript-otel: 100 transcript entries were not written before the shutdown deadline; "
+        "each run's transcript.stop counts its own (dropped_entries)"
+    ]

@@ -25,11 +25,17 @@ from transcript_otel.capture.backlog_bound import DEFAULT_MAX_BACKLOG_BYTES, INI
 from transcript_otel.capture.pipeline_state import YIELD_EVERY_S, DeferredAction, FlushRequest, logger
 from transcript_otel.capture.registry import PIPELINES, ShutdownAction, run_all_before
 from transcript_otel.capture.writer import DEFAULT_FLUSH_INTERVAL_S
+from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.records.content import ContentPolicy, GenAiContent
+from transcript_otel.records.queued import QueuedItem
 from transcript_otel.records.redaction import Redactor
 from transcript_otel.sinks.base import Sink
 
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
+# Past the shutdown deadline, with the entries left given up: how long the writer may take to
+# write the runs' stops and the counts of what they lost (a few records: milliseconds, unless
+# a sink hangs).
+STOP_GRACE_S: Final = 1.0
 
 
 class TranscriptPipeline(AgentSide):
@@ -101,23 +107,28 @@ class TranscriptPipeline(AgentSide):
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Drain everything, stop the writer and release the sinks; bounded in time."""
         timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + timeout
-        self.drain_and_stop(deadline)
+        deadline = self.drain_and_stop(time.monotonic() + timeout)
         run_all_before(self.release_actions(deadline), deadline)
 
-    def drain_and_stop(self, deadline: float) -> None:
-        """Drain the backlog and stop the writer, completing the local mirror first.
+    def drain_and_stop(self, deadline: float) -> float:
+        """Drain the backlog and stop the writer, completing the local mirror first; the
+        deadline the sinks' release has (later by `STOP_GRACE_S` when entries were given up).
 
         Past 80% of the time left, the writer stops feeding the OTel sinks and only
         finishes the mirror, which is fast: a dead or slow backend must not cost
-        the local copy.
+        the local copy. At the deadline the entries left are given up, never the runs'
+        stops: each is written with the count of its run's entries lost (`dropped_entries`).
         """
         if self._closed:
-            return
+            return deadline
         remaining = max(0.0, deadline - time.monotonic())
+        given_up = 0
         if not self.flush(remaining * 0.8):
             self._mirror_only = True
-            self.flush(max(0.0, deadline - time.monotonic()))
+            if not self.flush(max(0.0, deadline - time.monotonic())):
+                given_up = self._give_up_entries()
+                deadline = time.monotonic() + STOP_GRACE_S
+                self.flush(STOP_GRACE_S)
         with self._lock:
             self._closed = True
             thread = self._thread
@@ -129,10 +140,36 @@ class TranscriptPipeline(AgentSide):
         # Records only: the flush requests and deferred actions queued among them are not.
         # `list()` copies in one step, while a writer past the deadline may still be popping.
         left = sum(1 for item in list(self.backlog) if not isinstance(item, (FlushRequest, DeferredAction)))
+        if given_up:
+            logger.warning(
+                "transcript-otel: %d transcript entries were not written before the shutdown deadline; "
+                "each run's transcript.stop counts its own (dropped_entries)",
+                given_up,
+            )
         if left:
             logger.warning(
                 "transcript-otel: %d queued records were not written before the shutdown deadline", left
             )
+        return deadline
+
+    def _give_up_entries(self) -> int:
+        """Take the entries out of the backlog, each counted as dropped by its run, and leave
+        the rest (starts, stops, errors, flush requests, deferred actions) in order: the
+        writer then writes each run's count before its stop. How many were taken out."""
+        kept: list[QueuedItem | FlushRequest | DeferredAction] = []
+        given_up = 0
+        while True:
+            try:  # one item at a time: the writer may be taking items too
+                item = self.backlog.popleft()
+            except IndexError:
+                break
+            if type(item) is tuple and item[0] is TranscriptEvent.ENTRY:
+                item[1].note_drop()
+                given_up += 1
+            else:
+                kept.append(item)
+        self.backlog.extend(kept)
+        return given_up
 
     def release_actions(self, deadline: float) -> list[ShutdownAction]:
         """What releases the sinks and providers: once (a second shutdown has nothing to do)."""

@@ -35,7 +35,7 @@ class RegisteredPipeline(Protocol):
 
     shutdown_timeout_s: float
 
-    def drain_and_stop(self, deadline: float) -> None: ...
+    def drain_and_stop(self, deadline: float) -> float: ...
 
     def release_actions(self, deadline: float) -> list[ShutdownAction]: ...
 
@@ -89,8 +89,8 @@ def shutdown_all(timeout_s: float | None = None) -> None:
         return
     timeout = timeout_s if timeout_s is not None else max(p.shutdown_timeout_s for p in pipelines)
     deadline = time.monotonic() + timeout
-    for pipeline in pipelines:
-        pipeline.drain_and_stop(deadline)
+    for pipeline in pipelines:  # one that gave up entries has its stops written past the deadline
+        deadline = max(deadline, pipeline.drain_and_stop(deadline))
     actions = [action for pipeline in pipelines for action in pipeline.release_actions(deadline)]
     run_all_before(actions, deadline)
 
