@@ -469,6 +469,38 @@ def test_a_writer_that_cannot_keep_up_loses_no_line_uncounted(tmp_path: Path) ->
     assert b"not written" not in result.stderr
 
 
+UNENDED_CALLS = """
+import json
+for number in range(2000):
+    call = {"type": "tool_start", "tool": {"id": f"call-{number}", "name": "sh", "input": {}}}
+    print("@@RALPH@@ " + json.dumps(call))
+"""
+
+
+def test_stderr_and_the_transcript_tell_the_same_losses(tmp_path: Path) -> None:
+    """2,000 tool calls that never end become 2,000 results at the end of the output, all at
+    once, into a backlog of 8 entries: the backlog drops most. stderr said only the lines
+    capture missed (20 MB of binary output: 293 lines on stderr, 10,131 entries dropped in the
+    mirror); it says the entries dropped too, the very count the transcript holds."""
+    env = wrapper_env(tmp_path, TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES="1")
+    command = [*WRAPPER, "--adapter", "rtf1", "--", sys.executable, "-c", UNENDED_CALLS]
+    result = subprocess.run(command, capture_output=True, env=env, timeout=300, check=False)
+    assert result.returncode == 0
+    records = mirror(tmp_path)
+    stop = records[-1]
+    assert stop["event"] == "transcript.stop"
+    dropped = stop["context"]["dropped_entries"]
+    assert dropped > 0
+    reports = [r["context"] for r in records if r["event"] == "transcript.error"]
+    assert sum(report.get("dropped_entries", 0) for report in reports) == dropped
+    assert len(entries(records)) + dropped == 4000  # each call's tool_use and its result
+    said = [line for line in result.stderr.decode().splitlines() if "dropped" in line]
+    assert said == [
+        f"transcript-otel run: {dropped} transcript entries were dropped: the backlog exceeded its "
+        "bound while the sinks fell behind (the transcript's dropped_entries)"
+    ]
+
+
 @pytest.mark.parametrize("redirect", [">", ">>"])
 def test_output_into_a_file_or_appended_to_one_is_exact(redirect: str, tmp_path: Path) -> None:
     """The kernel moves the output where it can (splice); an append-only file is written to."""

@@ -313,16 +313,24 @@ def run_command(command: Sequence[str], *, prompt_name: str, adapter_name: str |
 
 
 def end_run(recorder: LineRecorder, counts: LineCounts, error: BaseException | None) -> None:
-    """The run's end, with what capture could not record (on stderr too), written whole before
-    the shutdown's deadline starts: every line is then in the transcript or in its report.
-    The writer is waited for while it writes (`LineRecorder.wait_until_written`); a signal to
-    stop, sent to the wrapper meanwhile, cuts the wait short (the shutdown then says how many
-    records it left)."""
+    """The run's end, with what capture could not record, written whole before the shutdown's
+    deadline starts: every line is then in the transcript or in its report. The writer is
+    waited for while it writes (`LineRecorder.wait_until_written`); a signal to stop, sent to
+    the wrapper meanwhile, cuts the wait short (the shutdown then gives up the entries left and
+    says how many). Then stderr says what the transcript says it lost, from the same counts:
+    the lines capture could not record and the entries the backlog dropped."""
+    recorder.end(error, counts)
+    recorder.wait_until_written(_told_to_stop)
     not_recorded = counts.summary()
     if not_recorded is not None:
         print(f"transcript-otel run: {not_recorded}", file=sys.stderr)
-    recorder.end(error, counts)
-    recorder.wait_until_written(_told_to_stop)
+    dropped = recorder.run.emitter.dropped_entries
+    if dropped:
+        print(
+            f"transcript-otel run: {dropped} transcript entries were dropped: the backlog exceeded its "
+            "bound while the sinks fell behind (the transcript's dropped_entries)",
+            file=sys.stderr,
+        )
 
 
 def _told_to_stop() -> bool:
