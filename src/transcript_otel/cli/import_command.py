@@ -45,7 +45,11 @@ _DESCRIPTION: Final = (
     "Sessions are imported --jobs at a time in worker processes, and said in the order found. "
     "What a file holds is told by its first lines, not its name: below a directory every *.jsonl "
     "file is looked at, and one that is no session log (a saved stdout, a mirror's run) is skipped, "
-    "said in one line. Exits 1 when a session could not be imported or sent (each said in one line), "
+    "said in one line. On a terminal a line on stderr tells the progress (sessions, MB, MB/s, time "
+    "left), and a summary line ends the import (sessions, entries, MB, seconds, warnings); "
+    "piped, stderr says only what went wrong. --json: one JSON object on stdout instead of a line "
+    "per session (each session's run, adapter, entries and status; the totals). "
+    "Exits 1 when a session could not be imported or sent (each said in one line), "
     "2 for bad paths and for a file named on its own that is no session log; "
     "stopped by SIGINT, SIGTERM or SIGHUP it leaves no worker running and no file half-written "
     "(exit 130, or 128 + the signal)."
@@ -100,6 +104,12 @@ def add_import(commands: Any) -> None:
         help="sessions imported at once, each in a worker process (default: the CPUs this process "
         "may use; 1: all in this process)",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object on stdout instead of a line per session: each session's path, run "
+        "file, adapter, entries and status, the files skipped, and the totals",
+    )
     parser.set_defaults(handler=run_import)
 
 
@@ -117,6 +127,8 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _run_import(args: argparse.Namespace, out: TextIO) -> int:
+    from transcript_otel.cli.import_report import ImportReport  # (what only an import loads)
+
     paths = list(args.paths)
     for wanted, roots, name in (
         (args.claude_code, [claude_projects_dir()], "Claude Code"),
@@ -151,11 +163,16 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     failed = sum(what is Format.UNREADABLE for what in refused.values())
     imported_from: dict[Path, Path] = {}  # each run written, from which session's file
     sender = RunSender(args.endpoint) if sends else None
-    with contextlib.closing(imports(sessions, directory, jobs)) as outcomes:
+    report = ImportReport(sessions, refused, sys.stderr, as_json=args.json)
+    with report, contextlib.closing(imports(sessions, directory, jobs)) as outcomes:
         for session, outcome in zip(sessions, outcomes, strict=True):
-            failed += not _say(session, outcome, sender, out)
+            said_on = None if args.json else out
+            report.before_saying(outcome, said_on, sends)
+            said = _say(session, outcome, sender, said_on)
+            failed += not said
             earlier = imported_from.get(outcome.run) if outcome.run is not None else None
             if earlier is not None:  # `find_sessions` gives each file once: another file, one session
+                report.wipe()
                 print(
                     f"transcript-otel import: {visible_name(session.path)} is the same session as "
                     f"{visible_name(earlier)} (a copy?): "
@@ -164,20 +181,25 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
                 )
             if outcome.run is not None:
                 imported_from[outcome.run] = session.path
+            report.done(session, outcome, sent=said)
+    report.finish(out)
     return 1 if failed else 0
 
 
-def _say(session: SessionFiles, outcome: Outcome, sender: RunSender | None, out: TextIO) -> bool:
+def _say(session: SessionFiles, outcome: Outcome, sender: RunSender | None, out: TextIO | None) -> bool:
+    """Say how `session`'s import went (its run on `out`, unless None: `--json` tells it), and
+    send the run with `sender`, if any; whether all went well."""
     for warned in outcome.warned:
         warnings.showwarning(*warned)
     if outcome.run is None:
         error = visible(str(outcome.error))
         print(f"transcript-otel import: {visible_name(session.path)}: {error}", file=sys.stderr)
         return False
-    print(
-        f"{visible_name(session.path)} -> {visible_name(outcome.run)} ({outcome.entries} entries"
-        + (f", {outcome.subagents} subagents" if outcome.subagents > 0 else "")
-        + ")",
-        file=out,
-    )
+    if out is not None:
+        print(
+            f"{visible_name(session.path)} -> {visible_name(outcome.run)} ({outcome.entries} entries"
+            + (f", {outcome.subagents} subagents" if outcome.subagents > 0 else "")
+            + ")",
+            file=out,
+        )
     return sender.send(outcome.run) if sender is not None else True
