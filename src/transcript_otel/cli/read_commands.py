@@ -63,7 +63,8 @@ def add_show(commands: Any) -> None:
         run_show,
         help_text="print a run's transcript for people to read",
         description="Print a run's transcript: time, a symbol per role (⚙️ system, 👤 user, 🤖 assistant, "
-        "🔧 tool), and a [source] prefix for subagents. Coloured on a terminal, plain when piped.",
+        "🔧 tool), and a [source] prefix for subagents. Coloured on a terminal, plain when piped; on a "
+        "terminal, a transcript longer than the screen goes through $PAGER (default: less -R).",
         epilog="examples:\n  transcript-otel show last\n  transcript-otel show run.jsonl --type tool_use "
         "--type tool_result\n  transcript-otel show last --follow",
     )
@@ -85,32 +86,41 @@ def add_show(commands: Any) -> None:
     )
     show.add_argument("--full", action="store_true", help="never shorten long texts")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour headers")
+    show.add_argument(
+        "--no-pager",
+        action="store_true",
+        help="never through $PAGER (default: less -R), which a transcript longer than the terminal's "
+        "screen goes through when stdout is a terminal (not with --follow)",
+    )
 
 
 def run_show(args: argparse.Namespace, out: TextIO) -> int:
+    from transcript_otel.cli.pager import paged
     from transcript_otel.reading.show import ShowFilter, ShowWriter, follow, wants_colour
     from transcript_otel.reading.sources import open_run
 
     source = open_run(args.run)
-    writer = ShowWriter(
-        out,
-        colour=wants_colour(out, args.color),
-        only=ShowFilter(frozenset(args.source), frozenset(args.types), args.since, args.until),
-        max_chars=None if args.full else 4000,
-    )
     if args.follow:
         if source.kind != "jsonl":
             raise ValueError(f"--follow reads a JSONL mirror file; {source.path} is a {source.kind} file")
         records: Iterator[dict[str, Any]] = follow(source.path)
     else:
         records = source.records()
-    try:
-        for record in records:
-            writer.write(record)
-            if args.follow:
-                out.flush()
-    except KeyboardInterrupt:
-        return 130
+    # A pager would hold a followed run back until it filled a screen.
+    with paged(out, wanted=not (args.no_pager or args.follow)) as shown_on:
+        writer = ShowWriter(
+            shown_on,
+            colour=wants_colour(out, args.color),  # the pager shows them on `out`'s terminal
+            only=ShowFilter(frozenset(args.source), frozenset(args.types), args.since, args.until),
+            max_chars=None if args.full else 4000,
+        )
+        try:
+            for record in records:
+                writer.write(record)
+                if args.follow:
+                    out.flush()
+        except KeyboardInterrupt:
+            return 130
     if writer.shown == 0:
         print("(no entries to show)", file=sys.stderr)
     return 0
