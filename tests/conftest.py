@@ -134,9 +134,19 @@ def rotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
 _phoenix: Phoenix | None = None
 
 
+def _skipped_by_mark(item: pytest.Item) -> bool:
+    """Whether a `skipif` mark with a true condition (or a `skip` mark) skips `item` before it runs."""
+    if item.get_closest_marker("skip") is not None:
+        return True
+    return any(mark.args and mark.args[0] is True for mark in item.iter_markers("skipif"))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     global _phoenix
-    wanted = any("phoenix" in getattr(item, "fixturenames", ()) for item in session.items)
+    wanted = any(
+        "phoenix" in getattr(item, "fixturenames", ()) and not _skipped_by_mark(item)
+        for item in session.items
+    )
     executable = phoenix_executable()
     if wanted and executable is not None and _phoenix is None:
         _phoenix = Phoenix(executable)

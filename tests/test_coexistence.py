@@ -9,8 +9,8 @@ exporter to the tracer provider and prints what it finished. What a user sees:
 
 * both loaded: two span trees in one trace, OpenInference's `ClaudeAgentSDK.query` around
   ours, and the run's prompt tokens on both (`llm.token_count.prompt` on its AGENT span,
-  `gen_ai.usage.input_tokens` on our `chat` spans): counted twice by a backend that adds
-  both up; our transcript and numbers are the same as without it;
+  `gen_ai.usage.input_tokens` on our `chat` spans); our transcript and numbers are the same
+  as without it; Arize Phoenix, which adds up LLM spans only, counts the tokens once;
 * one of them named in `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`: only the other's spans.
 """
 
@@ -29,6 +29,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
@@ -41,6 +42,8 @@ import claude_offline  # noqa: E402
 
 from test_real_claude_code import ClaudeRun, as_recorded, assert_numbers_are_the_clis, require_cli  # noqa: E402
 
+from phoenix_server import Phoenix  # noqa: E402
+
 OPENINFERENCE = "openinference-instrumentation-claude-agent-sdk"
 # The entry point names `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS` takes (group `opentelemetry_instrumentor`).
 OURS = "transcript_claude_agent_sdk"
@@ -51,26 +54,33 @@ SCENARIO = "tools"  # one turn with a Bash call: the same spans at every run
 PROMPT_NAME = "claude-agent-sdk"  # our instrumentor's default name for a run
 
 
-def require_openinference_instrumenting_this_sdk() -> None:
-    """Skip where OpenInference's instrumentor would not load: `opentelemetry-instrument` skips an
-    instrumentor whose library is outside its `instruments` range (0.1.22: claude-agent-sdk >= 0.1.45;
-    `make test` runs this suite with 0.1.0 in .venv-py-default, the oldest we support)."""
-    sdk = metadata.version("claude-agent-sdk")
+def openinference_range() -> tuple[str, str]:
+    """(the claude-agent-sdk versions OpenInference's instrumentor takes, the installed one)."""
     for line in metadata.requires(OPENINFERENCE) or []:
         requirement = Requirement(line)
         marker = requirement.marker
-        if (
-            requirement.name == "claude-agent-sdk"
-            and marker is not None
-            and marker.evaluate({"extra": "instruments"})
-        ):
-            if not requirement.specifier.contains(sdk, prereleases=True):
-                pytest.skip(
-                    f"{OPENINFERENCE} {metadata.version(OPENINFERENCE)} instruments "
-                    f"claude-agent-sdk {requirement.specifier} only; this environment has {sdk}"
-                )
-            return
+        for_instruments = marker is not None and marker.evaluate({"extra": "instruments"})
+        if requirement.name == "claude-agent-sdk" and for_instruments:
+            return str(requirement.specifier), metadata.version("claude-agent-sdk")
     raise AssertionError(f"{OPENINFERENCE} names no claude-agent-sdk range in its `instruments` extra")
+
+
+def openinference_instruments_this_sdk() -> bool:
+    """Whether `opentelemetry-instrument` would load OpenInference's instrumentor here: it skips
+    one whose library is outside its `instruments` range (0.1.22: claude-agent-sdk >= 0.1.45;
+    `make test` runs this suite with 0.1.0 too, in .venv-py-default, the oldest we support)."""
+    accepted, installed = openinference_range()
+    return SpecifierSet(accepted).contains(installed, prereleases=True)
+
+
+OPENINFERENCE_OUT_OF_RANGE = "{} {} instruments claude-agent-sdk {} only; this environment has {}".format(
+    OPENINFERENCE, metadata.version(OPENINFERENCE), *openinference_range()
+)
+
+
+def require_openinference_instrumenting_this_sdk() -> None:
+    if not openinference_instruments_this_sdk():
+        pytest.skip(OPENINFERENCE_OUT_OF_RANGE)
 
 
 @dataclass
@@ -97,46 +107,51 @@ class Instrumented:
         return ClaudeRun(SCENARIO, self.mirror, self.served, prompt_name=PROMPT_NAME)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Instrumented]:
-    """The program under `opentelemetry-instrument`, by the value of
-    `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`; each run on first use."""
+def run_program(scratch: Path, disabled: str, **exporting: str) -> Instrumented:
+    """The program under `opentelemetry-instrument` on the real CLI, with `disabled` as
+    `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`; `exporting`: more variables (by default the
+    program's in-memory exporter is the only one)."""
     cli = require_cli()
     require_openinference_instrumenting_this_sdk()
     instrument = Path(sys.executable).parent / "opentelemetry-instrument"
     program = TESTS / "agents" / "coexistence_program.py"
+    home, mirror = scratch / "home", scratch / "runs"
+    home.mkdir()
+    with claude_offline.model_server(SCENARIO, scratch) as model:
+        environment = {
+            **claude_offline.offline_environment(model, home),
+            "FAKE_CLAUDE_CLI": str(cli),
+            "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
+            "OTEL_TRACES_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled,
+            **exporting,
+        }
+        completed = subprocess.run(
+            [str(instrument), sys.executable, str(program), model.prompt],
+            env=environment,
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        served = model.served()
+    assert completed.returncode == 0, completed.stderr
+    printed = json.loads(completed.stdout.splitlines()[-1])
+    assert printed["messages"][-1] == "ResultMessage"
+    records = [record for path in sorted(mirror.glob("*.jsonl")) for record in read_records(path)]
+    return Instrumented(printed["spans"], records, served)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Instrumented]:
+    """`run_program` by the value of `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`; each on first use."""
 
     class Runs(dict[str, Instrumented]):
         def __missing__(self, disabled: str) -> Instrumented:
-            scratch = tmp_path_factory.mktemp(disabled or "both")
-            home, mirror = scratch / "home", scratch / "runs"
-            home.mkdir()
-            with claude_offline.model_server(SCENARIO, scratch) as model:
-                environment = {
-                    **claude_offline.offline_environment(model, home),
-                    "FAKE_CLAUDE_CLI": str(cli),
-                    "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
-                    # The program's in-memory exporter is the only one.
-                    "OTEL_TRACES_EXPORTER": "none",
-                    "OTEL_LOGS_EXPORTER": "none",
-                    "OTEL_METRICS_EXPORTER": "none",
-                    "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled,
-                }
-                completed = subprocess.run(
-                    [str(instrument), sys.executable, str(program), model.prompt],
-                    env=environment,
-                    cwd=scratch,
-                    capture_output=True,
-                    text=True,
-                    timeout=180,
-                    check=False,
-                )
-                served = model.served()
-            assert completed.returncode == 0, completed.stderr
-            printed = json.loads(completed.stdout.splitlines()[-1])
-            assert printed["messages"][-1] == "ResultMessage"
-            records = [record for path in sorted(mirror.glob("*.jsonl")) for record in read_records(path)]
-            self[disabled] = Instrumented(printed["spans"], records, served)
+            self[disabled] = run_program(tmp_path_factory.mktemp(disabled or "both"), disabled)
             return self[disabled]
 
     return Runs()
@@ -203,3 +218,43 @@ def test_disabling_openinference_leaves_only_our_spans(runs: dict[str, Instrumen
         "chat claude-opus-5-5",
         "execute_tool Bash",
     ]
+
+
+PHOENIX_PROJECT = "transcript-otel-coexistence"
+
+
+@pytest.mark.skipif(not openinference_instruments_this_sdk(), reason=OPENINFERENCE_OUT_OF_RANGE)
+def test_phoenix_counts_the_runs_tokens_once_with_both_loaded(phoenix: Phoenix, tmp_path: Path) -> None:
+    """Phoenix adds up LLM spans only: OpenInference's counts stay on its AGENT span, and the
+    trace's and the project's totals are our chat span's, once."""
+    run = run_program(
+        tmp_path,
+        "",
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{phoenix.base_url}/v1/traces",
+        OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={PHOENIX_PROJECT}",
+    )
+    (trace_id,) = {span["trace_id"] for span in run.spans}
+    stored = phoenix.wait_for_spans(PHOENIX_PROJECT, trace_id, len(run.spans))
+    assert sorted(span["name"] for span in stored) == sorted(span["name"] for span in run.spans)
+    kinds = {span["name"]: span["span_kind"] for span in stored}
+    assert kinds["ClaudeAgentSDK.query"] == kinds[f"invoke_agent {PROMPT_NAME}"] == "AGENT"
+    assert kinds["chat claude-opus-5-5"] == "LLM"
+    usage = run.named("chat claude-opus-5-5")["attributes"]
+    once = usage["gen_ai.usage.input_tokens"] + usage["gen_ai.usage.output_tokens"]
+    query = """
+        query($id: ID!, $trace: ID!) {
+          node(id: $id) {
+            ... on Project {
+              tokenCountPrompt
+              tokenCountTotal
+              trace(traceId: $trace) { costSummary { prompt { tokens } total { tokens } } }
+            }
+          }
+        }
+    """
+    project = phoenix.graphql(query, {"id": phoenix.project_id(PHOENIX_PROJECT), "trace": trace_id})["node"]
+    summary = project["trace"]["costSummary"]
+    whole_prompt = usage["gen_ai.usage.input_tokens"]
+    assert (summary["prompt"]["tokens"], summary["total"]["tokens"]) == (whole_prompt, once)
+    assert (project["tokenCountPrompt"], project["tokenCountTotal"]) == (whole_prompt, once)
