@@ -51,8 +51,10 @@ COMPOSE_FILE = CONFIG_DIR / "docker-compose.yaml"
 DASHBOARD = CONFIG_DIR / "grafana" / "dashboards" / "agent-transcripts.json"
 
 # Labels the collector's `prometheus` exporter writes on every series besides the data point's
-# attributes: service.name, service.instance.id, the meter's name and version.
-EXPORTER_LABELS = frozenset(("job", "instance", "otel_scope_name", "otel_scope_version"))
+# attributes: service.name, service.instance.id, the meter's name, version and schema URL.
+EXPORTER_LABELS = frozenset(
+    ("job", "instance", "otel_scope_name", "otel_scope_version", "otel_scope_schema_url")
+)
 # Units Prometheus spells out as a name suffix (ours use only these; a `{...}` unit is an
 # annotation, left out of the name).
 UNIT_SUFFIXES = {"s": "seconds"}
