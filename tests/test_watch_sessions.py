@@ -737,3 +737,71 @@ def test_a_line_with_bytes_that_are_not_utf8_is_watched_as_its_import_gives_it(
     said = _said(_mirror(tmp_path / "runs"))
     assert any(kind == "user_message" and text.endswith(": pl\ufffdase do the task.") for kind, text in said)
     assert said == _imported(broken.parent, tmp_path)
+
+
+def _runs(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The records of each run (each begins with its start record; two runs of a session that
+    began at one time share a file, one after the other)."""
+    runs: list[list[dict[str, Any]]] = []
+    for record in records:
+        if record["event"] == TranscriptEvent.START.value:
+            runs.append([])
+        runs[-1].append(record)
+    return runs
+
+
+def test_a_file_truncated_and_written_longer_between_polls_is_read_again_from_its_start(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """Truncated and written anew in place (the same inode), longer than where it was read to:
+    it was read on from that byte (a fragment of a line exported as an `unknown` entry, the
+    lines written anew before it lost). The bytes before that byte changed: it is read again
+    from its start, a run of its own, and the watch says so."""
+    target = tmp_path / "home" / "2026" / _session_file(CODEX_DAY).name
+    target.parent.mkdir(parents=True)
+    lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
+    watcher = watch()
+    target.write_bytes(b"".join(lines[:5]))
+    assert watcher.poll_once() == 5
+    inode = target.stat().st_ino
+    target.write_bytes(_rewritten(lines))  # (O_TRUNC: the same file)
+    assert target.stat().st_ino == inode
+    with pytest.warns(TranscriptReadWarning, match="written anew in place") as warned:
+        gained = watcher.poll_once()
+    assert gained == len(lines)
+    assert len(warned) == 1
+    watcher.close()
+    first, again = _runs(_mirror(tmp_path / "runs"))
+    assert _said(first) == _said(_imported_records(CODEX_DAY, tmp_path))[: len(_said(first))]
+    assert _said(again) == _imported(CODEX_DAY, tmp_path)  # whole: no fragment, no line lost
+
+
+def test_a_file_replaced_by_another_sessions_longer_file_is_that_sessions_run(
+    tmp_path: Path, watch: Callable[..., Watcher]
+) -> None:
+    """A session's file replaced by another session's longer file (another inode, holding more
+    lines than were read) had that session's lines after the first ones appended to the old
+    run. Its first lines name another session: it is read from its start, a run of that
+    session's own, and the watch says so."""
+    original = _session_file(CODEX_DAY)
+    session_id = original.stem[-36:]
+    other_id = f"{session_id[:-2]}99"
+    other = tmp_path / "other" / original.name.replace(session_id, other_id)
+    other.parent.mkdir()
+    other.write_bytes(original.read_bytes().replace(session_id.encode(), other_id.encode()))
+    target = tmp_path / "home" / "2026" / original.name
+    target.parent.mkdir(parents=True)
+    lines = original.read_bytes().splitlines(keepends=True)
+    watcher = watch()
+    target.write_bytes(b"".join(lines[:5]))
+    assert watcher.poll_once() == 5
+    _written_anew(target, other.read_bytes())
+    with pytest.warns(TranscriptReadWarning, match=f"replaced by another session's file \\({other_id}"):
+        gained = watcher.poll_once()
+    assert gained == len(lines)
+    watcher.close()
+    first, replaced = _runs(_mirror(tmp_path / "runs"))
+    starts = [run[0]["context"] for run in (first, replaced)]
+    assert [start["session_id"] for start in starts] == [session_id, other_id]
+    assert _said(first) == _imported(CODEX_DAY, tmp_path)[: len(_said(first))]
+    assert _said(replaced) == _imported(other.parent, tmp_path)

@@ -40,6 +40,7 @@ from transcript_otel.sessions.recorder import (
     run_id_of,
 )
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
+from transcript_otel.sessions.rewrites import bytes_before, head_session_id
 from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_time_order, say_repaired
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat
@@ -75,6 +76,10 @@ class _OpenFile:
     more: bool = False  # the last read stopped at `READ_BYTES`: the file may hold more already
     unreadable: bool = False  # said once, until it can be read again
     repaired: bool = False  # lines not UTF-8 read (`say_repaired`): said once
+    # The bytes just before the offset, as read (None: not read yet): other bytes there at the
+    # next read mean the file was written anew in place (`rewrites.py`).
+    tail: bytes | None = None
+    head_id: str | None = None  # the session its first lines name, once read
 
 
 class SessionFollower:
@@ -105,6 +110,7 @@ class SessionFollower:
         }
         self._recorder: SessionRecorder | None = None
         self._session_id: str | None = None
+        self._read_again = 0  # files read again from their start: each time, runs named anew
 
     @property
     def main_inode(self) -> int:
@@ -151,7 +157,7 @@ class SessionFollower:
         for path, file in self._files.items():
             position = kept.get(path) or FilePosition(file.position.inode, 0, 0)
             file.position = FilePosition(position.inode, position.offset, position.lines)
-            file.lines, file.skipping = 0, False
+            file.lines, file.skipping, file.tail = 0, False, None  # (its bytes before: not read)
         main = kept.get(self.session.path)
         self._renew_mapper(main.carried if main is not None else None)
 
@@ -225,28 +231,53 @@ class SessionFollower:
             return []
         if not stat.S_ISREG(status.st_mode):
             raise NotRegularFileError(file.path, status.st_mode)
-        if status.st_ino != file.position.inode or status.st_size < file.position.offset:
-            rewritten = None if status.st_ino == file.position.inode else _after_lines(file)
-            if rewritten is not None:  # the same log rewritten: on after the lines read
-                file.position, file.skipping = (
-                    FilePosition(status.st_ino, rewritten, file.position.lines),
-                    False,
-                )
-            else:
-                # Another record, read from its start (a main file read again from 0 has no
-                # earlier totals to go on from; a subagent's goes on from the session's).
-                file.position, file.lines, file.skipping = FilePosition(status.st_ino, 0, 0), 0, False
-                self.finish()
-                if file.path == self.session.path:
-                    self._renew_mapper(None)
-        if status.st_size == file.position.offset:
+        if status.st_size == file.position.offset and status.st_ino == file.position.inode:
             return []
         with open_regular(file.path) as stream:
-            stream.seek(file.position.offset)
+            inode = os.fstat(stream.fileno()).st_ino
+            if inode != file.position.inode or status.st_size < file.position.offset:
+                self._replaced(file, stream, inode)
+            elif file.tail is not None and bytes_before(stream, file.position.offset) != file.tail:
+                _say_read_again(file.path, "written anew in place (truncated, then written longer)")
+                self._from_start(file, inode)
+            if file.head_id is None:
+                file.head_id = head_session_id(stream)
+            read_from = file.position.offset
+            stream.seek(read_from)
             complete = _complete_lines(stream, file)
+            if file.position.offset != read_from or file.tail is None:
+                file.tail = bytes_before(stream, file.position.offset)
         file.unreadable = False
         self._skipped.discard(file.path)
         return [line for line in complete.split(b"\n") if line.strip()]
+
+    def _replaced(self, file: _OpenFile, stream: IO[bytes], inode: int) -> None:
+        """`file` is another inode now, or shorter than where it was read to: the same log
+        rewritten goes on after the lines read; another record (fewer lines, another session's
+        file, truncated) is read from its start, a run of its own."""
+        now_of = head_session_id(stream)
+        other_session = None not in (file.head_id, now_of) and now_of != file.head_id
+        if inode != file.position.inode and not other_session:
+            after = _after_lines(file)
+            if after is not None:  # the same log rewritten: on after the lines read
+                file.position, file.skipping = FilePosition(inode, after, file.position.lines), False
+                file.tail, file.head_id = None, now_of
+                return
+        if other_session:
+            _say_read_again(file.path, f"replaced by another session's file ({now_of}, not {file.head_id})")
+            if file.path == self.session.path:
+                self._session_id = None  # the new run is that session's
+        file.head_id = now_of
+        self._from_start(file, inode)
+
+    def _from_start(self, file: _OpenFile, inode: int) -> None:
+        """`file` read again from its start, into a run of its own (a main file read again from
+        0 has no earlier totals to go on from; a subagent's goes on from the session's)."""
+        file.position, file.lines, file.skipping, file.tail = FilePosition(inode, 0, 0), 0, False, None
+        self._read_again += 1
+        self.finish()
+        if file.path == self.session.path:
+            self._renew_mapper(None)
 
     def _mapped(self, file: _OpenFile, index: int, lines: list[bytes]) -> Iterator[TimedLine]:
         """`lines` of `file` (its `index`-th), each mapped as it is asked for."""
@@ -271,7 +302,8 @@ class SessionFollower:
         main = self._files[self.session.path].position
         # Where the main file was taken up names the run: the same session followed again from
         # another point is another run, never a second copy of this one.
-        run_id = run_id_of(self.session.kind, self._session_id, f"watch:{main.inode}:{main.offset}")
+        again = f":again:{self._read_again}" if self._read_again else ""  # (a file at one inode twice)
+        run_id = run_id_of(self.session.kind, self._session_id, f"watch:{main.inode}:{main.offset}{again}")
         return SessionRecorder(
             self._harness,
             session_id=self._session_id,
@@ -281,6 +313,12 @@ class SessionFollower:
             tracer=self._tracer,
             went_before=self._before._replace(messages=self._mapping.counted_messages()),
         )
+
+
+def _say_read_again(path: Path, why: str) -> None:
+    warnings.warn(
+        f"{path}: {why}: read again from its start, as a run of its own", TranscriptReadWarning, stacklevel=3
+    )
 
 
 def _went_before(turn: Any) -> WentBefore:
