@@ -30,7 +30,7 @@ CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
 CODEX_VERSION := 0.171.0
 CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
 
-.PHONY: demo test lint envs pytest pytest-default wink-envs browser promtool bench clean agents fixtures explore canary
+.PHONY: demo test lint envs pytest pytest-default wink-envs browser promtool zsh bench clean agents fixtures explore canary
 
 $(DEMO_VENV)/.installed: pyproject.toml Makefile
 	$(PY313) -m venv $(DEMO_VENV)
@@ -92,7 +92,7 @@ demo: $(DEMO_VENV)/.installed agents
 ## test: set up and run ruff, mypy --strict and the suite (Python 3.13 and the default python3)
 # The default python3's suite needs neither weakincentives nor Phoenix: it runs while their
 # environments install (mostly downloads and unpacking), each target's output kept together.
-test: browser promtool lint
+test: browser promtool zsh lint
 	$(MAKE) --no-print-directory -j3 --output-sync=target pytest-default wink-envs $(PHOENIX_VENV)/.installed
 	$(MAKE) --no-print-directory pytest
 
@@ -115,6 +115,16 @@ promtool:
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
 				|| echo "make promtool: could not install prometheus; the promtool tests will be skipped"; \
 		else echo "make promtool: no promtool and no root apt-get; the promtool tests will be skipped"; fi; \
+	fi
+
+# zsh, which tests/test_cli_completion.py loads `transcript-otel completion zsh` in: installed
+# when missing and we may (root with apt-get); without it those tests are skipped, saying why.
+zsh:
+	@if ! command -v zsh >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh >/dev/null) \
+				|| echo "make zsh: could not install zsh; the zsh completion tests will be skipped"; \
+		else echo "make zsh: no zsh and no root apt-get; the zsh completion tests will be skipped"; fi; \
 	fi
 
 lint: $(TEST_VENV)/.installed

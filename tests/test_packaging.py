@@ -141,6 +141,8 @@ def test_every_command_works_on_the_core_install_or_says_what_to_install(
     ):
         _run([*cli, "export", run, "--format", form, "-o", str(tmp_path / name)], tmp_path)
         assert (tmp_path / name).stat().st_size > 0
+    assert "complete -o" in _run([*cli, "completion", "bash"], tmp_path).stdout
+    assert _run([*cli, "completion", "zsh"], tmp_path).stdout.startswith("#compdef transcript-otel\n")
     _run([*cli, "bundle", run, "-o", str(tmp_path / "run.zip")], tmp_path)
     assert zipfile.is_zipfile(tmp_path / "run.zip")
     replay = _run([*cli, "replay", run, "--endpoint", "http://127.0.0.1:9"], tmp_path, status=2)

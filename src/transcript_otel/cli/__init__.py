@@ -13,7 +13,13 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from transcript_otel.cli import export_commands, import_command, read_commands, watch_command
+from transcript_otel.cli import (
+    completion_command,
+    export_commands,
+    import_command,
+    read_commands,
+    watch_command,
+)
 from transcript_otel.mappings.lines import ADAPTER_NAMES, ADAPTER_VARIABLE
 from transcript_otel.reading.errors import RunNotFoundError
 from transcript_otel.version import __version__
@@ -67,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     export_commands.add_replay(commands)
     import_command.add_import(commands)
     watch_command.add_watch(commands)
+    completion_command.add_completion(commands, parser)
     return parser
 
 
