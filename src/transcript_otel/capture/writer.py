@@ -45,6 +45,8 @@ MAX_BATCH_BYTES: Final = 2 * 1024 * 1024  # of entry JSON prepared before the si
 DEFAULT_FLUSH_INTERVAL_S: Final = 0.05
 # The longest an idle writer sleeps before it looks at the backlog again.
 MAX_IDLE_WAIT_S: Final = 0.4
+# Fewer records than this at a wake-up are a trickle, written as well a little later.
+TRICKLE: Final = 32
 PAUSE_S: Final = 0.005
 MAX_DEFER_S: Final = 0.5
 _MIN_LOOK_S: Final = 0.001  # the shortest wait between two looks for a pause
@@ -119,19 +121,23 @@ class BackgroundWriter(SinkWriting, BacklogBound):
         while True:
             self._wake.wait(wait)
             self._wake.clear()
-            found = bool(self.backlog)
+            found = len(self.backlog)
             self._wait_for_pause()
             self._flush_wanted.clear()
             self._drain_surviving()
             if self._closed and not self.backlog:
                 return
-            # Each wake-up costs about 0.1 ms of CPU here: found idle, the writer looks half as
-            # often each time, up to `MAX_IDLE_WAIT_S` (what is queued past `WAKE_THRESHOLD`, a
-            # run's end or a flush still wake it at once).
+            # A wake-up costs CPU whatever it finds: found idle, or a trickle of records (an SDK
+            # message now and then), the writer looks half as often each time, up to
+            # `MAX_IDLE_WAIT_S`; what is queued past `WAKE_THRESHOLD`, a run's end or a flush
+            # still wake it at once.
             longest = max(self.flush_interval_s, MAX_IDLE_WAIT_S)
-            wait = self.flush_interval_s if found else min(2 * wait, longest)
+            wait = self.flush_interval_s if found >= TRICKLE else min(2 * wait, longest)
 
     def _drain_surviving(self) -> None:
+        # The writer held no GIL while it slept: its first yield is due after
+        # `yield_every_s` of this drain's work, not at once.
+        self._yield_at = time.perf_counter() + self.yield_every_s
         try:
             self._drain()
             if self.drained_by_caller:
