@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -71,15 +72,13 @@ class ImportReport:
         stderr: TextIO,
         *,
         as_json: bool,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sizes = [_size(session) for session in sessions]
         self._total_bytes = sum(self._sizes)
         self._skipped = skipped
         self._stderr = stderr
         self._as_json = as_json
-        self._clock = clock
-        self._started = clock()
+        self._started = time.monotonic()
         self._drawn_at: float | None = None
         self._drawn = 0  # the length of the progress line on the terminal (0: none)
         self._terminal = is_terminal(stderr)
@@ -144,7 +143,7 @@ class ImportReport:
             "skipped": len(self._skipped),
             "entries": sum(r.entries for r in self.results),
             "bytes": self._read_bytes,
-            "seconds": round(self._clock() - self._started, 3),
+            "seconds": round(time.monotonic() - self._started, 3),
             "warnings": sum(len(r.outcome.warned) for r in self.results),
         }
 
@@ -153,18 +152,24 @@ class ImportReport:
         `_REDRAW_S` (the first, the last, and one wiped are drawn at once)."""
         if not self._terminal:
             return
-        now = self._clock()
+        now = time.monotonic()
         last = len(self.results) == len(self._sizes)
         wiped = not self._drawn
         if not (wiped or last) and self._drawn_at is not None and now - self._drawn_at < _REDRAW_S:
             return
         self._drawn_at = now
         line = self._progress(now - self._started)
-        width = shutil.get_terminal_size().columns - 1  # a wrapped line could not be rewritten
-        line = line[: max(width, 0)]
+        line = line[: max(self._columns() - 1, 0)]  # a wrapped line could not be rewritten
         self._stderr.write("\r" + line.ljust(self._drawn))
         self._stderr.flush()
         self._drawn = len(line)
+
+    def _columns(self) -> int:
+        """The width of stderr's terminal (stdout's may be a file)."""
+        try:
+            return os.get_terminal_size(self._stderr.fileno()).columns
+        except (OSError, ValueError):
+            return shutil.get_terminal_size().columns
 
     def _progress(self, elapsed_s: float) -> str:
         line = (
