@@ -22,6 +22,7 @@ import pytest
 from loopback import subprocess_env
 from session_fixtures import CLAUDE, CODEX
 
+RUN = Path(__file__).resolve().parent / "fixtures" / "runs" / "claude-sdk-parallel-subagents.jsonl"
 # Subagents (in parallel, in the background), a fork, a compaction, a failed request.
 SCENARIOS = (
     CLAUDE / "parallel_subagents",
@@ -382,3 +383,26 @@ def test_watch_with_the_sdk_disabled_writes_the_run_a_core_install_writes(tmp_pa
     assert not [line for line in said if "SDK" in line or "OTLP" in line]
     assert sum(b'"event":"transcript.span"' in line for line in run) >= 2
     assert _watch(tmp_path / "without", sdk=False)[1] == run
+
+
+SENDING_DISABLED = (
+    "OTEL_SDK_DISABLED=true turns the OpenTelemetry SDK off: nothing would be sent (unset it to send)"
+)
+
+
+@pytest.mark.parametrize("command", ["replay", "import"])
+def test_sending_with_the_sdk_disabled_says_so_instead_of_sending_nothing(
+    command: str, tmp_path: Path
+) -> None:
+    """`replay` said it sent a run that the disabled SDK's providers had dropped; `import` would
+    have imported, then sent each run in vain. One line, exit 2, nothing imported."""
+    what = str(RUN) if command == "replay" else str(SCENARIOS[0])
+    argv = [command, what, "--endpoint", "http://127.0.0.1:9"]
+    argv += ["--jsonl-dir", str(tmp_path / "mirror")] if command == "import" else []
+    done = cli(argv, tmp_path, sdk=True, variables={"OTEL_SDK_DISABLED": "true"})
+    assert (done.returncode, done.stderr.splitlines(), done.stdout) == (
+        2,
+        [f"transcript-otel {command}: {SENDING_DISABLED}"],
+        "",
+    )
+    assert not (tmp_path / "mirror").exists()

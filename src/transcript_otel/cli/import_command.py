@@ -27,6 +27,7 @@ from transcript_otel.instrumentation.cli_logs import (
     codex_archived_dir,
     codex_sessions_dir,
 )
+from transcript_otel.otlp.sdk_presence import SENDING_DISABLED, sdk_disabled
 from transcript_otel.reading.text import visible, visible_name
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.formats import Format, not_a_session
@@ -146,6 +147,9 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     )
     if sends and not sdk_installed():  # a core install: said before anything is imported
         print(_SENDING_NEEDS_THE_SDK, file=sys.stderr)
+        return 2
+    if sends and sdk_disabled():  # (it would import, then send each run in vain)
+        print(f"transcript-otel import: {SENDING_DISABLED}", file=sys.stderr)
         return 2
     if sampler_needs_the_sdk():
         print(_SAMPLER_NEEDS_THE_SDK, file=sys.stderr)

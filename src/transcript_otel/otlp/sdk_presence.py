@@ -15,6 +15,10 @@ from transcript_otel.otlp import exporters
 _logger = logging.getLogger(__name__)
 _DISABLED: Final = "OTEL_SDK_DISABLED"
 _SIGNALS: Final[tuple[exporters.Signal, ...]] = ("TRACES", "LOGS", "METRICS")
+# What `replay` and `import --endpoint`, whose job is to send, say instead of sending nothing.
+SENDING_DISABLED: Final = (
+    "OTEL_SDK_DISABLED=true turns the OpenTelemetry SDK off: nothing would be sent (unset it to send)"
+)
 _EXPORT_NEEDS_THE_SDK: Final = (
     "{who}: exporting to an OTLP endpoint or the console needs the OpenTelemetry SDK and OTLP "
     "exporters, which the core install leaves out: pip install 'transcript-otel[otlp]' (the mirror "

@@ -37,6 +37,7 @@ from transcript_otel.otlp.exporters import (
     resource,
 )
 from transcript_otel.otlp.exporters import tracer_provider as sdk_tracer_provider
+from transcript_otel.otlp.sdk_presence import SENDING_DISABLED, sdk_disabled
 from transcript_otel.reading.sources import RecordSource
 from transcript_otel.sinks.otel_logs import OTelLogSink
 
@@ -108,8 +109,11 @@ def replay(
     """Send the run's spans and log records to the OTLP backend at `endpoint`
     (default: the `OTEL_EXPORTER_OTLP_*` variables), with their original ids and times.
 
-    Raises `ReplayError` as soon as the backend refuses or misses a batch.
+    Raises `ReplayError` as soon as the backend refuses or misses a batch, ConfigurationError
+    when `OTEL_SDK_DISABLED=true` (the SDK's providers would take nothing, and send nothing).
     """
+    if sdk_disabled():
+        raise ConfigurationError(SENDING_DISABLED)
     traces_protocol, logs_protocol = protocol_for("TRACES", protocol), protocol_for("LOGS", protocol)
     traces_url = endpoint_for("TRACES", endpoint, traces_protocol)
     logs_url = endpoint_for("LOGS", endpoint, logs_protocol)
