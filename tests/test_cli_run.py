@@ -288,6 +288,55 @@ def test_a_command_killed_by_a_signal_kills_the_wrapper_the_same_way(tmp_path: P
     ]
 
 
+SLEEPER = "import os, time; print(os.getpid(), flush=True); time.sleep(600)"
+
+
+def running(pid: int) -> bool:
+    """Running (not a zombie waiting for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def gone(pid: int) -> bool:
+    for _ in range(3000):
+        if not running(pid):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the processes are read from /proc")
+@pytest.mark.parametrize("killed", ["wrapper", "relay"])
+def test_the_command_does_not_outlive_a_wrapper_or_relay_killed_with_sigkill(
+    killed: str, tmp_path: Path
+) -> None:
+    """SIGKILL to the wrapper left the relay and the command running; the relay hears the
+    wrapper end and ends the command. SIGKILL to the relay: the kernel ends the command
+    (PR_SET_PDEATHSIG), and the wrapper ends as its relay did."""
+    wrapper = subprocess.Popen(
+        [*WRAPPER, "--", sys.executable, "-c", SLEEPER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=wrapper_env(tmp_path),
+        start_new_session=True,
+    )
+    assert wrapper.stdout is not None
+    command = int(wrapper.stdout.readline())
+    (relay,) = [int(p) for p in Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split()]
+    try:
+        os.kill(wrapper.pid if killed == "wrapper" else relay, signal.SIGKILL)
+        assert wrapper.wait(timeout=60) == -signal.SIGKILL
+        assert gone(command)
+        assert gone(relay)
+    finally:
+        for pid in (command, relay):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        wrapper.wait(timeout=60)
+
+
 # -- hostile output ------------------------------------------------------------------------------
 
 

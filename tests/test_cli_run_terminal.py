@@ -10,8 +10,12 @@ transcript holds what the agent printed.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +109,62 @@ def test_with_stdin_not_a_terminal_the_command_reads_ours(tmp_path: Path) -> Non
         assert terminal.close() == 0
     assert "AGENT-TTY stdin=False stdout=True stderr=True" in terminal.output
     assert "AGENT-HEARD from a pipe" in texts(tmp_path)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (its children, theirs, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (not a zombie waiting for its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the processes are read from /proc")
+def test_a_wrapper_killed_with_sigkill_takes_the_command_with_it_and_the_terminal_is_restored(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL to the wrapper left our terminal raw and the relay and the command running; the
+    relay hears the wrapper end, ends the command and puts the terminal back."""
+    command = (
+        f"before=$(stty -g); sh -c 'echo WRAPPER-PID=$$; exec {WRAPPER} {AGENT_COMMAND}'; "
+        "echo WRAPPER-GONE; read go; "
+        '[ "$(stty -g)" = "$before" ] && echo TERMINAL-RESTORED || echo TERMINAL-LEFT-RAW'
+    )
+    with TerminalSession(command, environment(tmp_path)) as terminal:
+        shown = terminal.expect("AGENT-READY")
+        wrapper = int(shown.split("WRAPPER-PID=", 1)[1].split()[0])
+        below = descendants(wrapper)  # the relay, the session leader, the agent
+        assert len(below) == 3
+        try:
+            os.kill(wrapper, signal.SIGKILL)
+            terminal.expect("WRAPPER-GONE")
+            for _ in range(3000):
+                if not any(map(alive, below)):
+                    break
+                time.sleep(0.01)
+            assert not any(map(alive, below))
+            terminal.send_keys(b"go\n")  # a newline that ends the line, raw or not
+            terminal.expect("TERMINAL-")
+        finally:
+            for pid in below:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        assert terminal.close() == 0
+    assert "TERMINAL-RESTORED" in terminal.output

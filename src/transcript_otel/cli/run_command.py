@@ -200,10 +200,11 @@ def _go_on_from_resumed(
 
 
 def _spawn_relay(
-    command: Sequence[str], environment: dict[str, str] | None, fds: tuple[int, int], terminal: bool
+    command: Sequence[str], environment: dict[str, str] | None, fds: tuple[int, int, int], terminal: bool
 ) -> subprocess.Popen[bytes]:
     """The relay, which starts the command (`cli.relay`); it inherits what the command will,
-    and `fds`: the write ends of the copy's pipe and of the reports' pipe."""
+    and `fds`: the write ends of the copy's pipe and of the reports' pipe, and the read end of
+    the lifeline, whose write end only we hold (closed when we end, however we end)."""
     job = os.getpgrp() == os.getpid()  # we lead a job of a shell's: Ctrl-Z on the pty stops the job
     mode = protocol.PTY_MODE if terminal else protocol.PIPE_MODE
     relay_arguments = [*map(str, fds), mode, "1" if job else "0", "--"]
@@ -294,11 +295,16 @@ def run_command(command: Sequence[str], *, prompt_name: str, adapter_name: str |
     terminal = os.isatty(1)
     data_read, data_write = os.pipe()
     report_read, report_write = os.pipe()
+    # Held open until we exit, also by SIGKILL: then the relay hears it close, and ends the
+    # command and restores the terminal (non-inheritable: nothing else holds it open).
+    lifeline_read, lifeline_write = os.pipe()
     try:
-        relay_process = _spawn_relay(command, environment, (data_write, report_write), terminal)
+        relay_fds = (data_write, report_write, lifeline_read)
+        relay_process = _spawn_relay(command, environment, relay_fds, terminal)
     except OSError as exc:
         os.close(data_read)
         os.close(report_read)
+        os.close(lifeline_write)
         print(f"transcript-otel run: cannot start the output relay: {exc}", file=sys.stderr)
         if recorder is not None:
             recorder.end(exc)

@@ -114,10 +114,15 @@ class CaptureCopy:
                 self.held.popleft()
         except BlockingIOError:
             pass
-        except OSError:  # the wrapper is gone: the command carries on uncaptured
-            self.broken = True
-            self.held.clear()
-            self.reports.clear()
+        except OSError:  # capture is gone (its thread failed): the command carries on uncaptured
+            self.abandon()
+
+    def abandon(self) -> None:
+        """The capture side is gone: nothing more is copied or reported."""
+        self.broken = True
+        self.held.clear()
+        self.held_bytes = 0
+        self.reports.clear()
 
     def finish(self) -> None:
         """Everything still held, waiting for the capture side as long as it reads."""

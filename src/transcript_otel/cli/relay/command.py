@@ -10,11 +10,14 @@ that Ctrl-Z can stop the command and the relay can stop its own job in turn.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
 import signal
+import sys
 import termios
+from collections.abc import Callable
 from typing import Final
 
 from .capture_copy import enlarge_pipe
@@ -26,6 +29,37 @@ _RESET_FOR_COMMAND: Final = (
     *FORWARDED_BY_WRAPPER,
     *(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ", "SIGCHLD", "SIGWINCH", "SIGTTOU")),
 )
+
+
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def _death_signal_setter() -> Callable[[int], None] | None:
+    """Linux's `prctl(PR_SET_PDEATHSIG, signum)`: the calling process gets `signum` when the
+    process that forked it ends. None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+    prctl.restype = ctypes.c_int
+
+    def set_death_signal(signum: int) -> None:
+        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+    return set_death_signal
+
+
+def _die_with(parent: int, set_death_signal: Callable[[int], None] | None) -> None:
+    """In a child of `parent`: killed when `parent` ends. The relay and the session leader end
+    only after the command, unless killed: a relay killed with SIGKILL leaves no command behind."""
+    if set_death_signal is None:
+        return
+    set_death_signal(signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before we asked
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class ExecFailed(Exception):
@@ -54,10 +88,13 @@ def start_command(command: list[str], mode: str) -> tuple[int, int, int]:
         enlarge_pipe(sink)
     # Close-on-exec: the command's pid, then an errno only if its exec failed.
     started_read, started_write = os.pipe()
+    set_death_signal = _death_signal_setter()  # looked up before the fork: the child only calls it
+    relay = os.getpid()
     pid = os.fork()
     if pid == 0:
+        _die_with(relay, set_death_signal)
         if mode == PTY_MODE:
-            _lead_session(command, sink, started_write)
+            _lead_session(command, sink, started_write, set_death_signal)
         os.dup2(sink, 1)
         os.write(started_write, NUMBER.pack(os.getpid()))
         _exec(command, started_write)
@@ -74,7 +111,9 @@ def start_command(command: list[str], mode: str) -> tuple[int, int, int]:
     return pid, NUMBER.unpack(reported)[0], source
 
 
-def _lead_session(command: list[str], terminal: int, started_write: int) -> None:
+def _lead_session(
+    command: list[str], terminal: int, started_write: int, set_death_signal: Callable[[int], None] | None
+) -> None:
     """In the child: lead a new session on `terminal`, run the command in the foreground
     process group of its own, stop when it stops and end as it ends."""
     try:
@@ -86,8 +125,10 @@ def _lead_session(command: list[str], terminal: int, started_write: int) -> None
         if os.isatty(0):
             os.dup2(terminal, 0)
         os.dup2(terminal, 1)
+        leader = os.getpid()
         command_pid = os.fork()
         if command_pid == 0:
+            _die_with(leader, set_death_signal)
             os.setpgid(0, 0)
             signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # taking the terminal from the background
             os.tcsetpgrp(terminal, os.getpid())

@@ -54,13 +54,15 @@ class Relay:
     """The copy loop: the command's output to our stdout and the capture copy; keystrokes
     to the command's terminal; the command's stops and exit."""
 
-    def __init__(self, capture: CaptureCopy, mode: str, job: bool) -> None:
+    def __init__(self, capture: CaptureCopy, mode: str, job: bool, lifeline: int) -> None:
         self.capture = capture
+        self.lifeline = lifeline  # hangs up when the wrapper ends, however it ends (SIGKILL)
         self.mode = mode
         self.job = job  # we lead a job of a shell: a stopped command stops the job
         self.terminal = Terminal() if mode == PTY_MODE and os.isatty(0) else None
         self.status: int | None = None
         self.pid = 0
+        self.command_pid = 0
         self.output = -1
         self.output_open = False
         self.stdout_open = True
@@ -77,12 +79,12 @@ class Relay:
 
     def run(self, command: list[str]) -> None:
         try:
-            self.pid, command_pid, self.output = start_command(command, self.mode)
+            self.pid, self.command_pid, self.output = start_command(command, self.mode)
         except ExecFailed as failed:
             self.capture.report(EXEC_FAILED, STATUS.pack(failed.errno))
             return
         self.output_open = True
-        self.capture.report(PID, NUMBER.pack(command_pid))
+        self.capture.report(PID, NUMBER.pack(self.command_pid))
         if self.terminal is not None:
             self.terminal.raw()
         try:
@@ -96,12 +98,42 @@ class Relay:
         self.capture.report(OUTPUT_DONE)
         if self.status is None:  # the output is over but the command runs on
             self.capture.send(wait=True)  # capture need not wait for it to end
+        self._wait_for_exit()
+
+    def _wait_for_exit(self) -> None:
+        """Until the command exits; if the wrapper ends first, the command ends with it."""
+        poller = select.poll()
+        poller.register(self._wake_read, select.POLLIN)  # SIGCHLD
+        poller.register(self.lifeline, select.POLLIN)
         while self.status is None:
-            self._reap(os.waitpid(self.pid, 0)[1])
+            pid, wait_status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._reap(wait_status)
+                return
+            for fd, _ in poller.poll():
+                if fd == self.lifeline:
+                    poller.unregister(fd)
+                    self._wrapper_gone()
+                else:
+                    self._drain_wakeups()
+
+    def _wrapper_gone(self) -> None:
+        """The wrapper ended before the command (killed with SIGKILL): so does the command, as a
+        command ends with a shell's job killed whole, with nobody left to capture its output."""
+        self.capture.abandon()
+        kill = os.killpg if self.mode == PTY_MODE else os.kill  # on a pty it leads a process group
+        with contextlib.suppress(OSError):
+            kill(self.command_pid, signal.SIGKILL)
+
+    def _drain_wakeups(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 256):
+                pass
 
     def _copy(self) -> None:
         poller = select.poll()
         poller.register(self._wake_read, select.POLLIN)
+        poller.register(self.lifeline, select.POLLIN)
         if self.terminal is not None:
             poller.register(0, select.POLLIN)
         last_output = time.monotonic()
@@ -131,6 +163,9 @@ class Relay:
                         last_output = time.monotonic()
                 elif fd == self._wake_read:
                     self._on_signals()
+                elif fd == self.lifeline:
+                    self._wrapper_gone()
+                    return
                 elif fd == 0:
                     self._read_keystrokes(poller)
                 elif fd in (self.capture.data_fd, self.capture.report_fd):
@@ -212,9 +247,7 @@ class Relay:
             del self.keystrokes[: os.write(self.output, self.keystrokes)]
 
     def _on_signals(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._wake_read, 256):
-                pass
+        self._drain_wakeups()
         if self.mode == PTY_MODE and self.output_open:
             copy_window_size(self.output)
         while self.status is None:
@@ -257,18 +290,19 @@ class Relay:
 
 
 def main(argv: list[str]) -> int:
-    """The relay's command line, after the program's name: `DATA_FD REPORT_FD MODE JOB -- COMMAND...`
-    (JOB: 1 when the wrapper leads a shell's job)."""
-    data_fd, report_fd, mode, job = int(argv[1]), int(argv[2]), argv[3], argv[4] == "1"
-    command = argv[6:]
-    for fd in (data_fd, report_fd):
+    """The relay's command line, after the program's name: `DATA_FD REPORT_FD LIFELINE_FD MODE
+    JOB -- COMMAND...` (JOB: 1 when the wrapper leads a shell's job)."""
+    data_fd, report_fd, lifeline = int(argv[1]), int(argv[2]), int(argv[3])
+    mode, job = argv[4], argv[5] == "1"
+    command = argv[7:]
+    for fd in (data_fd, report_fd, lifeline):
         os.set_inheritable(fd, False)  # the command's descriptors are the wrapper's, not ours
     for signum in FORWARDED_BY_WRAPPER:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the wrapper blocks the signals it waits for
     capture = CaptureCopy(data_fd, report_fd)
     try:
-        Relay(capture, mode, job).run(command)
+        Relay(capture, mode, job, lifeline).run(command)
     finally:
         capture.finish()
     return 0
