@@ -750,13 +750,15 @@ def _runs(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return runs
 
 
-def test_a_file_truncated_and_written_longer_between_polls_is_read_again_from_its_start(
-    tmp_path: Path, watch: Callable[..., Watcher]
+@pytest.mark.parametrize("stopped", [False, True], ids=["between-polls", "while-no-watch-ran"])
+def test_a_file_truncated_and_written_longer_is_read_again_from_its_start(
+    stopped: bool, tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:
     """Truncated and written anew in place (the same inode), longer than where it was read to:
     it was read on from that byte (a fragment of a line exported as an `unknown` entry, the
-    lines written anew before it lost). The bytes before that byte changed: it is read again
-    from its start, a run of its own, and the watch says so."""
+    lines written anew before it lost). The bytes before that byte changed (as the state kept
+    them, for a watch started again): it is read again from its start, a run of its own, and
+    the watch says so."""
     target = tmp_path / "home" / "2026" / _session_file(CODEX_DAY).name
     target.parent.mkdir(parents=True)
     lines = _session_file(CODEX_DAY).read_bytes().splitlines(keepends=True)
@@ -764,6 +766,9 @@ def test_a_file_truncated_and_written_longer_between_polls_is_read_again_from_it
     target.write_bytes(b"".join(lines[:5]))
     assert watcher.poll_once() == 5
     inode = target.stat().st_ino
+    if stopped:  # (another watch: what it knows of the file is the state's)
+        watcher.close()
+        watcher = watch()
     target.write_bytes(_rewritten(lines))  # (O_TRUNC: the same file)
     assert target.stat().st_ino == inode
     with pytest.warns(TranscriptReadWarning, match="written anew in place") as warned:
@@ -776,8 +781,9 @@ def test_a_file_truncated_and_written_longer_between_polls_is_read_again_from_it
     assert _said(again) == _imported(CODEX_DAY, tmp_path)  # whole: no fragment, no line lost
 
 
+@pytest.mark.parametrize("stopped", [False, True], ids=["between-polls", "while-no-watch-ran"])
 def test_a_file_replaced_by_another_sessions_longer_file_is_that_sessions_run(
-    tmp_path: Path, watch: Callable[..., Watcher]
+    stopped: bool, tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:
     """A session's file replaced by another session's longer file (another inode, holding more
     lines than were read) had that session's lines after the first ones appended to the old
@@ -795,6 +801,9 @@ def test_a_file_replaced_by_another_sessions_longer_file_is_that_sessions_run(
     watcher = watch()
     target.write_bytes(b"".join(lines[:5]))
     assert watcher.poll_once() == 5
+    if stopped:  # (another watch: what it knows of the file is the state's)
+        watcher.close()
+        watcher = watch()
     _written_anew(target, other.read_bytes())
     with pytest.warns(TranscriptReadWarning, match=f"replaced by another session's file \\({other_id}"):
         gained = watcher.poll_once()

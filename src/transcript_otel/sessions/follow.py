@@ -40,7 +40,7 @@ from transcript_otel.sessions.recorder import (
     run_id_of,
 )
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
-from transcript_otel.sessions.rewrites import bytes_before, head_session_id
+from transcript_otel.sessions.rewrites import fingerprint, head_session_id
 from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_time_order, say_repaired
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat
@@ -60,6 +60,11 @@ class FilePosition:
     lines: int | None = None
     # A session's main file: what the session's runs counted up to here (`SessionFollower`).
     carried: dict[str, Any] | None = None
+    # What tells the file read from one written anew (`rewrites.py`), where known: the bytes
+    # just before `offset` (other bytes there: written anew in place), and the session its
+    # first lines name (another: another session's file put in its place).
+    tail: str | None = None
+    session: str | None = None
 
 
 @dataclass(slots=True)
@@ -76,10 +81,6 @@ class _OpenFile:
     more: bool = False  # the last read stopped at `READ_BYTES`: the file may hold more already
     unreadable: bool = False  # said once, until it can be read again
     repaired: bool = False  # lines not UTF-8 read (`say_repaired`): said once
-    # The bytes just before the offset, as read (None: not read yet): other bytes there at the
-    # next read mean the file was written anew in place (`rewrites.py`).
-    tail: bytes | None = None
-    head_id: str | None = None  # the session its first lines name, once read
 
 
 class SessionFollower:
@@ -129,7 +130,11 @@ class SessionFollower:
         counted up to there."""
         positions = {
             path: FilePosition(
-                f.position.inode, f.line_start if f.skipping else f.position.offset, f.position.lines
+                f.position.inode,
+                f.line_start if f.skipping else f.position.offset,
+                f.position.lines,
+                tail=None if f.skipping else f.position.tail,
+                session=f.position.session,
             )
             for path, f in self._files.items()
         }
@@ -155,9 +160,8 @@ class SessionFollower:
         reads those lines again, into a run going on from what the runs before them counted."""
         self.finish()
         for path, file in self._files.items():
-            position = kept.get(path) or FilePosition(file.position.inode, 0, 0)
-            file.position = FilePosition(position.inode, position.offset, position.lines)
-            file.lines, file.skipping, file.tail = 0, False, None  # (its bytes before: not read)
+            file.position = _read_from(path, kept.get(path) or FilePosition(file.position.inode, 0, 0))
+            file.lines, file.skipping = 0, False
         main = kept.get(self.session.path)
         self._renew_mapper(main.carried if main is not None else None)
 
@@ -237,16 +241,16 @@ class SessionFollower:
             inode = os.fstat(stream.fileno()).st_ino
             if inode != file.position.inode or status.st_size < file.position.offset:
                 self._replaced(file, stream, inode)
-            elif file.tail is not None and bytes_before(stream, file.position.offset) != file.tail:
+            elif file.position.tail not in (None, fingerprint(stream, file.position.offset)):
                 _say_read_again(file.path, "written anew in place (truncated, then written longer)")
-                self._from_start(file, inode)
-            if file.head_id is None:
-                file.head_id = head_session_id(stream)
+                self._from_start(file, inode, head_session_id(stream))
+            if file.position.session is None:
+                file.position.session = head_session_id(stream)
             read_from = file.position.offset
             stream.seek(read_from)
             complete = _complete_lines(stream, file)
-            if file.position.offset != read_from or file.tail is None:
-                file.tail = bytes_before(stream, file.position.offset)
+            if file.position.offset != read_from or file.position.tail is None:
+                file.position.tail = fingerprint(stream, file.position.offset)
         file.unreadable = False
         self._skipped.discard(file.path)
         return [line for line in complete.split(b"\n") if line.strip()]
@@ -255,25 +259,25 @@ class SessionFollower:
         """`file` is another inode now, or shorter than where it was read to: the same log
         rewritten goes on after the lines read; another record (fewer lines, another session's
         file, truncated) is read from its start, a run of its own."""
-        now_of = head_session_id(stream)
-        other_session = None not in (file.head_id, now_of) and now_of != file.head_id
+        now_of, was_of = head_session_id(stream), file.position.session
+        other_session = None not in (was_of, now_of) and now_of != was_of
         if inode != file.position.inode and not other_session:
             after = _after_lines(file)
             if after is not None:  # the same log rewritten: on after the lines read
-                file.position, file.skipping = FilePosition(inode, after, file.position.lines), False
-                file.tail, file.head_id = None, now_of
+                file.position = FilePosition(inode, after, file.position.lines, session=now_of)
+                file.skipping = False
                 return
         if other_session:
-            _say_read_again(file.path, f"replaced by another session's file ({now_of}, not {file.head_id})")
+            _say_read_again(file.path, f"replaced by another session's file ({now_of}, not {was_of})")
             if file.path == self.session.path:
                 self._session_id = None  # the new run is that session's
-        file.head_id = now_of
-        self._from_start(file, inode)
+        self._from_start(file, inode, now_of)
 
-    def _from_start(self, file: _OpenFile, inode: int) -> None:
-        """`file` read again from its start, into a run of its own (a main file read again from
-        0 has no earlier totals to go on from; a subagent's goes on from the session's)."""
-        file.position, file.lines, file.skipping, file.tail = FilePosition(inode, 0, 0), 0, False, None
+    def _from_start(self, file: _OpenFile, inode: int, session: str | None) -> None:
+        """`file` read again from its start (its first lines naming `session`), into a run of
+        its own (a main file read again from 0 has no earlier totals to go on from; a
+        subagent's goes on from the session's)."""
+        file.position, file.lines, file.skipping = FilePosition(inode, 0, 0, session=session), 0, False
         self._read_again += 1
         self.finish()
         if file.path == self.session.path:
@@ -350,7 +354,7 @@ def _read_from(path: Path, kept: FilePosition | None) -> FilePosition:
     stays until those lines are written), or its start."""
     if kept is None:
         return FilePosition(_inode(path), 0)
-    return FilePosition(kept.inode, kept.offset, kept.lines)
+    return FilePosition(kept.inode, kept.offset, kept.lines, tail=kept.tail, session=kept.session)
 
 
 def _inode(path: Path) -> int:

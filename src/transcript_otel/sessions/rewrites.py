@@ -5,12 +5,13 @@ up to there unchanged), the same log rewritten (another inode holding the lines 
 `codex migrate-rollouts`), or another record: truncated and written again, or replaced by
 another session's file. Its size and inode do not tell all of it: a file truncated and
 written longer has the same inode and more bytes. So the bytes just before where it was read
-to are kept (`bytes_before`) and compared, and a log's session is what its first lines say
-(`head_session_id`), not its name.
+to are kept (`fingerprint`, with the position, in the state too) and compared, and a log's
+session is what its first lines say (`head_session_id`), not its name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import IO, Final
 
@@ -23,10 +24,12 @@ _HEAD_LINES: Final = 16
 _HEAD_LINE_BYTES: Final = 1 << 20
 
 
-def bytes_before(stream: IO[bytes], offset: int) -> bytes:
-    """The last `TAIL_BYTES` (at most) before `offset` in the open file `stream`."""
+def fingerprint(stream: IO[bytes], offset: int) -> str:
+    """What the last `TAIL_BYTES` (at most) before `offset` in the open file `stream` are, in
+    16 hex digits (kept for each file in the state: short)."""
     start = max(0, offset - TAIL_BYTES)
-    return os.pread(stream.fileno(), offset - start, start)
+    before = os.pread(stream.fileno(), offset - start, start)
+    return hashlib.blake2b(before, digest_size=8).hexdigest()
 
 
 def head_session_id(stream: IO[bytes]) -> str | None:

@@ -36,6 +36,7 @@ from transcript_otel.sessions.files import FileIdentity, SessionFiles, file_iden
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
+from transcript_otel.sessions.rewrites import fingerprint, head_session_id
 from transcript_otel.sinks.jsonl_write_failures import SINK_NAME as MIRROR
 
 POLL_S: Final = 0.25
@@ -53,6 +54,8 @@ _TAIL_BYTES: Final = 64 * 1024
 _MAX_OFFSET: Final = 1 << 63
 # Unusable entries of a state named in the warning that says so.
 _NAMED_DROPPED: Final = 5
+# The longest session id or fingerprint a state's entry may give (the CLIs' ids are UUIDs).
+_MAX_ID_CHARS: Final = 256
 # A file as it was: inode, size, time written (None: it could not be looked at).
 _Seen = tuple[int, int, int] | None
 
@@ -206,7 +209,16 @@ def _position(where: object) -> FilePosition | str:
     if lines is not None and (type(lines) is not int or not 0 <= lines <= offset):
         return "bad lines"  # (a line is a byte at least)
     carried = where.get("carried")  # (one its follower cannot use is passed over there)
-    return FilePosition(inode, offset, lines, carried if isinstance(carried, dict) else None)
+    # What tells the file from one written anew: where it is not a short text, not known (the
+    # file is taken as the one read, as a state written before these were kept says).
+    tail, session = (_short_text(where.get(key)) for key in ("tail", "session"))
+    return FilePosition(
+        inode, offset, lines, carried if isinstance(carried, dict) else None, tail=tail, session=session
+    )
+
+
+def _short_text(value: object) -> str | None:
+    return value if isinstance(value, str) and len(value) <= _MAX_ID_CHARS else None
 
 
 def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, Any]]:
@@ -217,6 +229,9 @@ def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, Any]]:
             named[str(path)]["lines"] = where.lines
         if where.carried is not None:  # a session's main file: what its runs counted
             named[str(path)]["carried"] = where.carried
+        for key, known in (("tail", where.tail), ("session", where.session)):
+            if known is not None:
+                named[str(path)][key] = known
     return named
 
 
@@ -580,7 +595,8 @@ class Watcher:
 
 def _end_of(path: Path) -> FilePosition:
     """Where `path`'s last whole line ends: a line still being written is not the past (read
-    from its start once whole, not from the middle)."""
+    from its start once whole, not from the middle); with what tells the file from one written
+    anew (`rewrites.py`)."""
     try:
         with open_regular(path) as stream:
             status = os.fstat(stream.fileno())
@@ -590,7 +606,9 @@ def _end_of(path: Path) -> FilePosition:
                 stream.seek(start)
                 newline = stream.read(end - start).rfind(b"\n")
                 if newline >= 0:
-                    return FilePosition(inode, start + newline + 1)
+                    offset = start + newline + 1
+                    tail = fingerprint(stream, offset)
+                    return FilePosition(inode, offset, tail=tail, session=head_session_id(stream))
                 end = start
             return FilePosition(inode, 0)
     except OSError:  # gone meanwhile (or not a file now): a file that comes back is read from its start
