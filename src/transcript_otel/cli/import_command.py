@@ -27,11 +27,11 @@ from transcript_otel.instrumentation.cli_logs import (
     codex_archived_dir,
     codex_sessions_dir,
 )
-from transcript_otel.otlp.sdk_presence import SENDING_DISABLED, sdk_disabled
+from transcript_otel.otlp.sdk_presence import SENDING_DISABLED, sdk_disabled, sdk_installed
 from transcript_otel.reading.text import visible, visible_name
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.formats import Format, not_a_session
-from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk, sdk_installed
+from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk
 from transcript_otel.sinks.jsonl_files import default_directory
 
 _DESCRIPTION: Final = (
