@@ -127,8 +127,9 @@ class TranscriptPipeline(AgentSide):
             self._mirror_only = True
             if not self.flush(max(0.0, deadline - time.monotonic())):
                 given_up = self._give_up_entries()
-                deadline = time.monotonic() + STOP_GRACE_S
-                self.flush(STOP_GRACE_S)
+                if self._records_left():  # the stops and the counts, past the deadline
+                    deadline = time.monotonic() + STOP_GRACE_S
+                    self.flush(STOP_GRACE_S)
         with self._lock:
             self._closed = True
             thread = self._thread
@@ -137,9 +138,7 @@ class TranscriptPipeline(AgentSide):
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
-        # Records only: the flush requests and deferred actions queued among them are not.
-        # `list()` copies in one step, while a writer past the deadline may still be popping.
-        left = sum(1 for item in list(self.backlog) if not isinstance(item, (FlushRequest, DeferredAction)))
+        left = self._records_left()
         if given_up:
             logger.warning(
                 "transcript-otel: %d transcript entries were not written before the shutdown deadline; "
@@ -151,6 +150,11 @@ class TranscriptPipeline(AgentSide):
                 "transcript-otel: %d queued records were not written before the shutdown deadline", left
             )
         return deadline
+
+    def _records_left(self) -> int:
+        """Records in the backlog: the flush requests and deferred actions queued among them are
+        not. `list()` copies in one step, while a writer past the deadline may still be popping."""
+        return sum(1 for item in list(self.backlog) if not isinstance(item, (FlushRequest, DeferredAction)))
 
     def _give_up_entries(self) -> int:
         """Take the entries out of the backlog, each counted as dropped by its run, and leave
