@@ -1,7 +1,7 @@
 """`transcript-otel completion bash|zsh` (issue 48, item 6): a script generated from the CLI's
 parser, loaded by the real shells as README says. bash's completions are asked for as bash asks
-them at a TAB (COMP_WORDS, COMP_CWORD); zsh is checked to load the script both ways README
-gives, and for what the script offers."""
+them at a TAB (COMP_WORDS, COMP_CWORD); zsh's from a real zsh at a TAB on a pseudo-terminal
+(tests/zsh_completions.zsh), having loaded the script both ways README gives."""
 
 from __future__ import annotations
 
@@ -129,3 +129,38 @@ def test_building_the_parser_does_not_load_shtab() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout == "False\n"
+
+
+def _zsh_completes(functions: Path, line: str, cwd: Path) -> set[str]:
+    """What zsh offers at a TAB after `line`, the script's folder on fpath (a real zsh on a
+    pseudo-terminal: tests/zsh_completions.zsh)."""
+    helper = Path(__file__).resolve().parent / "zsh_completions.zsh"
+    done = subprocess.run(
+        [_zsh(), "-f", str(helper), line, str(functions)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=subprocess_env(HOME=str(cwd)),
+        timeout=60,
+        check=True,
+    )
+    return {match.strip() for match in done.stdout.splitlines() if match.strip()}
+
+
+def test_zsh_completes_commands_options_choices_and_files(tmp_path: Path) -> None:
+    functions = tmp_path / "zfunc"
+    functions.mkdir()
+    shutil.copy(_script("zsh", tmp_path), functions / "_transcript-otel")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "run-a.jsonl").write_text("")
+    assert _zsh_completes(functions, "transcript-otel ", tmp_path) == {*COMMANDS, "completion"}
+    assert _zsh_completes(functions, "transcript-otel im", tmp_path) == {"import"}
+    assert _zsh_completes(functions, "transcript-otel show --co", tmp_path) == {"--color"}
+    assert _zsh_completes(functions, "transcript-otel export x --format ", tmp_path) == {
+        "devflow",
+        "markdown",
+        "html",
+        "jsonl",
+    }
+    assert _zsh_completes(functions, "transcript-otel show run-", tmp_path) == {"run-a.jsonl"}
+    assert "runs" in _zsh_completes(functions, "transcript-otel list --jsonl-dir r", tmp_path)
