@@ -29,6 +29,11 @@ CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
 # Responses API of examples/model_servers/.
 CODEX_VERSION := 0.171.0
 CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
+# Every test of a real part this Makefile installs (the agent CLIs, Phoenix, rotel, Chromium,
+# promtool, zsh, util-linux `script`, check-jsonschema) fails without it instead of skipping
+# (tests/requirements_switch.py). `make test TRANSCRIPT_OTEL_REQUIRE_REAL=0` lets them skip.
+TRANSCRIPT_OTEL_REQUIRE_REAL ?= 1
+export TRANSCRIPT_OTEL_REQUIRE_REAL
 
 .PHONY: demo test lint envs pytest pytest-default wink-envs browser promtool zsh bench clean agents fixtures explore canary
 
@@ -97,34 +102,34 @@ test: browser promtool zsh lint
 	$(MAKE) --no-print-directory pytest
 
 # Debian's chromium and chromedriver for the HTML export's browser tests: installed when
-# missing and we may (root with apt-get); without them those tests are skipped, saying why.
+# missing and we may (root with apt-get); without them those tests fail, saying why.
 browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
-				|| echo "make browser: could not install chromium; the browser tests will be skipped"; \
-		else echo "make browser: no chromium and no root apt-get; the browser tests will be skipped"; fi; \
+				|| echo "make browser: could not install chromium; the browser tests will fail"; \
+		else echo "make browser: no chromium and no root apt-get; the browser tests will fail"; fi; \
 	fi
 
 # Debian's prometheus for its promtool, which checks collector-config/prometheus.yaml and the
 # dashboard's PromQL (tests/test_collector_metrics.py): installed when missing and we may (root
-# with apt-get); without it those tests are skipped, saying why.
+# with apt-get); without it those tests fail, saying why.
 promtool:
 	@if ! command -v promtool >/dev/null; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
-				|| echo "make promtool: could not install prometheus; the promtool tests will be skipped"; \
-		else echo "make promtool: no promtool and no root apt-get; the promtool tests will be skipped"; fi; \
+				|| echo "make promtool: could not install prometheus; the promtool tests will fail"; \
+		else echo "make promtool: no promtool and no root apt-get; the promtool tests will fail"; fi; \
 	fi
 
 # zsh, which tests/test_cli_completion.py loads `transcript-otel completion zsh` in: installed
-# when missing and we may (root with apt-get); without it those tests are skipped, saying why.
+# when missing and we may (root with apt-get); without it those tests fail, saying why.
 zsh:
 	@if ! command -v zsh >/dev/null; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh >/dev/null) \
-				|| echo "make zsh: could not install zsh; the zsh completion tests will be skipped"; \
-		else echo "make zsh: no zsh and no root apt-get; the zsh completion tests will be skipped"; fi; \
+				|| echo "make zsh: could not install zsh; the zsh completion tests will fail"; \
+		else echo "make zsh: no zsh and no root apt-get; the zsh completion tests will fail"; fi; \
 	fi
 
 lint: $(TEST_VENV)/.installed
@@ -140,13 +145,13 @@ wink-envs: $(TEST_VENV)/.installed
 envs: $(TEST_VENV)/.installed
 	$(MAKE) --no-print-directory -j3 wink-envs $(PHOENIX_VENV)/.installed $(TEST_VENV_DEFAULT)/.installed agents
 
-# Phoenix and the real CLIs are required here: without them their tests fail instead of skipping.
 pytest: envs
-	TRANSCRIPT_OTEL_REQUIRE_PHOENIX=1 TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV)/bin/python -m pytest
+	$(TEST_VENV)/bin/python -m pytest
 
-# The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough.
+# The weakincentives tests run their agents in .venvs/ whatever runs pytest: once is enough. So
+# do the Phoenix tests, which the Python 3.13 run has: Phoenix is still installing during this one.
 pytest-default: $(TEST_VENV_DEFAULT)/.installed agents
-	TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 $(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink"
+	$(TEST_VENV_DEFAULT)/bin/python -m pytest -m "not wink and not phoenix"
 
 ## explore: the property tests with new random examples (`make test` draws the same ones each run)
 explore: $(TEST_VENV)/.installed
@@ -168,8 +173,7 @@ canary: agents
 	$(CANARY_VENV)/bin/pip install $(PIP_QUIET) --upgrade $(PIP_GROUPS)
 	$(CANARY_VENV)/bin/pip install $(PIP_QUIET) --upgrade -e '.[otlp-grpc]' --group test $(CANARY_NEWEST)
 	@$(CANARY_VENV)/bin/pip list --disable-pip-version-check | grep -E '^(claude-agent-sdk|weakincentives|opentelemetry-(api|sdk|instrumentation)) '
-	TRANSCRIPT_OTEL_CANARY_PYTHON=$(CURDIR)/$(CANARY_VENV)/bin/python TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1 \
-		$(CANARY_VENV)/bin/python -m pytest $(CANARY_TESTS)
+	TRANSCRIPT_OTEL_CANARY_PYTHON=$(CURDIR)/$(CANARY_VENV)/bin/python $(CANARY_VENV)/bin/python -m pytest $(CANARY_TESTS)
 
 ## bench: set up .venv-bench (Python 3.13) and the Claude Code CLI of `make agents` (section sdk runs
 ## it), then run every benchmark, printing one table

@@ -21,8 +21,9 @@ from transcript_otel.capture import defaults
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 from transcript_otel.sinks.base import Sink
 
-from phoenix_server import Phoenix, phoenix_executable, phoenix_required
-from rotel_collector import Rotel, rotel_binary
+from phoenix_server import PHOENIX_MISSING, Phoenix, phoenix_executable
+from requirements_switch import missing, require
+from rotel_collector import ROTEL_MISSING, Rotel, rotel_binary
 
 # `make test` draws the same property-test examples at every run: its result never depends on
 # luck. `make explore` draws new ones (HYPOTHESIS_PROFILE=explore), to look for what they miss.
@@ -119,9 +120,7 @@ def default_pipeline(
 @pytest.fixture(scope="module")
 def rotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
     """A real rotel collector on free loopback ports, one per test module."""
-    binary = rotel_binary()
-    if binary is None:
-        pytest.skip("the rotel wheel is not installed")
+    binary = require(rotel_binary(), ROTEL_MISSING)
     collector = Rotel(binary, tmp_path_factory.mktemp("rotel")).start()
     try:
         yield collector
@@ -139,6 +138,13 @@ def _skipped_by_mark(item: pytest.Item) -> bool:
     if item.get_closest_marker("skip") is not None:
         return True
     return any(mark.args and mark.args[0] is True for mark in item.iter_markers("skipif"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The default python3's run (`make test`) deselects them: Phoenix installs while it runs.
+    for item in items:
+        if "phoenix" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.phoenix)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -162,8 +168,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def phoenix() -> Phoenix:
     """Arize Phoenix (`.venv-phoenix`) on free loopback ports, ready."""
     if _phoenix is None:
-        reason = "Phoenix is not installed (.venv-phoenix, built by `make test`)"
-        if phoenix_required():
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing(PHOENIX_MISSING)
     return _phoenix.wait_ready()

@@ -41,6 +41,8 @@ from rotel_output import (
     parse_rotel_output,
 )
 
+ROTEL_MISSING = "the rotel wheel (`rotel` in the `test` group) is not installed"
+
 
 def rotel_binary() -> Path | None:
     """`rotel-agent` inside the installed `rotel` wheel, or None without it."""

@@ -19,17 +19,14 @@ import time
 from collections.abc import Mapping
 from types import TracebackType
 
-import pytest
+from requirements_switch import require
 
 DEVICE_MARK = "TERMINAL-DEVICE "
 _DEVICE = re.compile(DEVICE_MARK + r"(/dev/\S+)")
 
 
 def require_script() -> str:
-    script = shutil.which("script")
-    if script is None:
-        pytest.skip("util-linux `script` is not installed")
-    return script
+    return require(shutil.which("script"), "util-linux `script` is not installed")
 
 
 class TerminalSession:

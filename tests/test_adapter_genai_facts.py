@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from loopback import subprocess_env
+from requirements_switch import missing
 from wink_harness import wink_python
 
 pytestmark = pytest.mark.wink
@@ -208,8 +209,10 @@ def test_codex_thread_model_is_the_chat_spans_response_model(report: dict[str, A
 
 def test_the_real_codex_threads_model_is_the_one_it_ran(report: dict[str, Any]) -> None:
     """The real app-server's `thread/start` answer names the model in `thread.model`."""
+    if report["version"] not in REAL_CODEX_VERSIONS:
+        pytest.skip(f"weakincentives {report['version']} is not run with the real Codex CLI")
     if REAL_CODEX not in report:
-        pytest.skip("the real Codex CLI is not installed, or this version has no Codex adapter")
+        missing("the real Codex CLI is not installed (`make agents`)")
     run = report[REAL_CODEX]
     assert [call["args"] for call in calls_of(run, "note_model")] == [[codex_cli.model_slug("wink_tool")]]
     (chat,) = span(run, "chat")

@@ -48,10 +48,11 @@ def _count(path: str, version: str, tmp_path: Path) -> dict[str, Any]:
     from wink_harness import wink_python
 
     if path.startswith("sdk-"):
-        from captured_run import require_agent
         from claude_code import cli_path
 
-        require_agent(cli_path(), "the real Claude Code CLI is not installed (`make agents`)")
+        from requirements_switch import require
+
+        require(cli_path(), "the real Claude Code CLI is not installed (`make agents`)")
     out = tmp_path / "calls.json"
     finished = subprocess.run(
         [str(wink_python(version)), str(TESTS / "agents" / "agent_calls.py"), path, "--out", str(out)],

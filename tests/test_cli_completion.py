@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loopback import subprocess_env
+from requirements_switch import require
 
 CLI = [sys.executable, "-m", "transcript_otel"]
 COMMANDS = ["run", "show", "summary", "validate", "list", "bundle", "export", "replay", "import", "watch"]
@@ -84,10 +85,7 @@ def test_the_scripts_offer_what_the_parser_has(tmp_path: Path) -> None:
 
 
 def _zsh() -> str:
-    zsh = shutil.which("zsh")
-    if zsh is None:
-        pytest.skip("zsh is not installed (make test installs it)")
-    return zsh
+    return require(shutil.which("zsh"), "zsh is not installed (`make zsh`)")
 
 
 @pytest.mark.parametrize("how", ["fpath", "eval"])

@@ -37,7 +37,8 @@ from transcript_otel.sinks import OTelLogSink
 from conftest import OTelHarness
 from loopback import LOOPBACK, free_port
 from receivers import LokiShapedReceiver
-from rotel_collector import Rotel, read_env_file, rotel_binary, rotel_environment
+from requirements_switch import missing, require
+from rotel_collector import ROTEL_MISSING, Rotel, read_env_file, rotel_binary, rotel_environment
 from rotel_output import parse_rotel_output
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "collector-config"
@@ -524,10 +525,7 @@ def test_rotel_env_routes_traces_to_tempo_and_logs_to_loki_like_the_collector(
 
 @pytest.fixture(scope="module")
 def rotel_agent() -> Path:
-    binary = rotel_binary()
-    if binary is None:
-        pytest.skip("the rotel wheel (`rotel` in the test extra) is not installed")
-    return binary
+    return require(rotel_binary(), ROTEL_MISSING)
 
 
 def test_rotel_env_names_only_settings_rotel_knows(rotel_env: dict[str, str], rotel_agent: Path) -> None:
@@ -668,7 +666,7 @@ def test_rotel_sends_each_signal_to_one_exporter_only(rotel_env: dict[str, str],
 
 def check_jsonschema_command() -> list[str]:
     if subprocess.run([sys.executable, "-c", "import check_jsonschema"], capture_output=True).returncode:
-        pytest.skip("check-jsonschema (the `test` extra) is not installed: no compose-spec validation")
+        missing("check-jsonschema (the `test` group) is not installed: no compose-spec validation")
     return [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
 
 

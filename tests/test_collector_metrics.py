@@ -45,6 +45,8 @@ from test_collector_config import (
 from transcript_otel.genai import metrics as genai_metrics
 from transcript_otel.otel import metrics as otel_metrics
 
+from requirements_switch import require
+
 PROMETHEUS_CONFIG = CONFIG_DIR / "prometheus.yaml"
 COLLECTOR_CONFIG = CONFIG_DIR / "otelcol-config.yaml"
 COMPOSE_FILE = CONFIG_DIR / "docker-compose.yaml"
@@ -216,10 +218,7 @@ def test_no_query_counts_with_increase_or_rate(promql: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.skip("promtool is not installed (`make promtool`: Debian's prometheus package)")
-    return found
+    return require(shutil.which("promtool"), "promtool is not installed (`make promtool`)")
 
 
 def as_evaluated(query: str) -> str:

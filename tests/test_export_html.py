@@ -30,6 +30,7 @@ from transcript_otel.reading.sources import open_run
 from transcript_otel.reading.text import assistant_parts, compact_json, entry_text, tool_output
 
 from helpers import ListRun
+from requirements_switch import missing
 
 RUNS = sorted((Path(__file__).parent / "fixtures" / "runs").glob("*.jsonl"))
 SUBAGENT_RUN = Path(__file__).parent / "fixtures" / "runs" / "claude-sdk-parallel-subagents.jsonl"
@@ -416,7 +417,7 @@ def _browser_or_reason() -> tuple[str, str] | str:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if chromium is None or driver is None:
-        return "Chromium or chromedriver is not installed (apt-get install -y chromium chromium-driver)"
+        return "Chromium or chromedriver is not installed (`make browser`)"
     return chromium, driver
 
 
@@ -424,7 +425,7 @@ def _chromium(*, javascript: bool = True) -> Iterator[Any]:
     """A headless Chromium driven by chromedriver, with a fresh profile (skips the test if missing)."""
     found = _browser_or_reason()
     if isinstance(found, str):
-        pytest.skip(found)
+        missing(found)
     chromium, chromedriver = found
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

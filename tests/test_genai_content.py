@@ -42,6 +42,8 @@ from transcript_otel.records.content import ContentPolicy
 from transcript_otel.records.redaction import Redactor
 
 from helpers import FIXTURE_RUNS, FIXTURES, JSONISH, MappedEntry, ReprRaises, mirrored_entries
+from phoenix_server import PHOENIX_MISSING
+from requirements_switch import missing
 
 SCHEMAS = FIXTURES / "genai_schemas"
 REPO = Path(__file__).resolve().parent.parent
@@ -1168,9 +1170,10 @@ print(json.dumps([get_openinference_attributes(span) for span in spans]))
 """
 
 
+@pytest.mark.phoenix
 def test_phoenix_converter_reads_every_message() -> None:
     if not PHOENIX_PYTHON.exists():
-        pytest.skip("Phoenix is not installed (.venv-phoenix, built by `make test`)")
+        missing(PHOENIX_MISSING)
     sent: list[dict[str, Any]] = []
     for _, entries in ALL_FIXTURES:
         spans = Spans.of(entries())

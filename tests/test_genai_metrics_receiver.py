@@ -28,7 +28,8 @@ from transcript_otel.genai import metrics as genai_metrics
 from transcript_otel.version import __version__
 
 from loopback import subprocess_env
-from rotel_collector import RECORDS, Rotel, rotel_binary
+from requirements_switch import require
+from rotel_collector import RECORDS, ROTEL_MISSING, Rotel, rotel_binary
 from rotel_output import RotelMetricPoint
 
 pytestmark = [pytest.mark.receiver, pytest.mark.otlp]
@@ -44,9 +45,7 @@ PROVIDERS = {"claude-stream-json": "anthropic", "codex-json": "openai"}
 
 @pytest.fixture(scope="module")
 def rotel_with_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotel]:
-    binary = rotel_binary()
-    if binary is None:
-        pytest.skip("the rotel wheel is not installed")
+    binary = require(rotel_binary(), ROTEL_MISSING)
     collector = Rotel(
         binary, tmp_path_factory.mktemp("rotel-metrics"), debug_log=(*RECORDS, "metrics")
     ).start()

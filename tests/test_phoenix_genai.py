@@ -33,6 +33,7 @@ from transcript_otel import read_records
 
 from loopback import subprocess_env
 from phoenix_server import Phoenix
+from requirements_switch import missing
 from wink_harness import DRIVER, REPO, wink_python
 
 TESTS = Path(__file__).resolve().parent
@@ -41,7 +42,6 @@ sys.path.insert(0, str(TESTS / "agents"))
 import claude_code  # noqa: E402
 import claude_offline  # noqa: E402
 import codex_cli  # noqa: E402
-from captured_run import require_agent  # noqa: E402
 
 pytestmark = [pytest.mark.receiver, pytest.mark.otlp]
 
@@ -359,7 +359,7 @@ def run(runs: dict[str, AdapterRun | Failed], adapter: str) -> AdapterRun:
     outcome = runs[adapter]
     if isinstance(outcome, Failed):
         if outcome.missing:
-            require_agent(None, outcome.reason)
+            missing(outcome.reason)
         pytest.fail(f"the {adapter} run failed:\n{outcome.reason}")
     return outcome
 

@@ -7,7 +7,7 @@ tests compare what the transcript and its spans recorded with what the model ser
 what the CLI itself reported (its `result` messages and exit status).
 
 Without the CLI (`make agents`) these tests skip, or fail where the Makefile requires
-them (`TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1`).
+them (`TRANSCRIPT_OTEL_REQUIRE_REAL`, tests/requirements_switch.py).
 """
 
 from __future__ import annotations
@@ -38,10 +38,12 @@ sys.path.insert(0, str(TESTS / "agents"))
 
 import claude_code  # noqa: E402
 import claude_offline  # noqa: E402
-from captured_run import CapturedRun, require_agent  # noqa: E402
+from captured_run import CapturedRun  # noqa: E402
 from claude_code import CASES, USAGE_KEYS, record, served_usage  # noqa: E402
 
 from live_watch import live_watch  # noqa: E402
+
+from requirements_switch import require  # noqa: E402
 
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "claude-code", "--")
 FIXTURES = TESTS / "fixtures" / "claude_code"
@@ -55,7 +57,7 @@ DIGEST_NAMES = {
 
 def require_cli() -> Path:
     reason = f"the real Claude Code CLI is not installed (`make agents`, or {claude_code.CLI_VARIABLE})"
-    return require_agent(claude_code.cli_path(), reason)
+    return require(claude_code.cli_path(), reason)
 
 
 @dataclass

@@ -8,7 +8,7 @@ the transcript and its spans recorded with what the model served and what Codex 
 reported (its `turn.completed` usage, its exit status).
 
 Without the CLI (`make agents`) these tests skip, or fail where the Makefile requires
-them (`TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1`).
+them (`TRANSCRIPT_OTEL_REQUIRE_REAL`, tests/requirements_switch.py).
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 from transcript_otel.reading.digest import RunDigest
 
+from requirements_switch import require
 from terminal_session import TerminalSession
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 import codex_cli  # noqa: E402
-from captured_run import CapturedRun, require_agent  # noqa: E402
+from captured_run import CapturedRun  # noqa: E402
 from codex_cli import record, served_usage  # noqa: E402
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import APP_SERVER_SCENARIOS, EXEC_SCENARIOS, FAILING, SCENARIOS, prompt_for  # noqa: E402
@@ -63,7 +64,7 @@ DIGEST_USAGE = {
 
 def require_cli() -> Path:
     reason = f"the real Codex CLI is not installed (`make agents`, or {codex_cli.CLI_VARIABLE})"
-    return require_agent(codex_cli.cli_path(), reason)
+    return require(codex_cli.cli_path(), reason)
 
 
 def span_usage(span: dict[str, Any]) -> dict[str, int]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -349,3 +351,34 @@ def test_codex_compaction_output_is_marked() -> None:
     marked = [line for line in rollout if line.get("metadata", {}).get("compaction_output")]
     assert [line["payload"]["type"] for line in marked] == ["reasoning", "message"]
     assert all(line["ordinal"] < compacted["ordinal"] for line in marked)
+
+
+# -- the recorder ---------------------------------------------------------------------------------
+
+# The recorder with its recording replaced: `resumed`, which both CLIs have, fails for Codex.
+FAILING_RECORDER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import record_session_fixtures
+
+def record_one(cli, name):
+    if cli == "codex":
+        raise RuntimeError("the scripted model was never asked")
+    print(f"{cli}/{name}: recorded")
+
+record_session_fixtures.record_one = record_one
+record_session_fixtures.main(["resumed"])
+"""
+
+
+def test_a_scenario_that_fails_to_re_record_fails_the_recorder_naming_it() -> None:
+    agents = Path(__file__).resolve().parent / "agents"
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_RECORDER, str(agents)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == "claude_code/resumed: recorded\n"  # the others are still recorded
+    assert done.stderr.splitlines() == [
+        "codex/resumed: FAILED RuntimeError: the scripted model was never asked",
+        "1 of 2 scenarios failed to re-record: codex/resumed",
+    ]

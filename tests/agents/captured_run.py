@@ -1,15 +1,12 @@
 """What a real agent's run left in the JSONL mirror, for the real-CLI tests to read.
 
 `Recorded` is what one real CLI run printed and what the scripted model served;
-`CapturedRun` holds one run's records (entries and `transcript.span` records) with those;
-`require_agent` skips a test without the CLI, or fails it where the Makefile requires the
-real agents.
+`CapturedRun` holds one run's records (entries and `transcript.span` records) with those.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -17,19 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-
-import pytest
-
-REQUIRE_VARIABLE = "TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS"
-
-
-def require_agent(path: Path | None, reason: str) -> Path:
-    """`path`, else a skip (or, under `TRANSCRIPT_OTEL_REQUIRE_REAL_AGENTS=1`, a failure) with `reason`."""
-    if path is None:
-        if os.environ.get(REQUIRE_VARIABLE) == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return path
 
 
 @dataclass

@@ -426,13 +426,25 @@ def selected(names: list[str]) -> list[tuple[str, str]]:
     return chosen
 
 
-def main() -> None:
-    for cli, name in selected(sys.argv[1:]):
+def record_each(chosen: list[tuple[str, str]], record: Callable[[str, str], None]) -> list[str]:
+    """Each scenario recorded in turn; the names (`cli/scenario`) of those that failed."""
+    failed = []
+    for cli, name in chosen:
         try:
-            record_one(cli, name)
+            record(cli, name)
         except Exception as error:  # one failing scenario does not stop the others
             print(f"{cli}/{name}: FAILED {type(error).__name__}: {error}", file=sys.stderr)
+            failed.append(f"{cli}/{name}")
+    return failed
+
+
+def main(names: list[str]) -> None:
+    chosen = selected(names)
+    failed = record_each(chosen, record_one)
+    if failed:
+        # Exit status 1: `make fixtures` and whoever re-records must not take a failure for done.
+        raise SystemExit(f"{len(failed)} of {len(chosen)} scenarios failed to re-record: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
