@@ -741,13 +741,14 @@ def test_a_line_with_bytes_that_are_not_utf8_is_watched_as_its_import_gives_it(
 
 def _runs(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The records of each run (each begins with its start record; two runs of a session that
-    began at one time share a file, one after the other)."""
+    began at one time share a file, one after the other), the run with fewer records first (runs
+    that began at one time are in no certain order in the mirror)."""
     runs: list[list[dict[str, Any]]] = []
     for record in records:
         if record["event"] == TranscriptEvent.START.value:
             runs.append([])
         runs[-1].append(record)
-    return runs
+    return sorted(runs, key=len)
 
 
 @pytest.mark.parametrize("stopped", [False, True], ids=["between-polls", "while-no-watch-ran"])
