@@ -782,15 +782,16 @@ def test_a_file_truncated_and_written_longer_is_read_again_from_its_start(
     assert _said(again) == _imported(CODEX_DAY, tmp_path)  # whole: no fragment, no line lost
 
 
+@pytest.mark.parametrize("source", [CLAUDE_PROJECT, CODEX_DAY], ids=["claude_code", "codex"])
 @pytest.mark.parametrize("stopped", [False, True], ids=["between-polls", "while-no-watch-ran"])
 def test_a_file_replaced_by_another_sessions_longer_file_is_that_sessions_run(
-    stopped: bool, tmp_path: Path, watch: Callable[..., Watcher]
+    stopped: bool, source: Path, tmp_path: Path, watch: Callable[..., Watcher]
 ) -> None:
     """A session's file replaced by another session's longer file (another inode, holding more
     lines than were read) had that session's lines after the first ones appended to the old
     run. Its first lines name another session: it is read from its start, a run of that
     session's own, and the watch says so."""
-    original = _session_file(CODEX_DAY)
+    original = _session_file(source)
     session_id = original.stem[-36:]
     other_id = f"{session_id[:-2]}99"
     other = tmp_path / "other" / original.name.replace(session_id, other_id)
@@ -813,5 +814,5 @@ def test_a_file_replaced_by_another_sessions_longer_file_is_that_sessions_run(
     first, replaced = _runs(_mirror(tmp_path / "runs"))
     starts = [run[0]["context"] for run in (first, replaced)]
     assert [start["session_id"] for start in starts] == [session_id, other_id]
-    assert _said(first) == _imported(CODEX_DAY, tmp_path)[: len(_said(first))]
+    assert _said(first) == _imported(source, tmp_path)[: len(_said(first))]
     assert _said(replaced) == _imported(other.parent, tmp_path)

@@ -62,7 +62,7 @@ class FilePosition:
     carried: dict[str, Any] | None = None
     # What tells the file read from one written anew (`rewrites.py`), where known: the bytes
     # just before `offset` (other bytes there: written anew in place), and the session its
-    # first lines name (another: another session's file put in its place).
+    # first lines name ("": none; another: another session's file put in its place).
     tail: str | None = None
     session: str | None = None
 
@@ -260,7 +260,7 @@ class SessionFollower:
         rewritten goes on after the lines read; another record (fewer lines, another session's
         file, truncated) is read from its start, a run of its own."""
         now_of, was_of = head_session_id(stream), file.position.session
-        other_session = None not in (was_of, now_of) and now_of != was_of
+        other_session = bool(was_of and now_of) and now_of != was_of
         if inode != file.position.inode and not other_session:
             after = _after_lines(file)
             if after is not None:  # the same log rewritten: on after the lines read

@@ -34,7 +34,8 @@ def fingerprint(stream: IO[bytes], offset: int) -> str:
 
 def head_session_id(stream: IO[bytes]) -> str | None:
     """The session id the open log's first lines name: a Claude line's `sessionId`, a rollout's
-    `session_meta` id; None where they name none (its position in `stream` is lost)."""
+    `session_meta` id; "" where its first `_HEAD_LINES` name none, None where they are not all
+    written yet (asked again later). Its position in `stream` is lost."""
     stream.seek(0)
     for _ in range(_HEAD_LINES):
         line = stream.readline(_HEAD_LINE_BYTES)
@@ -51,5 +52,5 @@ def head_session_id(stream: IO[bytes]) -> str | None:
         payload = said.get("payload")
         if said.get("type") == "session_meta" and isinstance(payload, dict):
             found = payload.get("id", payload.get("session_id"))
-            return found if isinstance(found, str) else None
-    return None
+            return found if isinstance(found, str) else ""
+    return ""

@@ -36,7 +36,7 @@ from transcript_otel.sessions.files import FileIdentity, SessionFiles, file_iden
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
-from transcript_otel.sessions.rewrites import fingerprint, head_session_id
+from transcript_otel.sessions.rewrites import fingerprint
 from transcript_otel.sinks.jsonl_write_failures import SINK_NAME as MIRROR
 
 POLL_S: Final = 0.25
@@ -606,9 +606,8 @@ def _end_of(path: Path) -> FilePosition:
                 stream.seek(start)
                 newline = stream.read(end - start).rfind(b"\n")
                 if newline >= 0:
-                    offset = start + newline + 1
-                    tail = fingerprint(stream, offset)
-                    return FilePosition(inode, offset, tail=tail, session=head_session_id(stream))
+                    offset = start + newline + 1  # (whose file it is: read at its first new line)
+                    return FilePosition(inode, offset, tail=fingerprint(stream, offset))
                 end = start
             return FilePosition(inode, 0)
     except OSError:  # gone meanwhile (or not a file now): a file that comes back is read from its start
