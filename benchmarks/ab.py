@@ -210,9 +210,18 @@ def code_state(repo: Path) -> str:
     return f"{_git(repo, 'rev-parse', '--short', 'HEAD')}+{hashlib.sha256(diff).hexdigest()[:12]}"
 
 
+# The real agent CLIs `make agents` installs under the checkout: tools both sides run, not code
+# under test, so a worktree (which has none) uses the checkout's.
+AGENT_CLIS = {"TRANSCRIPT_OTEL_CLAUDE_CLI": Path(".agents/claude-code/node_modules/.bin/claude")}
+
+
 def side_environment(root: Path) -> dict[str, str]:
     environment = dict(os.environ)
     environment["PYTHONPATH"] = str(root / "src")
+    checkout = Path(__file__).resolve().parent.parent
+    for variable, installed in AGENT_CLIS.items():
+        if variable not in environment and (checkout / installed).exists():
+            environment[variable] = str(checkout / installed)
     return environment
 
 

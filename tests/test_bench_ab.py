@@ -7,7 +7,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from ab import figures, pair, render_pairs, sections_of
+import pytest
+
+from ab import AGENT_CLIS, figures, pair, render_pairs, sections_of, side_environment
 
 
 def _row(name: str, cells: dict[str, float]) -> dict[str, object]:
@@ -69,3 +71,21 @@ def test_sections_of_reads_a_revisions_run_py_without_running_it(tmp_path: Path)
     run_py.write_text('SECTIONS = ("agent", "e2e")\nON_DEMAND = ("outage10",)\nraise SystemExit(1)\n')
     assert sections_of(run_py) == ("agent", "e2e", "outage10")
     assert sections_of(tmp_path / "missing.py") is None
+
+
+def test_a_worktree_side_runs_the_agent_clis_the_checkout_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A REV's worktree has no `.agents/`: both sides run the checkout's real CLIs (the sdk
+    section failed on every REV round with "no Claude Code CLI at <worktree>/.agents/...")."""
+    checkout = Path(__file__).resolve().parent.parent
+    monkeypatch.delenv("TRANSCRIPT_OTEL_CLAUDE_CLI", raising=False)
+    environment = side_environment(tmp_path)
+    assert environment["PYTHONPATH"] == str(tmp_path / "src")
+    for variable, installed in AGENT_CLIS.items():
+        if (checkout / installed).exists():
+            assert environment[variable] == str(checkout / installed)
+        else:
+            assert variable not in environment
+    monkeypatch.setenv("TRANSCRIPT_OTEL_CLAUDE_CLI", "/elsewhere/claude")
+    assert side_environment(tmp_path)["TRANSCRIPT_OTEL_CLAUDE_CLI"] == "/elsewhere/claude"
