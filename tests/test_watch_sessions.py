@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -816,3 +817,47 @@ def test_a_file_replaced_by_another_sessions_longer_file_is_that_sessions_run(
     assert [start["session_id"] for start in starts] == [session_id, other_id]
     assert _said(first) == _imported(source, tmp_path)[: len(_said(first))]
     assert _said(replaced) == _imported(other.parent, tmp_path)
+
+
+def test_after_sigkill_the_watch_command_exports_every_line_at_least_once(tmp_path: Path) -> None:
+    """Killed (SIGKILL: no clean stop), the watch has kept the positions of the lines it wrote;
+    started again, it exports what was written meanwhile: no line is lost (the lines of its
+    last round may be exported twice, docs/harnesses.md)."""
+    home = tmp_path / "home"
+    runs = tmp_path / "runs"
+    state = tmp_path / "watch.json"
+    env = subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(runs))
+    command = [*CLI, "watch", str(home), "--state", str(state)]
+    source = SESSIONS / "codex/resumed/codex-home/sessions/2026/11/27"
+    target = home / "project" / _session_file(source).name
+    target.parent.mkdir(parents=True)
+    lines = _session_file(source).read_bytes().splitlines(keepends=True)
+    half = max(i for i, line in enumerate(lines) if b'"task_started"' in line)
+
+    def started() -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        assert process.stdout is not None
+        assert "following" in process.stdout.readline()
+        return process
+
+    def kept() -> bool:
+        return state.exists() and bool(json.loads(state.read_text())["files"])
+
+    watcher = started()
+    try:
+        target.write_bytes(b"".join(lines[:half]))
+        _wait_for(kept, "the first lines' position kept")
+    finally:
+        watcher.kill()
+        watcher.wait(timeout=60)
+    with target.open("ab") as out:  # while no watch runs
+        out.write(b"".join(lines[half:]))
+    watcher = started()
+    imported = Counter(_imported(source, tmp_path))
+    try:  # (each line at least once: none of the import's is missing)
+        _wait_for(lambda: not imported - Counter(_said(_mirror(runs))), "every line exported")
+    finally:
+        watcher.send_signal(signal.SIGTERM)
+        assert watcher.wait(timeout=60) == 0
