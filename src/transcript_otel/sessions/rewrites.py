@@ -39,6 +39,8 @@ def head_session_id(stream: IO[bytes]) -> str | None:
     stream.seek(0)
     for _ in range(_HEAD_LINES):
         line = stream.readline(_HEAD_LINE_BYTES)
+        if len(line) == _HEAD_LINE_BYTES:
+            return ""  # a line this long names no session (the first lines that do are short)
         if not line.endswith(b"\n"):
             return None  # the end, or a line not whole yet
         try:
