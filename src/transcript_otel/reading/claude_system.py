@@ -1,7 +1,8 @@
 """The words of a Claude Code `system` message (stream-json, claude-agent-sdk), for people.
 
 Each subtype the CLI prints says something a reader wants in a few words: the model and tools
-an `init` offers, a background task's progress, an API retry. Subtypes not known here are
+an `init` offers, a background task's progress, an API retry (as stdout and as the session
+log tell it), how long a turn took. Subtypes not known here are
 left to the caller (their fields as short JSON).
 """
 
@@ -93,6 +94,28 @@ def _retry(message: Mapping[str, Any]) -> str | None:
     )
 
 
+def _logged_retry(message: Mapping[str, Any]) -> str | None:
+    """A session log's `api_error`: a request that failed and is tried again (stdout's `api_retry`)."""
+    found = message.get("error")
+    error: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    attempt, most = _number(message.get("retryAttempt")), _number(message.get("maxRetries"))
+    delay = _number(message.get("retryInMs"))
+    cause = _text(error.get("formatted")) or _text(error.get("message"))
+    return _joined(
+        f"attempt {attempt}" + (f" of {most}" if most is not None else "") if attempt is not None else None,
+        f"in {delay} ms" if delay is not None else None,
+        f"after {cause}" if cause else None,
+    )
+
+
+def _turn_duration(message: Mapping[str, Any]) -> str | None:
+    duration, messages = _number(message.get("durationMs")), _number(message.get("messageCount"))
+    return _joined(
+        f"{duration} ms" if duration is not None else None,
+        _plural(messages, "message") if messages is not None else None,
+    )
+
+
 def _denied(message: Mapping[str, Any]) -> str | None:
     tool, said = _text(message.get("tool_name")), _text(message.get("message"))
     return f"{tool}: {said}" if tool and said else tool or said
@@ -114,6 +137,8 @@ _WORDS: Final[dict[str, Callable[[Mapping[str, Any]], str | None]]] = {
     "task_updated": _updated,
     "background_tasks_changed": _background,
     "api_retry": _retry,
+    "api_error": _logged_retry,
+    "turn_duration": _turn_duration,
     "permission_denied": _denied,
     "thinking_tokens": _thinking,
     "session_state_changed": _state,

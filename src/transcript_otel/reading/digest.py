@@ -35,6 +35,7 @@ from transcript_otel.otel.attributes import (
 )
 from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import entry_text
+from transcript_otel.reading.turn_end import TurnEnd
 
 # Each usage attribute's short name, in the order reports show them.
 TOKEN_NAMES: Final = {
@@ -101,6 +102,7 @@ class RunDigest:
         self._session_usage: dict[str, int] = {}
         self._messages_counted: set[str] = set()
         self._waiting: dict[tuple[str, str], tuple[str, datetime]] = {}
+        self._turn_end = TurnEnd()
 
     # -- feeding ------------------------------------------------------------------------
 
@@ -162,6 +164,7 @@ class RunDigest:
         self.by_source[entry.source] += 1
         self._seen_at(context.get("timestamp"))
         detail = entry.detail
+        self._turn_end.add(entry.entry_type, entry.source, detail)
         if entry.entry_type in _MESSAGE_ENTRIES:
             self._count_message(detail)
         if entry.entry_type == "token_usage":
@@ -224,10 +227,13 @@ class RunDigest:
 
     @property
     def status(self) -> str:
-        """`failed` (an error entry), `completed`, or `incomplete` (no `transcript.stop` yet)."""
+        """`failed` (an error entry), `incomplete` (no `transcript.stop` yet), `interrupted`
+        (stopped mid-turn: see `TurnEnd`), else `completed`."""
         if self.error_count:
             return "failed"
-        return "completed" if self.stopped else "incomplete"
+        if not self.stopped:
+            return "incomplete"
+        return "interrupted" if self._turn_end.mid_turn else "completed"
 
     @property
     def duration_s(self) -> float | None:

@@ -33,7 +33,8 @@ from transcript_otel.genai.attributes import tool_failed, tool_identity
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.reading.reconstruct import entry_from_context
-from transcript_otel.reading.text import ROLES, compact_json, entry_text, tool_input, tool_output, visible
+from transcript_otel.reading.text import ROLES, entry_text, input_words, tool_input, tool_output, visible
+from transcript_otel.reading.turn_end import TurnEnd
 from transcript_otel.records.serialize import loads
 
 SYMBOLS: Final = {"system": "⚙️", "user": "👤", "assistant": "🤖", "tool": "🔧"}
@@ -98,17 +99,18 @@ class ShowWriter:
     malformed: int = 0
     _tool_names: dict[tuple[str, str], str] = field(default_factory=dict)
     _errors: int = 0  # the run's `error` entries so far, shown or not: its end says `failed`
+    _turn_end: TurnEnd = field(default_factory=TurnEnd)  # its end says `stopped mid-turn`
 
     def write(self, record: Mapping[str, Any]) -> None:
         event = record.get("event")
         context = record.get("context")
         context = context if isinstance(context, Mapping) else {}
         if event == TranscriptEvent.START.value:
-            self._errors = 0
+            self._errors, self._turn_end = 0, TurnEnd()
             self._banner(f"{context.get('prompt_name', '?')} · {context.get('adapter', '?')}", record)
         elif event == TranscriptEvent.STOP.value:
             total = context.get("total_entries")
-            ended = "failed" if self._errors else "stopped"
+            ended = "failed" if self._errors else "stopped mid-turn" if self._turn_end.mid_turn else "stopped"
             self._banner(f"{ended} · {total} entries", record)
         elif event == TranscriptEvent.ERROR.value:
             message = visible(str(context.get("message", record.get("message"))))
@@ -122,6 +124,7 @@ class ShowWriter:
                 self._line("")
                 return
             self._errors += entry.entry_type == "error"
+            self._turn_end.add(entry.entry_type, entry.source, entry.detail)
             if self.only.accepts(entry):
                 self.entry(entry)
 
@@ -167,7 +170,7 @@ class ShowWriter:
             if key is not None and len(self._tool_names) < 100_000:
                 self._tool_names[key] = name
             arguments = tool_input(entry.detail)
-            return name, entry_text(entry.entry_type, entry.detail) if arguments is None else compact_json(
+            return name, entry_text(entry.entry_type, entry.detail) if arguments is None else input_words(
                 arguments
             )
         name = name or (self._tool_names.pop(key, None) if key is not None else None) or "tool"

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from transcript_otel.genai.attributes import tool_identity, usage_attributes
+from transcript_otel.genai.attributes import cost_usd, session_usage, tool_identity, usage_attributes
 from transcript_otel.mappings.claude_stream import result_error_type
 from transcript_otel.otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
@@ -21,6 +21,8 @@ from transcript_otel.otel.attributes import (
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
 )
 from transcript_otel.reading.claude_system import system_words
+from transcript_otel.reading.event_words import event_words
+from transcript_otel.reading.tool_words import NO_OUTPUT, result_words
 
 # The role each entry type plays, as the role-based transcript seed names them.
 ROLES: Final = {
@@ -81,6 +83,11 @@ def compact_json(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
+
+
+def usd_text(cost: float) -> str:
+    """`$0.01566`: a cost in dollars, to the millionth, without trailing zeros."""
+    return f"${cost:.6f}".rstrip("0").rstrip(".")
 
 
 def text_of(value: Any) -> str | None:
@@ -178,7 +185,19 @@ def _codex_words(detail: Mapping[str, Any]) -> str | None:
 
 
 def _usage_text(detail: Mapping[str, Any]) -> str | None:
-    usage = usage_attributes(detail)
+    """`tokens: 2000 in, 10 out, 0 cached` (what one report adds), the session's totals where
+    that is all it tells (a Claude session log's `cost-state`), and the cost it adds."""
+    usage, session = usage_attributes(detail), session_usage(detail)
+    cost = cost_usd(detail)
+    words = [_tokens_text("tokens", usage), _tokens_text("session total", session) if not usage else None]
+    words.append(usd_text(cost) if cost else None)
+    said = [word for word in words if word]
+    if not said and _mapping(detail, "sdk_entry").get("type") == "cost-state":
+        return "session total: no tokens, no cost"  # the session's model calls all failed
+    return " · ".join(said) if said else None
+
+
+def _tokens_text(label: str, usage: Mapping[str, int]) -> str | None:
     if not usage:
         return None
     words = [
@@ -191,7 +210,7 @@ def _usage_text(detail: Mapping[str, Any]) -> str | None:
         if GEN_AI_USAGE_REASONING_OUTPUT_TOKENS in usage
         else "",
     ]
-    return "tokens: " + ", ".join(word for word in words if word)
+    return f"{label}: " + ", ".join(word for word in words if word)
 
 
 def _error_text(detail: Mapping[str, Any]) -> str | None:
@@ -247,11 +266,8 @@ def entry_text(entry_type: str, detail: Any) -> str:
         return f"(unreadable: {detail['parse_error']})"
     if entry_type == "system_event" and isinstance(detail.get("subtype"), str):
         words = _system_words(detail)
-        return (
-            f"{detail['subtype'].replace('_', ' ')}: {words}"
-            if words
-            else detail["subtype"].replace("_", " ")
-        )
+        subtype = detail["subtype"].replace("_", " ")
+        return f"{subtype}: {words}" if words else subtype
     notification = _mapping(detail, "notification")
     item = _codex_item(detail)
     candidates: list[Any] = [detail.get("text")]
@@ -277,6 +293,9 @@ def entry_text(entry_type: str, detail: Any) -> str:
 def _system_words(detail: Mapping[str, Any]) -> str | None:
     """The words of a system event, else its fields in short JSON (a session's model and
     tools, a run's metadata); None where only the raw notification would be left."""
+    ours = event_words(detail)
+    if ours is not None:
+        return ours
     entry = _mapping(detail, "sdk_entry")
     if entry.get("type") == "system":
         claude_said = system_words(entry)
@@ -329,6 +348,12 @@ def tool_input(detail: Any) -> Any:
     return entry.get("input")
 
 
+def input_words(arguments: Any) -> str:
+    """A call's input for people: one string (a Codex patch, a code-mode script) as it is, not
+    as a JSON string literal; anything else as one line of JSON."""
+    return arguments if isinstance(arguments, str) else compact_json(arguments)
+
+
 def tool_output(detail: Mapping[str, Any]) -> str:
     """A tool result's output, where each harness puts it (`entry_text` for the rest)."""
     text = detail.get("text")
@@ -340,13 +365,13 @@ def tool_output(detail: Mapping[str, Any]) -> str:
     item = _codex_item(detail)
     output = item.get("aggregatedOutput", item.get("aggregated_output"))
     if item.get("type") in ("commandExecution", "command_execution") and isinstance(output, str):
-        return output  # the command itself is the call's input
+        return output or NO_OUTPUT  # the command itself is the call's input
     if item.get("type") in ("mcpToolCall", "mcp_tool_call"):
         found = text_of(item.get("result")) or text_of(item.get("error"))
         if found:
             return found
     items = _mapping(detail, "result").get("contentItems")  # Codex bridged tools
-    found = text_of(items)
+    found = text_of(items) or result_words(detail)
     if found:
         return found
     return entry_text("tool_result", detail)

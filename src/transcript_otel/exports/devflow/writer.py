@@ -82,7 +82,9 @@ def _short_identifier(digest: RunDigest) -> str:
 
 def _metadata(digest: RunDigest, flow_id: str, node_id: str) -> dict[str, Any]:
     assert digest.started is not None
-    status = {"failed": "failed", "completed": "completed"}.get(digest.status, "running")
+    status = {"failed": "failed", "completed": "completed", "interrupted": "canceled"}.get(
+        digest.status, "running"
+    )
     tokens = digest.tokens
     metadata: dict[str, Any] = {"flowId": flow_id}
     if node_id:

@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 
 from transcript_otel.reading.digest import TOKEN_NAMES, RunDigest
+from transcript_otel.reading.text import usd_text
 from transcript_otel.records.serialize import safe_text
 
 
@@ -27,7 +28,7 @@ def _tokens_text(count: int) -> str:
 
 
 def _cost_text(cost: float) -> str:
-    return f"${cost:.6f}".rstrip("0").rstrip(".") if cost else "\u2014"
+    return usd_text(cost) if cost else "\u2014"
 
 
 def _duration_text(seconds: float | None) -> str:
