@@ -218,7 +218,9 @@ def test_sdk_subagents_started_as_tasks() -> None:
     ]
 
 
-@pytest.mark.parametrize("scenario", ["foreground_subagent", "background_subagent", "parallel_subagents"])
+@pytest.mark.parametrize(
+    "scenario", ["foreground_subagent", "synchronous_subagent", "background_subagent", "parallel_subagents"]
+)
 def test_real_cli_subagents_have_one_agent_id_per_launching_call(scenario: str) -> None:
     """stream-json sources name a subagent by its launching call; `task_started` and the
     subagent's messages agree on its real agent id."""

@@ -105,6 +105,18 @@ def test_a_background_launch_and_its_end_are_marked() -> None:
     assert "is_error" not in ended.detail
 
 
+def test_a_synchronous_subagents_notification_ends_no_call() -> None:
+    """`run_in_background: false`: the notification comes before the call's own result, which
+    ends the call; nothing says it ran on in the background."""
+    entries = mapped("synchronous_subagent")
+    (notification,) = [e for e in entries if e.detail.get("subtype") == "task_notification"]
+    assert "background_call_ended" not in notification.detail
+    assert not [e for e in entries if e.detail.get("background_launch")]
+    (result,) = [e for e in entries if e.entry_type == "tool_result" and e.source == "main"]
+    assert result.detail["sdk_entry"]["tool_use_id"] == "toolu_agent_sync"
+    assert entries.index(notification) < entries.index(result)
+
+
 def test_a_subagents_model_calls_carry_their_usage_once_each() -> None:
     entries = mapped("foreground_subagent")
     usages = [e.detail["message_usage"] for e in entries if "message_usage" in e.detail]

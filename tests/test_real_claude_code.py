@@ -274,6 +274,7 @@ def test_tools_with_thinking(wrapped: dict[str, ClaudeRun]) -> None:
     [
         ("foreground_subagent", {"toolu_agent_fg": "SUBAGENT-COUNTER"}),
         ("background_subagent", {"toolu_agent_bg": "SUBAGENT-COUNTER"}),
+        ("synchronous_subagent", {"toolu_agent_sync": "SUBAGENT-COUNTER"}),
         ("parallel_subagents", {"toolu_agent_a": "SUBAGENT-COUNTER", "toolu_agent_b": "SUBAGENT-READER"}),
     ],
 )

@@ -55,14 +55,15 @@ def bash(call_id: str, command: str) -> JsonObj:
     }
 
 
-def agent(call_id: str, key: str, subagent_type: str, background: bool) -> JsonObj:
+def agent(call_id: str, key: str, subagent_type: str, background: bool | None) -> JsonObj:
+    """An Agent call; `background` None leaves `run_in_background` out (the CLI chooses)."""
     arguments: JsonObj = {
         "description": f"{subagent_type} task",
         "prompt": f"{key}: do the {subagent_type} part and report back.",
         "subagent_type": "general-purpose",
     }
-    if background:
-        arguments["run_in_background"] = True
+    if background is not None:
+        arguments["run_in_background"] = background
     return {"type": "tool_use", "id": call_id, "name": "Agent", "input": arguments}
 
 
@@ -97,11 +98,25 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             ),
         ]
     },
-    # A subagent asked to run in the foreground (in -p, Claude Code 2.1.332 backgrounds it all the same).
+    # A subagent call without `run_in_background`: in -p, Claude Code 2.1.332 runs it in the
+    # background ("Async agent launched"), a notification turn later.
     "foreground_subagent": {
         "FG-SUBAGENT-SCENARIO": [
             Step.call(
-                agent("toolu_agent_fg", "SUBAGENT-COUNTER", "counter", background=False),
+                agent("toolu_agent_fg", "SUBAGENT-COUNTER", "counter", background=None),
+                input_tokens=1000,
+                output_tokens=40,
+            ),
+            Step.say("The counter subagent found 3 files.", input_tokens=1100, output_tokens=12),
+        ],
+        "SUBAGENT-COUNTER": _SUBAGENT_COUNTER,
+    },
+    # A subagent asked for with `run_in_background: false`: Claude Code 2.1.332 runs it
+    # synchronously, even in -p; its tool_result is the subagent's answer, in the same turn.
+    "synchronous_subagent": {
+        "SYNC-SUBAGENT-SCENARIO": [
+            Step.call(
+                agent("toolu_agent_sync", "SUBAGENT-COUNTER", "counter", background=False),
                 input_tokens=1000,
                 output_tokens=40,
             ),
@@ -126,8 +141,8 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
     "parallel_subagents": {
         "PARALLEL-SUBAGENTS-SCENARIO": [
             Step.call(
-                agent("toolu_agent_a", "SUBAGENT-COUNTER", "counter", background=False),
-                agent("toolu_agent_b", "SUBAGENT-READER", "reader", background=False),
+                agent("toolu_agent_a", "SUBAGENT-COUNTER", "counter", background=None),
+                agent("toolu_agent_b", "SUBAGENT-READER", "reader", background=None),
                 input_tokens=1000,
                 output_tokens=80,
             ),

@@ -91,6 +91,7 @@ class Case:
 CASES: dict[str, Case] = {
     "tools": Case(),
     "foreground_subagent": Case(),
+    "synchronous_subagent": Case(),
     "background_subagent": Case(),
     "parallel_subagents": Case(),
     "retry_500": Case(),

@@ -26,10 +26,14 @@ stream-json` prints. One message (a JSON object) becomes:
   `rate_limit_event` and `conversation_reset` → `system_event` with that subtype.
   Progress frames (`thinking_tokens`, `task_progress` of one task) come many to a
   second: consecutive frames fold into one entry (the last frame, `detail.frames` their
-  count) made when the next other message arrives, or at `flush()`. A `task_notification`
-  gets `detail.background_call_ended` (the id of the `Agent` call whose subagent ended) and
-  the `tool_result` of a call launched in the background (`tool_use_result.status:
-  async_launched`) gets `detail.background_launch`: the call runs on after its result;
+  count) made when the next other message arrives, or at `flush()`. The `tool_result` of a
+  call launched in the background (`tool_use_result.status: async_launched`) gets
+  `detail.background_launch`: the call runs on after its result; that call's
+  `task_notification` gets `detail.background_call_ended` (the call's id). A synchronous
+  subagent's (`run_in_background: false`) notification ends no call: its real `tool_result`
+  follows and ends it, so the call is counted once. That result (`tool_use_result.status:
+  completed`, with `usage` and `resolvedModel`) gets `detail.subagent_last_call`: the usage and
+  model of the subagent's last model call, whose answer the CLI prints only as this result;
 * `stream_event` (partial-message deltas) → nothing: the complete message follows;
   control frames → nothing: they are the SDK's protocol, not the conversation;
 * any other type → `unknown`, kept whole; a message that is not a JSON object (or
@@ -59,7 +63,8 @@ _SYSTEM_SUBTYPES: Final = {"compact_boundary": COMPACTION}
 _EVENT_MESSAGES: Final = frozenset({"rate_limit_event", "conversation_reset"})
 # `system` subtypes that report progress many times a second: folded (see the module docstring).
 _PROGRESS_SUBTYPES: Final = frozenset({"thinking_tokens", "task_progress"})
-# Subagent message ids whose usage was counted; beyond this, the oldest are forgotten.
+# Subagent message ids whose usage was counted, and ids of calls running in the background;
+# beyond this many of either, the oldest are forgotten.
 _MAX_COUNTED_MESSAGES: Final = 10_000
 # `modelUsage` (camelCase, per model) to the usage keys of a result's `usage`.
 _MODEL_USAGE_KEYS: Final = (
@@ -104,14 +109,23 @@ def result_error_type(result: Mapping[str, Any]) -> str:
 
 class ClaudeStreamMapper:
     """Maps the messages of one run; remembers what the CLI reports as running totals, the tool
-    names seen (per source), the subagent messages counted, and the progress frames folding."""
+    names seen (per source), the subagent messages counted, the calls running in the
+    background and the progress frames folding."""
 
-    __slots__ = ("_counted_messages", "_progress", "_progress_count", "_running_cost", "_tool_names")
+    __slots__ = (
+        "_background_calls",
+        "_counted_messages",
+        "_progress",
+        "_progress_count",
+        "_running_cost",
+        "_tool_names",
+    )
 
     def __init__(self) -> None:
         self._tool_names = ToolNames()
         self._running_cost = RunningCost()
         self._counted_messages: dict[str, None] = {}
+        self._background_calls: dict[str, None] = {}
         self._progress: dict[str, Any] | None = None
         self._progress_count = 0
 
@@ -139,7 +153,7 @@ class ClaudeStreamMapper:
         elif message_type == "result":
             entries = self._result(message, source)
         elif message_type == "system":
-            entries = [(EntryType.SYSTEM_EVENT, _system_detail(message))]
+            entries = [(EntryType.SYSTEM_EVENT, self._system(message))]
         elif message_type in _EVENT_MESSAGES:
             entries = [(EntryType.SYSTEM_EVENT, {"sdk_entry": message, "subtype": message_type})]
         else:
@@ -220,12 +234,39 @@ class ClaudeStreamMapper:
         if others or not blocks:
             entries.append((EntryType.USER_MESSAGE, {"sdk_entry": with_content(message, others)}))
         launched = _launched_in_background(message)
+        last_call = _subagent_last_call(message) if len(results) == 1 else None
         for block in results:
             detail = self._tool_names.result_detail(source, block)
             if launched:
                 detail["background_launch"] = True
+                self._running_in_background(block.get("tool_use_id"))
+            if last_call is not None:
+                detail["subagent_last_call"] = last_call
             entries.append((EntryType.TOOL_RESULT, detail))
         return entries
+
+    def _running_in_background(self, call_id: Any) -> None:
+        if not isinstance(call_id, str) or not call_id:
+            return
+        if len(self._background_calls) >= _MAX_COUNTED_MESSAGES:
+            del self._background_calls[next(iter(self._background_calls))]
+        self._background_calls[call_id] = None
+
+    def _system(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A `system` message's detail; a background call's notification says the call ended.
+        A synchronous subagent's says nothing of the kind: its call's result comes after it."""
+        detail = _system_detail(message)
+        call_id = message.get("tool_use_id")
+        if (
+            message.get("subtype") == "task_notification"
+            and isinstance(call_id, str)
+            and call_id in self._background_calls
+        ):
+            del self._background_calls[call_id]
+            detail["background_call_ended"] = call_id
+            if message.get("status") not in (None, "completed"):
+                detail["is_error"] = True
+        return detail
 
     def resume_after(self, cost_state: str | bytes) -> None:
         """Go on from a session's `cost-state` line (a resumed or forked session: `result`s report
@@ -249,18 +290,11 @@ class ClaudeStreamMapper:
 
 
 def _system_detail(message: dict[str, Any]) -> dict[str, Any]:
-    """A `system` message's detail: its subtype (`compact_boundary` is `compaction`), and for a
-    background task's end, the call whose subagent ended."""
+    """A `system` message's detail: its subtype (`compact_boundary` is `compaction`)."""
     subtype = message.get("subtype")
-    detail = _with_subtype(
+    return _with_subtype(
         {"sdk_entry": message}, _SYSTEM_SUBTYPES.get(subtype, subtype) if isinstance(subtype, str) else None
     )
-    call_id = message.get("tool_use_id")
-    if subtype == "task_notification" and isinstance(call_id, str) and call_id:
-        detail["background_call_ended"] = call_id
-        if message.get("status") not in (None, "completed"):
-            detail["is_error"] = True
-    return detail
 
 
 def _is_progress(message: dict[str, Any]) -> bool:
@@ -282,6 +316,18 @@ def _is_synthetic(message: dict[str, Any]) -> bool:
 def _launched_in_background(message: dict[str, Any]) -> bool:
     result = message.get("tool_use_result")
     return isinstance(result, dict) and result.get("status") == "async_launched"
+
+
+def _subagent_last_call(message: dict[str, Any]) -> dict[str, Any] | None:
+    """A synchronous subagent's result (`tool_use_result.status: completed`): the usage and model
+    of its last model call, which stream-json never prints as a message of its own."""
+    result = message.get("tool_use_result")
+    if not isinstance(result, dict) or result.get("status") != "completed":
+        return None
+    usage, model = result.get("usage"), result.get("resolvedModel")
+    if not isinstance(result.get("agentId"), str) or not isinstance(usage, dict):
+        return None
+    return {"usage": usage, "model": model} if isinstance(model, str) else {"usage": usage}
 
 
 class RunningCost:

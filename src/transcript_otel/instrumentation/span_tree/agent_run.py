@@ -372,6 +372,9 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
             tool = self._tools.pop((source, call_id), None) if call_id is not None else None
             if tool is None:
                 return base
+            last_call = detail.get("subagent_last_call") if isinstance(detail, Mapping) else None
+            if isinstance(last_call, Mapping) and call_id is not None:
+                self._count_subagent_last_call(call_id, last_call)
             add_content(entry_type, detail, tool)
             return tool
         if entry_type == ENTRY_TOKEN_USAGE:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from transcript_otel.genai.attributes import message_usage
+from transcript_otel.genai.attributes import message_usage, usage_attributes
 from transcript_otel.genai.facts import init_model, response_facts
 from transcript_otel.instrumentation.span_tree.details import (
     ENTRY_ASSISTANT_MESSAGE,
@@ -20,7 +20,7 @@ from transcript_otel.instrumentation.span_tree.details import (
 )
 from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot, name_chat
 from transcript_otel.instrumentation.span_tree.state import RunState
-from transcript_otel.model.entries import MAIN_SOURCE
+from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
 from transcript_otel.otel.attributes import GEN_AI_REQUEST_MODEL
 
 # Entries that may tell the model that answered, its response id and why it stopped.
@@ -110,13 +110,7 @@ class ResponseFacts(RunState):
     def _note_model(self, model: str, source: str) -> None:
         with self._lock:
             if source != MAIN_SOURCE:
-                subagent = self._subagents.get(source)
-                chat = subagent.chat if subagent is not None else None
-                if chat is not None and chat.facts is not None:
-                    chat.facts.response_model = chat.facts.response_model or model
-                    if chat.facts.request_model is None:
-                        chat.facts.request_model = model
-                        name_chat(chat, model)
+                self._note_subagent_model(self._subagents.get(source), model)
                 return
             self._harness_model = model
             if self._model is None:
@@ -124,3 +118,26 @@ class ResponseFacts(RunState):
             for turn in (self._turn, *self._turns_awaiting_result):
                 if turn is not None and turn.facts is not None and turn.facts.response_model is None:
                     turn.facts.response_model = model
+
+    def _note_subagent_model(self, subagent: SpanSlot | None, model: str) -> None:
+        """A subagent's model, where its entries name none: its chat span's."""
+        chat = subagent.chat if subagent is not None else None
+        if chat is not None and chat.facts is not None:
+            chat.facts.response_model = chat.facts.response_model or model
+            if chat.facts.request_model is None:
+                chat.facts.request_model = model
+                name_chat(chat, model)
+
+    def _count_subagent_last_call(self, call_id: str, last_call: Mapping[str, Any]) -> None:
+        """A synchronous Claude subagent's last model call, told only by its launching call's
+        result (`detail.subagent_last_call`): counted on its chat span and itself, its model
+        noted there."""
+        subagent = self._subagents.get(subagent_source(call_id))
+        if subagent is None:
+            return
+        usage = usage_attributes({"usage": last_call.get("usage")})
+        if usage:
+            self._count_usage(subagent, usage, turn=None)
+        model = last_call.get("model")
+        if isinstance(model, str):
+            self._note_subagent_model(subagent, model)

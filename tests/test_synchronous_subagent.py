@@ -1,0 +1,117 @@
+"""A synchronous subagent (`run_in_background: false`) is one call, on what the real CLI printed.
+
+Claude Code 2.1.332 runs such a subagent in the turn that asked for it, even in `-p`: its
+`task_notification` comes first, then the call's real `tool_result` (`tool_use_result.status:
+completed`). `tests/fixtures/claude_code/synchronous_subagent.jsonl` is that stream, recorded
+from the real CLI (`make fixtures`); `transcript-otel run` reads it here from `cat`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transcript_otel import read_records
+from transcript_otel.reading.digest import RunDigest
+
+from loopback import subprocess_env
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "agents"))
+
+from captured_run import CapturedRun  # noqa: E402
+
+RECORDING = TESTS / "fixtures" / "claude_code" / "synchronous_subagent.jsonl"
+CALL_ID = "toolu_agent_sync"
+CLI = [sys.executable, "-m", "transcript_otel.cli"]
+RUN = [*CLI, "run", "--adapter", "claude-stream-json", "--prompt-name", "claude-code", "--"]
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded stream under `transcript-otel run`: its mirror file."""
+    runs = tmp_path_factory.mktemp("runs")
+    done = subprocess.run(
+        [*RUN, "cat", str(RECORDING)],
+        env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(runs)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (path,) = runs.glob("*.jsonl")
+    return path
+
+
+def test_the_recording_is_a_synchronous_subagent() -> None:
+    """What the real CLI printed: asked not to background it, it did not, and it notified
+    before the call's result."""
+    messages = [json.loads(line) for line in RECORDING.read_text().splitlines()]
+    (call,) = [
+        block
+        for m in messages
+        if m["type"] == "assistant"
+        for block in m["message"]["content"]
+        if block.get("id") == CALL_ID
+    ]
+    assert call["input"]["run_in_background"] is False
+    (started,) = [m for m in messages if m.get("subtype") == "task_started"]
+    assert started["is_backgrounded"] is False
+    # The main thread's notification and results, in order: the subagent ends before its result.
+    main = [m for m in messages if m.get("parent_tool_use_id") is None]
+    said = [m.get("subtype") or m["type"] for m in main if m["type"] in ("user", "system")]
+    assert said[said.index("task_notification") :] == ["task_notification", "user"]
+    (result,) = [m["tool_use_result"] for m in main if m["type"] == "user"]
+    assert result["status"] == "completed"
+    assert {"agentType", "totalTokens", "toolStats", "usage"} <= set(result)
+
+
+def test_summary_counts_one_agent_call(mirror: Path) -> None:
+    done = subprocess.run(
+        [*CLI, "summary", str(mirror)], env=subprocess_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.findall(r"(\w+): (\d+) calls?,", done.stdout) == [("Agent", "1"), ("Bash", "1")]
+    digest = RunDigest.of(read_records(mirror))
+    assert digest.tools["Agent"].calls == 1
+
+
+def test_one_execute_tool_span_holds_the_subagent(mirror: Path) -> None:
+    run = CapturedRun("synchronous_subagent", list(read_records(mirror)), [], prompt_name="claude-code")
+    (launcher,) = run.named("execute_tool Agent")
+    assert launcher["attributes"]["gen_ai.tool.call.id"] == CALL_ID
+    assert launcher["status"] == "UNSET"
+    assert "transcript.tool.result_missing" not in launcher["attributes"]
+    (subagent,) = [
+        s for s in run.named("invoke_agent") if s["attributes"].get("transcript.subagent.call_id") == CALL_ID
+    ]
+    assert subagent["parent_span_id"] == launcher["span_id"]
+    # Every entry of the subagent is in its span or under it; the call's own result closes it.
+    children = {s["span_id"] for s in run.spans if s["parent_span_id"] == subagent["span_id"]}
+    under = {subagent["span_id"], *children}
+    subagent_entries = [e for e in run.entries if e["source"] == f"subagent:{CALL_ID}"]
+    assert len(subagent_entries) == 3  # its prompt, its Bash call and that call's result
+    assert {e["span_id"] for e in subagent_entries} <= under
+    (result,) = [e for e in run.entries if e["entry_type"] == "tool_result" and e["source"] == "main"]
+    assert result["span_id"] == launcher["span_id"]
+
+
+def test_the_subagents_last_call_told_only_by_its_result_is_counted_on_its_chat_span(mirror: Path) -> None:
+    """stream-json prints the subagent's Bash call (400 input, 100 cache read) but not its last
+    answer (450 input): the call's result tells that one's usage and model. The chat spans add
+    up to the session's input, as the CLI counts it."""
+    run = CapturedRun("synchronous_subagent", list(read_records(mirror)), [], prompt_name="claude-code")
+    (subagent,) = [s for s in run.named("invoke_agent") if s["parent_span_id"] is not None]
+    (chat,) = [s for s in run.named("chat") if s["parent_span_id"] == subagent["span_id"]]
+    assert chat["name"] == "chat claude-opus-5-5"
+    assert chat["attributes"]["gen_ai.response.model"] == "claude-opus-5-5"
+    assert chat["attributes"]["gen_ai.usage.input_tokens"] == 400 + 100 + 450
+    chats = [s for s in run.spans if s["attributes"].get("gen_ai.operation.name") == "chat"]
+    counted = sum(s["attributes"]["gen_ai.usage.input_tokens"] for s in chats)
+    assert counted == run.root["attributes"]["transcript.usage.input_tokens"] == 3050
