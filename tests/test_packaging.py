@@ -31,12 +31,16 @@ NOT_SHIPPED = ("tests/", ".ci/", "benchmarks/", "examples/")
 
 
 def _run(
-    command: list[str], cwd: Path, timeout_s: float = 120, status: int = 0
+    command: list[str],
+    cwd: Path,
+    timeout_s: float = 120,
+    status: int = 0,
+    variables: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     completed = subprocess.run(
         command,
         cwd=cwd,
-        env=_env(cwd),
+        env=_env(cwd) | (variables or {}),
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -165,6 +169,41 @@ def test_every_command_works_on_the_core_install_or_says_what_to_install(
     (ran_run,) = (tmp_path / "state" / "transcript-otel" / "runs").glob("*.jsonl")  # the default mirror
     assert b'"event":"transcript.span"' in ran_run.read_bytes()
     _watch(cli, tmp_path)
+
+
+# An application that calls configure() and records an entry: the sinks it got.
+APPLICATION = """
+import transcript_otel
+configuration = transcript_otel.configure(service_name="app")
+with transcript_otel.TranscriptEmitter(prompt_name="app", adapter="app") as emitter:
+    emitter.emit("user_message", detail={"text": "hello"})
+print([sink.name for sink in configuration.pipeline.sinks])
+"""
+EXPORT_NEEDS_THE_SDK = (
+    "transcript-otel: exporting to an OTLP endpoint or the console needs the OpenTelemetry SDK and "
+    "OTLP exporters, which the core install leaves out: pip install 'transcript-otel[otlp]' (the mirror "
+    "gets the transcript)"
+)
+
+
+def test_configure_and_opentelemetry_instrument_on_the_core_install_say_what_to_install(
+    core_install: Path, tmp_path: Path
+) -> None:
+    """Asked to export without the SDK: one line, no exception, the mirror written; under
+    `opentelemetry-instrument` too (our configurator), where a program runs as it would."""
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    mirror = {"TRANSCRIPT_OTEL_JSONL_DIR": str(tmp_path / "mirror")}
+    python = str(core_install / "python")
+    configured = _run([python, "-c", APPLICATION], tmp_path, variables=endpoint | mirror)
+    assert (configured.stdout, configured.stderr.splitlines()) == ("['jsonl']\n", [EXPORT_NEEDS_THE_SDK])
+    assert b'"text":"hello"' in next((tmp_path / "mirror").glob("*.jsonl")).read_bytes()
+    program = (
+        "from transcript_otel.capture.defaults import get_pipeline; print('ran', get_pipeline() is not None)"
+    )
+    instrumented = _run(
+        [str(core_install / "opentelemetry-instrument"), python, "-c", program], tmp_path, variables=endpoint
+    )
+    assert (instrumented.stdout, instrumented.stderr.splitlines()) == ("ran True\n", [EXPORT_NEEDS_THE_SDK])
 
 
 def _watch(cli: list[str], tmp_path: Path) -> None:
