@@ -28,6 +28,7 @@ from transcript_otel.sessions.importer import import_session
 from transcript_otel.sessions.watch import Watcher, WatchState
 from transcript_otel.sinks import JsonlMirror
 
+from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
 from loopback import subprocess_env
 from session_fixtures import SESSIONS
 
@@ -77,7 +78,9 @@ def watcher(tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]) ->
     """A watch of `tmp_path/home` told what changed by the kernel (inotify), as on Linux."""
     from opentelemetry import trace
 
+    require_inotify()
     (tmp_path / "home").mkdir()
+    before = set(inotify_watches())
     made = Watcher(
         [tmp_path / "home"],
         WatchState(tmp_path / "watch.json"),
@@ -85,6 +88,7 @@ def watcher(tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]) ->
         tracer=trace.get_tracer(__name__),
         kernel_changes=True,
     )
+    assert_told_by_the_kernel(before, tmp_path / "home")
     yield made
     made.close()
 

@@ -25,6 +25,7 @@ from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.sessions.watch import Watcher, WatchState
 from transcript_otel.sinks import JsonlMirror
 
+from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
 from loopback import subprocess_env
 from session_fixtures import CLAUDE, CODEX
 
@@ -130,6 +131,9 @@ def test_a_root_made_after_the_watch_started_is_followed_from_its_start(
     """The folder and the session's own folders made at once (as `mkdir -p` and the CLIs do),
     the session written in steps: every line exported, once."""
     root = tmp_path / "home" / ".codex" / "sessions"
+    if kernel_changes:
+        require_inotify()
+    before = set(inotify_watches()) if kernel_changes else set()
     watcher = Watcher(
         [root],
         WatchState(tmp_path / "watch.json"),
@@ -146,6 +150,9 @@ def test_a_root_made_after_the_watch_started_is_followed_from_its_start(
             3,
             lambda: recorded.append(watcher.poll_once()),
         )
+        if kernel_changes:  # the folder that appeared, and the session's own, as the kernel tells
+            assert_told_by_the_kernel(before, root)
+            assert_told_by_the_kernel(before, root / "2026/12/06")
     finally:
         watcher.close()
     lines = len(CODEX_SESSION.read_bytes().splitlines())

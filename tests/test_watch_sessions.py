@@ -31,6 +31,7 @@ from transcript_otel.sessions.importer import import_session
 from transcript_otel.sessions.watch import Watcher, WatchState
 from transcript_otel.sinks import JsonlMirror
 
+from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
 from loopback import subprocess_env
 from session_fixtures import SESSIONS
 
@@ -79,11 +80,14 @@ def watch(
     `tmp_path/watch.json` (one after the other: a restart); told what changed by the kernel
     (inotify), or polling as where it cannot."""
     made: list[Watcher] = []
+    if request.param:
+        require_inotify()
 
     def start(**options: Any) -> Watcher:
         pipeline = make_pipeline([JsonlMirror(tmp_path / "runs")])
         from opentelemetry import trace
 
+        before = set(inotify_watches()) if request.param else set()
         watcher = Watcher(
             [tmp_path / "home"],
             WatchState(tmp_path / "watch.json"),
@@ -93,6 +97,8 @@ def watch(
             **options,
         )
         made.append(watcher)
+        if request.param:
+            assert_told_by_the_kernel(before, tmp_path / "home")
         return watcher
 
     yield start

@@ -13,6 +13,7 @@ import ctypes
 import os
 import select
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -69,17 +70,11 @@ class KernelChanges:
                 data = os.read(self._fd, _READ_BYTES)
             except BlockingIOError:
                 return changed
-            offset = 0
-            while offset + _EVENT.size <= len(data):
-                watch, mask, _, length = _EVENT.unpack_from(data, offset)
-                name = data[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
-                offset += _EVENT.size + length
-                if mask & _IN_Q_OVERFLOW:
-                    self._drain()
-                    return None
-                directory = self._directories.get(watch)
-                if directory is not None and name:
-                    changed.add(directory / os.fsdecode(name))
+            read = changed_paths(data, self._directories)
+            if read is None:
+                self._drain()
+                return None
+            changed |= read
 
     def close(self) -> None:
         os.close(self._fd)
@@ -90,3 +85,20 @@ class KernelChanges:
                 os.read(self._fd, _READ_BYTES)
             except BlockingIOError:
                 return
+
+
+def changed_paths(data: bytes, directories: Mapping[int, Path]) -> set[Path] | None:
+    """The paths one read of inotify events names (`directories`: by watch descriptor); None
+    if one event says the kernel's queue overflowed: events were lost."""
+    changed: set[Path] = set()
+    offset = 0
+    while offset + _EVENT.size <= len(data):
+        watch, mask, _, length = _EVENT.unpack_from(data, offset)
+        name = data[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
+        offset += _EVENT.size + length
+        if mask & _IN_Q_OVERFLOW:
+            return None
+        directory = directories.get(watch)
+        if directory is not None and name:
+            changed.add(directory / os.fsdecode(name))
+    return changed
