@@ -323,6 +323,8 @@ class ClaudeSessionMapper:
             "report": None if self._last_report is None else list(self._last_report),
             "messages": latest(self._counted_messages, _MESSAGES_HANDED_ON),
             "open_calls": self._transcript.tool_names.open_calls(_CALLS_HANDED_ON),
+            # (the mode told last: told again at the next prompt, it is no change)
+            "permission_mode": self._permission_mode if isinstance(self._permission_mode, str) else None,
         }
 
     def go_on(self, counted: Mapping[str, Any]) -> bool:
@@ -332,15 +334,18 @@ class ClaudeSessionMapper:
         changed, for what no mapper said (a state file edited by hand)."""
         said: list[Any] = [counted.get(key) for key in ("tokens", "cost_usd", "report", "messages")]
         tokens, cost, report, messages = said
+        mode = counted.get("permission_mode")  # (none in a state kept before it was)
         if not (
             _token_counts(tokens)
             and _finite_number(cost)
             and (report is None or (isinstance(report, list) and len(report) == 2))
             and isinstance(messages, list)
             and all(isinstance(message, str) for message in messages)
+            and (mode is None or isinstance(mode, str))
             and self._transcript.tool_names.go_on(counted.get("open_calls", {}))
         ):
             return False
+        self._permission_mode = mode
         self._counted = dict(tokens)
         self._running_cost.baseline = dict(tokens)
         self._running_cost.so_far = float(cost)
