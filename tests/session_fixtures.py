@@ -12,6 +12,7 @@ CODEX: Final = SESSIONS / "codex"
 CLAUDE_SCENARIOS: Final = (
     "tools",
     "foreground_subagent",
+    "synchronous_subagent",
     "background_subagent",
     "parallel_subagents",
     "denied_tool",

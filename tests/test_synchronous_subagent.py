@@ -3,7 +3,8 @@
 Claude Code 2.1.332 runs such a subagent in the turn that asked for it, even in `-p`: its
 `task_notification` comes first, then the call's real `tool_result` (`tool_use_result.status:
 completed`). `tests/fixtures/claude_code/synchronous_subagent.jsonl` is that stream, recorded
-from the real CLI (`make fixtures`); `transcript-otel run` reads it here from `cat`.
+from the real CLI (`make fixtures`); `transcript-otel run` reads it here from `cat`. The session
+log the CLI wrote for the same conversation is imported too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from transcript_otel import read_records
 from transcript_otel.reading.digest import RunDigest
 
 from loopback import subprocess_env
+from session_fixtures import CLAUDE
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
@@ -27,6 +29,8 @@ sys.path.insert(0, str(TESTS / "agents"))
 from captured_run import CapturedRun  # noqa: E402
 
 RECORDING = TESTS / "fixtures" / "claude_code" / "synchronous_subagent.jsonl"
+# The session log the same conversation left (tests/agents/record_session_fixtures.py).
+SESSION_LOGS = CLAUDE / "synchronous_subagent" / "home" / ".claude" / "projects" / "-scratch-work"
 CALL_ID = "toolu_agent_sync"
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 RUN = [*CLI, "run", "--adapter", "claude-stream-json", "--prompt-name", "claude-code", "--"]
@@ -72,14 +76,37 @@ def test_the_recording_is_a_synchronous_subagent() -> None:
     assert {"agentType", "totalTokens", "toolStats", "usage"} <= set(result)
 
 
-def test_summary_counts_one_agent_call(mirror: Path) -> None:
+def tool_calls(run: Path) -> list[tuple[str, str]]:
+    """What `transcript-otel summary` says of each tool: its name and its number of calls."""
     done = subprocess.run(
-        [*CLI, "summary", str(mirror)], env=subprocess_env(), capture_output=True, text=True, timeout=60
+        [*CLI, "summary", str(run)], env=subprocess_env(), capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert re.findall(r"(\w+): (\d+) calls?,", done.stdout) == [("Agent", "1"), ("Bash", "1")]
+    return re.findall(r"(\w+): (\d+) calls?,", done.stdout)
+
+
+def test_summary_counts_one_agent_call(mirror: Path) -> None:
+    assert tool_calls(mirror) == [("Agent", "1"), ("Bash", "1")]
     digest = RunDigest.of(read_records(mirror))
     assert digest.tools["Agent"].calls == 1
+
+
+def test_its_session_log_imports_as_one_agent_call_with_the_same_tokens(tmp_path: Path) -> None:
+    """The session file the same CLI wrote holds the subagent's last answer in its own file:
+    imported, the run says what the stream said."""
+    done = subprocess.run(
+        [*CLI, "import", str(SESSION_LOGS)],
+        env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    (imported,) = tmp_path.glob("*.jsonl")
+    assert tool_calls(imported) == [("Agent", "1"), ("Bash", "1")]
+    run = CapturedRun("synchronous_subagent", list(read_records(imported)), [], prompt_name="claude-code")
+    chats = [s for s in run.spans if s["attributes"].get("gen_ai.operation.name") == "chat"]
+    assert sorted(s["attributes"]["gen_ai.usage.input_tokens"] for s in chats) == [950, 2100]
 
 
 def test_one_execute_tool_span_holds_the_subagent(mirror: Path) -> None:

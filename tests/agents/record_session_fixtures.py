@@ -97,6 +97,8 @@ CLAUDE: dict[str, Scenario] = {
     # Thinking, text and a Bash call in one answer, then the final answer.
     "tools": Scenario("tools"),
     "foreground_subagent": Scenario("foreground_subagent"),
+    # `run_in_background: false`: the subagent runs synchronously, in the turn that called it.
+    "synchronous_subagent": Scenario("synchronous_subagent"),
     "background_subagent": Scenario("background_subagent"),
     "parallel_subagents": Scenario("parallel_subagents"),
     "denied_tool": Scenario("denied_tool"),
