@@ -30,8 +30,12 @@ def inotify_watches(pid: int | str = "self") -> dict[int, set[int]]:
     return found
 
 
+def inotify_here() -> bool:
+    return Path("/proc/self/fdinfo").is_dir()
+
+
 def require_inotify() -> None:
-    if not Path("/proc/self/fdinfo").is_dir():
+    if not inotify_here():
         pytest.skip("inotify and /proc/<pid>/fdinfo are Linux's")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from transcript_otel import read_records
 
+from inotify_watches import inotify_here, inotify_watches
 from loopback import subprocess_env
 from session_fixtures import SESSIONS
 
@@ -73,6 +74,9 @@ def test_watch_says_each_session_it_takes_up_and_writes_to_its_jsonl_dir(tmp_pat
         (home / "codex").mkdir()
         shutil.copy(codex, home / "codex" / codex.name)  # made while it runs: read from its start
         _wait_for_lines(said, watch, 2)
+        if inotify_here():  # told by the kernel, not polling: it watches each folder it looked in
+            watched = set().union(*inotify_watches(watch.pid).values())
+            assert {(home / name).stat().st_ino for name in ("", "claude", "codex")} <= watched
         deadline = time.monotonic() + 60
         while not list(runs.glob("*.jsonl")):
             assert time.monotonic() < deadline, "nothing written to --jsonl-dir"
