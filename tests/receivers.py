@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from loopback import LOOPBACK, StartStop, free_port
+from requirements_switch import require
 
 
 def answer_otlp_export(handler: BaseHTTPRequestHandler) -> None:
@@ -49,6 +51,11 @@ async def run_to_completion(command: list[str], timeout_s: float, **options: Any
 
 
 # -- oteltap -------------------------------------------------------------------------------
+
+
+def require_oteltap() -> None:
+    """oteltap is there, else the test skips (or fails, where real parts are required)."""
+    require(importlib.util.find_spec("oteltap"), "oteltap (the `test` group) is not installed")
 
 
 class TapCollector:

@@ -1,10 +1,11 @@
 """The one switch that turns a missing real part into a failure instead of a skip.
 
 A real part is a program or service a test drives and `make test` installs: the Claude Code
-and Codex CLIs, Phoenix, rotel, Chromium and chromedriver, util-linux `script`, zsh, promtool,
-check-jsonschema. Without one, its tests skip, saying what is missing; where
+and Codex CLIs, Phoenix, rotel, oteltap, Chromium and chromedriver, util-linux `script`, zsh,
+promtool, check-jsonschema. Without one, its tests skip, saying what is missing; where
 `TRANSCRIPT_OTEL_REQUIRE_REAL` is true (`make test` and so CI set it), they fail with the same
-words, so nothing real is skipped there in silence.
+words, so nothing real is skipped there in silence. The validators `make test` does not install
+(`docker compose`, otelcol-contrib, dclint) skip without it, saying so.
 """
 
 from __future__ import annotations

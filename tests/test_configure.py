@@ -27,7 +27,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from transcript_otel import read_records, reconstruct_transcript, records_from_otlp
 
 from loopback import free_port, subprocess_env
-from receivers import TapCollector, run_to_completion
+from receivers import TapCollector, require_oteltap, run_to_completion
 from rotel_collector import Rotel
 
 TIMEOUT_S = 30
@@ -108,7 +108,7 @@ def run_scenario(
 
 @pytest.mark.receiver
 def test_unconfigured_process_exports_to_the_otlp_endpoint(tmp_path: Path) -> None:
-    pytest.importorskip("oteltap")
+    require_oteltap()
     runs = tmp_path / "runs"
     body = """
     cfg = transcript_otel.configure(service_name="cfg-a")

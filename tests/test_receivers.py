@@ -40,7 +40,7 @@ from transcript_otel import (
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from helpers import run_records, strict
-from receivers import TapCollector
+from receivers import TapCollector, require_oteltap
 from rotel_collector import Rotel
 from rotel_output import RotelLogRecord, latest_points, parse_rotel_metrics, parse_rotel_output
 
@@ -97,7 +97,7 @@ def _run_id(log_record: Any) -> str | None:
 def test_oteltap_receives_records_that_reconstruct_exactly(
     make_pipeline: Callable[..., TranscriptPipeline], runs_dir: Path
 ) -> None:
-    pytest.importorskip("oteltap")
+    require_oteltap()
 
     async def scenario() -> None:
         async with TapCollector() as tap:
