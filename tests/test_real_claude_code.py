@@ -462,10 +462,15 @@ def assert_numbers_are_the_clis(run: ClaudeRun) -> None:
     assert_turns_match_results(run)
 
 
-@pytest.mark.parametrize("scenario", ["tools", "parallel_subagents", "background_subagent", "retry_500"])
+@pytest.mark.parametrize(
+    "scenario", ["tools", "parallel_subagents", "background_subagent", "synchronous_subagent", "retry_500"]
+)
 def test_query_with_the_real_cli(sdk_run: Any, scenario: str) -> None:
     run = sdk_run(scenario, query_to_the_end)
     assert_numbers_are_the_clis(run)
+    agents = run.named("execute_tool Agent")
+    if agents:  # each subagent is one call, whether it ran in the background or not
+        assert RunDigest.of(run.records).tools["Agent"].calls == len(agents)
     assert next(e["entry_type"] for e in run.entries if e["source"] == "main") == "user_message"
     for subagent in run.named("invoke_agent general-purpose"):
         launcher = run.parent(subagent)
