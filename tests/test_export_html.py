@@ -28,9 +28,12 @@ from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.reconstruct import read_records
 from transcript_otel.reading.sources import open_run
 from transcript_otel.reading.text import assistant_parts, compact_json, entry_text, tool_output
+from transcript_otel.sessions.files import find_sessions
+from transcript_otel.sessions.importer import import_session
 
 from helpers import ListRun
 from requirements_switch import missing
+from session_fixtures import SESSIONS
 
 RUNS = sorted((Path(__file__).parent / "fixtures" / "runs").glob("*.jsonl"))
 SUBAGENT_RUN = Path(__file__).parent / "fixtures" / "runs" / "claude-sdk-parallel-subagents.jsonl"
@@ -520,7 +523,11 @@ def test_fixture_page_shows_the_run_in_chromium(browser: Any, tmp_path: Path, pa
     shown = page.text()
     for context in contexts:
         thinking, words = shown_words(context)
-        if words != compact_json(context["detail"]):
+        if context["entry_type"] == "token_usage":  # summed in its turn's line, its row hidden
+            assert words[:80] not in shown
+        elif context["detail"].get("subtype") == "turn_started":  # the turn's heading itself
+            continue
+        elif words != compact_json(context["detail"]):
             assert words[:80] in shown, (context["entry_type"], words)
         if thinking is not None:
             assert thinking[:80] in shown
@@ -668,6 +675,119 @@ def test_large_run_opens_in_chromium_and_renders_as_it_scrolls(browser: Any, lar
         str(turns),
     )
     WebDriverWait(browser, 30).until(lambda _: page.count(f"details.turn[data-turn='{turns}']") == 1)
+    assert page.errors() == []
+
+
+# -- the figures agree with each other, on imported real sessions (issue 47 item 10) ---------------
+
+
+def imported(scenario: str, directory: Path) -> Path:
+    (session,) = find_sessions([SESSIONS / scenario])
+    return import_session(session, directory).path
+
+
+def main_turn_spans(path: Path) -> int:
+    """The turns the import counted: its `chat` spans that are children of the run's root span."""
+    spans = [r["context"] for r in read_records(path) if r.get("event") == "transcript.span"]
+    roots = {span["span_id"] for span in spans if span.get("parent_span_id") is None}
+    return len(
+        {
+            span["attributes"]["transcript.turn"]
+            for span in spans
+            if span.get("parent_span_id") in roots and "transcript.turn" in span["attributes"]
+        }
+    )
+
+
+def turn_lines(page: Page) -> list[str]:
+    """Each turn's summary line (not that of what came before the first)."""
+    found = page.js(
+        "return [...document.querySelectorAll('details.turn:not([data-turn=\"0\"]) .turn-stats')]"
+        ".map(t => t.textContent)"
+    )
+    return list(found)
+
+
+def test_a_calls_tag_and_the_tools_table_say_the_same_duration(browser: Any, tmp_path: Path) -> None:
+    """A background subagent's `Agent` call ends when the CLI says it did, not at its launch notice."""
+    run = imported("claude_code/background_subagent", tmp_path)
+    (took,) = RunDigest.of(open_run(run).records()).tools["Agent"].durations_ms
+    assert took > 100  # the subagent's run, not the 27 ms its launch notice took
+    page = open_page(browser, tmp_path, open_run(run))
+    tag = page.js("return document.querySelector('details.tool-call .badge').textContent")
+    assert tag == f"\u2713 ok \u00b7 {round(took)} ms"
+    row = page.js(
+        "return [...document.querySelector('tr[data-tool=\"Agent\"]').cells].map(c => c.textContent)"
+    )
+    assert row[4] == row[5] == f"{took:,.1f}"
+    page.click("Expand tool calls")
+    card = page.text("details.tool-call")
+    assert "Async agent launched" in card  # the launch notice, inside its call's card
+    assert page.count('.entry[data-kind="tool_result"]') == 0  # no card of its own
+    assert page.errors() == []
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "claude_code/interactive_compacted",  # the /compact is a turn of its own
+        "claude_code/background_subagent",  # so is the one the CLI starts when the subagent ends
+        "claude_code/interactive_subagents",
+        "codex/compacted",
+        "codex/interactive_interrupted",
+    ],
+)
+def test_the_header_counts_the_turns_the_import_ran(browser: Any, tmp_path: Path, scenario: str) -> None:
+    run = imported(scenario, tmp_path)
+    turns = main_turn_spans(run)
+    page = open_page(browser, tmp_path, open_run(run))
+    assert page.text('[data-field="turns"]') == str(turns)
+    sections = page.js("return [...document.querySelectorAll('details.turn')].map(t => t.dataset.turn)")
+    assert [number for number in sections if number != "0"] == [str(n) for n in range(1, turns + 1)]
+    assert page.errors() == []
+
+
+def test_a_cost_is_on_its_turn_only_when_it_is_that_turns(browser: Any, tmp_path: Path) -> None:
+    # Two `claude -p` runs of one session, one turn each: each turn its own cost.
+    resumed = open_page(browser, tmp_path, open_run(imported("claude_code/resumed", tmp_path / "r")), "r")
+    costs = [line.split("$")[1].split(" ")[0] for line in turn_lines(resumed)]
+    assert costs == ["0.0038", "0.00424"]
+    assert resumed.text('[data-field="cost_usd"]') == "$0.00804"
+    # One `claude -p` run of two turns, one report for both: the run's cost, on the header only.
+    both = open_page(
+        browser, tmp_path, open_run(imported("claude_code/background_subagent", tmp_path / "b")), "b"
+    )
+    assert len(turn_lines(both)) == 2
+    assert not any("$" in line for line in turn_lines(both))
+    assert both.text('[data-field="cost_usd"]') == "$0.01878"
+
+
+def test_codex_turns_are_headed_by_their_prompts(browser: Any, tmp_path: Path) -> None:
+    page = open_page(browser, tmp_path, open_run(imported("codex/interactive_two_prompts", tmp_path)))
+    headings = page.js(
+        "return [...document.querySelectorAll('details.turn[data-turn]:not([data-turn=\"0\"]) .turn-opener')]"
+        ".map(t => t.textContent)"
+    )
+    assert headings == ["\U0001f464 PLAIN-SCENARIO: please do the task.", "\U0001f464 And now?"]
+    assert "turn started" not in page.text()
+    assert page.errors() == []
+
+
+def test_usage_is_in_the_turns_line_and_no_card_shows_json(browser: Any, tmp_path: Path) -> None:
+    page = open_page(browser, tmp_path, open_run(imported("codex/tour", tmp_path)))
+    assert page.count('.entry[data-kind="token_usage"]') == 0
+    (line,) = turn_lines(page)
+    assert "tokens 21,500 in" in line  # the six reports' sum, as the header counts
+    assert page.text('[data-field="tokens.input"]') == "21,500"
+    faces = page.js(
+        "return [...document.querySelectorAll('.entry')].map(card => {"
+        " const face = card.cloneNode(true); face.querySelectorAll('details').forEach(d => d.remove());"
+        " return face.textContent; })"
+    )
+    assert faces
+    assert not [face for face in faces if '{"' in face]
+    page.click("Expand tool calls")
+    assert "searched: counting lines in a file" in page.text()
     assert page.errors() == []
 
 

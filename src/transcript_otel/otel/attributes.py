@@ -13,6 +13,7 @@ NAMESPACE: Final = "transcript"  # every envelope key `k` becomes `transcript.k`
 DETAIL: Final = "transcript.detail"
 RAW: Final = "transcript.raw"
 RUN_ID: Final = "transcript.run_id"
+TURN_NUMBER: Final = "transcript.turn"  # a turn's number in its run, on its `chat` span
 # Lifecycle records carry their other fields as `transcript.<field>`; nested
 # values (entries_by_type, ...) are JSON strings.
 # On a `transcript.error` about records the OTLP backend did not take: how many.

@@ -22,8 +22,6 @@ from transcript_otel.genai.attributes import (
     cost_usd,
     message_usage,
     session_usage,
-    tool_failed,
-    tool_identity,
 )
 from transcript_otel.model.entries import TranscriptEvent, TranscriptSummary
 from transcript_otel.otel.attributes import (
@@ -35,6 +33,7 @@ from transcript_otel.otel.attributes import (
 )
 from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import entry_text
+from transcript_otel.reading.tool_calls import Answer, ToolCalls
 from transcript_otel.reading.turn_end import TurnEnd
 
 # Each usage attribute's short name, in the order reports show them.
@@ -48,7 +47,6 @@ TOKEN_NAMES: Final = {
 _MAX_ERRORS: Final = 100
 # Entries a Claude message's lines become, any of which may be its first (and carry its usage).
 _MESSAGE_ENTRIES: Final = frozenset({"assistant_message", "thinking", "tool_use"})
-_MAX_WAITING_CALLS: Final = 100_000
 
 
 @dataclass(slots=True)
@@ -101,7 +99,7 @@ class RunDigest:
         # The session's own running totals (Claude Code's `modelUsage`, subagents included).
         self._session_usage: dict[str, int] = {}
         self._messages_counted: set[str] = set()
-        self._waiting: dict[tuple[str, str], tuple[str, datetime]] = {}
+        self._calls = ToolCalls()
         self._turn_end = TurnEnd()
 
     # -- feeding ------------------------------------------------------------------------
@@ -176,12 +174,12 @@ class RunDigest:
             if len(self.errors) < _MAX_ERRORS:
                 self.errors.append(entry_text(entry.entry_type, detail))
         elif entry.entry_type == "tool_use":
-            self._tool_use(entry.source, detail, entry.timestamp)
-        elif entry.entry_type == "tool_result" and detail.get("background_launch") is not True:
-            self._tool_result(entry.source, detail, entry.timestamp)
-        elif isinstance(detail.get("background_call_ended"), str):  # a call that ran in the background
-            ended = {"tool_use_id": detail["background_call_ended"], "is_error": detail.get("is_error")}
-            self._tool_result(entry.source, ended, entry.timestamp)
+            name = self._calls.called(entry.source, detail, entry.timestamp)
+            self.tools.setdefault(name, ToolStats(name)).calls += 1
+        else:
+            answer = self._calls.answered(entry.entry_type, entry.source, detail, entry.timestamp)
+            if answer is not None:
+                self._answer(answer)
 
     def _count_message(self, detail: Mapping[str, Any]) -> None:
         """A Claude message's usage, once per message id, from whichever of its lines comes
@@ -191,30 +189,14 @@ class RunDigest:
             self._messages_counted.add(counted[0])
             self._message_usage.update(counted[1])
 
-    def _tool_use(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
-        call_id, name = tool_identity(detail)
-        name = name or "tool"
-        stats = self.tools.setdefault(name, ToolStats(name))
-        stats.calls += 1
-        if call_id is not None and len(self._waiting) < _MAX_WAITING_CALLS:
-            self._waiting[(source, call_id)] = (name, at)
-
-    def _tool_result(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
-        call_id, name = tool_identity(detail)
-        waiting = self._waiting.pop((source, call_id), None) if call_id is not None else None
-        if waiting is None and name is None:
-            return  # a result of a call never seen: nothing to count it against
-        tool = waiting[0] if waiting is not None else str(name)
-        stats = self.tools.setdefault(tool, ToolStats(tool))
-        if waiting is None:
+    def _answer(self, answer: Answer) -> None:
+        stats = self.tools.setdefault(answer.name, ToolStats(answer.name))
+        if not answer.call_seen:
             stats.calls += 1
-        if tool_failed(detail):
+        if answer.failed:
             stats.failures += 1
-        reported = detail.get("duration_ms")
-        if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
-            stats.durations_ms.append(float(reported))
-        elif waiting is not None:
-            stats.durations_ms.append((at - waiting[1]).total_seconds() * 1000)
+        if answer.duration_ms is not None:
+            stats.durations_ms.append(answer.duration_ms)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -243,9 +225,8 @@ class RunDigest:
 
     def finish(self) -> None:
         """Count the calls still waiting for a result as unanswered."""
-        for name, _ in self._waiting.values():
+        for name in self._calls.unanswered():
             self.tools[name].unanswered += 1
-        self._waiting.clear()
 
     def summary(self) -> TranscriptSummary:
         return TranscriptSummary(

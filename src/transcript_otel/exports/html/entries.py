@@ -21,6 +21,7 @@ from transcript_otel.genai.attributes import (
     tool_identity,
     usage_attributes,
 )
+from transcript_otel.model.entries import TranscriptEntry
 from transcript_otel.reading.digest import TOKEN_NAMES
 from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import (
@@ -30,6 +31,8 @@ from transcript_otel.reading.text import (
     tool_input,
     tool_output,
 )
+from transcript_otel.reading.tool_calls import ToolCalls
+from transcript_otel.reading.turns import EntryTurns
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -72,14 +75,43 @@ def _short_usage(usage: Mapping[str, int]) -> dict[str, int]:
     return {TOKEN_NAMES[key]: value for key, value in usage.items() if key in TOKEN_NAMES}
 
 
-def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict[str, Any], int]:
+class Placement:
+    """Where each entry of a run stands, read in order: its turn (`EntryTurns`), the call it
+    answers and how long that took (`ToolCalls`, as the header's tools table counts them),
+    and whether its cost is its turn's or the run's alone."""
+
+    __slots__ = ("_calls", "_turns")
+
+    def __init__(self, turns: EntryTurns) -> None:
+        self._turns = turns
+        self._calls = ToolCalls()
+
+    def place(self, data: dict[str, Any], entry: TranscriptEntry, context: Mapping[str, Any]) -> None:
+        data["t"] = turn = self._turns.turn_of(context)
+        if entry.entry_type == "tool_use":
+            self._calls.called(entry.source, entry.detail, entry.timestamp)
+        else:
+            answer = self._calls.answered(entry.entry_type, entry.source, entry.detail, entry.timestamp)
+            if answer is not None and answer.call_id is not None:
+                data["ans"] = answer.call_id
+            if answer is not None and answer.duration_ms is not None:
+                data["ms"] = answer.duration_ms
+        if "cost" in data and not self._turns.own_cost(turn, context):
+            data["rc"] = data.pop("cost")  # the run's cost, not this turn's: on the header only
+
+
+def entry_data(
+    index: int, context: Mapping[str, Any], at_us: int, placement: Placement
+) -> tuple[dict[str, Any], int]:
     """The page's JSON object for one `transcript.entry` context, and its time (`at_us` if it has none).
 
     Keys: `i` file order, `k` entry type, `s` source, `n` sequence number, `ts` the
-    recorded timestamp, `us` epoch microseconds, `x` the text (absent when the only
-    words are the detail's JSON: `xj`), `th` an assistant message's thinking, `d` the
-    detail, `r` raw (unknown and malformed entries), `c`/`nm`/`in` call id, tool name and input, `f` failed,
-    `ms` reported duration, `u` token counts, `cost`, `mu` a message's usage.
+    recorded timestamp, `us` epoch microseconds, `t` its turn, `x` the text (absent when
+    the only words are the detail's JSON: `xj`), `th` an assistant message's thinking, `d`
+    the detail, `r` raw (unknown and malformed entries), `c`/`nm`/`in` call id, tool name and
+    input, `f` failed, `ans` the call an entry answers, `ms` how long that call took, `u`
+    token counts, `cost` the turn's cost a report adds (`rc`: the run's, of several turns),
+    `mu` a message's usage.
     """
     try:
         entry = entry_from_context(context)
@@ -113,12 +145,8 @@ def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict
             data["nm"] = name
         if kind == "tool_use":
             data["in"] = tool_input(detail)
-        else:
-            if tool_failed(detail):
-                data["f"] = 1
-            reported = detail.get("duration_ms")
-            if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
-                data["ms"] = reported
+        elif tool_failed(detail):
+            data["f"] = 1
     elif kind == "token_usage":
         usage = _short_usage(usage_attributes(detail))
         if usage:
@@ -130,6 +158,7 @@ def entry_data(index: int, context: Mapping[str, Any], at_us: int) -> tuple[dict
         counted = message_usage(detail)
         if counted is not None:
             data["mu"] = [counted[0], _short_usage(counted[1])]
+    placement.place(data, entry, context)
     return data, at_us
 
 

@@ -1,9 +1,11 @@
 /* transcript-otel HTML export: builds the run's timeline from the page's JSON chunks.
  *
- * Entries are sorted by time, grouped into turns (a main user_message opens one; a
- * Codex turn_started system event opens one unless it follows the user message that did), tool calls are
- * paired with their results (same call id, same source), and each subagent source gets
- * its own lane (column) beside the main one. Rows are rendered in batches as the reader
+ * Entries are sorted by time and grouped into the turns the writer placed them in (`t`:
+ * the run's turn spans, as the header counts them); each tool call is paired with the entry
+ * that answers it (`ans`, how long it took in `ms`: as the header's tools table counts), a
+ * background call's launch notice shown in its card; each subagent source gets its own lane
+ * (column) beside the main one. A turn is headed by its prompt; usage reports are summed in
+ * its summary line and their rows start hidden. Rows are rendered in batches as the reader
  * scrolls. Only text is ever put in the page (textContent), never markup.
  */
 (() => {
@@ -105,18 +107,22 @@
   {
     const waiting = new Map();
     for (const e of entries) {
-      if (e.c === undefined || e.c === null) continue;
-      const key = e.s + "\u0000" + e.c;
+      const id = e.ans !== undefined ? e.ans : e.c;
+      if (id === undefined || id === null) continue;
+      const key = e.s + "\u0000" + id;
       if (e.k === "tool_use") {
         waiting.set(key, e);
         if (!callsById.has(e.c)) callsById.set(e.c, e);
+        continue;
+      }
+      const use = waiting.get(key);
+      if (!use) continue;
+      e.call = use;
+      if (e.ans !== undefined) {
+        use.res = e; // the answer the writer paired, as the tools table counts it
+        waiting.delete(key);
       } else if (e.k === "tool_result") {
-        const use = waiting.get(key);
-        if (use) {
-          use.res = e;
-          e.call = use;
-          waiting.delete(key);
-        }
+        use.ack = e; // a background call's launch notice: its answer comes later
       }
     }
   }
@@ -125,14 +131,11 @@
 
   const turns = [];
   const countedMessages = new Set();
-  let opened = 0;
-  function newTurn(n, opener) {
-    const turn = {
-      n, opener, items: [], lanes: ["main"], laneOf: new Map([["main", 0]]), tokens: {}, messageTokens: {},
+  function newTurn(n) {
+    return {
+      n, opener: null, items: [], lanes: ["main"], laneOf: new Map([["main", 0]]), tokens: {}, messageTokens: {},
       cost: 0, calls: 0, failed: 0, errors: 0, count: 0, first: null, last: null,
     };
-    turns.push(turn);
-    return turn;
   }
   function addTokens(into, tokens) {
     for (const key of Object.keys(tokens)) into[key] = (into[key] || 0) + tokens[key];
@@ -150,7 +153,12 @@
       addTokens(turn.messageTokens, e.mu[1]);
     }
     if (e.k === "error" || e.k === "transcript.error") turn.errors++;
-    if (e.call) return; // a paired result: shown in its call's card
+    if (e.s === "main") { // the turn's heading: its prompt, else what the harness said first
+      const prompt = e.k === "user_message" && !(turn.opener && turn.opener.k === "user_message");
+      if (prompt || (!turn.opener && e.k === "system_event" && subtypeOf(e) !== "turn_started")) turn.opener = e;
+    }
+    if (e.call && e.k === "tool_result") return; // shown in its call's card
+    if (e.k === "system_event" && subtypeOf(e) === "turn_started") return; // the turn's own heading
     if (e.k === "tool_use" || e.k === "tool_result") {
       turn.calls++;
       if ((e.res && e.res.f) || e.f) turn.failed++;
@@ -162,29 +170,16 @@
     turn.items.push(e);
   }
   {
-    // A main user message opens a turn, and so does a turn_started system event (Codex), except
-    // right after the user message that opened the turn: while the main source has said nothing
-    // since but user messages and other system events ("quiet"), both join the open turn.
-    let turn = null;
-    let quiet = false;
+    const byNumber = new Map();
     for (const e of entries) {
-      if (e.s === "main") {
-        const started = e.k === "system_event" && subtypeOf(e) === "turn_started";
-        if (e.k === "user_message") {
-          if (!(turn && turn.n > 0 && quiet)) turn = newTurn(++opened, e);
-          quiet = true;
-        } else if (started) {
-          const joins = turn && turn.n > 0 && quiet;
-          if (!joins) turn = newTurn(++opened, e);
-          quiet = !joins; // the user message of a turn Codex started joins it
-        } else if (e.k !== "system_event") {
-          quiet = false;
-        }
-      }
-      if (!turn) turn = newTurn(0, null);
+      const n = typeof e.t === "number" ? e.t : 0;
+      let turn = byNumber.get(n);
+      if (!turn) byNumber.set(n, (turn = newTurn(n)));
       addToTurn(turn, e);
     }
+    turns.push(...[...byNumber.values()].sort((a, b) => a.n - b.n));
   }
+  const opened = turns.filter((turn) => turn.n > 0).length;
 
   const runHasUsage = turns.some((turn) => Object.keys(turn.tokens).length > 0);
 
@@ -285,16 +280,9 @@
     card.append(head(SYM[role] || SYM.system, labelOf(e), e));
     if (typeof e.th === "string") card.append(thinkingBlock(e.th)); // a message's thinking blocks
     const raw = e.r !== undefined && e.r !== null ? jsonDetails("raw", e.r) : null;
-    if (e.x === undefined || e.x === null) {
-      card.append(jsonDetails("detail", e.d, compactJson(e.d)));
-      if (raw) card.append(raw);
-    } else {
-      let text = e.x;
-      if (e.k === "token_usage" && e.cost) text += " \u00b7 " + costText(e.cost);
-      card.append(textBlock(text));
-      if (raw) card.append(raw);
-      if (e.d !== undefined) card.append(jsonDetails("detail", e.d));
-    }
+    if (e.x !== undefined && e.x !== null) card.append(textBlock(e.x));
+    if (raw) card.append(raw); // JSON stays folded, never a card's face
+    if (e.d !== undefined) card.append(jsonDetails("detail", e.d));
     return card;
   }
 
@@ -326,8 +314,7 @@
     call.append(el("b", null, e.nm || "tool"));
     const does = use ? callText(use) : "result";
     call.append(does.startsWith("(") ? does : " " + does);
-    const ms = res ? (res.ms !== undefined ? res.ms : use ? (res.us - use.us) / 1000 : null) : null;
-    const took = millis(ms);
+    const took = millis(res ? res.ms : null); // as the tools table counts it
     let badge;
     if (!res) badge = el("span", "badge pending", "no result");
     else badge = el("span", "badge " + (failed ? "failed" : "ok"), (failed ? "\u2717 failed" : "\u2713 ok") + (took ? " \u00b7 " + took : ""));
@@ -340,6 +327,10 @@
       io.append(el("h4", null, "input"));
       io.append(textBlock(use.in === undefined || use.in === null ? textOf(use) : prettyJson(use.in), "pre"));
     }
+    if (use && use.ack) {
+      io.append(el("h4", null, "launched"));
+      io.append(textBlock(textOf(use.ack), "pre"));
+    }
     io.append(el("h4", null, "output"));
     if (res) io.append(textBlock(textOf(res), "pre"));
     else io.append(el("div", "facts-line", "No result was recorded for this call."));
@@ -347,11 +338,12 @@
     if (e.c !== undefined) facts.push("call " + e.c);
     if (use) facts.push("called " + relative(use.us));
     if (res) facts.push((use ? "answered " : "at ") + relative(res.us));
-    if (took) facts.push("took " + took + (res && res.ms !== undefined ? " (reported)" : ""));
+    if (took) facts.push("took " + took);
     if (res) facts.push(failed ? "failed" : "ok");
     io.append(el("div", "facts-line", facts.join(" \u00b7 ")));
     if (use) io.append(jsonDetails("tool_use detail", use.d));
-    if (res) io.append(jsonDetails("tool_result detail", res.d));
+    if (use && use.ack) io.append(jsonDetails("launch detail", use.ack.d));
+    if (res) io.append(jsonDetails(res.k + " detail", res.d));
     details.append(io);
     card.append(details);
     return card;
@@ -361,7 +353,7 @@
 
   // -- the timeline, rendered in batches --------------------------------------------------
 
-  const hidden = new Set();
+  const hidden = new Set(["token_usage"]); // summed in each turn's line; a box shows them
   let query = "";
   let view = [];
   let total = 0; // rows from the first one shown to the end
@@ -408,7 +400,7 @@
     const summary = el("summary");
     summary.append(el("span", "turn-name", turnName(turn)));
     const opener = turn.opener;
-    const openerText = !opener ? "" : opener.k === "user_message" ? SYM.user + " " + clip(textOf(opener), 240) : "turn started";
+    const openerText = !opener ? "" : (opener.k === "user_message" ? SYM.user : SYM.system) + " " + clip(textOf(opener), 240);
     summary.append(el("span", "turn-opener", openerText));
     const stats = el("span", "turn-stats");
     for (const part of turnStats(turn)) stats.append(el("span", null, part));
@@ -576,7 +568,8 @@
       label.dataset.kind = kind;
       const box = el("input");
       box.type = "checkbox";
-      box.checked = true;
+      box.checked = !hidden.has(kind);
+      label.classList.toggle("off", !box.checked);
       box.addEventListener("change", () => {
         if (box.checked) hidden.delete(kind); else hidden.add(kind);
         label.classList.toggle("off", !box.checked);
@@ -592,7 +585,7 @@
       jump.setAttribute("aria-label", "Go to turn");
       jump.append(el("option", null, "Go to turn\u2026"));
       for (const turn of turns) {
-        const option = el("option", null, turnName(turn) + (turn.opener && turn.opener.k === "user_message" ? ": " + clip(textOf(turn.opener), 60) : ""));
+        const option = el("option", null, turnName(turn) + (turn.opener ? ": " + clip(textOf(turn.opener), 60) : ""));
         option.value = String(turn.n);
         jump.append(option);
       }
@@ -636,11 +629,6 @@
 
   // -- start ----------------------------------------------------------------------------
 
-  const turnsField = document.querySelector('[data-field="turns"]');
-  if (turnsField) {
-    turnsField.textContent = num(opened);
-    turnsField.dataset.value = String(opened);
-  }
   buildToolbar();
   rebuild(0);
   document.documentElement.dataset.ready = "true";

@@ -2,20 +2,21 @@
 
 `write_html(source, out)` reads the run twice and never holds it whole: a first
 pass feeds a `RunDigest` for the header (prompt, adapter, session, status, times,
-tokens, cost, tools), a second writes the entries as compact JSON in
+tokens, cost, tools) and `RunTurns` (the turns, as its spans count them; one parent id per
+span held), a second writes the entries as compact JSON in
 `<script type="application/json" class="tx-chunk">` blocks of at most
 `_CHUNK_ENTRIES` entries (every `<` escaped as `\\u003c`, so no text can close the
 block or open a comment), each followed by a `<noscript>` plain list of the same
 entries for a browser without JavaScript. This module assembles the page; the
 header comes from `header.run_header`, each entry's JSON from `entries.entry_data`.
 
-The page's script (`html_page.js`, inlined) sorts the entries by time, groups
-them into turns (a main `user_message` opens one, as does a Codex `turn_started`
-system event unless it follows the user message that opened the turn; user messages
-in a row share a turn), pairs each `tool_use` with the
-`tool_result` of the same call id and source, puts each `subagent:<id>` source in
-its own lane beside the main one, and renders the timeline in batches as the
-reader scrolls, so a 100,000-entry run opens quickly. It only ever sets text
+Every figure is the writer's, from one rule each: an entry's turn (`reading.turns`),
+the call it answers and how long that took (`reading.tool_calls`, as the header's tools
+table counts), whether a usage report's cost is its turn's (`entries.Placement`). The
+page's script (`html_page.js`, inlined) sorts the entries by time, groups them by those
+turns, pairs each call with its answer, puts each `subagent:<id>` source in its own lane
+beside the main one, and renders the timeline in batches as the reader scrolls, so a
+100,000-entry run opens quickly. It only ever sets text
 (`textContent`), never markup, and a Content-Security-Policy allows nothing but
 that one script (by hash) and inline styles: the page loads nothing from anywhere.
 """
@@ -30,11 +31,12 @@ from html import escape
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from transcript_otel.exports.html.entries import entry_data, epoch_us, error_notice, malformed
+from transcript_otel.exports.html.entries import Placement, entry_data, epoch_us, error_notice, malformed
 from transcript_otel.exports.html.header import page_text, run_header
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.text import ROLES, compact_json
+from transcript_otel.reading.turns import RunTurns
 from transcript_otel.records.serialize import dumps
 
 if TYPE_CHECKING:
@@ -60,10 +62,14 @@ def write_html(source: RecordSource, out: TextIO, *, title: str | None = None) -
     (shown as such, with its record); `transcript.error` records are shown as
     notices and not counted. `out` must accept any Unicode text (a UTF-8 file).
     """
-    digest = RunDigest.of(source.records())
+    digest, turns = RunDigest(), RunTurns()
+    for record in source.records():
+        digest.add(record)
+        turns.add(record)
+    digest.finish()
     page = _PageWriter(out, digest)
-    page.head(title)
-    count = page.entries(source.records())
+    page.head(title, turns.count)
+    count = page.entries(source.records(), Placement(turns.assign()))
     page.tail(count)
     return count
 
@@ -114,7 +120,7 @@ class _PageWriter:
 
     # -- head and header --
 
-    def head(self, title: str | None) -> None:
+    def head(self, title: str | None, turns: int) -> None:
         digest = self._digest
         name = digest.prompt_name or "run"
         page_title = title if title is not None else f"{name} \u00b7 transcript"
@@ -127,7 +133,7 @@ class _PageWriter:
             f"<title>{escape(page_text(page_title))}</title>\n<style>\n{_asset('html_page.css')}</style>\n"
             "</head>\n<body>\n"
         )
-        write(run_header(digest))
+        write(run_header(digest, turns))
         write(
             '<nav id="toolbar" hidden></nav>\n<main id="timeline" aria-live="polite">'
             '<noscript><p class="notice">JavaScript is off: the entries are listed below as plain '
@@ -137,7 +143,7 @@ class _PageWriter:
 
     # -- entries --
 
-    def entries(self, records: Iterable[Mapping[str, Any]]) -> int:
+    def entries(self, records: Iterable[Mapping[str, Any]], placement: Placement) -> int:
         started = self._digest.started
         at_us = epoch_us(started) if started else 0
         count = 0
@@ -147,7 +153,7 @@ class _PageWriter:
             context = record.get("context")
             if event == TranscriptEvent.ENTRY.value:
                 if isinstance(context, Mapping):
-                    data, at_us = entry_data(index, context, at_us)
+                    data, at_us = entry_data(index, context, at_us, placement)
                 else:
                     data = malformed(index, {}, at_us, "transcript.entry record without a context object")
                 count += 1

@@ -88,7 +88,6 @@ from transcript_otel.instrumentation.span_tree.tools import (
     SUBAGENT_CALL_ID,
     TRANSFER_RETURNS_TO_CALLER,
 )
-from transcript_otel.instrumentation.span_tree.turns import TURN_NUMBER
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model.entries import MAIN_SOURCE, DetailInRaw, EntryType, RawJson
 from transcript_otel.otel import attributes as attr
@@ -97,6 +96,7 @@ from transcript_otel.otel.attributes import (
     GEN_AI_OPERATION_NAME,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
+    TURN_NUMBER,
 )
 from transcript_otel.records.queued import EntryPlacement
 

@@ -9,7 +9,6 @@ anew before their result came wait for it, oldest first.
 from __future__ import annotations
 
 import time
-from typing import Final
 
 from opentelemetry.trace import SpanKind
 
@@ -21,9 +20,12 @@ from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot
 from transcript_otel.instrumentation.span_tree.turn_facts import CHAT_OPERATION, TurnFacts, chat_span_name
 from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.otel import attributes as attr
-from transcript_otel.otel.attributes import GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL
-
-TURN_NUMBER: Final = "transcript.turn"
+from transcript_otel.otel.attributes import (
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    TURN_NUMBER,
+)
 
 
 class TurnSpans(SpanCompletion, ContentKeeping):
