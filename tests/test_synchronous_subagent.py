@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,12 +37,10 @@ CLI = [sys.executable, "-m", "transcript_otel.cli"]
 RUN = [*CLI, "run", "--adapter", "claude-stream-json", "--prompt-name", "claude-code", "--"]
 
 
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recorded stream under `transcript-otel run`: its mirror file."""
-    runs = tmp_path_factory.mktemp("runs")
+def run_stream(stream: Path, runs: Path) -> Path:
+    """`stream` under `transcript-otel run`: its mirror file."""
     done = subprocess.run(
-        [*RUN, "cat", str(RECORDING)],
+        [*RUN, "cat", str(stream)],
         env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(runs)),
         capture_output=True,
         text=True,
@@ -51,6 +50,17 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr
     (path,) = runs.glob("*.jsonl")
     return path
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_stream(RECORDING, tmp_path_factory.mktemp("runs"))
+
+
+def subagent_chat(run: CapturedRun) -> dict[str, Any]:
+    (subagent,) = [s for s in run.named("invoke_agent") if s["parent_span_id"] is not None]
+    (chat,) = [s for s in run.named("chat") if s["parent_span_id"] == subagent["span_id"]]
+    return chat
 
 
 def test_the_recording_is_a_synchronous_subagent() -> None:
@@ -134,11 +144,27 @@ def test_the_subagents_last_call_told_only_by_its_result_is_counted_on_its_chat_
     answer (450 input): the call's result tells that one's usage and model. The chat spans add
     up to the session's input, as the CLI counts it."""
     run = CapturedRun("synchronous_subagent", list(read_records(mirror)), [], prompt_name="claude-code")
-    (subagent,) = [s for s in run.named("invoke_agent") if s["parent_span_id"] is not None]
-    (chat,) = [s for s in run.named("chat") if s["parent_span_id"] == subagent["span_id"]]
+    chat = subagent_chat(run)
     assert chat["name"] == "chat claude-opus-5-5"
     assert chat["attributes"]["gen_ai.response.model"] == "claude-opus-5-5"
     assert chat["attributes"]["gen_ai.usage.input_tokens"] == 400 + 100 + 450
     chats = [s for s in run.spans if s["attributes"].get("gen_ai.operation.name") == "chat"]
     counted = sum(s["attributes"]["gen_ai.usage.input_tokens"] for s in chats)
     assert counted == run.root["attributes"]["transcript.usage.input_tokens"] == 3050
+
+
+def test_a_last_answer_that_was_printed_is_not_counted_again_from_the_result(tmp_path: Path) -> None:
+    """Were the subagent's last answer printed as a message of its own (as a background
+    subagent's is), the result's copy of its usage adds nothing."""
+    lines = RECORDING.read_text().splitlines(keepends=True)
+    (answer,) = [  # the subagent's Bash call, made its answer
+        m for m in map(json.loads, lines) if m["type"] == "assistant" and m["parent_tool_use_id"] == CALL_ID
+    ]
+    answer["message"]["id"] = "msg_the_answer"
+    answer["message"]["content"] = [{"type": "text", "text": "There are 3 files."}]
+    answer["message"]["usage"].update(input_tokens=450, cache_read_input_tokens=0)
+    (notified,) = [n for n, line in enumerate(lines) if '"task_notification"' in line]
+    printed = tmp_path / "printed.jsonl"
+    printed.write_text("".join([*lines[:notified], json.dumps(answer) + "\n", *lines[notified:]]))
+    run = CapturedRun("printed", list(read_records(run_stream(printed, tmp_path / "runs"))), [])
+    assert subagent_chat(run)["attributes"]["gen_ai.usage.input_tokens"] == 400 + 100 + 450

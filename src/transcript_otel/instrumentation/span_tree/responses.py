@@ -131,9 +131,11 @@ class ResponseFacts(RunState):
     def _count_subagent_last_call(self, call_id: str, last_call: Mapping[str, Any]) -> None:
         """A synchronous Claude subagent's last model call, told only by its launching call's
         result (`detail.subagent_last_call`): counted on its chat span and itself, its model
-        noted there."""
+        noted there. Not where the subagent's last words were printed (an answer, not a tool
+        call): that call was counted as they came."""
         subagent = self._subagents.get(subagent_source(call_id))
-        if subagent is None:
+        facts = subagent.chat.facts if subagent is not None and subagent.chat is not None else None
+        if subagent is None or (facts is not None and not facts.last_output_was_tool_call):
             return
         usage = usage_attributes({"usage": last_call.get("usage")})
         if usage:
