@@ -7,12 +7,14 @@ of doing that search is timed here on the same entries, in the same process, one
 after the other (perf.md section 0 method, single thread):
 
 * the stdlib: `literal in data` for each of the 13 loose literals of the commit
-  before this one (`gh`, `k_`, `asic `...), for each of the 24 exact literals the
-  rules name now, and one `re` alternation of those 24;
+  before this one (`gh`, `k_`, `asic `...), for each of the literals the rules
+  name now, one `re` alternation of those, and the pure-Python search the redactor
+  falls back on without ahocorasick-rs (`records/literal_search.py`);
 * ahocorasick-rs, the leftmost-first search the redactor runs.
 
 Then the redactor as shipped, on detail + raw: with nothing to redact, and with a
-key and a near miss (`task-`) planted in each.
+key and a near miss (`task-`) planted in each; and with nothing to redact on the
+pure-Python search.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import orjson
 from entries import SIZES, Entry, make_entry
 from harness import Stat, loop_ns_per_call, perf_ns, repeat
 from results import Row
-from transcript_otel.records.redaction import _LEFTMOST_LITERALS, BUILTIN_RULES, Redactor
+from transcript_otel.records import redaction
+from transcript_otel.records.literal_search import PythonLiteralSearch
+from transcript_otel.records.redaction import _LEFTMOST_LITERALS, _LITERALS, BUILTIN_RULES, Redactor
 
 SECTION = "3c. redaction on the writer, per entry (detail JSON + raw, one thread)"
 LOOSE_LITERALS: Final = (
@@ -45,10 +49,9 @@ LOOSE_LITERALS: Final = (
     b"asic ",
 )
 EXACT_LITERALS: Final = tuple(
-    dict.fromkeys(
-        literal.encode() for rule in BUILTIN_RULES for literal in (*rule.starts_with, *rule.follows)
-    )
+    dict.fromkeys(literal.text.encode() for rule in BUILTIN_RULES for literal in rule.literals)
 )
+PYTHON_SEARCH: Final = PythonLiteralSearch(_LITERALS)
 _ALTERNATION: Final = re.compile(b"|".join(re.escape(literal) for literal in EXACT_LITERALS))
 PLANTED_KEY: Final = "sk-proj-BENCHMARKxBENCHMARKxBENCHMARKx0000"
 
@@ -64,6 +67,7 @@ SEARCHES: Final[tuple[tuple[str, Search], ...]] = (
         lambda data: [literal in data for literal in EXACT_LITERALS],
     ),
     (f"stdlib: one `re` alternation of the {len(EXACT_LITERALS)}", _ALTERNATION.search),
+    ("pure-Python fallback (without ahocorasick-rs)", PYTHON_SEARCH.find_matches_as_indexes),
     ("ahocorasick-rs leftmost-first (what the redactor runs)", _LEFTMOST_LITERALS.find_matches_as_indexes),
 )
 BEST_STDLIB = "best stdlib search / ahocorasick-rs"
@@ -104,6 +108,16 @@ def _redactor_row(name: str, entries: list[Entry], plant: str) -> Row:
     return row
 
 
+def _python_search_redactor_row(entries: list[Entry]) -> Row:
+    """The Redactor with nothing to redact, on the search it takes where ahocorasick-rs is not
+    installed (the built tables' searcher swapped for this row only)."""
+    redaction._LEFTMOST_LITERALS = PYTHON_SEARCH
+    try:
+        return _redactor_row("nothing to redact, pure-Python search (without ahocorasick-rs)", entries, "")
+    finally:
+        redaction._LEFTMOST_LITERALS = _LEFTMOST_LITERALS
+
+
 def main() -> list[Row]:
     entries = [make_entry(key) for key, _ in SIZES]
     searches = [_search_row(name, search, entries) for name, search in SEARCHES]
@@ -117,4 +131,5 @@ def main() -> list[Row]:
         ratio,
         _redactor_row("nothing to redact", entries, ""),
         _redactor_row("a key and a near miss (`task-`) in each", entries, f" task-list {PLANTED_KEY}"),
+        _python_search_redactor_row(entries),
     ]

@@ -61,6 +61,10 @@ def test_parts_holding_names_exactly_the_parts_with_an_occurrence(
 @given(st.lists(st.binary(max_size=12).filter(lambda part: b"\0" not in part), max_size=12))
 def test_parts_holding_agrees_with_searching_each_part(parts: list[bytes]) -> None:
     assert parts_holding(SEARCHER, parts) == [bool(SEARCHER.find_matches_as_indexes(part)) for part in parts]
+    # The `@` URL credentials are placed from counts as an occurrence too.
+    assert parts_holding(SEARCHER, parts, also=b"@") == [
+        bool(SEARCHER.find_matches_as_indexes(part)) or b"@" in part for part in parts
+    ]
 
 
 # -- a batch searched at once is each entry searched alone -------------------------------

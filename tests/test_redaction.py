@@ -269,7 +269,7 @@ def test_a_secret_in_an_error_report_reaches_no_sink(
 # tests hold that to the plain meaning: every pattern substituted over the whole text, in order.
 
 KEY = SECRETS["openai_key"]
-LITERALS = [literal for rule in BUILTIN_RULES for literal in (*rule.starts_with, *rule.follows)]
+LITERALS = [literal.text for rule in BUILTIN_RULES for literal in rule.literals]
 
 
 def _marker_bytes(rule: BuiltinRule, match: re.Match[bytes]) -> bytes:
@@ -288,12 +288,13 @@ def _whole_text_redaction(data: bytes) -> bytes:
 # Literals, secrets and what sits around them: escapes, quotes, overlaps (`xoxox`,
 # `AKIASIA`, `sk-----BEGIN `), near misses (`task-`), non-ASCII letters.
 AROUND = ["task-", "\\n", "\\u001b", '"', "é", "x", "o", "A", "IA", "-", "_", "sk", "k", "Bearer", " "]
-# The whole names that shorter literals place (`earer` for `Bearer`, `PASSW` for `PASSWORD=`, ...).
+# The whole names that shorter literals place (`asic` for `Basic`, `SSW` for `PASSWORD=`, ...).
 NAMES = [
     "Basic", "basic", "BASIC", "bearer", "BEARER", "sk_live_", "rk_test_", "sk-ant-", "PASSWORD=", "PASSWD=",
-    "AccountKey=", "SharedAccessKey=", "AWS_SECRET_ACCESS_KEY", "API_KEY=",
+    "AccountKey=", "SharedAccessKey=", "AWS_SECRET_ACCESS_KEY", "API_KEY=", "-----BEGIN ", "github_pat_",
+    "GH_TOKEN=", "CLIENT_SECRET=", "aws_secret_access_key",
 ]  # fmt: skip
-# What separates a literal a match follows from the match (`BuiltinRule.gaps`).
+# What separates a literal a match follows from the match (the gaps of `_before` in redaction.py).
 GAPS = [" ", "\t", "\\t", "=", " = ", "'", '"', '\\"']
 FRAGMENTS = st.sampled_from(
     [

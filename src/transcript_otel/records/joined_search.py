@@ -1,10 +1,10 @@
-"""Which of many byte strings hold one of a searcher's patterns, found in one search.
+"""Which of many byte strings hold one of a searcher's literals, found in one search.
 
 Every ahocorasick-rs search lets go of the GIL and takes it back: 0.23 µs a call before
 a byte is read, and on a writer that shares the GIL with a busy thread each let-go wakes
 that thread for nothing (too briefly for it to take the GIL). Searching a batch's entries
 at once instead of each entry's parts one by one took section 3a's 1 KB mirror rate from
-99 to 119 k/s in a scratch run. The parts are joined by a NUL, which no pattern of ours
+99 to 119 k/s in a scratch run. The parts are joined by a NUL, which no literal of ours
 holds, so no occurrence spans two parts.
 """
 
@@ -16,23 +16,26 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Final
 
-import ahocorasick_rs
+from transcript_otel.records.literal_search import LiteralSearch
 
 _SEPARATOR: Final = b"\0"
 _START: Final = itemgetter(1)
 
 
-def parts_holding(searcher: ahocorasick_rs.BytesAhoCorasick, parts: Sequence[bytes]) -> list[bool]:
-    """For each of `parts`, whether it holds an occurrence of one of `searcher`'s patterns.
+def parts_holding(searcher: LiteralSearch, parts: Sequence[bytes], also: bytes = b"") -> list[bool]:
+    """For each of `parts`, whether it holds an occurrence of one of `searcher`'s literals,
+    or of `also` (a byte that `bytes.find` finds at memchr speed).
 
     `searcher` must be leftmost-first (its occurrences come sorted, none overlapping) and
-    none of its patterns may hold a NUL.
+    none of its literals may hold a NUL.
     """
     holding = [False] * len(parts)
     if not parts:
         return holding
-    found = searcher.find_matches_as_indexes(_SEPARATOR.join(parts))
-    if not found:
+    joined = _SEPARATOR.join(parts)
+    found = searcher.find_matches_as_indexes(joined)
+    at = joined.find(also) if also else -1
+    if not found and at < 0:
         return holding  # the common case: nothing in any part
     # Where each part ends in the joined bytes, its separator included.
     ends = list(itertools.accumulate(len(part) + 1 for part in parts))
@@ -42,4 +45,8 @@ def parts_holding(searcher: ahocorasick_rs.BytesAhoCorasick, parts: Sequence[byt
         holding[part] = True
         # One occurrence decides a part: go on with the first one past it.
         index = bisect.bisect_left(found, ends[part], lo=index, key=_START)
+    while at >= 0:
+        part = bisect.bisect_right(ends, at)
+        holding[part] = True
+        at = joined.find(also, ends[part])
     return holding

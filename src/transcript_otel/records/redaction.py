@@ -17,14 +17,13 @@ glued to a non-ASCII letter, or on a line of its own, is redacted too. User
 patterns and the user's function see the entry's plain strings instead (what a
 person means by "text"), and `raw`.
 
-Cost: every match of a built-in pattern begins with (or directly follows) one of
-a few literals, found for all rules at once by one Aho-Corasick pass (SIMD, several
-GB/s); a pattern is only tried, anchored, where its literals occur. Text holding
-none of them (nearly every entry) costs that one pass and is never copied. The
-writer makes that pass once for a batch of small entries (`parts_holding_literals`).
-A rule whose literal is common in ordinary text (`://`: a list of search results holds
-hundreds) is placed from a rarer byte instead (`found_by`), since each place tried costs
-a few Python steps.
+Cost: every match of a built-in pattern begins with, holds or follows one of a few
+literals, found for all rules at once by one Aho-Corasick pass (SIMD, several GB/s); a
+pattern is only tried, anchored, where its literals place it. Text holding none of them
+(nearly every entry) costs that one pass and is never copied. The writer makes that pass
+once for a batch of small entries (`parts_holding_literals`). A rule whose literal is
+common in ordinary text (`://`: a list of search results holds hundreds) is placed from a
+rarer byte instead (`found_by`), since each place tried costs a few Python steps.
 """
 
 from __future__ import annotations
@@ -35,33 +34,53 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import ahocorasick_rs
-
 from transcript_otel.records.joined_search import parts_holding
+from transcript_otel.records.literal_search import LiteralSearch, leftmost_first
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A literal that places a rule: where it occurs, a match can start at each of `offsets`
+    from its first byte (0: the match starts with it; negative: the match holds it; past its
+    length: the match follows it). The search's speed is in its first three bytes (a SIMD
+    fingerprint): a literal whose first bytes are common in ordinary text (`---`, `git`,
+    `sk_`) is a literal from further into the match, placed back from there."""
+
+    text: str
+    offsets: tuple[int, ...] = (0,)
+
+
+def _starting(*texts: str) -> tuple[Literal, ...]:
+    """Literals a match starts with."""
+    return tuple(Literal(text) for text in texts)
+
+
+def _within(text: str, at: int) -> Literal:
+    """A literal found `at` bytes into a match."""
+    return Literal(text, (-at,))
+
+
+def _before(texts: Iterable[str], gaps: tuple[int, ...]) -> tuple[Literal, ...]:
+    """Literals a match follows after one of `gaps` bytes (each gap is tried)."""
+    return tuple(Literal(text, tuple(len(text) + gap for gap in gaps)) for text in texts)
 
 
 @dataclass(frozen=True, slots=True)
 class BuiltinRule:
     """A credential format the common providers document, and the literals that place it.
 
-    Every match of `pattern` starts with one of `starts_with`, or follows one of `follows`
-    after one of `gaps` bytes (the pattern opens with a lookbehind on what it follows): the
-    pattern is tried at those places only. No pattern may match `"` (see above).
+    Every match of `pattern` is placed by one of `literals` (a pattern that follows its
+    literal opens with a lookbehind on what it follows): it is tried at those places only.
+    No pattern may match `"` (see above).
     """
 
     kind: str
     pattern: str
-    starts_with: tuple[str, ...] = ()
-    follows: tuple[str, ...] = ()
-    # Bytes between a `follows` literal and a match, each tried: one literal for the spellings
-    # of a gap keeps the literals few. Which literals, more than how many, decide the search's
-    # speed: each is a SIMD fingerprint, and some sets make it verify candidates all through a
-    # text (benchmarks/NOTES.md, "Issue 48: redaction"); measure a new one with section 3c.
-    gaps: tuple[int, ...] = (0,)
+    literals: tuple[Literal, ...] = ()
     # For a pattern that also matches ordinary words: whether a match is a secret after all.
     accepts: Callable[[bytes], bool] | None = None
     # For literals too common to try the pattern at each: the sorted places where a match can
-    # start, found otherwise. The literals then only tell which texts to search at all.
+    # start, found otherwise. Texts are then searched whatever literals they hold.
     found_by: Callable[[bytes], list[int]] | None = None
 
 
@@ -102,25 +121,11 @@ def _url_credentials_starts(data: bytes) -> list[int]:
     return starts
 
 
-_SENDGRID_PREFIX: Final = ahocorasick_rs.BytesAhoCorasick([b"SG."])
-
-
-def _sendgrid_starts(data: bytes) -> list[int]:
-    """Where a SendGrid key can start: each `SG.`, found by a search of its own (memchr-fast,
-    2 us for 50 KB where `bytes.find` takes 45): as one more literal of the rules' search, `SG.`
-    made that 1.3x slower over our texts (see `BuiltinRule.gaps`)."""
-    return [start for _, start, _ in _SENDGRID_PREFIX.find_matches_as_indexes(data)]
-
-
-def _scheme_spellings(scheme: str) -> list[str]:
-    """An auth scheme's usual three spellings (schemes are case-insensitive)."""
-    return [scheme.capitalize(), scheme, scheme.upper()]
-
-
 def _scheme_and_gaps(scheme: str) -> list[str]:
-    """An auth scheme as it precedes a credential: a spelling, then a space, a tab, or a tab
-    as JSON writes it (the rules read JSON): gaps of 1 or 2 bytes."""
-    return [spelling + gap for spelling in _scheme_spellings(scheme) for gap in (" ", "\t", "\\t")]
+    """An auth scheme as it precedes a credential: one of its usual three spellings (schemes
+    are case-insensitive), then a space, a tab, or a tab as JSON writes it (the rules read JSON)."""
+    spellings = [scheme.capitalize(), scheme, scheme.upper()]
+    return [spelling + gap for spelling in spellings for gap in (" ", "\t", "\\t")]
 
 
 def _after_scheme(scheme: str) -> str:
@@ -135,11 +140,9 @@ def _after_any(literals: Iterable[str], quotes: Iterable[str] = ("",)) -> str:
 
 # What a `.env` line, an `export` or a `docker run -e` names a secret with: a NAME ending so.
 _SECRET_NAME_ENDINGS: Final = ("_KEY=", "_SECRET=", "_TOKEN=", "PASSWORD=", "PASSWD=")
-# Their literals: the names' ends without what pytest's output is full of (`_`, `PASS`),
-# which would make the SIMD search verify thousands of candidates (4x for 50 KB of it).
-_SECRET_NAME_LITERALS: Final = ("KEY=", "SECRET=", "TOKEN=", "WORD=", "SSWD=")
 # Where a value may open with a quote: none, `'`, `"` (plain text), or `"` as JSON writes it.
 _VALUE_QUOTES: Final = ("", "'", '"', '\\"')
+_QUOTE_GAPS: Final = (0, 1, 2)  # no quote; `'` or `"`; `"` as JSON writes it
 
 
 # In order: where two matches overlap, the earlier rule names the secret
@@ -151,31 +154,35 @@ BUILTIN_RULES: Final = (
         "private_key",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:[^\"]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[rn]|\s)+[A-Za-z0-9+/=]{16,}[^\"]*)",
-        starts_with=("-----BEGIN ",),
+        literals=(_within("BEGIN ", 5),),  # `---` opens Markdown rules and table lines
     ),
-    BuiltinRule("anthropic_key", _KEY_START + r"sk-ant-[A-Za-z0-9_-]{20,}", starts_with=("sk-ant-",)),
+    BuiltinRule("anthropic_key", _KEY_START + r"sk-ant-[A-Za-z0-9_-]{20,}", literals=_starting("sk-ant-")),
     BuiltinRule(
-        "openai_key", _KEY_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", starts_with=("sk-",)
+        "openai_key",
+        _KEY_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+        literals=_starting("sk-"),
     ),
-    BuiltinRule("aws_access_key", _KEY_START + r"(?:AKIA|ASIA)[0-9A-Z]{16}\b", starts_with=("AKIA", "ASIA")),
+    BuiltinRule(
+        "aws_access_key", _KEY_START + r"(?:AKIA|ASIA)[0-9A-Z]{16}\b", literals=_starting("AKIA", "ASIA")
+    ),
     BuiltinRule(
         "github_token",
         _KEY_START + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
-        starts_with=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        literals=(*_starting("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), _within("b_pat_", 5)),  # not `git`
     ),
-    BuiltinRule("gitlab_token", _KEY_START + r"glpat-[A-Za-z0-9_-]{20,}", starts_with=("glpat-",)),
-    BuiltinRule("slack_token", _KEY_START + r"xox[abposr]-[A-Za-z0-9-]{10,}", starts_with=("xox",)),
-    BuiltinRule("google_api_key", _KEY_START + r"AIza[0-9A-Za-z_-]{35}", starts_with=("AIza",)),
+    BuiltinRule("gitlab_token", _KEY_START + r"glpat-[A-Za-z0-9_-]{20,}", literals=_starting("glpat-")),
+    BuiltinRule("slack_token", _KEY_START + r"xox[abposr]-[A-Za-z0-9-]{10,}", literals=_starting("xox")),
+    BuiltinRule("google_api_key", _KEY_START + r"AIza[0-9A-Za-z_-]{35}", literals=_starting("AIza")),
     BuiltinRule(
         "stripe_key",
         _KEY_START + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}",
-        starts_with=("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        literals=(_within("k_live_", 1), _within("k_test_", 1)),  # not `sk_` (`task_`, `disk_`)
     ),
-    BuiltinRule("huggingface_token", _KEY_START + r"hf_[A-Za-z0-9]{30,}", starts_with=("hf_",)),
+    BuiltinRule("huggingface_token", _KEY_START + r"hf_[A-Za-z0-9]{30,}", literals=_starting("hf_")),
     BuiltinRule(
         "jwt",
         _KEY_START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-        starts_with=("eyJ",),
+        literals=_starting("eyJ"),
     ),
     # The credential after `Bearer` / `Basic` and a space or tab in an Authorization header or
     # a curl line. Basic credentials are base64 of any length; a word is not (`Basic Auth`).
@@ -185,15 +192,14 @@ BUILTIN_RULES: Final = (
         "|" + _after_scheme("basic") + r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
         r"(?![A-Za-z0-9+/=])"
         "|" + _after_scheme("basic") + r"[A-Za-z0-9+/]{16,}=*",
-        follows=tuple(_scheme_spellings("bearer") + _scheme_spellings("basic")),
-        gaps=(1, 2),
+        # Not `Bas` (`Bash`, `base`): `asic` for Basic and basic.
+        literals=_before(("Bearer", "bearer", "BEARER", "asic", "ASIC"), (1, 2)),
         accepts=_basic_credentials,
     ),
     # The user and password of a URL (`https://user:pw@host`, `postgres://user:pw@db/x`).
     BuiltinRule(
         "url_credentials",
         r"(?<=://)[^\s/:@\"\\]{1,256}:[^\s/@\"\\]{1,256}(?=@)",
-        follows=("://",),
         found_by=_url_credentials_starts,
     ),
     # An AWS secret access key where it is named (the environment, a credentials file).
@@ -201,24 +207,22 @@ BUILTIN_RULES: Final = (
         "aws_secret_key",
         r"(?:(?<=AWS_SECRET_ACCESS_KEY=)|(?<=aws_secret_access_key=)|(?<=aws_secret_access_key = ))"
         r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
-        follows=("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
-        gaps=(1, 3),  # `=`, ` = `
+        literals=(*_before(("EY=",), (0,)), *_before(("aws_secret_access_key",), (1, 3))),  # `=`, ` = `
     ),
-    BuiltinRule("npm_token", _KEY_START + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", starts_with=("npm_",)),
+    BuiltinRule("npm_token", _KEY_START + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", literals=_starting("npm_")),
     # PyPI and TestPyPI API tokens: `pypi-` and a base64url macaroon (over 100 characters).
-    BuiltinRule("pypi_token", _KEY_START + r"pypi-[A-Za-z0-9_-]{50,}", starts_with=("pypi-",)),
-    BuiltinRule("groq_key", _KEY_START + r"gsk_[A-Za-z0-9]{40,}", starts_with=("gsk_",)),
+    BuiltinRule("pypi_token", _KEY_START + r"pypi-[A-Za-z0-9_-]{50,}", literals=_starting("pypi-")),
+    BuiltinRule("groq_key", _KEY_START + r"gsk_[A-Za-z0-9]{40,}", literals=_starting("gsk_")),
     BuiltinRule(
         "sendgrid_key",
         _KEY_START + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}",
-        starts_with=("SG.",),
-        found_by=_sendgrid_starts,
+        literals=_starting("SG."),
     ),
     # The key of an Azure storage or Service Bus connection string (base64).
     BuiltinRule(
         "azure_key",
         _after_any(("AccountKey=", "SharedAccessKey=")) + r"[A-Za-z0-9+/]{20,}={0,2}",
-        follows=("Key=",),
+        literals=_before(("Key=",), (0,)),
     ),
     # `NAME=value` where NAME ends in _KEY, _SECRET, _TOKEN, PASSWORD or PASSWD (a `.env` line,
     # an `export`), the value perhaps quoted. Last: a provider's own rule names its keys first.
@@ -227,8 +231,9 @@ BUILTIN_RULES: Final = (
     BuiltinRule(
         "secret_assignment",
         _after_any(_SECRET_NAME_ENDINGS, _VALUE_QUOTES) + r"[^\s\"'\\$<\[][^\s\"'\\]{5,}",
-        follows=_SECRET_NAME_LITERALS,
-        gaps=(0, 1, 2),  # no quote; `'` or `"`; `"` as JSON writes it
+        # The names' ends with the `=`, rare in ordinary text where `KEY`, `TOKEN` and `PASS` are
+        # not; `SSW` for both passwords (`ORD=` or `D=` between it and the quote).
+        literals=(*_before(("EY=", "EN=", "ET="), _QUOTE_GAPS), *_before(("SSW",), (2, 3, 4, 5, 6))),
     ),
 )
 # The rules placed otherwise than by their literals, by index.
@@ -261,50 +266,67 @@ def _replace(match: re.Match[str]) -> str:
 # them. Each rule's pattern is compiled where one of its literals first occurs (on the writer
 # thread; 2.4 ms for all of them, which the agent's first emitter would pay otherwise).
 _BUILTIN_PATTERNS: list[re.Pattern[bytes] | None]
-# The literals that place the rules not `found_by` otherwise.
+# The literals that place the rules, in the search's order.
 _LITERALS: list[bytes]
+# How many of them, first, the search looks for. Each of the others starts with one of those
+# (`sk-ant-`: `sk-`), and is found where that one occurs, as a literal it hides (`_HIDDEN`).
+_SEARCHED: int
 # Per literal, the (rule index, offset from the literal to the match start) it places.
 _PLACES: tuple[tuple[tuple[int, int], ...], ...]
 # One pass for all those literals, leftmost-first: its first answer is the leftmost occurrence
 # of any literal, so an empty answer is exact, and this kind runs on a SIMD prefilter
 # (5x the standard kind, which reports overlapping occurrences).
-_LEFTMOST_LITERALS: ahocorasick_rs.BytesAhoCorasick
-# The same for every rule's literals: whether a text need be searched at all.
-_ANY_LITERAL: ahocorasick_rs.BytesAhoCorasick
+_LEFTMOST_LITERALS: LiteralSearch
 # Per literal, the (offset, literal index) of the literals that can start inside an occurrence of it.
 _HIDDEN: tuple[tuple[tuple[int, int], ...], ...]
-_TABLES: Final = (
-    "_BUILTIN_PATTERNS",
-    "_LITERALS",
-    "_PLACES",
-    "_LEFTMOST_LITERALS",
-    "_ANY_LITERAL",
-    "_HIDDEN",
-)
+_TABLES: Final = ("_BUILTIN_PATTERNS", "_LITERALS", "_SEARCHED", "_PLACES", "_LEFTMOST_LITERALS", "_HIDDEN")
 _tables_lock: Final = threading.Lock()
+
+# The search's order of the literals, which only its speed depends on. ahocorasick-rs's SIMD
+# prefilter (Teddy; 32 literals at most, past that a fat one at half the speed) looks for a
+# literal's first three bytes in one of 8 buckets: the i-th literal goes to bucket 7 - i % 8,
+# or to an earlier one's whose first bytes have the same low 4 bits (`Bearer`, `bearer`). A
+# bucket matches any mix of its literals' bytes at each position, so which literals share one
+# decides how often ordinary text makes the search stop and verify. Each row below puts one
+# literal in each bucket, last to first; the order gave the fewest of those stops over section
+# 3c's entries, the recorded sessions and this repository's text (benchmarks/NOTES.md, "Issue
+# 48: redaction rules, section 3c within 10% again"; benchmarks/literal_buckets.py counts them).
+# A literal missing here goes last.
+_SEARCH_ORDER: Final = (
+    *("AKIA", "sk-", "gho_", "BEGIN ", "ghs_", "xox", "ASIA", "ghu_"),
+    *("AIza", "SG.", "EY=", "ghp_", "ghr_", "hf_", "b_pat_", "k_test_"),
+    *("eyJ", "ET=", "EN=", "Bearer", "glpat-", "gsk_", "k_live_", "aws_secret_access_key"),
+    *("pypi-", "SSW", "asic", "Key=", "npm_", "ASIC", "bearer", "BEARER"),
+)
 
 
 def _literal_targets() -> dict[bytes, tuple[tuple[int, int], ...]]:
-    """Each distinct literal of the rules it places (not `found_by` otherwise): the (rule
-    index, offset from the literal to the match start) it places."""
+    """Each distinct literal of the rules, in the search's order, those that start with another
+    last: the (rule index, offset from the literal to the match start) it places."""
     targets: dict[bytes, list[tuple[int, int]]] = {}
     for index, rule in enumerate(BUILTIN_RULES):
-        if rule.found_by is not None:
-            continue
-        for literal in rule.starts_with:
-            targets.setdefault(literal.encode("ascii"), []).append((index, 0))
-        for literal in rule.follows:
-            places = targets.setdefault(literal.encode("ascii"), [])
-            places += ((index, len(literal) + gap) for gap in rule.gaps)
-    return {literal: tuple(places) for literal, places in targets.items()}
+        for literal in rule.literals:
+            places = targets.setdefault(literal.text.encode("ascii"), [])
+            places += ((index, offset) for offset in literal.offsets)
+    rank = {literal.encode("ascii"): place for place, literal in enumerate(_SEARCH_ORDER)}
+    in_order = sorted(
+        targets,
+        key=lambda literal: (_extends_another(literal, targets), rank.get(literal, len(rank)), literal),
+    )
+    return {literal: tuple(targets[literal]) for literal in in_order}
+
+
+def _extends_another(literal: bytes, literals: Iterable[bytes]) -> bool:
+    """Whether `literal` starts with another of `literals`: then it is found where that one is."""
+    return any(other != literal and literal.startswith(other) for other in literals)
 
 
 def _hidden_literals(literals: list[bytes]) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Per literal, the (offset, literal) that can occur inside one of its occurrences.
 
     A leftmost-first search resumes after each occurrence it reports, so it skips the
-    ones that start inside it (`sk-----BEGIN `: `-----BEGIN ` starts inside `sk-`) or
-    at the same place (`sk-ant-` and `sk-`). These are the only occurrences it skips.
+    ones that start inside it (`xoxox`: `xox` starts inside `xox`) or at the same place
+    (`sk-ant-` where `sk-` is reported). These are the only occurrences it skips.
     Only literals that start with the byte at an offset can occur there: grouped by that
     byte, the table takes 0.15 ms to build instead of 2-3 ms comparing every pair (issue 30).
     """
@@ -327,27 +349,16 @@ def _hidden_literals(literals: list[bytes]) -> tuple[tuple[tuple[int, int], ...]
 
 def _build_tables() -> None:
     """Bind the tables above, once per process (later calls return at once)."""
-    global _BUILTIN_PATTERNS, _LITERALS, _PLACES, _LEFTMOST_LITERALS, _ANY_LITERAL, _HIDDEN
+    global _BUILTIN_PATTERNS, _LITERALS, _SEARCHED, _PLACES, _LEFTMOST_LITERALS, _HIDDEN
     with _tables_lock:
         if "_HIDDEN" in globals():  # bound last: every table is there
             return
         targets = _literal_targets()
-        # In byte order: the search's SIMD buckets are filled in the literals' order, and this
-        # one verified fewer candidates over our texts than the rules' order (section 3c).
-        literals = sorted(targets)
+        literals = list(targets)
         _BUILTIN_PATTERNS = [None] * len(BUILTIN_RULES)
-        _LITERALS, _PLACES = literals, tuple(targets[literal] for literal in literals)
-        _LEFTMOST_LITERALS = ahocorasick_rs.BytesAhoCorasick(
-            literals, matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
-        )
-        every = {
-            literal.encode("ascii"): None
-            for rule in BUILTIN_RULES
-            for literal in (*rule.starts_with, *rule.follows)
-        }
-        _ANY_LITERAL = ahocorasick_rs.BytesAhoCorasick(
-            list(every), matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
-        )
+        _LITERALS, _PLACES = literals, tuple(targets.values())
+        _SEARCHED = sum(not _extends_another(literal, literals) for literal in literals)
+        _LEFTMOST_LITERALS = leftmost_first(literals[:_SEARCHED])
         _HIDDEN = _hidden_literals(literals)
 
 
@@ -362,12 +373,12 @@ if not TYPE_CHECKING:
 
 
 def parts_holding_literals(parts: Sequence[bytes]) -> list[bool]:
-    """For each of `parts`, whether it holds a literal of the built-in rules, in one search
-    for all: `Redactor.encoded` leaves a part without one as it is. Only for the parts of a
-    `Redactor`'s records (the first `Redactor()` builds the search)."""
+    """For each of `parts`, whether `Redactor.encoded` may change it: whether it holds a literal
+    of the built-in rules or an `@` (URL credentials are placed from those), in one search for
+    all. Only for the parts of a `Redactor`'s records (the first `Redactor()` builds the search)."""
     if not parts:  # a batch without a redacted record: no Redactor need exist
         return []
-    return parts_holding(_ANY_LITERAL, parts)
+    return parts_holding(_LEFTMOST_LITERALS, parts, also=b"@")
 
 
 def _match_starts(data: bytes, leftmost: list[tuple[int, int, int]]) -> dict[int, list[int]]:
@@ -383,7 +394,8 @@ def _match_starts(data: bytes, leftmost: list[tuple[int, int, int]]) -> dict[int
         )
         for index, at in found:
             for rule, offset in _PLACES[index]:
-                starts.setdefault(rule, set()).add(at + offset)
+                if at + offset >= 0:  # a literal found inside a match, too close to the start for one
+                    starts.setdefault(rule, set()).add(at + offset)
     return {rule: sorted(positions) for rule, positions in starts.items()}
 
 

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
-import ahocorasick_rs
 import orjson
 
 from transcript_otel.records.joined_search import parts_holding
+from transcript_otel.records.literal_search import leftmost_first
 
 _REPR: Final = reprlib.Repr()
 _REPR.maxstring = 200
@@ -167,9 +167,8 @@ def _members(value: object) -> dict[Any, Any] | list[Any] | tuple[Any, ...] | No
 # ends with an exponent of all ones: a byte 0xF0-0xFF, then 0x7F or 0xFF. UTF-8 text
 # never holds that pair (0xF5-0xFF never occur, 0xF0-0xF4 lead continuation bytes),
 # so only a length, an integer or bytes can match by chance, and then the walk decides.
-_NON_FINITE_TAIL: Final = ahocorasick_rs.BytesAhoCorasick(
-    [bytes((low, high)) for low in range(0xF0, 0x100) for high in (0x7F, 0xFF)],
-    matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
+_NON_FINITE_TAIL: Final = leftmost_first(
+    [bytes((low, high)) for low in range(0xF0, 0x100) for high in (0x7F, 0xFF)]
 )
 
 
@@ -278,7 +277,7 @@ def repaired_json(value: object, *, finite: bool = False) -> Encoded:
 NON_FINITE_NOTE: Final = "NaN or infinite floats were written as null"
 _NON_FINITE_NOTE: Final = ((), (NON_FINITE_NOTE,))
 # A SIMD substring search: 8x `b"null" in data` (25 us for 48 KB), on every entry's detail.
-_NULL: Final = ahocorasick_rs.BytesAhoCorasick([b"null"], matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST)
+_NULL: Final = leftmost_first([b"null"])
 
 
 def null_count(data: bytes) -> int:
