@@ -289,23 +289,27 @@ def _application(
     )
 
 
-@pytest.fixture
-def python_without_the_sdk(tmp_path: Path) -> Path:
+def _python_hiding(tmp_path: Path, hidden: str) -> Path:
     """A venv's python that sees this environment's packages (transcript-otel, its instrumented
-    libraries, opentelemetry-instrument's) but not the OTel SDK, from its first line on: its
-    `.pth` files run before `sitecustomize`, which `opentelemetry-instrument` configures OTel in."""
+    libraries, opentelemetry-instrument's) but not the module `hidden`, from its first line on:
+    its `.pth` files run before `sitecustomize`, which `opentelemetry-instrument` configures OTel in."""
     import site
     import sysconfig
 
     venv = tmp_path / "core-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
-    (Path(purelib) / "00_no_sdk.pth").write_text(WITHOUT_THE_SDK.replace("\n", "") + "\n")
+    (Path(purelib) / "00_hidden.pth").write_text(f"import sys; sys.modules[{hidden!r}] = None\n")
     ours = [path for path in site.getsitepackages() if Path(path).is_dir()]
     (Path(purelib) / "10_this_environment.pth").write_text(
         "".join(f"import site; site.addsitedir({path!r})\n" for path in ours)
     )
     return venv / "bin" / "python"
+
+
+@pytest.fixture
+def python_without_the_sdk(tmp_path: Path) -> Path:
+    return _python_hiding(tmp_path, "opentelemetry.sdk")
 
 
 def test_opentelemetry_instrument_without_the_sdk_says_what_to_install_and_runs_the_program(
@@ -338,6 +342,40 @@ def test_opentelemetry_instrument_without_the_sdk_says_what_to_install_and_runs_
         check=False,
     )
     assert (done.returncode, done.stderr.splitlines()) == (0, [EXPORT_NEEDS_THE_SDK]), done.stderr
+    assert done.stdout == "instrumented: True\nmirror: ['jsonl']\n"
+
+
+def test_opentelemetry_instrument_asked_for_an_exporter_not_installed_still_captures(tmp_path: Path) -> None:
+    """OTLP/gRPC asked for where only `[otlp]` (HTTP) is installed: our configurator says so in
+    one line and the program runs instrumented, into the mirror (it raised: `opentelemetry-instrument`
+    printed a traceback and loaded no instrumentor, so nothing was captured)."""
+    python = _python_hiding(tmp_path, "opentelemetry.exporter.otlp.proto.grpc")
+    program = tmp_path / "agent.py"
+    program.write_text(
+        "from transcript_otel.capture.defaults import get_pipeline\n"
+        "from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor\n"
+        "print('instrumented:', ClaudeAgentSdkInstrumentor().is_instrumented_by_opentelemetry)\n"
+        "print('mirror:', [sink.name for sink in get_pipeline().sinks])\n"
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "opentelemetry-instrument"), str(python), str(program)],
+        cwd=tmp_path,
+        env=subprocess_env(
+            TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "mirror"),
+            OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+            OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+            OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="claude_agent_sdk",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    said = (
+        "transcript-otel: the OTLP grpc exporter is missing: pip install 'transcript-otel[otlp-grpc]'; "
+        "nothing is exported, the JSONL mirror gets the transcript"
+    )
+    assert (done.returncode, done.stderr.splitlines()) == (0, [said]), done.stderr
     assert done.stdout == "instrumented: True\nmirror: ['jsonl']\n"
 
 

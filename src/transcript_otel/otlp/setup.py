@@ -167,6 +167,7 @@ def configure(
     backend_profile: str | None = None,
     openinference: bool | None = None,
     instrument: bool = True,
+    export: bool = True,
 ) -> Configuration:
     """Set up transcript capture for this process in one call.
 
@@ -203,14 +204,15 @@ def configure(
     * Instrumentors: every transcript-otel instrumentor whose library is installed.
     * Without the SDK: `OTEL_SDK_DISABLED=true`, or a core install (no `[otlp]` extra), makes
       no providers and exports nothing; the mirror gets every entry. A core install asked to
-      export says in one line (a warning) what to install, and raises nothing.
+      export says in one line (a warning) what to install, and raises nothing. `export=False`
+      does the same whatever is installed.
 
     Everything is flushed and shut down at interpreter exit within
     `shutdown_timeout_s` (default 5 s), even when the backend is down.
     """
     tracer_provider: Any = trace.get_tracer_provider()
     logger_provider: Any = _logs.get_logger_provider()
-    no_sdk = _without_the_sdk(endpoint, protocol)
+    no_sdk = not export or _without_the_sdk(endpoint, protocol)
     create_tracer = not no_sdk and not _sdk_configured()
     create_logger = not no_sdk and not _logs_configured()
     traces_url = exporters.otlp_url("TRACES", endpoint, protocol) if create_tracer else None
