@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 import pytest
 
+from transcript_otel.cli.read_commands import format_summary
 from transcript_otel.exports.html.page import write_html
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.reconstruct import read_records
@@ -706,6 +707,19 @@ def turn_lines(page: Page) -> list[str]:
         ".map(t => t.textContent)"
     )
     return list(found)
+
+
+@pytest.mark.parametrize("scenario", ["claude_code/interactive_compacted", "claude_code/background_subagent"])
+def test_summary_and_the_page_say_the_same_turns_and_cost(tmp_path: Path, scenario: str) -> None:
+    run = imported(scenario, tmp_path)
+    digest = RunDigest.of(open_run(run).records())
+    summary = format_summary(digest)
+    page, _ = render(open_run(run))
+    turns = header_field(page, "turns")[0]
+    assert turns == str(main_turn_spans(run)) == str(digest.turns)
+    assert f"\nturns     {turns}\n" in summary
+    cost = header_field(page, "cost_usd")[0]
+    assert summary.split("\ntokens")[1].split("\n")[0].endswith(f" · {cost}")
 
 
 def test_a_calls_tag_and_the_tools_table_say_the_same_duration(browser: Any, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from transcript_otel.model.invariants import INVARIANTS
-from transcript_otel.reading.text import visible_name
+from transcript_otel.reading.text import usd_text, visible_name
 from transcript_otel.records.serialize import iso_timestamp
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
         if row["input_tokens"] is None and row["output_tokens"] is None
         else (f"{row['input_tokens'] or 0}/{row['output_tokens'] or 0}")
     )
-    cost = f"${row['cost_usd']:.4f}" if row["cost_usd"] else ""
+    cost = usd_text(row["cost_usd"]) if row["cost_usd"] else ""
     fields = (
         started,
         row["prompt_name"] or "?",
@@ -286,13 +286,14 @@ def format_summary(digest: RunDigest) -> str:
             f"time      {digest.started.astimezone(UTC):%Y-%m-%d %H:%M:%S} → "
             f"{digest.ended.astimezone(UTC):%H:%M:%S} UTC ({digest.duration_s:.1f} s)"
         )
+    lines.append(f"turns     {digest.turns}")
     lines.append(f"entries   {found['total_entries']}: {_counts(found['entries_by_type']) or 'none'}")
     if len(digest.by_source) > 1:
         lines.append(f"sources   {_counts(found['entries_by_source'])}")
     tokens = digest.tokens
     if tokens or digest.cost_usd:
         words = [f"{count} {name.replace('_', ' ')}" for name, count in tokens.items()]
-        cost = f" · ${digest.cost_usd:.4f}" if digest.cost_usd else ""
+        cost = f" · {usd_text(digest.cost_usd)}" if digest.cost_usd else ""
         lines.append(f"tokens    {' · '.join(words) or 'none'}{cost}")
     for index, (name, stats) in enumerate(sorted(found["tools"].items())):
         parts = [f"{stats['calls']} call{'s' if stats['calls'] != 1 else ''}"]

@@ -2,11 +2,11 @@
 
 `RunDigest.add(record)` takes the structured-log records of one run in file order
 and keeps only aggregates: counts by entry type and source, tokens in and out,
-cost, tool calls per tool with failures and durations, errors, the time span and
-whether the run ended. Memory is bounded by the number of distinct tools and of
-calls waiting for their result (plus one duration per tool call), so a 100,000-entry
-run streams through. `summary()` gives the library's `TranscriptSummary`, `as_dict()`
-the JSON of `transcript-otel summary --json`.
+cost, turns, tool calls per tool with failures and durations, errors, the time span
+and whether the run ended. Memory is bounded by the number of distinct tools and of
+calls waiting for their result (plus one duration per tool call and one parent id per
+span, for the turns), so a 100,000-entry run streams through. `summary()` gives the
+library's `TranscriptSummary`, `as_dict()` the JSON of `transcript-otel summary --json`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import entry_text
 from transcript_otel.reading.tool_calls import Answer, ToolCalls
 from transcript_otel.reading.turn_end import TurnEnd
+from transcript_otel.reading.turns import EntryTurns, RunTurns
 
 # Each usage attribute's short name, in the order reports show them.
 TOKEN_NAMES: Final = {
@@ -101,6 +102,7 @@ class RunDigest:
         self._messages_counted: set[str] = set()
         self._calls = ToolCalls()
         self._turn_end = TurnEnd()
+        self._turns = RunTurns()
 
     # -- feeding ------------------------------------------------------------------------
 
@@ -115,6 +117,7 @@ class RunDigest:
 
     def add(self, record: Mapping[str, Any]) -> None:
         self.records += 1
+        self._turns.add(record)
         event = record.get("event")
         context = record.get("context")
         if not isinstance(context, Mapping):
@@ -208,6 +211,15 @@ class RunDigest:
         return {name: usage[key] for key, name in TOKEN_NAMES.items() if key in usage}
 
     @property
+    def turns(self) -> int:
+        """The turns the run ran, as its spans count them (`RunTurns`)."""
+        return self._turns.count
+
+    def entry_turns(self) -> EntryTurns:
+        """What places the run's entries in those turns, read again from the start."""
+        return self._turns.assign()
+
+    @property
     def status(self) -> str:
         """`failed` (an error entry), `incomplete` (no `transcript.stop` yet), `interrupted`
         (stopped mid-turn: see `TurnEnd`), else `completed`."""
@@ -251,6 +263,7 @@ class RunDigest:
             "started": self.started.isoformat() if self.started else None,
             "ended": self.ended.isoformat() if self.ended else None,
             "duration_s": self.duration_s,
+            "turns": self.turns,
             "total_entries": sum(self.by_type.values()),
             "entries_by_type": dict(self.by_type),
             "entries_by_source": dict(self.by_source),

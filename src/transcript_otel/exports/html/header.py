@@ -56,8 +56,8 @@ def _fact(label: str, field: str, text: str, value: Any = None, *, title: str | 
     )
 
 
-def run_header(digest: RunDigest, turns: int) -> str:
-    """The page's `<header>` for the run `digest` describes, which ran `turns` turns (`RunTurns`)."""
+def run_header(digest: RunDigest) -> str:
+    """The page's `<header>` for the run `digest` describes."""
     status = digest.status
     total = sum(digest.by_type.values())
     parts = [
@@ -78,7 +78,7 @@ def run_header(digest: RunDigest, turns: int) -> str:
         _fact("ended", "ended", _moment_text(digest.ended), ended, title=ended),
         _fact("duration", "duration_s", _duration_text(digest.duration_s), digest.duration_s),
         _fact("entries", "total_entries", f"{total:,}", total),
-        _fact("turns", "turns", f"{turns:,}", turns),
+        _fact("turns", "turns", f"{digest.turns:,}", digest.turns),
     ]
     tokens = digest.tokens
     for name in TOKEN_NAMES.values():

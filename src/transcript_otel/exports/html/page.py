@@ -2,8 +2,7 @@
 
 `write_html(source, out)` reads the run twice and never holds it whole: a first
 pass feeds a `RunDigest` for the header (prompt, adapter, session, status, times,
-tokens, cost, tools) and `RunTurns` (the turns, as its spans count them; one parent id per
-span held), a second writes the entries as compact JSON in
+tokens, cost, tools, turns), a second writes the entries as compact JSON in
 `<script type="application/json" class="tx-chunk">` blocks of at most
 `_CHUNK_ENTRIES` entries (every `<` escaped as `\\u003c`, so no text can close the
 block or open a comment), each followed by a `<noscript>` plain list of the same
@@ -36,7 +35,6 @@ from transcript_otel.exports.html.header import page_text, run_header
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.text import ROLES, compact_json
-from transcript_otel.reading.turns import RunTurns
 from transcript_otel.records.serialize import dumps
 
 if TYPE_CHECKING:
@@ -62,14 +60,10 @@ def write_html(source: RecordSource, out: TextIO, *, title: str | None = None) -
     (shown as such, with its record); `transcript.error` records are shown as
     notices and not counted. `out` must accept any Unicode text (a UTF-8 file).
     """
-    digest, turns = RunDigest(), RunTurns()
-    for record in source.records():
-        digest.add(record)
-        turns.add(record)
-    digest.finish()
+    digest = RunDigest.of(source.records())
     page = _PageWriter(out, digest)
-    page.head(title, turns.count)
-    count = page.entries(source.records(), Placement(turns.assign()))
+    page.head(title)
+    count = page.entries(source.records(), Placement(digest.entry_turns()))
     page.tail(count)
     return count
 
@@ -120,7 +114,7 @@ class _PageWriter:
 
     # -- head and header --
 
-    def head(self, title: str | None, turns: int) -> None:
+    def head(self, title: str | None) -> None:
         digest = self._digest
         name = digest.prompt_name or "run"
         page_title = title if title is not None else f"{name} \u00b7 transcript"
@@ -133,7 +127,7 @@ class _PageWriter:
             f"<title>{escape(page_text(page_title))}</title>\n<style>\n{_asset('html_page.css')}</style>\n"
             "</head>\n<body>\n"
         )
-        write(run_header(digest, turns))
+        write(run_header(digest))
         write(
             '<nav id="toolbar" hidden></nav>\n<main id="timeline" aria-live="polite">'
             '<noscript><p class="notice">JavaScript is off: the entries are listed below as plain '
