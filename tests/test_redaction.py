@@ -19,6 +19,7 @@ from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.exports.bundle.writer import write_bundle
 from transcript_otel.model.entries import RawJson
 from transcript_otel.reading.reconstruct import read_records
+from transcript_otel.records import redaction
 from transcript_otel.records.redaction import BUILTIN_RULES, BuiltinRule, Redactor, marker
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
@@ -357,6 +358,16 @@ def test_text_without_any_literal_is_returned_as_is() -> None:
     assert Redactor().encoded(data) is data
     text = data.decode()
     assert Redactor().text(text) is text
+
+
+def test_the_literal_search_stays_within_the_slim_simd_search_and_its_chosen_order() -> None:
+    # Past 32 literals ahocorasick-rs's SIMD search takes the fat kind, which costs every text
+    # more, and the order of `_SEARCH_ORDER` fills its buckets for the fewest stops: a new
+    # literal goes there (benchmarks/literal_buckets.py tells where).
+    Redactor()
+    searched = redaction._LITERALS[: redaction._SEARCHED]
+    assert len(searched) <= 32
+    assert set(searched) <= {literal.encode("ascii") for literal in redaction._SEARCH_ORDER}
 
 
 def test_a_key_right_after_a_json_escape_is_a_key() -> None:
