@@ -302,6 +302,7 @@ def test_malformed_entries_and_capture_errors_are_shown_not_dropped() -> None:
     assert "bad number" in written[1]["r"]
     assert written[3]["x"] == "sink failed: disk full"
     assert "(unreadable: not JSON)" in written[4]["x"]
+    assert [entry["t"] for entry in written] == [1] * 5  # in the turn they came in, not before it
 
 
 def test_large_run_is_written_streaming_with_bounded_memory(large_run: LargeRun) -> None:

@@ -116,12 +116,13 @@ class RunTurns:
 class EntryTurns:
     """The turn of each entry of a run (`turn_of`, in file order), and whose a cost is (`own_cost`)."""
 
-    __slots__ = ("_current", "_parents", "_prompts", "_since_report", "_turns")
+    __slots__ = ("_current", "_last", "_parents", "_prompts", "_since_report", "_turns")
 
     def __init__(self, parents: Mapping[str, str | None], turns: Mapping[str, int]) -> None:
         self._parents, self._turns = parents, turns
         self._prompts = _PromptTurns() if not turns else None
         self._current = 0  # the turn of the last entry placed by its span
+        self._last = 0
         self._since_report: set[int] = set()  # the turns the main thread was in since the last cost
 
     def turn_of(self, context: Mapping[str, Any]) -> int:
@@ -137,7 +138,13 @@ class EntryTurns:
             turn = self._current if found is None else found
         if source == MAIN_SOURCE and turn:
             self._since_report.add(turn)
+        self._last = turn
         return turn
+
+    @property
+    def last(self) -> int:
+        """The turn of the last entry placed (where a notice between entries belongs)."""
+        return self._last
 
     def _span_turn(self, span: Any) -> int | None:
         for _ in range(_MAX_HOPS):

@@ -99,6 +99,10 @@ class Placement:
         if "cost" in data and not self._turns.own_cost(turn, context):
             data["rc"] = data.pop("cost")  # the run's cost, not this turn's: on the header only
 
+    def place_notice(self, data: dict[str, Any]) -> None:
+        """A capture notice or an unreadable entry: in the turn of the entry before it."""
+        data["t"] = self._turns.last
+
 
 def entry_data(
     index: int, context: Mapping[str, Any], at_us: int, placement: Placement

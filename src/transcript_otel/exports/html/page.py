@@ -155,6 +155,8 @@ class _PageWriter:
                 data = error_notice(index, context if isinstance(context, Mapping) else {}, record, at_us)
             else:
                 continue
+            if "t" not in data:
+                placement.place_notice(data)
             self._add(data)
             index += 1
         self._flush()
