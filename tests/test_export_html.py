@@ -24,6 +24,8 @@ from typing import Any, TextIO
 import pytest
 
 from transcript_otel.cli.read_commands import format_summary
+from transcript_otel.exports.devflow.reader import read_devflow
+from transcript_otel.exports.devflow.writer import write_devflow
 from transcript_otel.exports.html.page import write_html
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.reconstruct import read_records
@@ -721,6 +723,21 @@ def test_summary_and_the_page_say_the_same_turns_and_cost(tmp_path: Path, scenar
     assert f"\nturns     {turns}\n" in summary
     cost = header_field(page, "cost_usd")[0]
     assert summary.split("\ntokens")[1].split("\n")[0].endswith(f" · {cost}")
+
+
+def test_every_report_takes_a_calls_duration_from_one_rule(tmp_path: Path) -> None:
+    """A real Codex run under weakincentives: its items report how long they took (`durationMs`);
+    the tools table, each call's tag and devflow's tool results all say that."""
+    path = RUNS[0].parent / "wink-0.27-codex-real-demo.jsonl"
+    table = sorted(
+        d for stats in RunDigest.of(open_run(path).records()).tools.values() for d in stats.durations_ms
+    )
+    page, _ = render(open_run(path))
+    assert sorted(entry["ms"] for entry in page_entries(page) if "ans" in entry) == table
+    devflow = read_devflow(write_devflow(open_run(path), tmp_path))
+    results = sorted(turn.duration_ms for turn in devflow.turns if turn.role == "tool_result")
+    assert results == [round(took) for took in table]
+    assert 0.0 in table  # a command that reported 0 ms, not the time between its lines
 
 
 def test_a_calls_tag_and_the_tools_table_say_the_same_duration(browser: Any, tmp_path: Path) -> None:

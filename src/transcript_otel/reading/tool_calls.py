@@ -4,7 +4,7 @@ every report (`summary`'s tools, the HTML page's table and each call's tag).
 A call is answered by the `tool_result` of the same call id and source, except a background
 call's launch notice (`background_launch`: Claude Code's "Async agent launched"): such a
 call ends at the event that says so (`background_call_ended`, its notification). It took
-what its result reports (`duration_ms`), else the time from the call to its answer.
+what its result reports (`reported_ms`), else the time from the call to its answer.
 """
 
 from __future__ import annotations
@@ -30,10 +30,15 @@ class Answer:
     call_seen: bool  # False: a result of a call never seen (counted as a call of its own)
 
 
-def _reported_ms(detail: Mapping[str, Any]) -> float | None:
-    reported = detail.get("duration_ms")
-    if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
-        return float(reported)
+def reported_ms(detail: Mapping[str, Any]) -> float | None:
+    """How long a call took, as its result reports it (`duration_ms`; a Codex app-server item's
+    `durationMs`), else None."""
+    notification = detail.get("notification")
+    item = notification.get("item") if isinstance(notification, Mapping) else None
+    told = (detail.get("duration_ms"), item.get("durationMs") if isinstance(item, Mapping) else None)
+    for reported in told:
+        if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
+            return float(reported)
     return None
 
 
@@ -69,7 +74,7 @@ class ToolCalls:
         waiting = self._waiting.pop((source, call_id), None) if call_id is not None else None
         if waiting is None and name is None:
             return None  # a result of a call never seen: nothing to count it against
-        duration = _reported_ms(detail)
+        duration = reported_ms(detail)
         if duration is None and waiting is not None:
             duration = (at - waiting[1]).total_seconds() * 1000
         tool = waiting[0] if waiting is not None else str(name)

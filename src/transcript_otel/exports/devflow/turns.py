@@ -54,6 +54,7 @@ from transcript_otel.genai.attributes import RunningUsage, message_usage, tool_f
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry
 from transcript_otel.otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
 from transcript_otel.reading.text import assistant_parts, entry_text, tool_input, tool_output
+from transcript_otel.reading.tool_calls import reported_ms
 
 __all__ = ["TurnWriter"]
 
@@ -74,14 +75,6 @@ def _call_input(detail: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(arguments, Mapping):
         return {str(key): value for key, value in arguments.items()}
     return {"value": arguments}
-
-
-def _duration_ms(detail: Mapping[str, Any]) -> float | None:
-    item = _mapping(_mapping(detail, "notification"), "item")
-    for reported in (detail.get("duration_ms"), item.get("durationMs")):
-        if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
-            return float(reported)
-    return None
 
 
 @dataclass(slots=True, eq=False)
@@ -239,7 +232,7 @@ class TurnWriter:
         text = tool_output(detail)
         call_id, _ = tool_identity(detail)
         call = self._calls.pop((source, call_id), None) if call_id is not None else None
-        duration = _duration_ms(detail)
+        duration = reported_ms(detail)
         if call is not None:
             if tool_failed(detail):
                 call.error = text
