@@ -312,37 +312,48 @@ def python_without_the_sdk(tmp_path: Path) -> Path:
     return _python_hiding(tmp_path, "opentelemetry.sdk")
 
 
-def test_opentelemetry_instrument_without_the_sdk_says_what_to_install_and_runs_the_program(
-    python_without_the_sdk: Path, tmp_path: Path
-) -> None:
-    """Our configurator under `opentelemetry-instrument` on a core install: one line, no
-    traceback, the program runs with our claude-agent-sdk instrumentor applied and the mirror written."""
+_INSTRUMENTED_PROGRAM = (
+    "from transcript_otel.capture.defaults import get_pipeline\n"
+    "from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor\n"
+    "print('instrumented:', ClaudeAgentSdkInstrumentor().is_instrumented_by_opentelemetry)\n"
+    "print('mirror:', [sink.name for sink in get_pipeline().sinks])\n"
+)
+_RAN_INSTRUMENTED = "instrumented: True\nmirror: ['jsonl']\n"
+
+
+def _under_opentelemetry_instrument(
+    python: Path, tmp_path: Path, first_lines: str = "", **variables: str
+) -> subprocess.CompletedProcess[str]:
+    """`opentelemetry-instrument <python> agent.py`, an endpoint set: a program that says whether
+    our claude-agent-sdk instrumentor was applied and which sinks the pipeline has."""
     program = tmp_path / "agent.py"
-    program.write_text(
-        "import sys\n"
-        "assert sys.modules['opentelemetry.sdk'] is None  # no SDK from the first line on\n"
-        "from transcript_otel.capture.defaults import get_pipeline\n"
-        "from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor\n"
-        "print('instrumented:', ClaudeAgentSdkInstrumentor().is_instrumented_by_opentelemetry)\n"
-        "print('mirror:', [sink.name for sink in get_pipeline().sinks])\n"
-    )
-    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
-    done = subprocess.run(
-        [str(instrument), str(python_without_the_sdk), str(program)],
+    program.write_text(first_lines + _INSTRUMENTED_PROGRAM)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "opentelemetry-instrument"), str(python), str(program)],
         cwd=tmp_path,
         env=subprocess_env(
             TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "mirror"),
             OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
             # OpenInference's instrumentor of the same library, when installed, says its own line.
             OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="claude_agent_sdk",
+            **variables,
         ),
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def test_opentelemetry_instrument_without_the_sdk_says_what_to_install_and_runs_the_program(
+    python_without_the_sdk: Path, tmp_path: Path
+) -> None:
+    """Our configurator under `opentelemetry-instrument` on a core install: one line, no
+    traceback, the program runs with our claude-agent-sdk instrumentor applied and the mirror written."""
+    no_sdk = "import sys\nassert sys.modules['opentelemetry.sdk'] is None  # no SDK from the first line on\n"
+    done = _under_opentelemetry_instrument(python_without_the_sdk, tmp_path, no_sdk)
     assert (done.returncode, done.stderr.splitlines()) == (0, [EXPORT_NEEDS_THE_SDK]), done.stderr
-    assert done.stdout == "instrumented: True\nmirror: ['jsonl']\n"
+    assert done.stdout == _RAN_INSTRUMENTED
 
 
 def test_opentelemetry_instrument_asked_for_an_exporter_not_installed_still_captures(tmp_path: Path) -> None:
@@ -350,33 +361,13 @@ def test_opentelemetry_instrument_asked_for_an_exporter_not_installed_still_capt
     one line and the program runs instrumented, into the mirror (it raised: `opentelemetry-instrument`
     printed a traceback and loaded no instrumentor, so nothing was captured)."""
     python = _python_hiding(tmp_path, "opentelemetry.exporter.otlp.proto.grpc")
-    program = tmp_path / "agent.py"
-    program.write_text(
-        "from transcript_otel.capture.defaults import get_pipeline\n"
-        "from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstrumentor\n"
-        "print('instrumented:', ClaudeAgentSdkInstrumentor().is_instrumented_by_opentelemetry)\n"
-        "print('mirror:', [sink.name for sink in get_pipeline().sinks])\n"
-    )
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "opentelemetry-instrument"), str(python), str(program)],
-        cwd=tmp_path,
-        env=subprocess_env(
-            TRANSCRIPT_OTEL_JSONL_DIR=str(tmp_path / "mirror"),
-            OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
-            OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
-            OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="claude_agent_sdk",
-        ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _under_opentelemetry_instrument(python, tmp_path, OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
     said = (
         "transcript-otel: the OTLP grpc exporter is missing: pip install 'transcript-otel[otlp-grpc]'; "
         "nothing is exported, the JSONL mirror gets the transcript"
     )
     assert (done.returncode, done.stderr.splitlines()) == (0, [said]), done.stderr
-    assert done.stdout == "instrumented: True\nmirror: ['jsonl']\n"
+    assert done.stdout == _RAN_INSTRUMENTED
 
 
 # -- OTEL_SDK_DISABLED -----------------------------------------------------------------------------
