@@ -178,6 +178,8 @@ class SessionFollower:
             self._record(timed)
             if count % WAKE_THRESHOLD == 0:  # a burst (history, a file read again) waits, never drops
                 self._pipeline.wait_for_room(WRITER_WAIT_S)
+        if count:  # a round over many sessions (a restart's backlog) adds up to a burst too
+            self._pipeline.wait_for_room(WRITER_WAIT_S)
         return count
 
     def finish(self) -> None:

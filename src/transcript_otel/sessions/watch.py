@@ -289,6 +289,7 @@ class Watcher:
         # Sessions whose last poll stopped before the end of their files (a backlog): polled
         # again the next round, which comes at once (the kernel will not say they changed).
         self._behind: set[Path] = set()
+        self._positions_owed = False  # the last round's lines were not written in time
         self._changes = KernelChanges.open() if kernel_changes else None
         self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
@@ -343,7 +344,10 @@ class Watcher:
         gained = {path: self._poll(path, now) for path in polled if path in self._followers}
         recorded = sum(gained.values())
         self._end_idle_runs(now)
-        if recorded or len(self._followers) < known:  # lines, or sessions forgotten
+        # Lines, sessions forgotten, or positions not kept yet: a round whose lines the writer had
+        # not written within `_WRITE_WAIT_S` keeps them at the next, lines or not (else never,
+        # once no more lines come, until the watch stops).
+        if recorded or len(self._followers) < known or self._positions_owed:
             # Written first, then the positions: a line is never left out; a crash in between
             # exports this round's lines again after the restart (a clean stop does not).
             written = self._pipeline.flush(_WRITE_WAIT_S)
@@ -355,8 +359,9 @@ class Watcher:
                     self._rewound.pop(path, None)
                 if not self._rewound:
                     _say("the mirror writes again: the lines it could not write are written")
-            if written:  # (else still queued: kept with the next round's)
+            if written:  # (else still queued: kept at the next round)
                 self._keep_positions()
+            self._positions_owed = not written
         return recorded
 
     def _rewind(self, sessions: list[Path], now: float) -> None:
