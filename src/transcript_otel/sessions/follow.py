@@ -28,7 +28,7 @@ from opentelemetry import trace
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
 from transcript_otel.instrumentation.cli_logs import last_line_holding
-from transcript_otel.mappings.session_lines import SessionLine
+from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
 from transcript_otel.sessions.files import SessionFiles
 from transcript_otel.sessions.importer import session_id_from_name
@@ -299,12 +299,14 @@ class SessionFollower:
 
     def _record(self, timed: TimedLine) -> None:
         if self._recorder is None:
-            self._recorder = self._start(timed.said, timed.at_ns)
+            # (the session's id from its main file: a subagent's first line names its own thread)
+            named = timed.said.session_id if timed.source == MAIN_SOURCE else None
+            self._recorder = self._start(named, timed.at_ns)
         self._recorder.apply(timed)
 
-    def _start(self, said: SessionLine, at_ns: int) -> SessionRecorder:
+    def _start(self, named: str | None, at_ns: int) -> SessionRecorder:
         if self._session_id is None:
-            self._session_id = said.session_id or session_id_from_name(self.session)
+            self._session_id = named or session_id_from_name(self.session)
         main = self._files[self.session.path].position
         # Where the main file was taken up names the run: the same session followed again from
         # another point is another run, never a second copy of this one.
