@@ -48,6 +48,8 @@ from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_ti
 READ_BYTES: Final = 1 << 20
 # The longest a burst waits for the writer to make room (the watch is our own process).
 WRITER_WAIT_S: Final = 60.0
+# The records a session's poll leaves queued for the writer, at most, before the next is read.
+ROUND_BACKLOG: Final = 64
 
 
 @dataclass(slots=True)
@@ -179,7 +181,9 @@ class SessionFollower:
             if count % WAKE_THRESHOLD == 0:  # a burst (history, a file read again) waits, never drops
                 self._pipeline.wait_for_room(WRITER_WAIT_S)
         if count:  # a round over many sessions (a restart's backlog) adds up to a burst too
-            self._pipeline.wait_for_room(WRITER_WAIT_S)
+            # Down to a few records, not to half the bound: the bound, an estimate of what the
+            # entries hold, may shrink at once under a burst of large ones (a drop, not a wait).
+            self._pipeline.wait_for_room(WRITER_WAIT_S, ROUND_BACKLOG)
         return count
 
     def finish(self) -> None:
