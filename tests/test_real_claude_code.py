@@ -756,3 +756,47 @@ def test_watch_follows_a_session_a_person_runs_in_the_terminal_ui(tmp_path: Path
     digest = RunDigest.of(list(read_records(run)))
     assert {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == as_recorded(served)
     assert digest.cost_usd > 0
+
+
+def test_a_client_that_stops_reading_while_a_subagent_runs_says_so_and_where_the_rest_is(
+    sdk_run: Any, tmp_path: Path
+) -> None:
+    """A `ClaudeSDKClient` left after its first result while its background subagent still works
+    (issue 47 item 7): what the CLI does after that is not read (recent SDKs let the CLI finish,
+    its subagent's answer and the notification turn: 2600 of the CLI's 4150 input tokens read),
+    and the run says so, naming the call and the session log; imported, that log has the
+    session's whole numbers."""
+    from claude_agent_sdk import ClaudeSDKClient
+
+    async def drive(options: Any, prompt: str) -> None:
+        async with ClaudeSDKClient(options=options) as client:
+            await client.query(prompt)
+            async for _ in client.receive_response():
+                pass
+
+    run = sdk_run("background_subagent", drive)
+    whole = as_recorded(served_usage(run.served))
+    digest = RunDigest.of(run.records)
+    read = {key: digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()}
+    assert read["input_tokens"] <= whole["input_tokens"]  # 0.1.0 ends the CLI as it disconnects
+    (said,) = [r for r in run.records if r["event"] == "transcript.error"]
+    assert said["context"]["background_calls_unread"] == ["toolu_agent_bg"]
+    session = run.root["attributes"]["gen_ai.conversation.id"]
+    assert said["context"]["error"].startswith(
+        "the program stopped reading the CLI while 1 call was still running in the background "
+        "(toolu_agent_bg): this run's tokens and cost stop at the last message read; what the "
+        f"CLI did after that is in its session log ({session}.jsonl under ~/.claude/projects)"
+    )
+    (log,) = (tmp_path / "home" / ".claude" / "projects").glob(f"*/{session}.jsonl")
+    mirror = tmp_path / "imported"
+    imported = subprocess.run(
+        [sys.executable, "-m", "transcript_otel", "import", str(log), "--jsonl-dir", str(mirror)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
+    (path,) = mirror.glob("*.jsonl")
+    whole_digest = RunDigest.of(read_records(path))
+    assert {key: whole_digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == whole

@@ -163,6 +163,10 @@ class ClaudeStreamMapper:
             for index, (entry_type, detail) in enumerate(entries)
         ]
 
+    def background_calls_running(self) -> list[str]:
+        """The ids of the calls launched in the background whose end the CLI has not told yet."""
+        return list(self._background_calls)
+
     def flush(self) -> list[MappedEntry]:
         """The progress frames being folded, as one entry (at the end of the stream, or before
         the next other message)."""

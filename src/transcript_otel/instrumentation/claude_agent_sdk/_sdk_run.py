@@ -152,6 +152,7 @@ class SdkRun:
         try:
             self._record(self._mapper.flush())
             self._release_prompts()
+            self._say_what_went_on_unread()
         except Exception as exc:
             self._report("could not record the prompts left", exc)
         self.run.finish(error)
@@ -209,6 +210,26 @@ class SdkRun:
                 raw=entry.raw,
                 timestamp_ns=timestamp_ns,
             )
+
+    def _say_what_went_on_unread(self) -> None:
+        """A client that stops reading while calls run in the background (it left the `async
+        with` after its first result): whatever the CLI does after that (recent SDKs let it
+        finish: its subagents' work, the turn that follows) is not read, so the run's totals
+        stop at the last message read. Said in the run, with where the rest is: the CLI's
+        session log."""
+        running = self._mapper.background_calls_running()
+        if not running:
+            return
+        calls = "1 call was" if len(running) == 1 else f"{len(running)} calls were"
+        session = self.run.session_id
+        where = f" ({session}.jsonl under ~/.claude/projects)" if session else ""
+        self.run.emitter.error(
+            f"the program stopped reading the CLI while {calls} still running in the background "
+            f"({', '.join(running)}): this run's tokens and cost stop at the last message read; "
+            f"what the CLI did after that is in its session log{where}: `transcript-otel import` "
+            "it for the whole session",
+            background_calls_unread=running,
+        )
 
     def _report(self, what: str, exc: Exception) -> None:
         self.run.emitter.error(f"{what}: {type(exc).__name__}: {message_of(exc)}")
