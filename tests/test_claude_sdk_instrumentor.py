@@ -75,10 +75,20 @@ HAS_CLI_PATH = "cli_path" in {field.name for field in dataclasses.fields(ClaudeA
 
 @pytest.fixture
 def cli(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The fake CLI: `cli_path` where the SDK has that option, else the `claude` found on PATH."""
+    """The fake CLI: `cli_path` where the SDK has that option, else the `claude` found on PATH.
+    Each start appends the `TRACEPARENT` it inherited to `$FAKE_TRACEPARENT_LOG` (`started_under`)."""
     launcher = write_launcher(tmp_path_factory.mktemp("cli"), "claude", FAKE_CLI)
     monkeypatch.setenv("PATH", f"{Path(launcher).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_TRACEPARENT_LOG", str(Path(launcher).parent / "traceparents"))
     return launcher
+
+
+def started_under() -> list[tuple[str, str]]:
+    """(trace id, parent span id) of the `TRACEPARENT` each start of the fake CLI inherited."""
+    starts = Path(os.environ["FAKE_TRACEPARENT_LOG"]).read_text().splitlines()
+    parsed = [traceparent.split("-") for traceparent in starts]
+    assert all(len(fields) == 4 and fields[0] == "00" for fields in parsed), starts
+    return [(trace_id, parent_id) for _version, trace_id, parent_id, _flags in parsed]
 
 
 @pytest.fixture
@@ -261,13 +271,8 @@ def test_plain_query_is_one_run_with_a_turn(run_query: Run) -> None:
 @pytest.mark.usefixtures("instrumented")
 def test_the_cli_is_started_under_the_run_span(run_query: Run) -> None:
     capture = run_query("plain")
-    (init,) = [entry for entry in capture.entries if entry["entry_type"] == "system_event"]
     root = capture.span(ROOT)
-    traceparent = init["detail"]["sdk_entry"]["traceparent"]
-    version, trace_id, parent_id, _flags = traceparent.split("-")
-    assert version == "00"
-    assert trace_id == f"{root.context.trace_id:032x}"
-    assert parent_id == f"{root.context.span_id:016x}"
+    assert started_under() == [(f"{root.context.trace_id:032x}", f"{root.context.span_id:016x}")]
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -614,8 +619,7 @@ def test_a_client_is_one_run_with_a_turn_per_prompt(cli: str, captured: Callable
     assert usage_of(root)["transcript.usage.cost_usd"] == pytest.approx(0.0246)
     assert capture.records[-1]["event"] == "transcript.stop"
     if SDK_PASSES_TRACEPARENT:  # the CLI started at connect(), under the connection's span
-        init = next(e for e in capture.entries if e["detail"].get("subtype") == "init")
-        assert init["detail"]["sdk_entry"]["traceparent"].split("-")[2] == f"{root.context.span_id:016x}"
+        assert started_under() == [(f"{root.context.trace_id:032x}", f"{root.context.span_id:016x}")]
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -808,11 +812,7 @@ def test_opentelemetry_instrument_exports_a_program_with_no_code_of_ours(cli: st
     assert len(logs) == len([r for r in records if r["event"] != "transcript.span"])
     assert {log.trace_id for log in logs} == {root.trace_id}
     if SDK_PASSES_TRACEPARENT:
-        (init,) = [r["context"] for r in records if r["context"].get("detail", {}).get("subtype") == "init"]
-        assert init["detail"]["sdk_entry"]["traceparent"].split("-")[1:3] == [
-            root.trace_id.hex(),
-            root.span_id.hex(),
-        ]
+        assert started_under() == [(root.trace_id.hex(), root.span_id.hex())]
 
 
 # -- a newer SDK than the newest tested ---------------------------------------------------------

@@ -8,8 +8,7 @@ the ``Task`` call id) and task lifecycle frames. Start it as
 (control requests, hooks, prompts while a turn runs, cancellation, a CLI that dies) in
 the instrumentor's tests; it is not a record of what Claude Code prints. The real CLI
 (2.1.332) differs: one ``assistant`` line per content block, subagents in the background
-with a notification turn, API errors as ``success`` results, no ``init.traceparent``
-(which this fake adds so tests can see the ``TRACEPARENT`` the SDK passed). What the real
+with a notification turn, API errors as ``success`` results. What the real
 CLI prints is recorded in ``tests/fixtures/claude_code/`` and tested with the real
 binary in ``tests/test_real_claude_code.py``.
 
@@ -20,8 +19,10 @@ binary in ``tests/test_real_claude_code.py``.
 * ``--print -- <prompt>`` (SDK 0.1.0 with a string prompt): one turn for the prompt
   from argv, then exit. stdin is not read.
 
-Every turn prints ``system/init`` (with ``traceparent`` = the ``TRACEPARENT`` the CLI
-inherited, or null), the scenario's messages and a ``result``. The scenario comes from
+Every turn prints ``system/init`` (the fields the real CLI prints there), the scenario's
+messages and a ``result``. ``FAKE_TRACEPARENT_LOG=<path>`` appends, as the process starts,
+the ``TRACEPARENT`` it inherited (an empty line when none): what the SDK passed the CLI, which
+the real CLI never prints. The scenario comes from
 ``FAKE_SCENARIO`` (see ``SCENARIOS``; an unknown one exits with code 2).
 ``-v``/``--version`` prints a version. ``FAKE_AGENT_LOG=<path>`` appends every message
 read and written.
@@ -95,7 +96,6 @@ class Turn:
             agents=[],
             skills=[],
             plugins=[],
-            traceparent=os.environ.get("TRACEPARENT"),
         )
 
     def say(self, *blocks: JsonObj | str, parent: str | None = None) -> None:
@@ -253,6 +253,10 @@ def run_turn(wire: Wire, scenario: str, session_id: str, number: int = 1) -> boo
 
 def main(argv: list[str]) -> int:
     flags = argv[: argv.index("--")] if "--" in argv else argv  # after "--" comes the --print prompt
+    traceparent_log = os.environ.get("FAKE_TRACEPARENT_LOG")
+    if traceparent_log:
+        with open(traceparent_log, "a", encoding="utf-8") as log:
+            log.write(os.environ.get("TRACEPARENT", "") + "\n")
     if {"-v", "--version"} & set(flags):
         print(f"{VERSION} (Claude Code)")
         return 0
