@@ -149,10 +149,11 @@ def _tokens(verdict: Verdict, copy: Copy, chat: list[int], runs: list[int], kill
 
 
 def _past(copy: Copy, key: bytes, kept: dict[str, int]) -> bool:
-    """Whether the line of the entry `key` ends past where the state kept its file."""
+    """Whether the line of the entry `key` ends past where the state kept its file (an entry of
+    no line of its own, a Codex code-mode call's, is taken to be)."""
     line = copy.template.entry_lines.get(key)
     if line is None:
-        return False
+        return True
     index, end = line
     return end > kept.get(str(copy.path(index)), 0)
 
