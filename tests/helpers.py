@@ -18,6 +18,10 @@ from transcript_otel import (
     reconstruct_transcript,
 )
 
+# How long a test's stop or flush may wait for the writer: bounded for a hang, not a pace (a
+# loaded machine takes seconds over what a burst test queues; the default, 5 s, is an exit's).
+WRITTEN_WITHIN_S = 120.0
+
 
 def run_records(emitter: TranscriptEmitter) -> list[dict[str, Any]]:
     """Every record the JSONL mirror holds for `emitter`'s run (call after `stop()`)."""

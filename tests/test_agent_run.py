@@ -32,7 +32,7 @@ from transcript_otel.mappings.lines import select_adapter
 from transcript_otel.records.content import ContentPolicy
 
 from conftest import OTelHarness
-from helpers import ReprRaises, entry_contexts, run_records
+from helpers import WRITTEN_WITHIN_S, ReprRaises, entry_contexts, run_records
 
 MODEL = "gpt-5"
 ROOT = "invoke_agent review"
@@ -65,7 +65,7 @@ class Driver:
 
     def finish(self, error: BaseException | None = None) -> dict[str, list[ReadableSpan]]:
         self.run.finish(error)
-        assert self.run.emitter.flush()
+        assert self.run.emitter.flush(WRITTEN_WITHIN_S)
         spans = self.otel.finished_spans()
         assert_well_formed(spans)
         by_name: dict[str, list[ReadableSpan]] = {}

@@ -20,7 +20,7 @@ from transcript_otel.capture import pipeline as pipeline_module
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks import JsonlMirror, Sink
 
-from helpers import entry_contexts, run_records
+from helpers import WRITTEN_WITHIN_S, entry_contexts, run_records
 
 MIB = 1 << 20
 
@@ -157,7 +157,7 @@ def test_a_burst_well_within_the_bound_loses_nothing(
     assert [emitter.dropped_entries for emitter in emitters] == [0] * len(emitters)
     written = 0
     for emitter in emitters:
-        summary = emitter.stop()
+        summary = emitter.stop(WRITTEN_WITHIN_S)
         entries = len(entry_contexts(run_records(emitter)))
         assert entries == summary.total_entries
         written += entries
@@ -180,7 +180,7 @@ def test_dropped_entries_are_reported_and_the_rest_numbered_without_gaps(
     assert 1 < accepted * 50_000 < bound * 1.3
 
     stuck.release.set()
-    emitter.stop()
+    emitter.stop(WRITTEN_WITHIN_S)
     records = run_records(emitter)
     contexts = entry_contexts(records)
     assert [c["sequence_number"] for c in contexts] == list(range(1, accepted + 1))

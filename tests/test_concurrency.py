@@ -14,7 +14,7 @@ import pytest
 from transcript_otel import TranscriptEmitter, TranscriptPipeline, check_invariants
 from transcript_otel.sinks import JsonlMirror
 
-from helpers import entry_contexts, run_records
+from helpers import WRITTEN_WITHIN_S, entry_contexts, run_records
 
 MakePipeline = Callable[..., TranscriptPipeline]
 THREADS = 8
@@ -66,7 +66,7 @@ def test_eight_threads_ten_thousand_entries_each(roomy_pipeline: TranscriptPipel
             emitter.emit("assistant_message", source=source, detail={"t": thread, "i": index})
 
     run_threads(THREADS, work)
-    summary = emitter.stop()
+    summary = emitter.stop(WRITTEN_WITHIN_S)
     assert emitter.dropped_entries == 0
     contexts = entry_contexts(run_records(emitter))
     assert len(contexts) == THREADS * PER_THREAD
@@ -99,7 +99,7 @@ def test_file_order_follows_sequence_order_under_contention(roomy_pipeline: Tran
             emitter.emit("assistant_message", detail={"t": thread, "i": index})
 
     run_threads(4, work)
-    emitter.stop()
+    emitter.stop(WRITTEN_WITHIN_S)
     records = run_records(emitter)
     assert len(entry_contexts(records)) == 40_000
     violations = check_invariants(records)
@@ -148,7 +148,7 @@ def test_asyncio_tasks_into_several_emitters(roomy_pipeline: TranscriptPipeline)
     asyncio.run(main())
     total = tasks_per_emitter * per_task
     for emitter in emitters:
-        summary = emitter.stop()
+        summary = emitter.stop(WRITTEN_WITHIN_S)
         assert summary.total_entries == total
         records = run_records(emitter)
         contexts = entry_contexts(records)
