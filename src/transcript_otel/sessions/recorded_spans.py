@@ -14,7 +14,6 @@ recorded (`sampler_needs_the_sdk` says so).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import random
@@ -29,6 +28,8 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
+
+from transcript_otel.otlp.sdk_presence import sdk_installed
 
 if TYPE_CHECKING:
     from opentelemetry.util._decorator import _AgnosticContextManager
@@ -148,14 +149,6 @@ def _limit(variable: str, default: int | None) -> int | None:
     if value < 0:
         raise ValueError(f"{variable} must be a non-negative integer but got {value}")
     return value
-
-
-def sdk_installed() -> bool:
-    """Whether the OTel SDK can be imported (the `[otlp]` extra; a core install has none)."""
-    try:
-        return importlib.util.find_spec("opentelemetry.sdk") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def sampler_needs_the_sdk() -> bool:
