@@ -21,6 +21,7 @@ class SessionFound:
     chat: list[int] = field(default_factory=lambda: [0, 0])  # input, output of its `chat` spans
     runs: list[int] = field(default_factory=lambda: [0, 0])  # of its runs' root spans
     run_files: set[str] = field(default_factory=set)
+    processes: set[int] = field(default_factory=set)  # the processes that wrote any record of it
     stops: int = 0  # runs ended (`transcript.stop`)
 
 
@@ -73,6 +74,7 @@ def _record(read: MirrorRead, line: bytes, writer: int, name: str, copies: dict[
         return
     found = read.sessions[copy.session_id]
     found.run_files.add(name)
+    found.processes.add(writer)
     if event == TranscriptEvent.ENTRY.value:
         raw, source, kind = (
             context.get("raw"),
