@@ -148,6 +148,15 @@ def _in_time_order(files: dict[Path, Path]) -> list[tuple[Path, bytes]]:
     return [(target, line) for *_, target, line in sorted(timed, key=lambda found: found[:3])]
 
 
+def _session_files(source: Path, target: Path) -> dict[Path, Path]:
+    """A recorded Claude session's main file and its subagents' files -> where each goes in `target`."""
+    files = {source: target / source.name}
+    files |= {
+        path: target / path.relative_to(source.parent) for path in source.with_suffix("").rglob("*.jsonl")
+    }
+    return files
+
+
 class _Watch:
     """The real `transcript-otel watch` of `home`, started and stopped (SIGINT) as a person
     or systemd does, its mirror `runs`, its state `watch.json`."""
@@ -248,11 +257,7 @@ def test_a_watch_restarted_while_a_claude_subagent_runs_counts_each_token_once(t
     main agent's cost line in one round). Before: chat spans 2,600 / 82 + 4,700 / 120,
     summaries 2,600 / 82 + 4,250 / 108, against the CLI's 4,250 / 108."""
     source = _main_file("background_subagent")
-    target = tmp_path / "home" / "project"
-    files = {source: target / source.name}
-    files |= {
-        path: target / path.relative_to(source.parent) for path in source.with_suffix("").rglob("*.jsonl")
-    }
+    files = _session_files(source, tmp_path / "home" / "project")
     lines = _in_time_order(files)
     subagent_call = next(i for i, (_, line) in enumerate(lines) if b"msg_scripted_0003" in line) + 1
     watch = _Watch(tmp_path)
@@ -416,3 +421,25 @@ def test_a_subagent_file_read_again_from_its_start_counts_nothing_twice(
     records = [r for path in (tmp_path / "runs").glob("*.jsonl") for r in read_records(path)]
     assert len(list((tmp_path / "runs").glob("*.jsonl"))) == 2
     assert _chat_totals(records) == _claude_totals(source)
+
+
+@pytest.mark.parametrize("stopped_after", [54, 56, 58])
+def test_a_compacted_session_restarted_after_its_last_answer_counts_each_token_once(
+    stopped_after: int, tmp_path: Path
+) -> None:
+    """SIGINT after the last answer of a compacted session (its cost line, from the compaction,
+    came before that answer) and a new start before the session's last cost line: the first
+    run's summary counts the answer its cost line does not cover, the second what comes after.
+    Before: summaries 2,900 / 34 + 0 / 0 against the CLI's 3,252 / 37 (the chat spans were
+    right); the watch soak found it."""
+    source = _main_file("compacted")
+    files = _session_files(source, tmp_path / "home" / "project")
+    lines = _in_time_order(files)
+    watch = _Watch(tmp_path)
+    for stretch in (lines[:stopped_after], lines[stopped_after:]):
+        watch.start()
+        try:
+            watch.write(stretch)
+        finally:
+            watch.stop()
+    _runs_add_up(watch, _claude_totals(source))

@@ -97,8 +97,11 @@ class RunDigest:
         self._usage: Counter[str] = Counter()
         self._running_usage = RunningUsage()
         self._message_usage: Counter[str] = Counter()
-        # The session's own running totals (Claude Code's `modelUsage`, subagents included).
+        # The session's own running totals (Claude Code's `modelUsage`, subagents included),
+        # and its messages' usage since the last of them (written as the session is left: a
+        # run that ends before, at a restart or an idle end, has messages they do not cover).
         self._session_usage: dict[str, int] = {}
+        self._message_usage_since_session: Counter[str] = Counter()
         self._messages_counted: set[str] = set()
         self._calls = ToolCalls()
         self._turn_end = TurnEnd()
@@ -171,7 +174,10 @@ class RunDigest:
         if entry.entry_type == "token_usage":
             self._usage.update(self._running_usage.added(detail))
             self.cost_usd += cost_usd(detail)
-            self._session_usage = session_usage(detail) or self._session_usage
+            reported = session_usage(detail)
+            if reported:
+                self._session_usage = reported
+                self._message_usage_since_session.clear()
         elif entry.entry_type == "error":
             self.error_count += 1
             if len(self.errors) < _MAX_ERRORS:
@@ -191,6 +197,7 @@ class RunDigest:
         if counted is not None and counted[0] not in self._messages_counted:
             self._messages_counted.add(counted[0])
             self._message_usage.update(counted[1])
+            self._message_usage_since_session.update(counted[1])
 
     def _answer(self, answer: Answer) -> None:
         stats = self.tools.setdefault(answer.name, ToolStats(answer.name))
@@ -205,9 +212,17 @@ class RunDigest:
 
     @property
     def tokens(self) -> dict[str, int]:
-        """Token totals: the session's own totals where it reports them (subagents included), else
-        the sum of the run's usage reports, else (Claude transcripts) its messages' usage."""
-        usage = self._session_usage or self._usage or self._message_usage
+        """Token totals: the session's own totals where it reports them (subagents included) and
+        its messages' usage since, else the sum of the run's usage reports, else (Claude
+        transcripts) its messages' usage."""
+        usage: Mapping[str, int]
+        if self._session_usage:
+            since = self._message_usage_since_session
+            usage = {
+                key: self._session_usage.get(key, 0) + since[key] for key in {*self._session_usage, *since}
+            }
+        else:
+            usage = self._usage or self._message_usage
         return {name: usage[key] for key, name in TOKEN_NAMES.items() if key in usage}
 
     @property
