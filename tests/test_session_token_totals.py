@@ -34,6 +34,7 @@ from session_fixtures import CLAUDE, SESSIONS
 
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 INPUT, OUTPUT = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
+RUN_INPUT, RUN_OUTPUT = "transcript.usage.input_tokens", "transcript.usage.output_tokens"
 COST_STATE = b'"type":"cost-state"'
 
 
@@ -223,11 +224,22 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _root_totals(records: list[dict[str, Any]]) -> tuple[int, int]:
+    """What the runs' root spans say (`transcript.usage.*`), summed."""
+    roots = [
+        r["context"]["attributes"]
+        for r in records
+        if r["event"] == TranscriptEvent.SPAN.value and not r["context"].get("parent_span_id")
+    ]
+    return sum(a.get(RUN_INPUT, 0) for a in roots), sum(a.get(RUN_OUTPUT, 0) for a in roots)
+
+
 def _runs_add_up(watch: _Watch, expected: tuple[int, int]) -> None:
-    """Two runs; their chat spans, and their summaries, add up to the CLI's own totals."""
+    """Two runs; their chat spans, root spans and summaries add up to the CLI's own totals."""
     runs = watch.run_files()
     assert len(runs) == 2
     assert _chat_totals(watch.records()) == expected
+    assert _root_totals(watch.records()) == expected
     summaries = [_summary_tokens(run) for run in runs]
     assert (sum(s[0] for s in summaries), sum(s[1] for s in summaries)) == expected
 

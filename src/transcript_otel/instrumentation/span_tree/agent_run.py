@@ -191,6 +191,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         self._running_scripts = {}
         self._background_calls = {}
         self._session_usage = None
+        self._message_usage_since_session = {}
         self._running_usage = RunningUsage()
         self._subagents = {}
         self._ended_launchers = deque(maxlen=_MAX_ENDED_LAUNCHERS)
@@ -379,7 +380,10 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
             return tool
         if entry_type == ENTRY_TOKEN_USAGE:
             self._count_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
-            self._session_usage = session_usage(detail) or self._session_usage
+            reported = session_usage(detail)
+            if reported:
+                self._session_usage = reported
+                self._message_usage_since_session = {}
         elif entry_type == ENTRY_ERROR:
             base.error_type = error_type(detail)
         return base

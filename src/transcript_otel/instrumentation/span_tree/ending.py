@@ -61,7 +61,13 @@ class RunEnding(TurnSpans, ToolSpans):
                 self._close_open_spans(end_ns)
             root = self._root
             if self._session_usage:
-                root.usage = Counter(self._session_usage)
+                since = self._message_usage_since_session
+                root.usage = Counter(
+                    {
+                        key: self._session_usage.get(key, 0) + since.get(key, 0)
+                        for key in {*self._session_usage, *since}
+                    }
+                )
             if error is not None:
                 root.error_type = exception_type(error)
                 self._record_exception(root.span, error, end_ns)

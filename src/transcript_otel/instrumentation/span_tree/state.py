@@ -64,6 +64,9 @@ class RunState:
     # The session's own running token totals (subagents included), where the harness tells
     # them: the root span reports them rather than the sum of what the run recorded.
     _session_usage: dict[str, int] | None
+    # Its messages' usage since the last of those totals (written as the session is left: a
+    # run that ends before, at a restart or an idle end, has messages they do not cover).
+    _message_usage_since_session: dict[str, int]
     _running_usage: RunningUsage
     _subagents: dict[str, SpanSlot]
     # Subagent launchers whose result came first: transcript files are read by polling,
