@@ -799,4 +799,8 @@ def test_a_client_that_stops_reading_while_a_subagent_runs_says_so_and_where_the
     assert imported.returncode == 0, imported.stderr
     (path,) = mirror.glob("*.jsonl")
     whole_digest = RunDigest.of(read_records(path))
-    assert {key: whole_digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()} == whole
+    imported_tokens = {key: whole_digest.tokens.get(name, 0) for key, name in DIGEST_NAMES.items()}
+    if read["input_tokens"] < whole["input_tokens"]:  # the SDK let the CLI finish before it returned
+        assert imported_tokens == whole
+    else:  # 0.1.0 ends the CLI as it disconnects: what it still wrote came after `served` was read
+        assert imported_tokens["input_tokens"] >= whole["input_tokens"]

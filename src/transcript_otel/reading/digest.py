@@ -217,10 +217,8 @@ class RunDigest:
         transcripts) its messages' usage."""
         usage: Mapping[str, int]
         if self._session_usage:
-            since = self._message_usage_since_session
-            usage = {
-                key: self._session_usage.get(key, 0) + since[key] for key in {*self._session_usage, *since}
-            }
+            usage = Counter(self._session_usage)
+            usage.update(self._message_usage_since_session)
         else:
             usage = self._usage or self._message_usage
         return {name: usage[key] for key, name in TOKEN_NAMES.items() if key in usage}

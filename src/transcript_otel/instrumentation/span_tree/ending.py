@@ -61,13 +61,11 @@ class RunEnding(TurnSpans, ToolSpans):
                 self._close_open_spans(end_ns)
             root = self._root
             if self._session_usage:
-                since = self._message_usage_since_session
-                root.usage = Counter(
-                    {
-                        key: self._session_usage.get(key, 0) + since.get(key, 0)
-                        for key in {*self._session_usage, *since}
-                    }
-                )
+                # In the reported totals' key order: the root's attributes are the same bytes
+                # in every process (a set's order is not).
+                root.usage = Counter(self._session_usage)
+                for key, count in self._message_usage_since_session.items():
+                    root.usage[key] += count
             if error is not None:
                 root.error_type = exception_type(error)
                 self._record_exception(root.span, error, end_ns)
