@@ -3,11 +3,16 @@
 
 The real Claude Code CLI runs against it with `ANTHROPIC_BASE_URL=http://127.0.0.1:<port>`:
 the model is scripted, the agent is real. It serves `POST /v1/messages` (the CLI adds
-`?beta=true`), streaming SSE as the real API does (`message_start`, `ping`,
-`content_block_start/delta/stop` with `thinking_delta` + `signature_delta`, `text_delta`,
-`input_json_delta`, `message_delta` with usage and stop reason, `message_stop`), or one
-JSON message when the request has no `"stream": true` (the CLI's fallback after a broken
-stream). `POST /v1/messages/count_tokens` answers a count; `HEAD`/`GET /` answer 200.
+`?beta=true`), streaming SSE as the real API does (`message_start` with the usage so far:
+input and cache counts, the cache writes by lifetime in `cache_creation`, `service_tier`;
+`ping`; `content_block_start/delta/stop` with `thinking_delta` + `signature_delta`,
+`text_delta`, `input_json_delta`, a `redacted_thinking` block whole in its start;
+`message_delta` with the stop reason and the cumulative usage, `server_tool_use` where the
+request offered server tools; `message_stop`), or one JSON message when the request has no
+`"stream": true` (the CLI's fallback after a broken stream). Every reply has a `request-id`
+header of its own, every answer a message id of its own; an error body names its request
+id too, and a 429 says when to retry (`retry-after`). `POST /v1/messages/count_tokens`
+answers a count; `HEAD`/`GET /` answer 200.
 
 Which answer a request gets: a scenario (`claude_scenarios.SCENARIOS`) is a list of
 conversations, each keyed by a text its first user message contains (the prompt of the
@@ -19,8 +24,8 @@ answers. A request no conversation matches (the CLI's own side requests: titles,
 summaries) gets a short text answer.
 
 Every answer served is appended to `--log` as one JSON line: the conversation, step,
-attempt, HTTP status, model, and the usage the answer reported, so tests can compare what
-a transcript recorded with what the model really served.
+attempt, HTTP status, request and message ids, model, and the usage the answer reported,
+so tests can compare what a transcript recorded with what the model really served.
 
     anthropic_api.py --scenario NAME [--port 0] [--log served.jsonl]
 
@@ -29,8 +34,10 @@ prints `{"port": N}` on its first stdout line once it listens, and serves until 
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from claude_scenarios import SCENARIOS, Step
 from scripted_http import AnswerLog, JsonObj, ScriptedHandler, http_server, main, pieces, sse
+
+RETRY_AFTER_SECONDS = 1
 
 
 def _text_of(content: Any) -> str:
@@ -66,22 +75,68 @@ def conversation_key(request: JsonObj, keys: list[str]) -> str | None:
     return None
 
 
+def _cache_ttl(request: JsonObj) -> str:
+    """The cache lifetime the request's `cache_control` marks ask for ("5m" unless one says "1h")."""
+    marks: list[Any] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("cache_control"), dict):
+                marks.append(value["cache_control"])
+            for inner in value.values():
+                collect(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                collect(inner)
+
+    collect([request.get("system"), request.get("messages"), request.get("tools")])
+    return "1h" if any(mark.get("ttl") == "1h" for mark in marks) else "5m"
+
+
+def _offers_server_tools(request: JsonObj) -> bool:
+    """Whether the request offered a tool the API runs itself (web search, web fetch)."""
+    tools = request.get("tools") or []
+    return any(isinstance(tool, dict) and str(tool.get("type", "")).startswith("web_") for tool in tools)
+
+
 def _usage(step: Step, request: JsonObj) -> JsonObj:
-    """The usage the answer reports: the step's own, else input sized from the request."""
+    """The usage the answer reports: the step's own counts, else input sized from the request;
+    the cache writes split by the lifetime the request asked for; the standard service tier."""
     size = len(json.dumps(request.get("messages") or [])) // 40
-    usage = {
+    creation = step.cache_creation_input_tokens
+    one_hour = creation if _cache_ttl(request) == "1h" else 0
+    usage: JsonObj = {
         "input_tokens": step.input_tokens if step.input_tokens is not None else 50 + size,
-        "cache_creation_input_tokens": step.cache_creation_input_tokens,
+        "cache_creation_input_tokens": creation,
         "cache_read_input_tokens": step.cache_read_input_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": creation - one_hour,
+            "ephemeral_1h_input_tokens": one_hour,
+        },
         "output_tokens": step.output_tokens,
+        "service_tier": "standard",
     }
+    if _offers_server_tools(request):
+        usage["server_tool_use"] = {"web_search_requests": 0}
     return usage
+
+
+def _delta_usage(usage: JsonObj) -> JsonObj:
+    """`message_delta`'s usage: the cumulative input, cache and output counts (and the server
+    tool requests, where the request offered those tools)."""
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+    delta = {key: usage[key] for key in keys}
+    if "server_tool_use" in usage:
+        delta["server_tool_use"] = usage["server_tool_use"]
+    return delta
 
 
 def _stream(
     message_id: str, model: str, step: Step, usage: JsonObj, break_mid_stream: bool
 ) -> Iterator[bytes]:
-    start_usage = {**usage, "output_tokens": 1}
+    # What the API knows as the message starts: no server tool requests yet, one output token.
+    start_usage = {key: value for key, value in usage.items() if key != "server_tool_use"}
+    start_usage["output_tokens"] = 1
     yield sse(
         "message_start",
         {
@@ -106,6 +161,8 @@ def _stream(
             for piece in pieces(block["thinking"]):
                 yield _block_delta(index, {"type": "thinking_delta", "thinking": piece})
             yield _block_delta(index, {"type": "signature_delta", "signature": f"c2lnbmF0dXJl{index}"})
+        elif kind == "redacted_thinking":  # encrypted: it comes whole, no deltas
+            yield _block_start(index, {"type": "redacted_thinking", "data": block["data"]})
         elif kind == "text":
             yield _block_start(index, {"type": "text", "text": ""})
             for piece in pieces(block["text"]):
@@ -127,7 +184,7 @@ def _stream(
         {
             "type": "message_delta",
             "delta": {"stop_reason": step.stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
+            "usage": _delta_usage(usage),
         },
     )
     yield sse("message_stop", {"type": "message_stop"})
@@ -166,6 +223,13 @@ class ScriptedModel:
     def __init__(self, scenario: str, log_path: Path | None) -> None:
         self.conversations = SCENARIOS[scenario]
         self.answers = AnswerLog(log_path)
+        self._request_numbers = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def request_id(self) -> str:
+        """A new request id: the real API gives every request its own."""
+        with self._lock:
+            return f"req_scripted_{next(self._request_numbers):04d}"
 
     def answer(self, request: JsonObj) -> tuple[str | None, int, Step, int, str]:
         """(conversation key, step number, step, attempt, message id)."""
@@ -185,14 +249,21 @@ class ScriptedModel:
 def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
     class Handler(ScriptedHandler):
         request_id_header = "request-id"
+        current_request_id = ""
+
+        def request_id(self) -> str:
+            return self.current_request_id
 
         def do_HEAD(self) -> None:
+            self.current_request_id = model.request_id()
             self.reply(200, b"", "text/plain")
 
         def do_GET(self) -> None:
+            self.current_request_id = model.request_id()
             self.reply(200, b"{}", "application/json")
 
         def do_POST(self) -> None:
+            self.current_request_id = model.request_id()
             request = self.read_json()
             if request is None:
                 return
@@ -215,6 +286,7 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 "attempt": attempt,
                 "model": requested_model,
                 "stream": streaming,
+                "request_id": self.current_request_id,
                 "message_id": message_id,
             }
             failure = step.failures[attempt] if attempt < len(step.failures) else None
@@ -240,7 +312,14 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 self.reply_json(200, _message(message_id, requested_model, step, usage))
 
         def _error(self, status: int, kind: str, message: str) -> None:
-            self.reply_json(status, {"type": "error", "error": {"type": kind, "message": message}})
+            body = {
+                "type": "error",
+                "error": {"type": kind, "message": message},
+                "request_id": self.current_request_id,
+            }
+            # A rate limit says how many seconds to wait before the next attempt.
+            headers = {"retry-after": str(RETRY_AFTER_SECONDS)} if status == 429 else None
+            self.reply_json(status, body, headers)
 
     return Handler
 

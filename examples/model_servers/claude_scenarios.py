@@ -165,6 +165,26 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             Step.say("Answered after a retry.", input_tokens=900, output_tokens=8, failures=(500,))
         ]
     },
+    # The first attempt is refused with 429 (rate limited, with a `retry-after`); the CLI
+    # waits and retries, the second answers.
+    "rate_limited": {
+        "RATE-LIMIT-SCENARIO": [
+            Step.say("Answered after the rate limit.", input_tokens=950, output_tokens=9, failures=(429,))
+        ]
+    },
+    # Reasoning the API sends encrypted (a `redacted_thinking` block), then the answer.
+    "redacted_thinking": {
+        "REDACTED-THINKING-SCENARIO": [
+            Step(
+                (
+                    {"type": "redacted_thinking", "data": "RW5jcnlwdGVkIHJlYXNvbmluZywgc2NyaXB0ZWQu"},
+                    {"type": "text", "text": "Answered after thinking I cannot show."},
+                ),
+                input_tokens=1000,
+                output_tokens=40,
+            )
+        ]
+    },
     # Every attempt fails: 500 (retried until the CLI gives up), 529 (overloaded), 400 (not retried).
     "fatal_500": {"FATAL-500-SCENARIO": [Step.say("never", failures=(500,) * 50)]},
     "fatal_529": {"FATAL-529-SCENARIO": [Step.say("never", failures=(529,) * 50)]},

@@ -61,6 +61,10 @@ class ScriptedHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     request_id_header = "x-request-id"
 
+    def request_id(self) -> str:
+        """The id the reply's request-id header carries (a server may give each reply its own)."""
+        return "req_scripted"
+
     def log_message(self, message_format: str, *args: Any) -> None:  # the answer log says it all
         return
 
@@ -79,23 +83,27 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
-        self.send_header(self.request_id_header, "req_scripted")
+        self.send_header(self.request_id_header, self.request_id())
         self.end_headers()
         for event in events:
             self.wfile.write(event)
             self.wfile.flush()
         self.close_connection = True
 
-    def reply_json(self, status: int, body: Any) -> None:
-        self.reply(status, json.dumps(body).encode(), "application/json")
+    def reply_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self.reply(status, json.dumps(body).encode(), "application/json", headers)
 
-    def reply(self, status: int, body: bytes, content_type: str) -> None:
+    def reply(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header(self.request_id_header, "req_scripted")
+        self.send_header(self.request_id_header, self.request_id())
         if status >= 500 or status == 429:
             self.send_header("x-should-retry", "true")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)

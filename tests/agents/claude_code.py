@@ -95,6 +95,8 @@ CASES: dict[str, Case] = {
     "background_subagent": Case(),
     "parallel_subagents": Case(),
     "retry_500": Case(),
+    "rate_limited": Case(),
+    "redacted_thinking": Case(),
     "fatal_500": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),)),
     "fatal_529": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),)),
     "bad_request": Case(),
