@@ -85,6 +85,7 @@ class Case:
     environment: tuple[tuple[str, str], ...] = ()
     api_key: bool = True
     follow_ups: tuple[str, ...] = ()
+    exit_code: int = 0  # the CLI's exit status when the scenario goes as scripted
 
 
 # The scenarios the tests run and the fixtures record, with what each needs of the CLI.
@@ -97,14 +98,14 @@ CASES: dict[str, Case] = {
     "retry_500": Case(),
     "rate_limited": Case(),
     "redacted_thinking": Case(),
-    "fatal_500": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),)),
-    "fatal_529": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),)),
-    "bad_request": Case(),
+    "fatal_500": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),), exit_code=1),
+    "fatal_529": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),), exit_code=1),
+    "bad_request": Case(exit_code=1),
     "mid_stream_error": Case(),
-    "max_turns": Case(arguments=("--max-turns", "1")),
+    "max_turns": Case(arguments=("--max-turns", "1"), exit_code=1),
     "denied_tool": Case(arguments=("--permission-mode", "default")),
-    "no_api_key": Case(api_key=False),
-    "unknown_flag": Case(arguments=("--no-such-flag",)),
+    "no_api_key": Case(api_key=False, exit_code=1),
+    "unknown_flag": Case(arguments=("--no-such-flag",), exit_code=1),
     "stream_json_input": Case(follow_ups=("And now?", "Anything else?")),
 }
 

@@ -3,7 +3,9 @@
 For each case of `claude_code.CASES`: `tests/fixtures/claude_code/<scenario>.jsonl` is
 what `claude -p --output-format stream-json --verbose` printed, and
 `<scenario>.served.json` the CLI version, its exit status, the prompt and what the
-scripted model served. Machine paths (the scratch directory, and the CLI's per-project
+scripted model served. A scenario whose CLI exits otherwise than its case says
+(`Case.exit_code`), or that fails to run, keeps its old fixture and makes the script exit 1.
+Machine paths (the scratch directory, and the CLI's per-project
 temp folder named after it) become `/scratch`, so fixtures do not change with the machine.
 """
 
@@ -27,23 +29,41 @@ def without_machine_paths(text: str, scratch: Path) -> str:
     return text.replace(str(scratch), "/scratch").replace(slug, "-scratch")
 
 
+def record_one(scenario: str) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        recorded = record(scenario, Path(scratch))
+        stdout = without_machine_paths(recorded.stdout, Path(scratch))
+    expected = CASES[scenario].exit_code
+    if recorded.exit_code != expected:
+        # A recording of a scenario that did not go as scripted is no fixture: keep the old one.
+        stderr = recorded.stderr.strip()[-500:]
+        raise RuntimeError(f"exit {recorded.exit_code}, expected {expected}: {stderr}")
+    (FIXTURES / f"{scenario}.jsonl").write_text(stdout)
+    meta = {
+        "claude_code": CLAUDE_CODE_VERSION,
+        "exit_code": recorded.exit_code,
+        "stderr": recorded.stderr.strip()[:2000],
+        "prompt": recorded.prompt,
+        "served": recorded.served,
+    }
+    (FIXTURES / f"{scenario}.served.json").write_text(json.dumps(meta, indent=1) + "\n")
+    lines, served = len(stdout.splitlines()), len(recorded.served)
+    print(f"{scenario}: {lines} lines, exit {recorded.exit_code}, {served} served")
+
+
 def main() -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    for scenario in sys.argv[1:] or CASES:
-        with tempfile.TemporaryDirectory() as scratch:
-            recorded = record(scenario, Path(scratch))
-            stdout = without_machine_paths(recorded.stdout, Path(scratch))
-        (FIXTURES / f"{scenario}.jsonl").write_text(stdout)
-        meta = {
-            "claude_code": CLAUDE_CODE_VERSION,
-            "exit_code": recorded.exit_code,
-            "stderr": recorded.stderr.strip()[:2000],
-            "prompt": recorded.prompt,
-            "served": recorded.served,
-        }
-        (FIXTURES / f"{scenario}.served.json").write_text(json.dumps(meta, indent=1) + "\n")
-        lines, served = len(stdout.splitlines()), len(recorded.served)
-        print(f"{scenario}: {lines} lines, exit {recorded.exit_code}, {served} served")
+    chosen = sys.argv[1:] or list(CASES)
+    failed = []
+    for scenario in chosen:
+        try:
+            record_one(scenario)
+        except Exception as error:  # one failing scenario does not stop the others
+            print(f"{scenario}: FAILED {type(error).__name__}: {error}", file=sys.stderr)
+            failed.append(scenario)
+    if failed:
+        # Exit status 1: whoever re-records must not take a failure for done.
+        raise SystemExit(f"{len(failed)} of {len(chosen)} scenarios failed to re-record: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -288,6 +288,9 @@ def record_claude(scenario: Scenario, scratch: Path) -> tuple[Recording, list[Pa
             resume = ("--resume", latest_id if run.resume_latest else session_id) if run.resume else ()
             arguments = [*claude_code.print_args(*case.arguments, *resume, *run.arguments), prompt]
             recorded = run_cli([str(cli), *arguments], model, environment, work)
+            if recorded.exit_code != case.exit_code:  # not as scripted: no fixture
+                stderr = recorded.stderr.strip()[-500:]
+                raise RuntimeError(f"run exited {recorded.exit_code}, expected {case.exit_code}: {stderr}")
             session_id = session_id or _claude_session_id(recorded.stdout)
             latest_id = _claude_session_id(recorded.stdout)
             recording.stdouts.append(recorded.stdout)
