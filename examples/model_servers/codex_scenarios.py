@@ -22,6 +22,8 @@ JsonObj = dict[str, Any]
 # and offers no apply_patch: the `unknown_model` scenario shows that).
 MODEL: Final = "gpt-5.5"
 UNKNOWN_MODEL: Final = "gpt-scripted-unknown"
+# What a 429 tells the client to wait (its `retry-after` header and its message).
+RATE_LIMIT_RETRY_AFTER_S: Final = 1
 
 
 @dataclass(frozen=True)
@@ -29,14 +31,15 @@ class Step:
     """One model response: its output items, usage, and the failed attempts before it.
 
     `failures`: per attempt, an HTTP status to fail with, "failed" for a `response.failed`
-    event, "mid_stream" for a stream cut in the first item, or "before_completed" for one cut
-    after every item was sent, before `response.completed` (the attempt after the last one
-    answers).
+    event, "error_event" for an `error` event that ends the stream, "mid_stream" for a stream
+    cut in the first item, or "before_completed" for one cut after every item was sent, before
+    `response.completed` (the attempt after the last one answers).
     """
 
     items: tuple[JsonObj, ...]
     input_tokens: int = 1000
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
     output_tokens: int = 20
     reasoning_tokens: int = 0
     failures: tuple[int | str, ...] = field(default=())
@@ -313,6 +316,23 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
     "retry_500": {
         "RETRY-500-SCENARIO": [Step.say("Answered after a retry.", input_tokens=1800, failures=(500,))]
     },
+    # The first attempt is rate limited (HTTP 429, `retry-after`), the retry answers.
+    "rate_limited": {
+        "RATE-LIMITED-SCENARIO": [
+            Step.say("Answered after the rate limit.", input_tokens=1700, failures=(429,))
+        ]
+    },
+    # The first stream ends with an `error` event; the retry answers.
+    "stream_error": {
+        "STREAM-ERROR-SCENARIO": [
+            Step.say(
+                "Answered after a stream error.",
+                input_tokens=1750,
+                output_tokens=8,
+                failures=("error_event",),
+            )
+        ]
+    },
     # Every attempt fails with HTTP 500: the turn fails.
     "fatal_500": {"FATAL-500-SCENARIO": [Step.say("never", failures=(500,) * 50)]},
     # The model reports `response.failed`: the turn fails.
@@ -373,6 +393,8 @@ EXEC_SCENARIOS: Final = (
     "response_failed",
     "stream_cut",
     "stream_cut_late",
+    "rate_limited",
+    "stream_error",
     "unknown_model",
     "tour",
     "tool_then_500",

@@ -11,7 +11,8 @@ Into `tests/fixtures/codex/`:
   and `app-server/<scenario>.served.json`.
 
 Machine paths (the scratch directories) become `/scratch`, so fixtures do not change with
-the machine.
+the machine. A scenario that ends otherwise than it should (a failing one that succeeds, or the
+other way round) is reported, and the script exits with status 1 once every scenario ran.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from codex_cli import CODEX_VERSION, ROOT, record, require_cli
-from codex_scenarios import EXEC_SCENARIOS
+from codex_scenarios import EXEC_SCENARIOS, FAILING
 
 FIXTURES = ROOT / "tests" / "fixtures" / "codex"
 WINK_VERSION = "0.27.0"
@@ -45,7 +46,9 @@ def write_meta(path: Path, exit_code: int | None, stderr: str, prompt: str, serv
     path.write_text(json.dumps({**meta, "served": served}, indent=1) + "\n")
 
 
-def record_exec(scenarios: list[str]) -> None:
+def record_exec(scenarios: list[str]) -> list[str]:
+    """Each of `scenarios` recorded; those whose exit status is not the expected one."""
+    failed = []
     directory = FIXTURES / "exec"
     directory.mkdir(parents=True, exist_ok=True)
     for scenario in scenarios:
@@ -62,9 +65,12 @@ def record_exec(scenarios: list[str]) -> None:
             recorded.served,
         )
         print(f"exec {scenario}: {len(stdout.splitlines())} lines, exit {recorded.exit_code}")
+        if recorded.exit_code != (1 if scenario in FAILING else 0):
+            failed.append(f"exec {scenario} (exit {recorded.exit_code})")
+    return failed
 
 
-def record_app_server(scenarios: list[str]) -> None:
+def record_app_server(scenarios: list[str]) -> list[str]:
     """The app-server's stdout under weakincentives 0.27 (its environment from `wink_harness`),
     for `scenarios` (none: every one)."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -72,6 +78,7 @@ def record_app_server(scenarios: list[str]) -> None:
 
     from wink_harness import DRIVER, wink_python
 
+    failed = []
     directory = FIXTURES / "app-server"
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
@@ -105,19 +112,30 @@ def record_app_server(scenarios: list[str]) -> None:
             prompt = f"{result['prompt_name']} (weakincentives {WINK_VERSION})"
             write_meta(directory / f"{scenario}.served.json", None, stderr, prompt, result["served"])
             print(f"app-server {scenario}: {len(kept.read_text().splitlines())} lines, ok {result['ok']}")
-    assert set(REAL_CODEX_SCENARIOS) == {path.stem for path in directory.glob("*.jsonl")}
+            if result["ok"] == (scenario in FAILING):
+                failed.append(f"app-server {scenario} (ok {result['ok']}: {stderr[:200]})")
+        ran = {json.loads(line)["scenario"] for line in results.read_text().splitlines()}
+        failed.extend(
+            f"app-server {scenario} (no result)" for scenario in set(scenarios or REAL_CODEX_SCENARIOS) - ran
+        )
+    if set(REAL_CODEX_SCENARIOS) != {path.stem for path in directory.glob("*.jsonl")}:
+        failed.append(f"app-server fixtures are not one per scenario of {REAL_CODEX_SCENARIOS}")
+    return failed
 
 
-def main() -> None:
+def main() -> int:
     """`record_codex_fixtures.py [SCENARIO...] [--app-server SCENARIO...]`: no argument, all."""
     arguments = sys.argv[1:]
     if "--app-server" in arguments:
-        record_app_server(arguments[arguments.index("--app-server") + 1 :])
-        return
-    record_exec(arguments or list(EXEC_SCENARIOS))
-    if not arguments:
-        record_app_server([])
+        failed = record_app_server(arguments[arguments.index("--app-server") + 1 :])
+    else:
+        failed = record_exec(arguments or list(EXEC_SCENARIOS))
+        if not arguments:
+            failed += record_app_server([])
+    for failure in failed:
+        print(f"FAILED: {failure}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
