@@ -45,7 +45,7 @@ STREAM = "line_streams/claude-stream-json.jsonl"
         (
             "sessions/claude_code/fatal_500/stdout-1.jsonl",
             "api_retry",
-            "api retry: attempt 1 of 1 · in 513 ms · after 500 server_error",
+            "api retry: attempt 1 of 1 · in 521 ms · after 500 server_error",
         ),
         (
             "sessions/claude_code/denied_tool/stdout-1.jsonl",

@@ -211,14 +211,22 @@ def _imported(session: Path, runs: Path) -> Path:
     return run
 
 
+def _began(run: Path) -> str:
+    """When the run's session began: its start record's time (ISO 8601, UTC)."""
+    began: str = records_of(run)[0]["timestamp"]
+    return began
+
+
 def test_last_is_the_run_that_started_last_not_the_file_written_last(tmp_path: Path) -> None:
     """After an import, `show last` is the session that began last, though an older one's run
     was written later (issue 47: a 16:53 Codex run shown instead of the 17:07 Claude one)."""
     runs = tmp_path / "runs"
     (claude,) = (SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work").glob("*.jsonl")
     (codex,) = (SESSIONS / "codex/shell/codex-home").rglob("rollout-*.jsonl")
-    later = _imported(claude, runs)  # began 08:43:30
-    earlier = _imported(codex, runs)  # began 08:39:20, its run written after
+    # Which session began last depends on when each was recorded: read it from the runs.
+    imported = sorted((_imported(claude, runs), _imported(codex, runs)), key=_began)
+    assert _began(imported[0]) < _began(imported[1])
+    earlier, later = imported  # the earlier one's run is written last
     os.utime(later, (1_800_000_000, 1_800_000_000))
     os.utime(earlier, (1_800_000_100, 1_800_000_100))
     env = {"TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}

@@ -30,7 +30,7 @@ from transcript_otel.sessions.watch import Watcher, WatchState
 from transcript_otel.sinks import JsonlMirror
 
 from loopback import subprocess_env
-from session_fixtures import CLAUDE, SESSIONS
+from session_fixtures import CLAUDE, codex_day
 
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 INPUT, OUTPUT = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
@@ -318,7 +318,7 @@ def test_a_watch_restarted_in_the_middle_of_a_codex_turn_counts_each_token_once(
     call one result, named, and no second call. Before (stopped before the history output):
     chat spans 3,000 / 40 + 0 / 0, summaries 3,000 / 40 + 9,600 / 85 against the thread's
     9,600 / 85, and the command's output again as an unnamed result."""
-    (rollout,) = (SESSIONS / "codex/shell/codex-home/sessions/2026/11/27").glob("*.jsonl")
+    (rollout,) = codex_day("shell").glob("*.jsonl")
     lines = _in_time_order({rollout: tmp_path / "home" / "day" / rollout.name})
     stop = next(i for i, (_, line) in enumerate(lines) if stopped_before in line)
     watch = _Watch(tmp_path)
@@ -435,9 +435,9 @@ def test_a_subagent_file_read_again_from_its_start_counts_nothing_twice(
     assert _chat_totals(records) == _claude_totals(source)
 
 
-@pytest.mark.parametrize("stopped_after", [54, 56, 58])
+@pytest.mark.parametrize("stopped_after", ["assistant", "last-prompt", "atis-latch"])
 def test_a_compacted_session_restarted_after_its_last_answer_counts_each_token_once(
-    stopped_after: int, tmp_path: Path
+    stopped_after: str, tmp_path: Path
 ) -> None:
     """SIGINT after the last answer of a compacted session (its cost line, from the compaction,
     came before that answer) and a new start before the session's last cost line: the first
@@ -447,8 +447,12 @@ def test_a_compacted_session_restarted_after_its_last_answer_counts_each_token_o
     source = _main_file("compacted")
     files = _session_files(source, tmp_path / "home" / "project")
     lines = _in_time_order(files)
+    # Stopped after the session's last line of that type: its last answer, or a line the CLI
+    # writes after it and before its last cost line.
+    at = 1 + max(i for i, (_, line) in enumerate(lines) if json.loads(line).get("type") == stopped_after)
+    assert json.loads(lines[-1][1]).get("type") == "cost-state"
     watch = _Watch(tmp_path)
-    for stretch in (lines[:stopped_after], lines[stopped_after:]):
+    for stretch in (lines[:at], lines[at:]):
         watch.start()
         try:
             watch.write(stretch)

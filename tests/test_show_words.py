@@ -51,15 +51,15 @@ def test_a_claude_session_logs_usage_line_is_its_totals_and_cost(capsys: Capture
 
 def test_a_logged_api_retry_is_its_attempt_delay_and_cause(capsys: Capture, tmp_path: Path) -> None:
     text = shown(capsys, CLAUDE / "fatal_500", tmp_path)
-    assert block(text, "⚙️ SYSTEM") == "api retry: attempt 1 of 1 · in 513 ms · after 500 scripted failure 500"
+    assert block(text, "⚙️ SYSTEM") == "api retry: attempt 1 of 1 · in 521 ms · after 500 scripted failure 500"
     assert "parentUuid" not in text
 
 
 def test_claude_terminal_session_events_are_words(capsys: Capture, tmp_path: Path) -> None:
     text = shown(capsys, CLAUDE / "interactive_two_prompts", tmp_path)
     assert "permission mode: auto\n" in text
-    assert "turn duration: 193 ms · 13 messages\n" in text
-    assert "turn duration: 61 ms · 16 messages\n" in text
+    assert "turn duration: 173 ms · 13 messages\n" in text
+    assert "turn duration: 64 ms · 16 messages\n" in text
     assert '{"' not in text
 
 
