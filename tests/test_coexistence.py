@@ -120,7 +120,7 @@ def run_program(scratch: Path, disabled: str, **exporting: str) -> Instrumented:
     with claude_offline.model_server(SCENARIO, scratch) as model:
         environment = {
             **claude_offline.offline_environment(model, home),
-            "FAKE_CLAUDE_CLI": str(cli),
+            "CLAUDE_CLI": str(cli),
             "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
             "OTEL_TRACES_EXPORTER": "none",
             "OTEL_LOGS_EXPORTER": "none",

@@ -568,7 +568,7 @@ def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:
     with claude_offline.model_server("parallel_subagents", tmp_path) as model:
         environment = {
             **claude_offline.offline_environment(model, home),
-            "FAKE_CLAUDE_CLI": str(cli),
+            "CLAUDE_CLI": str(cli),
             "PATH": f"{cli.parent}{os.pathsep}{os.environ.get('PATH', '')}",  # SDKs without cli_path
             "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
             "OTEL_TRACES_EXPORTER": "none",
@@ -576,7 +576,7 @@ def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:
             "OTEL_METRICS_EXPORTER": "none",
         }
         completed = subprocess.run(
-            [str(instrument), sys.executable, str(program), "any", model.prompt],
+            [str(instrument), sys.executable, str(program), model.prompt],
             env=environment,
             cwd=tmp_path,
             capture_output=True,

@@ -43,7 +43,7 @@ def run(prompt: str) -> dict[str, Any]:
     assert isinstance(provider, TracerProvider), f"no SDK tracer provider: {provider!r}"
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    messages = asyncio.run(main("any", prompt))
+    messages = asyncio.run(main(prompt))
     # Our spans end on the transcript writer: wait for it before reading what was exported.
     assert transcript_otel.flush(10.0)
     spans = [as_json(span) for span in exporter.get_finished_spans()]

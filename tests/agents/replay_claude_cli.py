@@ -11,7 +11,9 @@ launcher). It prints the lines the real CLI printed when the SDK drove it
   the request id the SDK sent (the one change to a recorded line: the SDK matches a response
   to its request by that id);
 * each prompt (a `user` line on stdin) gets the recorded lines up to and including the next
-  `result`;
+  `session_state_changed` to `idle` (the CLI waits for input again: turns it started by itself,
+  such as a background subagent's notification turn, come before), or, in a recording
+  without those, the next `result`;
 * when stdin ends, the rest of the recording (what the CLI printed after its last prompt's
   result: a background subagent's notification turn); then it exits with the recorded status
   (`NAME.meta.json`);
@@ -57,15 +59,21 @@ class Replay:
         self.print(json.dumps(response, separators=(",", ":")))
 
     def turn(self) -> None:
+        idle_marks = any(_is_idle(line) for line in self.lines)
         while self.lines:
             line = self.lines.popleft()
             self.print(line)
-            if _kind(line) == "result":
+            if _is_idle(line) if idle_marks else _kind(line) == "result":
                 return
 
     def rest(self) -> None:
         while self.lines:
             self.print(self.lines.popleft())
+
+
+def _is_idle(line: str) -> bool:
+    message: dict[str, Any] = json.loads(line)
+    return message.get("subtype") == "session_state_changed" and message.get("state") == "idle"
 
 
 def _kind(line: str) -> str:
