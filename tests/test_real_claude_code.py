@@ -38,6 +38,7 @@ sys.path.insert(0, str(TESTS / "agents"))
 
 import claude_code  # noqa: E402
 import claude_offline  # noqa: E402
+from anthropic_api import RETRY_AFTER_SECONDS  # noqa: E402
 from captured_run import CapturedRun  # noqa: E402
 from claude_code import CASES, USAGE_KEYS, record, served_usage  # noqa: E402
 
@@ -368,12 +369,29 @@ def test_no_api_key_makes_no_request(wrapped: dict[str, ClaudeRun]) -> None:
     assert wrapped["no_api_key"].served == []
 
 
-@pytest.mark.parametrize("scenario", ["retry_500", "mid_stream_error"])
+@pytest.mark.parametrize("scenario", ["retry_500", "rate_limited", "mid_stream_error"])
 def test_a_retried_request_is_one_answer(wrapped: dict[str, ClaudeRun], scenario: str) -> None:
     run = wrapped[scenario]
     assert len([a for a in run.served if "usage" in a]) == 1
     assert RunDigest.of(run.records).status == "completed"
     assert [e["entry_type"] for e in run.entries if e["source"] == "main"].count("assistant_message") == 1
+
+
+def test_a_rate_limit_is_retried_after_the_time_it_names(wrapped: dict[str, ClaudeRun]) -> None:
+    """The model refused the first attempt with 429 and a `retry-after`: the CLI said it would
+    retry, and the retry was answered."""
+    run = wrapped["rate_limited"]
+    assert [answer["status"] for answer in run.served] == [429, 200]
+    (retry,) = [e for e in run.entries if e["detail"].get("subtype") == "api_retry"]
+    assert retry["detail"]["sdk_entry"]["error_status"] == 429
+    assert retry["detail"]["sdk_entry"]["retry_delay_ms"] >= 1000 * RETRY_AFTER_SECONDS
+
+
+def test_redacted_thinking_is_thinking_whose_text_is_not_shown(wrapped: dict[str, ClaudeRun]) -> None:
+    run = wrapped["redacted_thinking"]
+    (thinking,) = [e for e in run.entries if e["entry_type"] == "thinking"]
+    assert thinking["detail"]["sdk_entry"]["type"] == "redacted_thinking"
+    assert RunDigest.of(run.records).status == "completed"
 
 
 def test_a_denied_tool_fails_its_call(wrapped: dict[str, ClaudeRun]) -> None:
