@@ -3,6 +3,7 @@ records them; docs/session-logs.md says what they show), for every test that rea
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Final
 
@@ -64,3 +65,26 @@ CODEX_INTERACTIVE_SCENARIOS: Final = (
     "interactive_interrupted",
     "interactive_compacted",
 )
+
+
+def codex_day(scenario: str) -> Path:
+    """The day folder (`sessions/YYYY/MM/DD`) Codex wrote the scenario's rollouts in (the day of
+    its recording)."""
+    (day,) = {
+        path.parent for path in (CODEX / scenario / "codex-home" / "sessions").glob("*/*/*/rollout-*.jsonl")
+    }
+    return day
+
+
+def codex_threads(scenario: str) -> tuple[str, str]:
+    """(root thread id, subagent thread id) of a scenario with one subagent, as their rollouts'
+    `session_meta` lines say (the subagent's names a `parent_thread_id`)."""
+    metas = [
+        json.loads(path.read_text().splitlines()[0])["payload"]
+        for path in (CODEX / scenario / "codex-home" / "sessions").glob("*/*/*/rollout-*.jsonl")
+    ]
+    ((root,), (child,)) = (
+        [meta["id"] for meta in metas if "parent_thread_id" not in meta],
+        [meta["id"] for meta in metas if "parent_thread_id" in meta],
+    )
+    return str(root), str(child)

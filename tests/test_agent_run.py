@@ -885,6 +885,8 @@ def test_codex_json_chat_says_only_what_codex_tells(start: Start) -> None:
 
 
 RESUMED = Path(__file__).parent / "fixtures" / "sessions" / "codex" / "resumed"
+# The thread the resumed run's `thread.started` names.
+RESUMED_THREAD = json.loads((RESUMED / "stdout-2.jsonl").read_text().splitlines()[0])["thread_id"]
 
 
 @pytest.mark.parametrize("fmt", ["codex-json", "auto"])
@@ -901,7 +903,7 @@ def test_a_resumed_codex_thread_counts_from_the_totals_of_the_thread_its_output_
         return {"input_tokens": 2000, "cached_input_tokens": 0, "output_tokens": 10}
 
     spans = replay(start, fmt, RESUMED / "stdout-2.jsonl", totals_of)
-    assert asked == ["01a21c28-bbde-7511-9f8a-5c651c6b2a6d"]  # once, the thread `thread.started` named
+    assert asked == [RESUMED_THREAD]  # once, the thread `thread.started` named
     attributes = only(spans, "chat").attributes or {}
     assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (2000, 10)
 
@@ -918,7 +920,7 @@ def test_a_resumed_session_whose_totals_cannot_be_read_is_recorded_with_what_it_
     errors = [json.loads(line) for line in run.read_text().splitlines() if '"transcript.error"' in line]
     assert [error["context"]["error"] for error in errors] == [
         "could not read the resumed session's totals: PermissionError: cannot read the rollout of "
-        "01a21c28-bbde-7511-9f8a-5c651c6b2a6d"
+        + RESUMED_THREAD
     ]
 
 

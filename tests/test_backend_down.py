@@ -32,7 +32,7 @@ from fault_servers import SilentServer
 
 from helpers import assert_complete_mirror
 from loopback import free_port, subprocess_env
-from session_fixtures import SESSIONS
+from session_fixtures import codex_day
 
 ENTRIES = 2000
 SPANS = 20
@@ -171,7 +171,7 @@ def run_against_dead_backend(tmp_path: Path, protocol: str, backend: str, endpoi
 
 
 CODEX_SESSION = next(
-    (SESSIONS / "codex/shell/codex-home/sessions/2026/11/27").glob("rollout-*.jsonl")
+    codex_day("shell").glob("rollout-*.jsonl")
 )  # its session id is the name's last 36 characters
 
 

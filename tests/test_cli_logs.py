@@ -13,9 +13,9 @@ from transcript_otel.instrumentation.cli_logs import resumed_thread_usage
 from transcript_otel.mappings.session_lines import timestamp_ns
 
 RESUMED = Path(__file__).parent / "fixtures" / "sessions" / "codex" / "resumed" / "codex-home"
-THREAD = "01a21c28-bbde-7511-9f8a-5c651c6b2a6d"
-# Between the first run's last line (08:39:21.445) and the second's first (08:39:21.865).
-SECOND_RUN_STARTED = "2026-11-27T08:39:21.800Z"
+THREAD = "01a24bd0-a98e-7cb3-a106-8b99e83fd1e2"
+# Between the first run's last line (14:44:56.021) and the second's first (14:44:56.441).
+SECOND_RUN_STARTED = "2026-12-06T14:44:56.400Z"
 
 
 def at(moment: str) -> int:
@@ -31,15 +31,15 @@ def input_tokens(thread: str, started: str, codex_home: Path = RESUMED) -> int |
 
 def test_the_totals_a_thread_had_when_the_run_started_and_not_those_it_wrote_since() -> None:
     assert input_tokens(THREAD, SECOND_RUN_STARTED) == 2000  # the rollout ends at 4000
-    assert input_tokens(THREAD, "2026-11-27T08:39:22.000Z") == 4000
-    assert input_tokens(THREAD, "2026-11-27T08:39:20.000Z") is None  # a run before any turn
+    assert input_tokens(THREAD, "2026-12-06T14:44:57.000Z") == 4000
+    assert input_tokens(THREAD, "2026-12-06T14:44:55.000Z") is None  # a run before any turn
 
 
 @pytest.mark.parametrize(
     "thread",
     [
-        "01a21c28-0000-0000-0000-000000000000",  # no rollout: a thread the run started
-        "../01a21c28-bbde-7511-9f8a-5c651c6b2a6d",  # names no file of the sessions folder
+        "01a24bd0-0000-0000-0000-000000000000",  # no rollout: a thread the run started
+        "../01a24bd0-a98e-7cb3-a106-8b99e83fd1e2",  # names no file of the sessions folder
         "*",
     ],
 )
@@ -53,7 +53,7 @@ def test_a_line_that_only_quotes_the_totals_name_is_passed_over(tmp_path: Path) 
     (rollout,) = home.glob(f"sessions/*/*/*/rollout-*-{THREAD}.jsonl")
     lines = rollout.read_bytes().splitlines(keepends=True)
     quoting = (
-        b'{"timestamp":"2026-11-27T08:39:21.500Z","type":"response_item","payload":{"type":"message",'
+        b'{"timestamp":"2026-12-06T14:44:56.100Z","type":"response_item","payload":{"type":"message",'
         b'"role":"user","content":[{"type":"input_text","text":"what is \\"total_token_usage\\"?"}]}}\n'
     )
     first_run_end = next(i for i, line in enumerate(lines) if b'"task_complete"' in line) + 1

@@ -128,7 +128,7 @@ def test_show_ends_a_failed_run_with_failed_and_a_good_one_with_stopped(capsys: 
     _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-failed.jsonl"), "--type", "user_message")
     assert out.rstrip().splitlines()[-1].startswith("── failed · ")  # the error is not shown, still counts
     _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-rich.jsonl"))
-    assert out.rstrip().splitlines()[-1].startswith("── stopped · 18 entries · ")
+    assert out.rstrip().splitlines()[-1].startswith("── stopped · 26 entries · ")
 
 
 def test_show_labels_a_chat_system_prompt_and_usage(capsys: Capture) -> None:
@@ -335,7 +335,8 @@ def test_a_partial_last_line_loses_nothing_before_it(tmp_path: Path, capsys: Cap
     cut.write_bytes(b"".join(lines[:-2]) + lines[-2][:40])  # the writer died mid-line
     status, out, err = cli(capsys, "show", str(cut))
     assert status == 0
-    assert len([line for line in out.splitlines() if line.startswith("[")]) == len(lines) - 3
+    kept_entries = sum(b'"event":"transcript.entry"' in line for line in lines[:-2])
+    assert len([line for line in out.splitlines() if line.startswith("[")]) == kept_entries
     assert f"{cut}:{len(lines) - 1}: skipped partial last line" in err
     status, out, _ = cli(capsys, "validate", str(cut))
     assert status == 1

@@ -547,7 +547,14 @@ TOOLS_SQL = (
     "FROM transcript_tools ORDER BY transcript_source, call_seq"
 )
 TOOL_IDS = {
-    "wink-0.27-codex-rich": ["call_echo_1", "item_cmd_1", "item_file_1", "item_mcp_1", "item_web_1"],
+    "wink-0.27-codex-rich": [
+        "call_demo_echo",
+        "call_tour_1",
+        "call_tour_2",
+        "call_tour_3",
+        "call_tour_5",
+        "ws_7e8aa20d4a6f4c81989f3ea0599fc97800",
+    ],
     "wink-0.25-codex-rich": ["call_echo_1", "item_cmd_1", "item_file_1", "item_mcp_1", "item_web_1"],
     "claude-sdk-parallel-subagents": ["toolu_task_a", "toolu_task_b", "toolu_a_1", "toolu_b_1"],
 }
@@ -628,11 +635,12 @@ def test_wink_query_pairs_tool_calls_with_results(wink: Path, tmp_path: Path) ->
             "result_seq": res,
         }
         for name, call, at, res in [
-            ("echo", "call_echo_1", 4, 5),
-            ("echo hi", "item_cmd_1", 6, 7),
-            ("fileChange", "item_file_1", 8, 9),
-            ("mcpToolCall", "item_mcp_1", 10, 12),
-            ("webSearch", "item_web_1", 13, 14),
+            ("echo", "call_demo_echo", 4, 5),
+            ("/bin/bash -lc 'seq 2 > data.txt && wc -l data.txt'", "call_tour_1", 8, 9),
+            ("/bin/bash -lc 'cat missing.txt'", "call_tour_2", 11, 12),
+            ("fileChange", "call_tour_3", 14, 15),
+            ("mcpToolCall", "call_tour_5", 19, 20),
+            ("webSearch", "ws_7e8aa20d4a6f4c81989f3ea0599fc97800", 22, 23),
         ]
     ]
     assert run_wink(wink, claude_zip, TOOLS_SQL) == [

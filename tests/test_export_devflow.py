@@ -180,8 +180,10 @@ def codex_rich(flow: str, unknown_before_mcp_result: bool) -> Expected:
     )
 
 
-def codex_real_demo() -> Expected:
-    """`make demo`'s Codex run: weakincentives 0.27 on the real Codex CLI 0.171 (`demo` scenario)."""
+def codex_real_demo(web_search_id: str) -> Expected:
+    """weakincentives 0.27 on the real Codex CLI 0.171, the scripted model's `demo` scenario
+    (`make demo`'s run, and the one under `opentelemetry-instrument`); `web_search_id`: the id
+    the model gave its web search."""
 
     def call(call_id: str, name: str, arguments: dict[str, Any], output: str, error: str = "") -> Turn:
         return Turn("assistant", "", [(call_id, name, arguments, output, error)])
@@ -240,7 +242,7 @@ def codex_real_demo() -> Expected:
             Turn("tool_result", docs),
             usage(3900, 18, 3600, 0),
             call(
-                "we_resp_scripted_0007_0",
+                web_search_id,
                 "codex:web_search",
                 {"query": "counting lines in a file"},
                 "search: counting lines in a file",
@@ -323,9 +325,9 @@ def chat_tool(flow: str, adapter: str, scenario: str, calls: list[tuple[str, str
 
 
 EXPECTED: dict[str, Expected] = {
-    "wink-0.27-codex-rich.jsonl": codex_rich("codex-rich", unknown_before_mcp_result=True),
+    "wink-0.27-codex-rich.jsonl": codex_real_demo("ws_7e8aa20d4a6f4c81989f3ea0599fc97800"),
     "wink-0.25-codex-rich.jsonl": codex_rich("codex-rich", unknown_before_mcp_result=False),
-    "wink-0.27-codex-real-demo.jsonl": codex_real_demo(),
+    "wink-0.27-codex-real-demo.jsonl": codex_real_demo("we_resp_scripted_0007_0"),
     "wink-0.27-claude-rich.jsonl": claude_rich(),
     "wink-0.25-claude-rich.jsonl": claude_rich(),
     "wink-0.24-openai-tool.jsonl": chat_tool("openai-tool", "openai", "tool", [("call_1", "hi")]),

@@ -37,7 +37,7 @@ from transcript_otel.sessions.recorder import run_id_of
 
 from loopback import subprocess_env
 from receivers import TapCollector, run_to_completion
-from session_fixtures import SESSIONS
+from session_fixtures import SESSIONS, codex_threads
 
 SCENARIOS = sorted(
     f"{cli.name}/{scenario.name}"
@@ -584,7 +584,7 @@ def _set(*keys_and_value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-CODEX_ROOT, CODEX_CHILD = "01a21dda-b719-7fd3-9b4f-96a6ba8027e1", "01a21dda-b7a6-79d3-98ee-bce4a0151d89"
+CODEX_ROOT, CODEX_CHILD = codex_threads("subagent")
 HOSTILE_FIRST_LINES = {
     "codex root's own id not a string": ("codex/subagent", CODEX_ROOT, _set("payload", "id", -1)),
     "codex root's own id a path": ("codex/subagent", CODEX_ROOT, _set("payload", "id", "../../x")),

@@ -174,10 +174,10 @@ class _Watch:
         assert self._process.stdout is not None
         assert "following" in self._process.stdout.readline()
 
-    def stop(self) -> None:
+    def stop(self, how: signal.Signals = signal.SIGINT) -> None:
         assert self._process is not None
-        self._process.send_signal(signal.SIGINT)
-        assert self._process.wait(60) == 0
+        self._process.send_signal(how)
+        assert self._process.wait(60) == (-signal.SIGKILL if how == signal.SIGKILL else 0)
         self._process = None
 
     def write(self, lines: list[tuple[Path, bytes]]) -> None:
@@ -458,4 +458,45 @@ def test_a_compacted_session_restarted_after_its_last_answer_counts_each_token_o
             watch.write(stretch)
         finally:
             watch.stop()
+    _runs_add_up(watch, _claude_totals(source))
+
+
+def _compaction_lines() -> tuple[list[str], int]:
+    """The types of the recorded compacted session's lines in the order the CLI wrote them, and
+    the index of its compaction's boundary."""
+    types = [json.loads(line).get("type") for _, line in _in_time_order({_main_file("compacted"): Path()})]
+    boundary = next(
+        i
+        for i, (_, line) in enumerate(_in_time_order({_main_file("compacted"): Path()}))
+        if json.loads(line).get("subtype") == "compact_boundary"
+    )
+    return types, boundary
+
+
+def _after_the_boundary() -> list[int]:
+    """Each line from the compaction's boundary to the last before the cost line after it."""
+    types, boundary = _compaction_lines()
+    cost = types.index("cost-state", boundary)
+    return list(range(boundary, cost))
+
+
+@pytest.mark.parametrize("stopped_after", _after_the_boundary())
+def test_a_watch_stopped_inside_a_compaction_counts_its_tokens_in_chat_spans(
+    stopped_after: int, tmp_path: Path
+) -> None:
+    """SIGTERM (systemd's stop) after any line from a compaction's boundary up to the cost line
+    that holds its model call (the terminal UI logs that call in the cost only), and a new start:
+    the runs' chat spans, root spans and summaries add up to the CLI's totals. Before: the chat
+    spans 1,252 / 13 against the CLI's 3,252 / 37 (the compaction's 2,000 / 24 on no chat span:
+    the run after the restart had no turn open for it)."""
+    source = _main_file("compacted")
+    files = _session_files(source, tmp_path / "home" / "project")
+    lines = _in_time_order(files)
+    watch = _Watch(tmp_path)
+    for stretch in (lines[: stopped_after + 1], lines[stopped_after + 1 :]):
+        watch.start()
+        try:
+            watch.write(stretch)
+        finally:
+            watch.stop(signal.SIGTERM)
     _runs_add_up(watch, _claude_totals(source))

@@ -12,7 +12,7 @@ from transcript_otel.cli import main
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
 
-from session_fixtures import CLAUDE, CODEX
+from session_fixtures import CLAUDE, CODEX, codex_threads
 
 WINK_ROLLOUTS = Path(__file__).resolve().parent / "fixtures" / "codex" / "wink-rollouts"
 Capture = pytest.CaptureFixture[str]
@@ -68,10 +68,11 @@ def test_codex_session_events_are_words(capsys: Capture, tmp_path: Path) -> None
     assert "thread started: Codex 0.171.0 (codex-tui) · cwd /scratch/work · provider scripted\n" in text
     assert "\nturn started\n" in text
     assert "turn_id" not in text
-    helper = "thread 01a21e7e-d91e-74e1-8f84-c71121b1ef68"
+    root, child = codex_threads("interactive_subagent")
+    helper = f"thread {child}"
     assert f"subagent started: /root/helper (gpt-5.5) · {helper}\n" in text
     assert f"subagent completed: /root/helper · {helper}\n" in text
-    assert "subagent /root/helper of thread 01a21e7e-d84a-7f60-b470-fced1c5e8379" in text
+    assert f"subagent /root/helper of thread {root}" in text
     interrupted = shown(capsys, CODEX / "interactive_interrupted", tmp_path / "interrupted")
     assert "turn aborted: interrupted\n" in interrupted
 

@@ -30,9 +30,9 @@ from transcript_otel.sinks import JsonlMirror
 
 from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
 from loopback import subprocess_env
-from session_fixtures import SESSIONS
+from session_fixtures import codex_day
 
-SOURCE = SESSIONS / "codex/resumed/codex-home/sessions/2026/11/27"
+SOURCE = codex_day("resumed")
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 _HUGE_HEAD = b'{"timestamp":"2026-11-27T08:39:30.000Z","type":"response_item","payload":{"type":"message",'
 _HUGE_HEAD += b'"role":"user","content":[{"type":"input_text","text":"'

@@ -14,10 +14,10 @@ from transcript_otel import read_records
 
 from inotify_watches import inotify_here, inotify_watches
 from loopback import subprocess_env
-from session_fixtures import SESSIONS
+from session_fixtures import SESSIONS, codex_day
 
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
-CODEX_DAY = SESSIONS / "codex/shell/codex-home/sessions/2026/11/27"
+CODEX_DAY = codex_day("shell")
 CLAUDE_PROJECT = SESSIONS / "claude_code/background_subagent/home/.claude/projects/-scratch-work"
 
 

@@ -26,9 +26,9 @@ from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
 
 from loopback import subprocess_env
-from session_fixtures import SESSIONS
+from session_fixtures import codex_day
 
-SOURCE = SESSIONS / "codex/resumed/codex-home/sessions/2026/11/27"
+SOURCE = codex_day("resumed")
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 
 

@@ -16,9 +16,9 @@ from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.sessions.watch import Watcher, WatchState
 from transcript_otel.sinks import JsonlMirror
 
-from session_fixtures import CODEX
+from session_fixtures import codex_day
 
-DAY = CODEX / "subagent/codex-home/sessions/2026/11/27"
+DAY = codex_day("subagent")
 
 
 def test_a_run_that_opens_with_a_subagents_first_line_is_its_sessions(

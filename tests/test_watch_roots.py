@@ -27,11 +27,11 @@ from transcript_otel.sinks import JsonlMirror
 
 from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
 from loopback import subprocess_env
-from session_fixtures import CLAUDE, CODEX
+from session_fixtures import CLAUDE, codex_day
 
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 CLAUDE_SESSION = next((CLAUDE / "tools/home/.claude/projects/-scratch-work").glob("*.jsonl"))
-CODEX_SESSION = next((CODEX / "shell/codex-home/sessions/2026/11/27").glob("*.jsonl"))
+CODEX_SESSION = next(codex_day("shell").glob("*.jsonl"))
 
 
 def _write_in_steps(source: Path, target: Path, steps: int, between: Callable[[], object]) -> None:

@@ -33,10 +33,11 @@ from transcript_otel.sinks import JsonlMirror
 
 from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
 from loopback import subprocess_env
-from session_fixtures import SESSIONS
+from session_fixtures import SESSIONS, codex_day
 
 CLAUDE_PROJECT = SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work"
-CODEX_DAY = SESSIONS / "codex/shell/codex-home/sessions/2026/11/27"
+CODEX_DAY = codex_day("shell")
+SUBAGENT_DAY = codex_day("subagent")
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 
 
@@ -179,7 +180,7 @@ def test_a_line_our_mapping_fails_on_is_kept_and_the_rest_is_exported(
 @pytest.mark.parametrize(
     ("folder", "target"),
     [
-        ("codex/subagent/codex-home/sessions/2026/11/27", "sessions/2026/11/27"),
+        (str(SUBAGENT_DAY.relative_to(SESSIONS)), str(SUBAGENT_DAY.relative_to(SUBAGENT_DAY.parents[3]))),
         ("claude_code/v2.0.32_tools/home/.claude/projects/-scratch-work", "projects/-scratch-work"),
     ],
     ids=["codex", "claude_code_2.0"],
@@ -531,7 +532,7 @@ def test_the_watch_command_exports_live_and_goes_on_after_sigterm(tmp_path: Path
     runs = tmp_path / "runs"
     env = subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(runs))
     command = [*CLI, "watch", str(home), "--state", str(tmp_path / "watch.json")]
-    source = SESSIONS / "codex/resumed/codex-home/sessions/2026/11/27"
+    source = codex_day("resumed")
     target = home / "project" / _session_file(source).name
     lines = _session_file(source).read_bytes().splitlines(keepends=True)
     # Stopped between the session's two turns (`codex exec` and its `resume`): the run after the
@@ -834,7 +835,7 @@ def test_after_sigkill_the_watch_command_exports_every_line_at_least_once(tmp_pa
     state = tmp_path / "watch.json"
     env = subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(runs))
     command = [*CLI, "watch", str(home), "--state", str(state)]
-    source = SESSIONS / "codex/resumed/codex-home/sessions/2026/11/27"
+    source = codex_day("resumed")
     target = home / "project" / _session_file(source).name
     target.parent.mkdir(parents=True)
     lines = _session_file(source).read_bytes().splitlines(keepends=True)

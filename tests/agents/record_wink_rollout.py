@@ -51,6 +51,8 @@ def main() -> int:
         print(f"expected one rollout, found {rollouts}", file=sys.stderr)
         return 1
     TARGET.mkdir(parents=True, exist_ok=True)
+    for previous in TARGET.glob("rollout-*.jsonl"):  # the folder holds the latest recording only
+        previous.unlink()
     shutil.copy(rollouts[0], TARGET / rollouts[0].name)
     for made in _Kept.made:
         shutil.rmtree(made, ignore_errors=True)
