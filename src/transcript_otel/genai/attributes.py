@@ -8,6 +8,7 @@ them uses and returns only what it finds. Pure, tolerant of any input.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -287,6 +288,45 @@ def session_usage(detail: Any) -> dict[str, int]:
     `modelUsage`, subagents included, as the mapping put it in `detail.session_usage`)."""
     totals = detail.get("session_usage") if is_mapping(detail) else None
     return usage_attributes({"usage": totals}) if totals is not None else {}
+
+
+class SessionTotals:
+    """A Claude session run's tokens: the session's last reported totals (`session_usage`,
+    subagents included) plus its messages' usage since, in the reported totals' key order.
+
+    The CLI writes its totals as the session is left, so a run that ends before (a restart, an
+    idle end) has messages they do not cover. The key order is the report's, so the same run
+    gives the same bytes in every process (a set's order would not)."""
+
+    __slots__ = ("_reported", "_since")
+
+    def __init__(self) -> None:
+        self._reported: dict[str, int] = {}
+        self._since: dict[str, int] = {}
+
+    def report(self, detail: Any) -> None:
+        """A `token_usage` entry's `detail`: the session's totals, where it reports them, are the
+        new base, and only messages after it add to them."""
+        reported = session_usage(detail)
+        if reported:
+            self._reported = reported
+            self._since = {}
+
+    def add_message(self, usage: Mapping[str, int]) -> None:
+        """A message's usage (once per message: the caller knows which were counted)."""
+        since = self._since
+        for key, count in usage.items():
+            since[key] = since.get(key, 0) + count
+
+    def totals(self) -> Counter[str] | None:
+        """The run's tokens; None while the session has reported no totals (the run's own sums
+        stand then)."""
+        if not self._reported:
+            return None
+        totals = Counter(self._reported)
+        for key, count in self._since.items():
+            totals[key] += count
+        return totals
 
 
 def tool_failed(detail: Any) -> bool:

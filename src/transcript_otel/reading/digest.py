@@ -19,9 +19,9 @@ from typing import Any, Final
 
 from transcript_otel.genai.attributes import (
     RunningUsage,
+    SessionTotals,
     cost_usd,
     message_usage,
-    session_usage,
 )
 from transcript_otel.model.entries import TranscriptEvent, TranscriptSummary
 from transcript_otel.otel.attributes import (
@@ -97,11 +97,8 @@ class RunDigest:
         self._usage: Counter[str] = Counter()
         self._running_usage = RunningUsage()
         self._message_usage: Counter[str] = Counter()
-        # The session's own running totals (Claude Code's `modelUsage`, subagents included),
-        # and its messages' usage since the last of them (written as the session is left: a
-        # run that ends before, at a restart or an idle end, has messages they do not cover).
-        self._session_usage: dict[str, int] = {}
-        self._message_usage_since_session: Counter[str] = Counter()
+        # The session's own totals (Claude Code's `modelUsage`), where it reports them.
+        self._session_totals = SessionTotals()
         self._messages_counted: set[str] = set()
         self._calls = ToolCalls()
         self._turn_end = TurnEnd()
@@ -174,10 +171,7 @@ class RunDigest:
         if entry.entry_type == "token_usage":
             self._usage.update(self._running_usage.added(detail))
             self.cost_usd += cost_usd(detail)
-            reported = session_usage(detail)
-            if reported:
-                self._session_usage = reported
-                self._message_usage_since_session.clear()
+            self._session_totals.report(detail)
         elif entry.entry_type == "error":
             self.error_count += 1
             if len(self.errors) < _MAX_ERRORS:
@@ -197,7 +191,7 @@ class RunDigest:
         if counted is not None and counted[0] not in self._messages_counted:
             self._messages_counted.add(counted[0])
             self._message_usage.update(counted[1])
-            self._message_usage_since_session.update(counted[1])
+            self._session_totals.add_message(counted[1])
 
     def _answer(self, answer: Answer) -> None:
         stats = self.tools.setdefault(answer.name, ToolStats(answer.name))
@@ -215,11 +209,8 @@ class RunDigest:
         """Token totals: the session's own totals where it reports them (subagents included) and
         its messages' usage since, else the sum of the run's usage reports, else (Claude
         transcripts) its messages' usage."""
-        usage: Mapping[str, int]
-        if self._session_usage:
-            usage = Counter(self._session_usage)
-            usage.update(self._message_usage_since_session)
-        else:
+        usage: Mapping[str, int] | None = self._session_totals.totals()
+        if usage is None:
             usage = self._usage or self._message_usage
         return {name: usage[key] for key, name in TOKEN_NAMES.items() if key in usage}
 

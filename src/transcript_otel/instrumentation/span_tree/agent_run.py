@@ -53,8 +53,8 @@ from transcript_otel.capture.emitter import TranscriptEmitter
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.genai.attributes import (
     RunningUsage,
+    SessionTotals,
     cost_usd,
-    session_usage,
     tool_failed,
     tool_identity,
     usage_attributes,
@@ -190,8 +190,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         self._tools = {}
         self._running_scripts = {}
         self._background_calls = {}
-        self._session_usage = None
-        self._message_usage_since_session = {}
+        self._session_totals = SessionTotals()
         self._running_usage = RunningUsage()
         self._subagents = {}
         self._ended_launchers = deque(maxlen=_MAX_ENDED_LAUNCHERS)
@@ -380,10 +379,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
             return tool
         if entry_type == ENTRY_TOKEN_USAGE:
             self._count_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
-            reported = session_usage(detail)
-            if reported:
-                self._session_usage = reported
-                self._message_usage_since_session = {}
+            self._session_totals.report(detail)
         elif entry_type == ENTRY_ERROR:
             base.error_type = error_type(detail)
         return base

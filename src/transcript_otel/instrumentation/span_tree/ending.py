@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import time
 import traceback
-from collections import Counter
 
 from opentelemetry import context as otel_context
 from opentelemetry.semconv.attributes.exception_attributes import (
@@ -60,12 +59,9 @@ class RunEnding(TurnSpans, ToolSpans):
             with self._lock:
                 self._close_open_spans(end_ns)
             root = self._root
-            if self._session_usage:
-                # In the reported totals' key order: the root's attributes are the same bytes
-                # in every process (a set's order is not).
-                root.usage = Counter(self._session_usage)
-                for key, count in self._message_usage_since_session.items():
-                    root.usage[key] += count
+            session_totals = self._session_totals.totals()
+            if session_totals is not None:
+                root.usage = session_totals
             if error is not None:
                 root.error_type = exception_type(error)
                 self._record_exception(root.span, error, end_ns)

@@ -65,9 +65,7 @@ class ResponseFacts(RunState):
         if len(self._usage_by_message) > MAX_COUNTED_MESSAGES:  # a message's lines come together
             del self._usage_by_message[next(iter(self._usage_by_message))]
         self._count_usage(slot, usage, self._turn)
-        since = self._message_usage_since_session
-        for key, count in usage.items():
-            since[key] = since.get(key, 0) + count
+        self._session_totals.add_message(usage)
 
     def _note_turn_facts(self, entry_type: Any, detail: Any, turn: SpanSlot | None) -> None:
         """An entry's facts about the model: the init message's model (the run's request model when

@@ -17,7 +17,7 @@ from typing import Any
 from opentelemetry import trace
 
 from transcript_otel.capture.emitter import TranscriptEmitter
-from transcript_otel.genai.attributes import RunningUsage
+from transcript_otel.genai.attributes import RunningUsage, SessionTotals
 from transcript_otel.genai.rules import ContentRules
 from transcript_otel.instrumentation.span_tree.span_content import AgentDescription
 from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot, ToolSlot
@@ -61,12 +61,9 @@ class RunState:
     # Calls whose result said they go on in the background (a background subagent): they
     # end when the harness says the work ended, or with the run.
     _background_calls: dict[str, ToolSlot]
-    # The session's own running token totals (subagents included), where the harness tells
-    # them: the root span reports them rather than the sum of what the run recorded.
-    _session_usage: dict[str, int] | None
-    # Its messages' usage since the last of those totals (written as the session is left: a
-    # run that ends before, at a restart or an idle end, has messages they do not cover).
-    _message_usage_since_session: dict[str, int]
+    # The session's own token totals, where the harness tells them: the root span reports
+    # them rather than the sum of what the run recorded.
+    _session_totals: SessionTotals
     _running_usage: RunningUsage
     _subagents: dict[str, SpanSlot]
     # Subagent launchers whose result came first: transcript files are read by polling,
