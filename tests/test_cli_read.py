@@ -92,14 +92,16 @@ def test_summary_counts_every_kind_of_token(capsys: Capture) -> None:
     run = RUNS / "claude-sdk-parallel-subagents.jsonl"
     status, out, _ = cli(capsys, "summary", str(run), "--json")
     assert status == 0
+    # All the model served the main agent and its two subagents: 7,400 input, 100 of it read
+    # from the cache, none written; 210 output; the CLI's last total cost.
     assert json.loads(out)["tokens"] == {
-        "input": 108,  # Claude's 100 plus the 5 read from and 3 written to the cache
-        "output": 20,
-        "cached_input": 5,
-        "cache_write_input": 3,
+        "input": 7400,
+        "output": 210,
+        "cached_input": 100,
+        "cache_write_input": 0,
     }
     _, text, _ = cli(capsys, "summary", str(run))
-    assert "tokens    108 input · 20 output · 5 cached input · 3 cache write input · $0.0123" in text
+    assert "tokens    7400 input · 210 output · 100 cached input · 0 cache write input · $0.03342" in text
 
 
 @pytest.mark.parametrize("run", FIXTURE_RUNS, ids=lambda path: path.stem)
@@ -152,9 +154,9 @@ def test_show_filters_by_type_source_and_time(capsys: Capture) -> None:
     assert "→ result" not in out
     _, out, _ = cli(capsys, "show", run, "--source", "subagent")
     headers = [line for line in out.splitlines() if line.startswith("[")]
-    assert len(headers) == 8
-    assert all(line.startswith("[subagent:toolu_task_") for line in headers)
-    _, out, _ = cli(capsys, "show", run, "--source", "subagent:toolu_task_a", "--type", "assistant_message")
+    assert len(headers) == 6  # each subagent's Bash call, its result, its answer
+    assert all(line.startswith("[subagent:toolu_agent_") for line in headers)
+    _, out, _ = cli(capsys, "show", run, "--source", "subagent:toolu_agent_a", "--type", "assistant_message")
     assert len([line for line in out.splitlines() if line.startswith("[")]) == 1
     status, out, err = cli(capsys, "show", run, "--since", "2030-01-01T00:00:00Z")
     assert status == 0

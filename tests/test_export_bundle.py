@@ -556,7 +556,12 @@ TOOL_IDS = {
         "ws_7e8aa20d4a6f4c81989f3ea0599fc97800",
     ],
     "wink-0.25-codex-rich": ["call_echo_1", "item_cmd_1", "item_file_1", "item_mcp_1", "item_web_1"],
-    "claude-sdk-parallel-subagents": ["toolu_task_a", "toolu_task_b", "toolu_a_1", "toolu_b_1"],
+    "claude-sdk-parallel-subagents": [
+        "toolu_agent_a",
+        "toolu_agent_b",
+        "toolu_sub_count_1",
+        "toolu_sub_read_1",
+    ],
 }
 
 
@@ -652,10 +657,10 @@ def test_wink_query_pairs_tool_calls_with_results(wink: Path, tmp_path: Path) ->
             "result_seq": res,
         }
         for source, name, call, at, res in [
-            ("main", "Task", "toolu_task_a", 4, 11),
-            ("main", "Task", "toolu_task_b", 5, 10),
-            ("subagent:toolu_task_a", "Bash", "toolu_a_1", 2, 3),
-            ("subagent:toolu_task_b", "Read", "toolu_b_1", 2, 3),
+            ("main", "Agent", "toolu_agent_a", 3, 6),
+            ("main", "Agent", "toolu_agent_b", 7, 10),
+            ("subagent:toolu_agent_a", "Bash", "toolu_sub_count_1", 1, 2),
+            ("subagent:toolu_agent_b", "Bash", "toolu_sub_read_1", 1, 2),
         ]
     ]
 
@@ -732,15 +737,15 @@ def test_wink_debug_serves_the_bundle(wink: Path, tmp_path: Path) -> None:
     assert meta == meta | {
         "bundle_id": info.bundle_id,
         "has_transcript": True,
-        "request_id": "2e084d9e306943b898e548352b63a5e0",
-        "session_id": "f6b45180-3466-4bb3-9e6d-d08d3abaf3e1",
+        "request_id": "1e68ddb645514680a6040d8f5759053c",
+        "session_id": "5c7f76f9-22e1-40cb-8535-c7c6f8b0aea7",
         "status": "success",
         "validation_error": None,
     }
     assert {s["name"]: s["count"] for s in facets["sources"]} == {
-        "main": 13,
-        "subagent:toolu_task_a": 4,
-        "subagent:toolu_task_b": 4,
+        "main": 26,
+        "subagent:toolu_agent_a": 3,
+        "subagent:toolu_agent_b": 3,
     }
 
 

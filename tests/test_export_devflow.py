@@ -121,6 +121,26 @@ class Expected:
 TASK = "## 1. Task (task)\n\nScenario {}: call the echo tool with the text 'hi', then reply."
 
 
+def _agent_call(call_id: str, part: str, key: str) -> Call:
+    """A background Agent call of the Claude SDK run: its output, its result's text as recorded."""
+    arguments = {
+        "description": f"{part} task",
+        "prompt": f"{key}: do the {part} part and report back.",
+        "subagent_type": "general-purpose",
+    }
+    return (call_id, "Agent", arguments, _recorded_result("claude-sdk-parallel-subagents.jsonl", call_id), "")
+
+
+def _recorded_result(run: str, call_id: str) -> str:
+    """The text of a call's result in the run's file (the CLI's words)."""
+    for record in read_records(RUNS / run):
+        context = record["context"]
+        sdk_entry = context.get("detail", {}).get("sdk_entry", {})
+        if context.get("entry_type") == "tool_result" and sdk_entry.get("tool_use_id") == call_id:
+            return "".join(block["text"] for block in sdk_entry["content"])
+    raise AssertionError(f"no result of {call_id} in {run}")
+
+
 def codex_rich(flow: str, unknown_before_mcp_result: bool) -> Expected:
     skipped = Turn("system", "[unknown] (unreadable: not a JSON object: the Codex client skipped this line)")
     mcp = [
@@ -361,58 +381,61 @@ EXPECTED: dict[str, Expected] = {
         error="fake failure",
     ),
     "claude-sdk-parallel-subagents.jsonl": Expected(
-        "sdk-test",
+        "claude-agent-sdk",
         "claude_agent_sdk",
         "completed",
-        (108, 20),  # Claude input with its 5 cache reads and 3 cache writes
+        (7400, 210),  # all the model served the main agent and both subagents
         [
-            Turn("user", "Count files and read the README"),
-            Turn("system", "[event] init…"),
+            Turn("user", "PARALLEL-SUBAGENTS-SCENARIO: please do the task."),
+            Turn("system", "[event] init: model claude-opus-5-5 · 22 tools · cwd /home/dev/project…"),
+            Turn("assistant", "", [_agent_call("toolu_agent_a", "counter", "SUBAGENT-COUNTER")]),
+            Turn("system", "[event] background tasks changed: 1 running: counter task"),
+            Turn("system", "[event] task started: counter task (general-purpose, in the background)"),
+            Turn("tool_result", "Async agent launched successfully.…"),
+            Turn("assistant", "", [_agent_call("toolu_agent_b", "reader", "SUBAGENT-READER")]),
+            Turn("system", "[event] background tasks changed: 2 running: counter task; reader task"),
+            Turn("system", "[event] task started: reader task (general-purpose, in the background)"),
+            Turn("tool_result", "Async agent launched successfully.…"),
+            Turn("assistant", "I started both subagents and will report back."),
             Turn(
                 "assistant",
-                "Delegating.",
+                "[subagent:toolu_agent_a]",
+                [("toolu_sub_count_1", "Bash", {"command": "echo 3", "description": "Run it"}, "3", "")],
+            ),
+            Turn("system", "[event] task progress: Running Run it…"),
+            Turn(
+                "assistant",
+                "[subagent:toolu_agent_b]",
                 [
                     (
-                        "toolu_task_a",
-                        "Task",
-                        {"description": "Count files", "prompt": "Look around", "subagent_type": "counter"},
-                        "2 files",
+                        "toolu_sub_read_1",
+                        "Bash",
+                        {"command": "echo readme", "description": "Run it"},
+                        "readme",
                         "",
-                    ),
-                    (
-                        "toolu_task_b",
-                        "Task",
-                        {"description": "Read README", "prompt": "Look around", "subagent_type": "reader"},
-                        "README says hi",
-                        "",
-                    ),
+                    )
                 ],
             ),
-            Turn("system", "[event] task started…"),
-            Turn("system", "[event] task started…"),
-            Turn("user", "[subagent:toolu_task_b] Look around"),
-            Turn("user", "[subagent:toolu_task_a] Look around"),
+            Turn("system", "[event] task progress: Running Run it…"),
+            Turn("tool_result", "[subagent:toolu_agent_a] 3"),
+            Turn("tool_result", "[subagent:toolu_agent_b] readme"),
+            Turn("assistant", "[subagent:toolu_agent_a] There are 3 files."),
+            Turn("system", "[event] task updated: completed"),
+            Turn("system", "[event] task notification: There are 3 files."),
+            Turn("system", "[event] background tasks changed: 1 running: reader task"),
+            Turn("system", "[event] init…"),
+            Turn("assistant", "[subagent:toolu_agent_b] The readme says hello."),
+            Turn("system", "[event] task updated: completed"),
+            Turn("system", "[event] task notification: The readme says hello."),
+            Turn("system", "[event] background tasks changed: none running"),
+            # The first two results (2,500/100 and 1,600/15) came together after this answer.
+            Turn("assistant", "The counter found 3 files; the reader is still working.", tokens=(4100, 115)),
+            Turn("system", "[event] init…"),
             Turn(
-                "assistant",
-                "[subagent:toolu_task_b]",
-                [("toolu_b_1", "Read", {"file_path": "README.md"}, "hi", "")],
+                "assistant", "Both subagents are done: 3 files, and the readme says hello.", tokens=(1700, 18)
             ),
-            Turn(
-                "assistant",
-                "[subagent:toolu_task_a]",
-                [("toolu_a_1", "Bash", {"command": "ls | wc -l"}, "2", "")],
-            ),
-            Turn("tool_result", "[subagent:toolu_task_b] hi"),
-            Turn("tool_result", "[subagent:toolu_task_a] 2"),
-            Turn("assistant", "[subagent:toolu_task_b] README says hi"),
-            Turn("assistant", "[subagent:toolu_task_a] 2 files"),
-            Turn("system", "[event] task notification…README says hi"),
-            Turn("system", "[event] task notification…2 files"),
-            Turn("tool_result", "README says hi"),
-            Turn("tool_result", "2 files"),
-            Turn("assistant", "Counted 2 files; README says hi.", tokens=(108, 20)),
         ],
-        cost=0.0123,
+        cost=0.03342,
     ),
     "run-rtf1.jsonl": Expected(
         "cli-rtf1",
@@ -517,7 +540,29 @@ def test_captured_run_reads_as_its_conversation(tmp_path: Path, name: str) -> No
         calls = [(c.id, c.name, c.input, c.output, c.error) for c in turn.tool_calls]
         assert calls == want.calls, turn.id
         assert (turn.tokens_in, turn.tokens_out) == want.tokens, turn.id
-    # What the turns count adds up to what the metadata says.
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the subagents' own model calls (950 and 650 input, with their output) are in "
+                "the metadata's totals, the session's, but on no turn: with usage reports in the run, "
+                "devflow counts no message's own usage, and the SDK's stream reports only the main "
+                "agent's turns",
+            ),
+        )
+        if name == "claude-sdk-parallel-subagents.jsonl"
+        else name
+        for name in sorted(EXPECTED)
+    ],
+)
+def test_captured_runs_turns_add_up_to_its_metadata(tmp_path: Path, name: str) -> None:
+    transcript = export(tmp_path, open_run(RUNS / name))
+    meta = transcript.metadata
     assert sum(t.tokens_in for t in transcript.turns) == meta.total_tokens_in
     assert sum(t.tokens_out for t in transcript.turns) == meta.total_tokens_out
 
