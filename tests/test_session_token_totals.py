@@ -461,22 +461,12 @@ def test_a_compacted_session_restarted_after_its_last_answer_counts_each_token_o
     _runs_add_up(watch, _claude_totals(source))
 
 
-def _compaction_lines() -> tuple[list[str], int]:
-    """The types of the recorded compacted session's lines in the order the CLI wrote them, and
-    the index of its compaction's boundary."""
-    types = [json.loads(line).get("type") for _, line in _in_time_order({_main_file("compacted"): Path()})]
-    boundary = next(
-        i
-        for i, (_, line) in enumerate(_in_time_order({_main_file("compacted"): Path()}))
-        if json.loads(line).get("subtype") == "compact_boundary"
-    )
-    return types, boundary
-
-
 def _after_the_boundary() -> list[int]:
-    """Each line from the compaction's boundary to the last before the cost line after it."""
-    types, boundary = _compaction_lines()
-    cost = types.index("cost-state", boundary)
+    """Each line of the recorded compacted session (in the order the CLI wrote them) from its
+    compaction's boundary to the last before the cost line after it."""
+    said = [json.loads(line) for _, line in _in_time_order({_main_file("compacted"): Path()})]
+    boundary = next(i for i, line in enumerate(said) if line.get("subtype") == "compact_boundary")
+    cost = next(i for i in range(boundary, len(said)) if said[i].get("type") == "cost-state")
     return list(range(boundary, cost))
 
 

@@ -20,6 +20,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
+from transcript_otel.genai.attributes import usage_attributes
 from transcript_otel.instrumentation.cli_logs import COST_STATE_MARKER
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry
@@ -70,6 +71,15 @@ def _in_a_turn(said: SessionLine) -> bool:
     """A line of the main agent that tells of a turn: one opens or ends, or its model or tools
     act in it (not the harness's own notes, which may come between turns)."""
     return said.opens_turn or said.ends_turn or any(entry.entry_type in _IN_A_TURN for entry in said.entries)
+
+
+def _counts_tokens(said: SessionLine) -> bool:
+    """A line holds a model call's tokens: an answer, or a usage report that counts some."""
+    return any(
+        _answers(entry)
+        or (entry.entry_type == EntryType.TOKEN_USAGE.value and usage_attributes(entry.detail))
+        for entry in said.entries
+    )
 
 
 class SessionMapping(Protocol):
@@ -299,9 +309,11 @@ class SessionRecorder:
 
     def _go_on_with_turn(self, said: SessionLine, at: int) -> None:
         """The turn the run before left open goes on here (its model's calls on a chat span of
-        this run), unless this run's first line of it opens a turn of its own, or ends it."""
+        this run), unless this run's first line of it opens a turn of its own, or ends it with
+        no tokens of its own (a line that ends the turn holding its tokens, as a cost line after
+        a compaction does, counts them on that turn's chat span)."""
         answered, self._before = self._before.turn_answered, self._before._replace(turn_open=False)
-        if not said.opens_turn and not said.ends_turn:
+        if not said.opens_turn and (not said.ends_turn or _counts_tokens(said)):
             self.run.begin_turn(at_ns=at)
             self._turn_open, self._turn_answered = True, answered
 
