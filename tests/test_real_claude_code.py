@@ -188,7 +188,21 @@ def test_every_scenario_under_run_keeps_the_exit_status_and_a_valid_transcript(
     assert "unknown" not in {e["entry_type"] for e in run.entries}
 
 
-@pytest.mark.parametrize("scenario", [s for s in CASES if s != "unknown_flag"])
+# The CLI's WebSearch tool asks the API itself (600 in, 25 out, one search): the session's
+# totals count that request, the root with them, but no chat span does.
+UNCOUNTED_SIDE_REQUEST = pytest.mark.xfail(
+    strict=True, reason="a WebSearch call's own API request is on no chat span (2,400 input against 3,000)"
+)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        pytest.param(s, marks=UNCOUNTED_SIDE_REQUEST) if s == "web_search" else s
+        for s in CASES
+        if s != "unknown_flag"
+    ],
+)
 def test_tokens_and_cost_are_what_the_model_served_and_the_cli_charged(
     wrapped: dict[str, ClaudeRun], scenario: str
 ) -> None:
@@ -385,6 +399,23 @@ def test_a_rate_limit_is_retried_after_the_time_it_names(wrapped: dict[str, Clau
     (retry,) = [e for e in run.entries if e["detail"].get("subtype") == "api_retry"]
     assert retry["detail"]["sdk_entry"]["error_status"] == 429
     assert retry["detail"]["sdk_entry"]["retry_delay_ms"] >= 1000 * RETRY_AFTER_SECONDS
+
+
+def test_a_web_search_is_a_tool_call_whose_result_names_what_the_api_found(
+    wrapped: dict[str, ClaudeRun],
+) -> None:
+    """The model's WebSearch call: the CLI asks the API to search (a request of its own, whose
+    answer holds the API's server_tool_use and web_search_tool_result), and hands the model
+    what it found as the call's result."""
+    run = wrapped["web_search"]
+    search = [answer for answer in run.served if answer["conversation"] == "WEB-SEARCH-QUERY"]
+    assert [answer["usage"]["server_tool_use"] for answer in search] == [{"web_search_requests": 1}]
+    call = run.tool("toolu_search_1")
+    assert call["name"] == "execute_tool WebSearch"
+    assert "https://weather.example/paris" in call["attributes"]["gen_ai.tool.call.result"]
+    assert "Paris is sunny today." in call["attributes"]["gen_ai.tool.call.result"]
+    # The session's totals, the root's, count the search request too.
+    assert span_usage(run.root) == as_recorded(served_usage(run.served))
 
 
 def test_redacted_thinking_is_thinking_whose_text_is_not_shown(wrapped: dict[str, ClaudeRun]) -> None:

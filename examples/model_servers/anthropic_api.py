@@ -6,8 +6,9 @@ the model is scripted, the agent is real. It serves `POST /v1/messages` (the CLI
 `?beta=true`), streaming SSE as the real API does (`message_start` with the usage so far:
 input and cache counts, the cache writes by lifetime in `cache_creation`, `service_tier`;
 `ping`; `content_block_start/delta/stop` with `thinking_delta` + `signature_delta`,
-`text_delta`, `input_json_delta`, a `redacted_thinking` block whole in its start;
-`message_delta` with the stop reason and the cumulative usage, `server_tool_use` where the
+`text_delta`, `input_json_delta` (a client's or a server tool's call), a `redacted_thinking`
+or `web_search_tool_result` block whole in its start; `message_delta` with the stop reason
+and the cumulative usage, `server_tool_use` (the web searches the answer made) where the
 request offered server tools; `message_stop`), or one JSON message when the request has no
 `"stream": true` (the CLI's fallback after a broken stream). Every reply has a `request-id`
 header of its own, every answer a message id of its own; an error body names its request
@@ -117,7 +118,8 @@ def _usage(step: Step, request: JsonObj) -> JsonObj:
         "service_tier": "standard",
     }
     if _offers_server_tools(request):
-        usage["server_tool_use"] = {"web_search_requests": 0}
+        searches = sum(1 for block in step.blocks if block["type"] == "server_tool_use")
+        usage["server_tool_use"] = {"web_search_requests": searches}
     return usage
 
 
@@ -161,16 +163,14 @@ def _stream(
             for piece in pieces(block["thinking"]):
                 yield _block_delta(index, {"type": "thinking_delta", "thinking": piece})
             yield _block_delta(index, {"type": "signature_delta", "signature": f"c2lnbmF0dXJl{index}"})
-        elif kind == "redacted_thinking":  # encrypted: it comes whole, no deltas
-            yield _block_start(index, {"type": "redacted_thinking", "data": block["data"]})
+        elif kind in ("redacted_thinking", "web_search_tool_result"):  # these come whole, no deltas
+            yield _block_start(index, block)
         elif kind == "text":
             yield _block_start(index, {"type": "text", "text": ""})
             for piece in pieces(block["text"]):
                 yield _block_delta(index, {"type": "text_delta", "text": piece})
-        else:  # tool_use: its input arrives as pieces of JSON
-            yield _block_start(
-                index, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            )
+        else:  # tool_use, server_tool_use: its input arrives as pieces of JSON
+            yield _block_start(index, {"type": kind, "id": block["id"], "name": block["name"], "input": {}})
             for piece in pieces(json.dumps(block["input"])):
                 yield _block_delta(index, {"type": "input_json_delta", "partial_json": piece})
         if break_mid_stream:

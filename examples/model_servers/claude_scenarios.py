@@ -185,6 +185,52 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             )
         ]
     },
+    # The model calls the CLI's WebSearch tool; the CLI asks the API to search (the API's own
+    # web_search tool), which answers with its search (server_tool_use), the results
+    # (web_search_tool_result) and a summary; the model answers from it.
+    "web_search": {
+        "WEB-SEARCH-SCENARIO": [
+            Step.call(
+                {
+                    "type": "tool_use",
+                    "id": "toolu_search_1",
+                    "name": "WebSearch",
+                    "input": {"query": "WEB-SEARCH-QUERY weather in Paris"},
+                },
+                input_tokens=1000,
+                output_tokens=30,
+            ),
+            Step.say("The web says it is sunny in Paris.", input_tokens=1400, output_tokens=12),
+        ],
+        "WEB-SEARCH-QUERY": [
+            Step(
+                (
+                    {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_search_1",
+                        "name": "web_search",
+                        "input": {"query": "weather in Paris"},
+                    },
+                    {
+                        "type": "web_search_tool_result",
+                        "tool_use_id": "srvtoolu_search_1",
+                        "content": [
+                            {
+                                "type": "web_search_result",
+                                "title": "Paris weather today",
+                                "url": "https://weather.example/paris",
+                                "encrypted_content": "RW5jcnlwdGVkIHNlYXJjaCByZXN1bHQu",
+                                "page_age": None,
+                            }
+                        ],
+                    },
+                    {"type": "text", "text": "Paris is sunny today."},
+                ),
+                input_tokens=600,
+                output_tokens=25,
+            )
+        ],
+    },
     # Every attempt fails: 500 (retried until the CLI gives up), 529 (overloaded), 400 (not retried).
     "fatal_500": {"FATAL-500-SCENARIO": [Step.say("never", failures=(500,) * 50)]},
     "fatal_529": {"FATAL-529-SCENARIO": [Step.say("never", failures=(529,) * 50)]},

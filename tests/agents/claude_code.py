@@ -98,6 +98,7 @@ CASES: dict[str, Case] = {
     "retry_500": Case(),
     "rate_limited": Case(),
     "redacted_thinking": Case(),
+    "web_search": Case(),
     "fatal_500": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),), exit_code=1),
     "fatal_529": Case(environment=(("CLAUDE_CODE_MAX_RETRIES", "1"),), exit_code=1),
     "bad_request": Case(exit_code=1),
