@@ -162,6 +162,37 @@ def test_retries_and_warnings_read_as_codex_worded_them() -> None:
     )
 
 
+@pytest.mark.parametrize("kind", ["exec", "app-server"])
+@pytest.mark.parametrize(
+    ("scenario", "first_attempt", "cause"),
+    [
+        (
+            "rate_limited",
+            {"status": 429},
+            "exceeded retry limit, last status: 429 Too Many Requests, request id: req_",
+        ),
+        (
+            "stream_error",
+            {"status": 200, "failure": "error_event"},
+            "stream disconnected before completion: stream closed before response.completed",
+        ),
+    ],
+)
+def test_a_rate_limit_or_a_stream_error_is_one_retry_and_one_answer(
+    kind: str, scenario: str, first_attempt: dict[str, Any], cause: str
+) -> None:
+    """A 429 that says `retry-after`, and a stream ended by an `error` event: Codex retries once
+    and says why; the run holds the retry's one answer and only its tokens."""
+    answers = served(kind, scenario)["served"]
+    assert [{key: answer.get(key) for key in first_attempt} for answer in answers[:1]] == [first_attempt]
+    assert [answer["status"] for answer in answers[1:]] == [200]
+    entries = exec_entries(scenario) if kind == "exec" else app_server_entries(scenario)
+    retries = [entry_text("system_event", e.detail) for e in entries if e.detail.get("subtype") == "retry"]
+    assert len(retries) == 1
+    assert retries[0].startswith(f"retry: Reconnecting... 1/1 ({cause}")
+    assert recorded_usage(entries) == served_usage(answers)
+
+
 def test_app_server_subagent_threads_are_counted_each_from_its_own_total() -> None:
     """`multi_agent_v2` in the app-server: the subagent's thread speaks on the same connection,
     its notifications mapped as the run's (source `main`, as the specification has it for

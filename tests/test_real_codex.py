@@ -214,6 +214,8 @@ def test_exec_apply_patch_and_mcp_and_web_search_tools(exec_runs: dict[str, Capt
         ("retry_500", ["thread_started", "turn_started"]),  # a request retry codex does not print
         ("stream_cut", ["thread_started", "turn_started", "retry"]),
         ("stream_cut_late", ["thread_started", "turn_started", "retry"]),
+        ("rate_limited", ["thread_started", "turn_started", "retry"]),  # a 429 saying retry-after
+        ("stream_error", ["thread_started", "turn_started", "retry"]),  # an `error` event ends the stream
         ("unknown_model", ["thread_started", "warning", "turn_started"]),
         ("fatal_500", ["thread_started", "turn_started", "retry", "api_error"]),
         ("response_failed", ["thread_started", "turn_started", "retry", "api_error"]),
@@ -285,6 +287,17 @@ def entry_shape(entry: dict[str, Any]) -> tuple[Any, ...]:
         item.get("type") if isinstance(item, dict) else None,
         item.get("id") if isinstance(item, dict) else None,
     )
+
+
+def entry_shapes(entries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """`entry_shape` of each entry, an item id named by the order it first appears in: the model
+    gives each response an id of its own, so the items it made differ in id from run to run."""
+    numbers: dict[Any, int] = {}
+    shapes = []
+    for entry in entries:
+        *shape, item_id = entry_shape(entry)
+        shapes.append((*shape, None if item_id is None else numbers.setdefault(item_id, len(numbers))))
+    return shapes
 
 
 def root_usage(run: Any, prompt_name: str) -> dict[str, int]:
@@ -364,9 +377,7 @@ def test_weakincentives_025_and_027_give_the_same_entries(
     old, new = app_server_runs[("0.25.0", False)], app_server_runs[("0.27.0", False)]
     for scenario in APP_SERVER_SCENARIOS:
         name = f"codex-{scenario}"
-        assert [entry_shape(e) for e in old.entries(name)] == [entry_shape(e) for e in new.entries(name)], (
-            scenario
-        )
+        assert entry_shapes(old.entries(name)) == entry_shapes(new.entries(name)), scenario
     # What 0.27's bridge emitted itself is mirrored once, never duplicated.
     native = Counter(e["entry_type"] for e in new.native["codex-apply_patch"])
     mirrored = Counter(e["entry_type"] for e in new.entries("codex-apply_patch"))
@@ -444,9 +455,7 @@ def test_opentelemetry_instrument_gives_the_same_entries(
     """Under `opentelemetry-instrument`, with no code of ours in the program, the same transcript."""
     configured, zero_code = app_server_runs[("0.27.0", False)], app_server_runs[("0.27.0", True)]
     for name in ("codex-wink_tool", "codex-shell"):
-        assert [entry_shape(e) for e in zero_code.entries(name)] == [
-            entry_shape(e) for e in configured.entries(name)
-        ]
+        assert entry_shapes(zero_code.entries(name)) == entry_shapes(configured.entries(name))
         assert root_usage(zero_code, name) == served_usage(zero_code.results[name]["served"])
         assert chat_usage(zero_code, name) == root_usage(zero_code, name)
 

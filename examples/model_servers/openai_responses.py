@@ -13,9 +13,10 @@ reasoning: `response.reasoning_summary_part.added`, `response.reasoning_summary_
 call: `response.function_call_arguments.delta`… and `.done`; a custom tool call:
 `response.custom_tool_call_input.delta`… and `.done`; a hosted web search:
 `response.web_search_call.in_progress`, `.searching`, `.completed`) and
-`response.output_item.done`, then `response.completed` with usage (cached input and
-reasoning output tokens in their `_details`). Each response has an id of its own, and each
-reply an `x-request-id` of its own. `GET /v1/models` answers an empty list.
+`response.output_item.done`, then `response.completed` with usage (cached and cache-written
+input, reasoning output tokens in their `_details`). The response object repeats the request's
+model and tool settings, as the API's does. Each response has an id of its own, and each reply
+an `x-request-id` of its own. `GET /v1/models` answers an empty list.
 
 Which answer a request gets: a scenario (`codex_scenarios.SCENARIOS`) maps conversation
 keys to steps; the request's user messages select the conversation, and the answer is the
@@ -25,8 +26,8 @@ an HTTP status (the API's error body; a 429 also says `retry-after`), `response.
 first item, or after the last). A request no conversation matches gets a short text answer.
 
 Every answer served is appended to `--log` as one JSON line (conversation, step, attempt,
-HTTP status, model, response id, usage), so tests compare what a transcript recorded with
-what the model really served.
+HTTP status, model; for a stream, its response id and usage or failure), so tests compare
+what a transcript recorded with what the model really served.
 
     openai_responses.py --scenario NAME [--port 0] [--log served.jsonl]
 
