@@ -585,6 +585,10 @@ def _set(*keys_and_value: Any) -> Callable[[dict[str, Any]], None]:
 
 
 CODEX_ROOT, CODEX_CHILD = codex_threads("subagent")
+# The recorded Claude Code 2.0 session's two agents (its warm-ups), a file each.
+CLAUDE_2_AGENT, CLAUDE_2_OTHER_AGENT = sorted(
+    path.stem for path in (SESSIONS / "claude_code/v2.0.32_tools").rglob("agent-*.jsonl")
+)
 HOSTILE_FIRST_LINES = {
     "codex root's own id not a string": ("codex/subagent", CODEX_ROOT, _set("payload", "id", -1)),
     "codex root's own id a path": ("codex/subagent", CODEX_ROOT, _set("payload", "id", "../../x")),
@@ -597,12 +601,12 @@ HOSTILE_FIRST_LINES = {
     "codex child's session a path": ("codex/subagent", CODEX_CHILD, _set("payload", "session_id", "a/b")),
     "claude 2.0 agent names itself": (
         "claude_code/v2.0.32_tools",
-        "agent-28e82123",
-        _set("sessionId", "agent-28e82123"),
+        CLAUDE_2_AGENT,
+        _set("sessionId", CLAUDE_2_AGENT),
     ),
     "claude 2.0 agent names a path": (
         "claude_code/v2.0.32_tools",
-        "agent-3cb6e7a6",
+        CLAUDE_2_OTHER_AGENT,
         _set("sessionId", "../x"),
     ),
 }
