@@ -82,9 +82,11 @@ $(CODEX_CLI): Makefile
 ## agents: install the real agent CLIs the tests and the demo run (pinned npm versions, under .agents/)
 agents: $(CLAUDE_CODE_CLI) $(CODEX_CLI)
 
-## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, tests/fixtures/codex/)
+## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, claude_sdk/, codex/)
 fixtures: agents $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/python tests/agents/record_claude_fixtures.py
+	$(TEST_VENV)/bin/python tests/agents/record_sdk_stdout.py
+	$(TEST_VENV)/bin/python tests/agents/record_sdk_run.py
 	$(TEST_VENV)/bin/python tests/agents/record_codex_fixtures.py
 
 ## demo: set up a Python 3.13 environment and run two real agents, instrumented: a weakincentives
