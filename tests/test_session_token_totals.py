@@ -490,3 +490,44 @@ def test_a_watch_stopped_inside_a_compaction_counts_its_tokens_in_chat_spans(
         finally:
             watch.stop(signal.SIGTERM)
     _runs_add_up(watch, _claude_totals(source))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "killed_after"),
+    [
+        ("background_subagent", b"msg_scripted_0003"),  # a subagent working, its call's span open
+        ("interactive_two_prompts", b'"type":"assistant"'),  # the first answer, its turn open
+        ("compacted", None),  # every line, the run open until idle
+    ],
+    ids=["subagent-working", "mid-turn", "all-written"],
+)
+def test_a_watch_killed_and_started_again_counts_each_token_once(
+    scenario: str, killed_after: bytes | None, tmp_path: Path
+) -> None:
+    """SIGKILL once the lines written so far are exported and their positions kept: the killed
+    process's root span and open chat spans are never exported; the run that takes the session
+    over after the restart reports what they had counted, so the runs' chat spans, root spans and
+    summaries add up to the CLI's totals. Before: chat spans 1,650 / 26 against the CLI's
+    4,250 / 108 (a subagent working), 1,000 / 12 against 1,900 / 22 (mid-turn); every line
+    written before the kill: no run after the restart, the killed run's totals in no root span."""
+    source = _main_file(scenario)
+    files = _session_files(source, tmp_path / "home" / "project")
+    lines = _in_time_order(files)
+    at = (
+        len(lines)
+        if killed_after is None
+        else 1 + next(i for i, (_, line) in enumerate(lines) if killed_after in line)
+    )
+    watch = _Watch(tmp_path)
+    watch.start()
+    try:
+        watch.write(lines[:at])
+    finally:
+        watch.stop(signal.SIGKILL)
+    _append(lines[at:])  # while no watch runs
+    watch.start()
+    try:
+        watch.wait_exported(set(files.values()))
+    finally:
+        watch.stop(signal.SIGTERM)
+    _runs_add_up(watch, _claude_totals(source))

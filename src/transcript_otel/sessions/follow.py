@@ -36,6 +36,7 @@ from transcript_otel.sessions.recorder import (
     HARNESSES,
     SessionMapping,
     SessionRecorder,
+    Unexported,
     WentBefore,
     run_id_of,
 )
@@ -114,6 +115,13 @@ class SessionFollower:
         self._recorder: SessionRecorder | None = None
         self._session_id: str | None = None
         self._read_again = 0  # files read again from their start: each time, runs named anew
+        if self._before.unexported is not None:  # a run a killed watch left: reported now
+            self._recorder = self._start(None, time.time_ns())
+
+    @property
+    def running(self) -> bool:
+        """Whether a run of the session is open (it ends on idle, or as the watch stops)."""
+        return self._recorder is not None
 
     @property
     def main_inode(self) -> int:
@@ -148,7 +156,13 @@ class SessionFollower:
         a run after these (idle ended this one, the watch stopped) goes on from it."""
         went = self._recorder.goes_on_as() if self._recorder else self._before
         turn = {"open": went.turn_open, "answered": went.turn_answered, "model": went.model}
-        return {"turn": turn, "mapping": self._mapping.counted()}
+        carried: dict[str, Any] = {"turn": turn, "mapping": self._mapping.counted()}
+        if self._recorder is not None:
+            # Kept while the run is open: a watch killed now never exports its root and open
+            # chat spans, and the run that takes the session over reports what they counted.
+            root, chat = self._recorder.run.unexported_usage()
+            carried["unexported"] = {"root": root, "chat": chat}
+        return carried
 
     def add_file(self, path: Path, source: str, position: FilePosition | None = None) -> None:
         """A subagent file that appeared after the session was first seen (`position`: where it
@@ -200,6 +214,8 @@ class SessionFollower:
         """A mapper of the lines after those read, going on from `carried` (a main file read
         again from its start: from nothing)."""
         offset = self._files[self.session.path].position.offset
+        if carried is not None:  # what a run never ended left is reported once, by the next run
+            carried = {key: value for key, value in carried.items() if key != "unexported"}
         self._mapping, self._map_line = self._mapper(offset, carried if offset else None)
 
     def _mapper(self, main_offset: int, carried: dict[str, Any] | None) -> tuple[SessionMapping, MapLine]:
@@ -211,7 +227,8 @@ class SessionFollower:
             mapping = self._harness.mapper(None, self.session.path)
             said = carried.get("mapping")
             if isinstance(said, dict) and mapping.go_on(said):
-                self._before = _went_before(carried.get("turn"))
+                unexported = _unexported(carried.get("unexported"))
+                self._before = _went_before(carried.get("turn"))._replace(unexported=unexported)
                 return mapping, guarded(mapping)
         last_report = _last_report(self.session.path, main_offset, self._harness.report_marker)
         mapping = self._harness.mapper(last_report, self.session.path)
@@ -341,6 +358,22 @@ def _went_before(turn: Any) -> WentBefore:
     if not isinstance(turn_open, bool) or not isinstance(answered, bool):
         return WentBefore()
     return WentBefore(turn_open, answered, model if isinstance(model, str) else None)
+
+
+def _unexported(said: Any) -> Unexported | None:
+    """What a run never ended had counted, as `_carried` keeps it (None: nothing usable)."""
+    if not isinstance(said, dict):
+        return None
+    root, chat = _token_counts(said.get("root")), _token_counts(said.get("chat"))
+    return Unexported(root, chat) if root is not None and chat is not None else None
+
+
+def _token_counts(said: Any) -> dict[str, int] | None:
+    if not isinstance(said, dict) or not all(
+        isinstance(key, str) and type(count) is int and count >= 0 for key, count in said.items()
+    ):
+        return None
+    return said
 
 
 def _last_report(path: Path, before: int, marker: bytes | None) -> bytes | None:

@@ -204,15 +204,25 @@ def run_id_of(kind: SessionKind, session_id: str, part: str | None = None) -> st
     return uuid.uuid5(_RUN_NAMESPACE, name).hex
 
 
+class Unexported(NamedTuple):
+    """What a run that never ended (its watch was killed) had counted on its root span and on
+    its open `chat` spans: never exported."""
+
+    root: Mapping[str, int]
+    chat: Mapping[str, int]
+
+
 class WentBefore(NamedTuple):
     """What the session's run before this one left (`watch`: a run ended on idle, a watch
-    stopped): a turn still open (its model answered or not), the main agent's model, and the
-    messages whose usage it counted (their last lines may come in this run)."""
+    stopped): a turn still open (its model answered or not), the main agent's model, the
+    messages whose usage it counted (their last lines may come in this run), and, where it
+    never ended, what its spans had counted and never exported."""
 
     turn_open: bool = False
     turn_answered: bool = False
     model: str | None = None
     messages: Collection[str] = ()
+    unexported: Unexported | None = None
 
 
 # A session's first run (an import's, a watch's first).
@@ -264,12 +274,27 @@ class SessionRecorder:
         self._model = went_before.model  # the main agent's, as the lines name it
         # The main agent's last error since its last turn opened, unless its model answered after.
         self._failure: str | None = None
+        if went_before.unexported is not None:
+            self._take_over(went_before.unexported, started_ns)
+
+    def _take_over(self, unexported: Unexported, at: int) -> None:
+        """The run before never ended: this one reports what its root and open `chat` spans had
+        counted, the latter on a `chat` span of this run: the turn left open, which goes on here,
+        else one of its own, ended at once."""
+        if unexported.chat:
+            self.run.begin_turn(at_ns=at)
+            if self._before.turn_open:
+                self._turn_open, self._turn_answered = True, self._before.turn_answered
+                self._before = self._before._replace(turn_open=False)
+        self.run.take_over(unexported.root, unexported.chat)
+        if unexported.chat and not self._turn_open:
+            self.run.end_turn(at_ns=at)
 
     def goes_on_as(self) -> WentBefore:
         """What this run leaves the session's next one, after the lines applied (asked before
         `finish`, which ends the open turn)."""
         if self._before.turn_open:  # not gone on with yet
-            return self._before._replace(messages=(), model=self._model)
+            return self._before._replace(messages=(), model=self._model, unexported=None)
         return WentBefore(self._turn_open, self._turn_answered, self._model)
 
     def apply(self, timed: TimedLine) -> None:

@@ -443,6 +443,8 @@ class Watcher:
             if now - gained_at > self.idle_s:
                 self._followers[path].finish()
                 del self._last_gain[path]
+                # The state then says the run ended, else a crash would have it reported again.
+                self._positions_owed = True
 
     def _changed_sessions(self, changed: set[Path]) -> list[Path]:
         """The sessions whose files the kernel said changed; directories it said were made are
@@ -591,9 +593,11 @@ class Watcher:
             self._session_of_file[path] = session.path
             if path not in self.state.positions:
                 self.state.recall(path)  # a file that went away and is back goes on where it was
-        self._followers[session.path] = SessionFollower(
+        follower = self._followers[session.path] = SessionFollower(
             session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline, skipped=self._skipped
         )
+        if follower.running:  # (taken over from a killed watch's run: it ends on idle too)
+            self._last_gain[session.path] = time.monotonic()
         if self._on_follow is not None:
             self._on_follow(session)
 

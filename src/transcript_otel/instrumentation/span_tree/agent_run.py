@@ -191,6 +191,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
         self._running_scripts = {}
         self._background_calls = {}
         self._session_totals = SessionTotals()
+        self._carried_root = {}
         self._running_usage = RunningUsage()
         self._subagents = {}
         self._ended_launchers = deque(maxlen=_MAX_ENDED_LAUNCHERS)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import time
 import traceback
+from collections import Counter
+from collections.abc import Mapping
 
 from opentelemetry import context as otel_context
 from opentelemetry.semconv.attributes.exception_attributes import (
@@ -50,6 +52,36 @@ class RunEnding(TurnSpans, ToolSpans):
         except Exception as exc:
             self._report("could not end the run's spans", exc)
 
+    def unexported_usage(self) -> tuple[dict[str, int], dict[str, int]]:
+        """What the root span and the open `chat` spans have counted so far, none of it exported
+        until they end; asked once the writer has written all that was queued (a watch keeping
+        its positions), so that a run taking the session over after a crash can report it."""
+        with self._lock:
+            root = self._session_totals.totals()
+            if root is None:
+                root = Counter(self._root.usage)
+            root.update(self._carried_root)
+            chat: Counter[str] = Counter()
+            subagent_chats = [subagent.chat for subagent in self._subagents.values()]
+            for slot in (self._turn, *self._turns_awaiting_result, *subagent_chats):
+                if slot is not None:
+                    chat.update(slot.usage)
+        return dict(root), dict(chat)
+
+    def take_over(self, root: Mapping[str, int], chat: Mapping[str, int]) -> None:
+        """This run goes on from a run of the session that never ended (its process was killed)
+        and had counted `root` on its root span and `chat` on its open `chat` spans, none of it
+        exported: the root reports `root` too, the turn open now (the caller opens one) `chat`."""
+        self._on_writer("could not take the run over", self._take_over, dict(root), dict(chat))
+
+    def _take_over(self, root: dict[str, int], chat: dict[str, int]) -> None:
+        with self._lock:
+            self._carried_root = root
+            if self._turn is not None:
+                usage = self._turn.usage
+                for key, count in chat.items():
+                    usage[key] += count
+
     def _close_run_spans(self, error: BaseException | None, end_ns: int) -> None:
         """On the writer, where `finish()` was called: every span but the root's ends, the root gets
         its last attributes and `transcript.span` record, and what ends later keeps none."""
@@ -62,6 +94,8 @@ class RunEnding(TurnSpans, ToolSpans):
             session_totals = self._session_totals.totals()
             if session_totals is not None:
                 root.usage = session_totals
+            for key, count in self._carried_root.items():
+                root.usage[key] += count
             if error is not None:
                 root.error_type = exception_type(error)
                 self._record_exception(root.span, error, end_ns)

@@ -64,6 +64,9 @@ class RunState:
     # The session's own token totals, where the harness tells them: the root span reports
     # them rather than the sum of what the run recorded.
     _session_totals: SessionTotals
+    # What the root of a run this one took a session over from had counted (its process was
+    # killed: that root was never exported); this root reports it too.
+    _carried_root: dict[str, int]
     _running_usage: RunningUsage
     _subagents: dict[str, SpanSlot]
     # Subagent launchers whose result came first: transcript files are read by polling,
