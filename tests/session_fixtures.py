@@ -17,6 +17,7 @@ CLAUDE_SCENARIOS: Final = (
     "background_subagent",
     "parallel_subagents",
     "denied_tool",
+    "web_search",
     "fatal_500",
     "bad_request",
     "max_turns",

@@ -253,11 +253,13 @@ def test_a_turn_opens_where_stdout_reports_one(scenario: str) -> None:
     assert len(ended) == len(stdout_runs(scenario))  # a `cost-state` at the end of each process run
 
 
-# The model calls that wrote a compaction's summary: `/compact`'s, and the automatic one's (it
-# asked twice).
-_SUMMARY_CALLS: dict[str, set[str]] = {
+# The model calls the CLI made for itself, which no assistant line holds: those that wrote a
+# compaction's summary (`/compact`'s, and the automatic one's: it asked twice), and a WebSearch
+# call's own request to the API's web_search tool.
+_UNLOGGED_CALLS: dict[str, set[str]] = {
     "compacted": {"msg_scripted_0002", "msg_scripted_0003"},
     "auto_compacted": {"msg_scripted_0003", "msg_scripted_0004"},
+    "web_search": {"msg_scripted_0002"},
 }
 
 
@@ -275,8 +277,8 @@ def test_each_message_has_the_usage_the_model_served(scenario: str) -> None:
             message = line["message"]
             assert in_file.setdefault(message["id"], usage_of(message["usage"])) == usage_of(message["usage"])
     assert in_file == {key: value for key, value in served.items() if key in in_file}
-    unseen = set(served) - set(in_file)  # only compaction's summary calls have no assistant line
-    assert unseen == _SUMMARY_CALLS.get(scenario, set())
+    unseen = set(served) - set(in_file)
+    assert unseen == _UNLOGGED_CALLS.get(scenario, set())
     # The session's totals (`cost-state`, as `session_usage`) count every call served, those too.
     reports = [e for e in file_entries(scenario) if e.entry_type == "token_usage"]
     totals = session_usage(reports[-1].detail)
@@ -310,8 +312,8 @@ def test_the_cost_and_session_totals_are_what_stdout_reports(scenario: str) -> N
         assert spent == pytest.approx(last["total_cost_usd"])
         stream_usage = [e for e in ClaudeStreamMapper().message(last) if e.entry_type == "token_usage"]
         assert session_usage(report.detail) == session_usage(stream_usage[0].detail)
-    # Each message's tokens are on its own lines; a report adds only what no line told (the
-    # summary calls of a compaction), so the lines and the reports add up to the session's totals.
+    # Each message's tokens are on its own lines; a report adds only what no line told (the calls
+    # the CLI made for itself), so the lines and the reports add up to the session's totals.
     told: dict[str, dict[str, int]] = {}
     for entry in file_entries(scenario):
         counted = message_usage(entry.detail)
@@ -324,7 +326,7 @@ def test_the_cost_and_session_totals_are_what_stdout_reports(scenario: str) -> N
     }
     last_session = session_usage(reports[-1].detail)
     assert total == {key: last_session.get(key, 0) for key in total}
-    assert any(reported) == (scenario in _SUMMARY_CALLS)
+    assert any(reported) == (scenario in _UNLOGGED_CALLS)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

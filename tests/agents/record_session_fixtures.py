@@ -102,6 +102,8 @@ CLAUDE: dict[str, Scenario] = {
     "background_subagent": Scenario("background_subagent"),
     "parallel_subagents": Scenario("parallel_subagents"),
     "denied_tool": Scenario("denied_tool"),
+    # The model's WebSearch call: the CLI's own request to the API's web_search tool.
+    "web_search": Scenario("web_search"),
     # Every attempt answers 500 (one retry), and a 400 that is not retried.
     "fatal_500": Scenario("fatal_500"),
     "bad_request": Scenario("bad_request"),
