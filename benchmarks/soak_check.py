@@ -33,6 +33,7 @@ class Verdict:
     chat_tokens_exact: int = 0  # sessions whose `chat` spans add up to an import's
     run_tokens_exact: int = 0  # sessions whose runs' totals add up to the CLI's
     tokens_over: int = 0  # sessions whose chat spans or runs count more than the CLI did
+    tokens_under: int = 0  # sessions whose chat spans or runs count less: tokens lost
     tokens_expected: list[int] = field(default_factory=lambda: [0, 0])
     chat_tokens_found: list[int] = field(default_factory=lambda: [0, 0])
     run_tokens_found: list[int] = field(default_factory=lambda: [0, 0])
@@ -132,6 +133,10 @@ def _tokens(verdict: Verdict, copy: Copy, chat: list[int], runs: list[int], kill
         for found, limit in zip([*chat, *runs], [*template.chat_tokens, *template.tokens], strict=True)
     )
     verdict.tokens_over += over
+    verdict.tokens_under += any(
+        found < limit
+        for found, limit in zip([*chat, *runs], [*template.chat_tokens, *template.tokens], strict=True)
+    )
     verdict.run_tokens_exact += runs_exact
     if not (chat_exact and runs_exact):
         verdict.token_misses.append(

@@ -262,7 +262,7 @@ def report(soak: Soak) -> str:
         f"{verdict.chat_tokens_found} ({verdict.chat_tokens_exact:,} sessions as an import's)",
         f"sessions whose tokens are off: {len(verdict.token_misses)} (written by the killed process: "
         f"{sum(m['written_by_the_killed_process'] for m in verdict.token_misses)}); counting more than the "
-        f"CLI: {verdict.tokens_over}",
+        f"CLI: {verdict.tokens_over}, less: {verdict.tokens_under}",
         *(f"  {json.dumps(miss)}" for miss in verdict.token_misses[:5]),
         *(f"problem: {said}" for said in verdict.examples),
         "PASSED" if verdict.passed else "FAILED",
