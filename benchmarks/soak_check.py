@@ -48,6 +48,7 @@ class Verdict:
             and self.strange == 0
             and self.duplicates == self.duplicates_allowed
             and self.files_not_read_to_their_end == 0
+            and self.tokens_under == 0
         )
 
 

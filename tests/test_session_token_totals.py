@@ -531,3 +531,10 @@ def test_a_watch_killed_and_started_again_counts_each_token_once(
     finally:
         watch.stop(signal.SIGTERM)
     _runs_add_up(watch, _claude_totals(source))
+    # The run taking over begins where the killed one got to (its records then at their lines'
+    # times), not at the restart.
+    killed, taking_over = sorted(
+        (list(read_records(run)) for run in watch.run_files()),
+        key=lambda records: any(r["event"] == TranscriptEvent.STOP.value for r in records),
+    )
+    assert taking_over[0]["timestamp"] == max(r["timestamp"] for r in killed)

@@ -116,7 +116,8 @@ class SessionFollower:
         self._session_id: str | None = None
         self._read_again = 0  # files read again from their start: each time, runs named anew
         if self._before.unexported is not None:  # a run a killed watch left: reported now
-            self._recorder = self._start(None, time.time_ns())
+            # At that run's last line: the lines read after keep their own times.
+            self._recorder = self._start(None, self._before.unexported.at_ns)
 
     @property
     def running(self) -> bool:
@@ -161,7 +162,7 @@ class SessionFollower:
             # Kept while the run is open: a watch killed now never exports its root and open
             # chat spans, and the run that takes the session over reports what they counted.
             root, chat = self._recorder.run.unexported_usage()
-            carried["unexported"] = {"root": root, "chat": chat}
+            carried["unexported"] = {"root": root, "chat": chat, "at": self._recorder.last_ns}
         return carried
 
     def add_file(self, path: Path, source: str, position: FilePosition | None = None) -> None:
@@ -364,8 +365,10 @@ def _unexported(said: Any) -> Unexported | None:
     """What a run never ended had counted, as `_carried` keeps it (None: nothing usable)."""
     if not isinstance(said, dict):
         return None
-    root, chat = _token_counts(said.get("root")), _token_counts(said.get("chat"))
-    return Unexported(root, chat) if root is not None and chat is not None else None
+    root, chat, at = _token_counts(said.get("root")), _token_counts(said.get("chat")), said.get("at")
+    if root is None or chat is None or type(at) is not int or at < 0:
+        return None
+    return Unexported(root, chat, at)
 
 
 def _token_counts(said: Any) -> dict[str, int] | None:

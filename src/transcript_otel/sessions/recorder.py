@@ -206,10 +206,11 @@ def run_id_of(kind: SessionKind, session_id: str, part: str | None = None) -> st
 
 class Unexported(NamedTuple):
     """What a run that never ended (its watch was killed) had counted on its root span and on
-    its open `chat` spans: never exported."""
+    its open `chat` spans, never exported, and the time of its last line."""
 
     root: Mapping[str, int]
     chat: Mapping[str, int]
+    at_ns: int
 
 
 class WentBefore(NamedTuple):
