@@ -40,6 +40,8 @@ from session_fixtures import SESSIONS
 
 RUNS = sorted((Path(__file__).parent / "fixtures" / "runs").glob("*.jsonl"))
 SUBAGENT_RUN = Path(__file__).parent / "fixtures" / "runs" / "claude-sdk-parallel-subagents.jsonl"
+# The turns of a captured run the CLI itself ran more than one of (its results).
+TURNS_RUN = {"claude-sdk-parallel-subagents": 3}
 XSS = "</script><script>window.__pwned = 1; alert(1)</script> <img src=x onerror=alert(1)> <!-- <script>"
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 _CHUNK = re.compile(r'<script type="application/json" class="tx-chunk">(.*?)</script>', re.DOTALL)
@@ -229,9 +231,11 @@ def test_fixture_header_matches_the_digest(path: Path) -> None:
 
 def test_fixture_numbers_are_the_runs_own() -> None:
     page, _ = render(open_run(SUBAGENT_RUN))
-    assert header_field(page, "tokens.input")[0] == "108"  # 100 + 5 cache reads + 3 cache writes
-    assert header_field(page, "tokens.output")[0] == "20"
-    assert header_field(page, "cost_usd")[0] == "$0.0123"
+    # All the model served the main agent and its two subagents (100 of the input read from the
+    # cache), the CLI's last total cost, two Agent calls and a Bash call in each subagent.
+    assert header_field(page, "tokens.input")[0] == "7,400"
+    assert header_field(page, "tokens.output")[0] == "210"
+    assert header_field(page, "cost_usd")[0] == "$0.03342"
     assert header_field(page, "tool_calls")[0] == "4"
     failed, _ = render(open_run(RUNS[0].parent / "wink-0.27-codex-failed.jsonl"))
     assert header_field(failed, "status")[0] == "failed"
@@ -542,19 +546,19 @@ def test_fixture_page_shows_the_run_in_chromium(browser: Any, tmp_path: Path, pa
         assert page.count(f'.entry[data-kind="{kind}"]') == sum(
             1 for c in contexts if c["entry_type"] == kind
         )
-    # Every fixture is one prompt, and so one turn.
-    assert page.text('[data-field="turns"]') == "1"
+    # Every fixture is one prompt, and so one turn; the CLI with background subagents ran a
+    # turn of its own as each finished.
+    assert page.text('[data-field="turns"]') == str(TURNS_RUN.get(path.stem, 1))
     assert page.count("details.turn[data-turn='1']") == 1
 
 
 def test_subagents_are_lanes_beside_the_main_one(browser: Any, tmp_path: Path) -> None:
     page = open_page(browser, tmp_path, open_run(SUBAGENT_RUN))
     lanes = page.js("return [...document.querySelectorAll('.lane-head[data-lane]')].map(h => h.dataset.lane)")
-    assert lanes == ["main", "subagent:toolu_task_b", "subagent:toolu_task_a"]
+    assert lanes == ["main", "subagent:toolu_agent_a", "subagent:toolu_agent_b"]
     heads = page.text(".lane-heads")
-    assert "counter" in heads
-    assert "reader" in heads
-    assert "Count files" in heads
+    assert "general-purpose · counter task" in heads
+    assert "general-purpose · reader task" in heads
     # Each subagent's entries sit in its own column of the turn's grid, one row per moment.
     columns = page.js(
         "const out = {}; for (const cell of document.querySelectorAll('.cell[data-lane]')) {"
@@ -562,15 +566,15 @@ def test_subagents_are_lanes_beside_the_main_one(browser: Any, tmp_path: Path) -
         " out[cell.dataset.lane].add([...row.children].indexOf(cell)); }"
         " return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, [...v]]));"
     )
-    assert columns == {"main": [1], "subagent:toolu_task_b": [2], "subagent:toolu_task_a": [3]}
+    assert columns == {"main": [1], "subagent:toolu_agent_a": [2], "subagent:toolu_agent_b": [3]}
     rows = page.js("return [...document.querySelectorAll('.row')].map(r => r.offsetTop)")
     assert rows == sorted(rows)  # time runs down the page, across all lanes
     bash = page.js(
         "return document.querySelector("
-        "'.cell[data-lane=\"subagent:toolu_task_a\"] details.tool-call').textContent"
+        "'.cell[data-lane=\"subagent:toolu_agent_a\"] details.tool-call').textContent"
     )
     assert "Bash" in bash
-    assert "ls | wc -l" in bash
+    assert "echo 3" in bash
     assert "ok" in bash
     assert page.errors() == []
 

@@ -199,18 +199,19 @@ ANTHROPIC_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_inp
 
 
 def test_claude_result_input_adds_the_cache_reads_and_writes() -> None:
-    """The SDK's `result` (claude-agent-sdk, `claude-sdk-parallel-subagents.jsonl`): 100 input,
-    5 read from the cache, 3 written to it: a prompt of 108, as Phoenix and Langfuse price it."""
-    [detail] = [
-        d for kind, _, d in mirrored_entries("claude-sdk-parallel-subagents.jsonl") if kind == "token_usage"
-    ]
-    assert detail["sdk_entry"]["usage"]["input_tokens"] == 100
+    """The `result` the real CLI printed under claude-agent-sdk (`tests/fixtures/claude_sdk/tools`):
+    2,500 input, 800 read from the cache, 800 written to it (what the model served its two calls):
+    a prompt of 4,100, as Phoenix and Langfuse price it."""
+    stdout = Path(__file__).parent / "fixtures" / "claude_sdk" / "tools.jsonl"
+    [result] = [line for line in map(json.loads, stdout.read_text().splitlines()) if line["type"] == "result"]
+    detail = {"sdk_entry": result}
+    assert result["usage"]["input_tokens"] == 2500
     assert genai_attributes("token_usage", detail) == {
-        INPUT: 108,
-        OUTPUT: 20,
-        CACHE_READ: 5,
-        CACHE_CREATION: 3,
-        CACHE_WRITE: 3,
+        INPUT: 4100,
+        OUTPUT: 75,
+        CACHE_READ: 800,
+        CACHE_CREATION: 800,
+        CACHE_WRITE: 800,
     }
 
 

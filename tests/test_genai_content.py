@@ -436,36 +436,49 @@ def test_wink_claude_transcripts(run: str) -> None:
 
 
 def test_claude_sdk_parallel_subagents() -> None:
+    """The real CLI's run under the SDK: two background subagents, the answer after each finished."""
     spans = Spans.of(mirrored_entries("claude-sdk-parallel-subagents.jsonl"))
-    answer = "Counted 2 files; README says hi."
-    assert_agent(spans.agent(rules()), "Count files and read the README", answer)
+    answer = "Both subagents are done: 3 files, and the readme says hello."
+    assert_agent(spans.agent(rules()), "PARALLEL-SUBAGENTS-SCENARIO: please do the task.", answer)
     chat = spans.chat(rules(), reason="stop")
     check(chat, 65_536)
     inputs = messages(chat, attr.GEN_AI_INPUT_MESSAGES)
-    assert [message["role"] for message in inputs] == ["user", "assistant", "tool", "tool"]
-    assert [part.get("id") for part in inputs[1]["parts"]] == [None, "toolu_task_a", "toolu_task_b"]
-    assert calls_of(chat)["toolu_task_a"]["response"] == "2 files"
+    # The prompt; each Agent call and its result; the two answers before the last.
+    roles = ["user", "assistant", "tool", "assistant", "tool", "assistant", "assistant"]
+    assert [message["role"] for message in inputs] == roles
+    assert [part.get("id") for part in inputs[1]["parts"]] == ["toolu_agent_a"]
+    launched = calls_of(chat)["toolu_agent_a"]["response"]
+    assert launched.startswith("Async agent launched successfully.")  # the CLI's words: it runs on
     assert texts_of(messages(chat, attr.GEN_AI_OUTPUT_MESSAGES)[0]) == [answer]
-    task = {"description": "Count files", "prompt": "Look around", "subagent_type": "counter"}
-    assert_tool(spans.tool(rules(), "toolu_task_a"), task, "2 files")
-    assert_agent(spans.agent(rules(), "subagent:toolu_task_a"), "Look around", "2 files")
-    assert_agent(spans.agent(rules(), "subagent:toolu_task_b"), "Look around", "README says hi")
-    assert_tool(spans.tool(rules(), "toolu_b_1"), {"file_path": "README.md"}, "hi")
+    task = {
+        "description": "counter task",
+        "prompt": "SUBAGENT-COUNTER: do the counter part and report back.",
+        "subagent_type": "general-purpose",
+    }
+    assert_tool(spans.tool(rules(), "toolu_agent_a"), task, launched)
+    # The CLI prints no subagent's prompt: each subagent's content is its answer.
+    assert_agent(spans.agent(rules(), "subagent:toolu_agent_a"), None, "There are 3 files.")
+    assert_agent(spans.agent(rules(), "subagent:toolu_agent_b"), None, "The readme says hello.")
+    assert_tool(
+        spans.tool(rules(), "toolu_sub_read_1"), {"command": "echo readme", "description": "Run it"}, "readme"
+    )
 
 
 def test_claude_result_is_the_answer_when_no_assistant_text_came() -> None:
-    [result] = [
+    *_, result = [
         detail
         for entry_type, _, detail in mirrored_entries("claude-sdk-parallel-subagents.jsonl")
         if entry_type == "token_usage"
     ]
+    answer = "Both subagents are done: 3 files, and the readme says hello."
+    assert result["sdk_entry"]["result"] == answer  # the CLI's last result repeats its answer
     agent, chat = AgentContent(), ChatContent()
     for content in (agent, chat):
         content.add("user_message", {"text": "Count files"})
         content.add("token_usage", result)
-    assert_agent(agent.attributes(rules()), "Count files", "Counted 2 files; README says hi.")
+    assert_agent(agent.attributes(rules()), "Count files", answer)
     [output] = messages(chat.attributes(rules(), "stop"), attr.GEN_AI_OUTPUT_MESSAGES)
-    assert texts_of(output) == ["Counted 2 files; README says hi."]
+    assert texts_of(output) == [answer]
 
 
 def test_wink_024_chat_adapter() -> None:
@@ -713,15 +726,15 @@ def test_excluded_tool_results_leave_null_responses_and_keep_the_rest() -> None:
 def test_excluded_arguments_keep_the_calls_ids_and_names() -> None:
     policy = ContentPolicy("full", frozenset({"tool_arguments"}))
     spans = Spans.of(mirrored_entries("claude-sdk-parallel-subagents.jsonl"))
-    chat = spans.chat(rules(policy=policy), reason="stop")
+    chat = spans.chat(rules(policy=policy), "subagent:toolu_agent_a", reason="stop")
     check(chat, 65_536)
-    assert calls_of(chat)["toolu_task_a"] == {
+    assert calls_of(chat)["toolu_sub_count_1"] == {
         "type": "tool_call",
-        "id": "toolu_task_a",
-        "name": "Task",
-        "response": "2 files",
+        "id": "toolu_sub_count_1",
+        "name": "Bash",
+        "response": "3",
     }
-    assert_tool(spans.tool(rules(policy=policy), "toolu_task_a"), None, "2 files")
+    assert_tool(spans.tool(rules(policy=policy), "toolu_sub_count_1"), None, "3")
 
 
 def test_excluded_user_text_leaves_out_prompts_and_instructions() -> None:

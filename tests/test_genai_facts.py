@@ -71,25 +71,19 @@ def test_finish_reason_maps_stop_reasons_to_the_conventions_values(
 
 
 def test_claude_sdk_messages_and_result() -> None:
-    """claude-agent-sdk: each message's model, id and stop reason; the result's stop reason."""
+    """claude-agent-sdk on the real CLI: each message's model and id (the answers the model
+    served: its messages with words); the CLI streams them with no stop reason, each result
+    has one."""
     entries = mirrored_entries("claude-sdk-parallel-subagents.jsonl")
+    model = "claude-opus-5-5"
     assert facts_told(entries) == [
-        (
-            "assistant_message",
-            "main",
-            ResponseFacts("claude-opus-4-6", "msg_26ce54866c0645618644", "tool_call"),
-        ),
-        (
-            "assistant_message",
-            "subagent:toolu_task_b",
-            ResponseFacts("claude-opus-4-6", "msg_cffeb9006f0e42349014", "stop"),
-        ),
-        (
-            "assistant_message",
-            "subagent:toolu_task_a",
-            ResponseFacts("claude-opus-4-6", "msg_4662c921d93646db81de", "stop"),
-        ),
-        ("assistant_message", "main", ResponseFacts("claude-opus-4-6", "msg_8724b7f8e0914a3d874d", "stop")),
+        ("assistant_message", "main", ResponseFacts(model, "msg_scripted_0002")),
+        ("assistant_message", "subagent:toolu_agent_a", ResponseFacts(model, "msg_scripted_0005")),
+        ("assistant_message", "subagent:toolu_agent_b", ResponseFacts(model, "msg_scripted_0006")),
+        ("assistant_message", "main", ResponseFacts(model, "msg_scripted_0007")),
+        ("token_usage", "main", ResponseFacts(finish_reason="stop")),
+        ("token_usage", "main", ResponseFacts(finish_reason="stop")),
+        ("assistant_message", "main", ResponseFacts(model, "msg_scripted_0008")),
         ("token_usage", "main", ResponseFacts(finish_reason="stop")),
     ]
 
@@ -198,7 +192,7 @@ def test_codex_exec_tells_nothing() -> None:
 
 def test_init_model_of_the_sdk_and_the_cli() -> None:
     sdk = [init_model(d) for _, _, d in mirrored_entries("claude-sdk-parallel-subagents.jsonl")]
-    assert [model for model in sdk if model is not None] == ["claude-opus-4-6"]
+    assert [model for model in sdk if model is not None] == ["claude-opus-5-5"] * 3  # an init per turn
     for scenario in CLAUDE_CODE_SCENARIOS:
         for entry_type, _, detail in claude_code_entries(scenario):
             model = init_model(detail)
@@ -210,11 +204,17 @@ def test_init_model_of_the_sdk_and_the_cli() -> None:
 
 
 def test_sdk_subagents_started_as_tasks() -> None:
-    """claude-agent-sdk's `task_started`: the launching call's id and the task (agent) id."""
-    found = [subagent_agent_id(d) for _, _, d in mirrored_entries("claude-sdk-parallel-subagents.jsonl")]
-    assert [identity for identity in found if identity is not None] == [
-        SubagentIdentity("toolu_task_a", "task-a"),
-        SubagentIdentity("toolu_task_b", "task-b"),
+    """claude-agent-sdk's `task_started`: the launching call's id and the task (agent) id; each
+    subagent's answer names them again."""
+    entries = mirrored_entries("claude-sdk-parallel-subagents.jsonl")
+    found = [(kind, subagent_agent_id(d)) for kind, _, d in entries]
+    counter = SubagentIdentity("toolu_agent_a", "a3e5a1cbc98e87926")
+    reader = SubagentIdentity("toolu_agent_b", "a3e5a26f9572a3208")
+    assert [(kind, identity) for kind, identity in found if identity is not None] == [
+        ("system_event", counter),
+        ("system_event", reader),
+        ("assistant_message", counter),
+        ("assistant_message", reader),
     ]
 
 
@@ -272,7 +272,11 @@ def test_a_background_shell_task_is_no_subagent() -> None:
 
 def test_final_answer_of_the_sdk_result() -> None:
     answers = [final_answer(d) for _, _, d in mirrored_entries("claude-sdk-parallel-subagents.jsonl")]
-    assert [answer for answer in answers if answer is not None] == ["Counted 2 files; README says hi."]
+    assert [answer for answer in answers if answer is not None] == [  # a result per turn
+        "I started both subagents and will report back.",
+        "The counter found 3 files; the reader is still working.",
+        "Both subagents are done: 3 files, and the readme says hello.",
+    ]
 
 
 @pytest.mark.parametrize(

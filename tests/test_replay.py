@@ -115,17 +115,22 @@ def test_a_replayed_run_is_the_live_run_again(tmp_path: Path) -> None:
 
 
 def test_a_run_kept_without_span_records_gets_its_spans_rebuilt(tmp_path: Path) -> None:
-    run = RUNS / "claude-sdk-parallel-subagents.jsonl"
-    records = [json.loads(line) for line in run.read_text().splitlines()]
+    # The captured run as a writer that keeps no span records would have kept it.
+    kept = [
+        json.loads(line) for line in (RUNS / "claude-sdk-parallel-subagents.jsonl").read_text().splitlines()
+    ]
+    records = [r for r in kept if r["event"] != "transcript.span"]
+    run = tmp_path / "without-spans.jsonl"
+    run.write_text("".join(json.dumps(r) + "\n" for r in records))
     span_ids = {r["context"]["span_id"] for r in records}
     status, stderr, spans, logs = received(replay_to(run), wrapper_env(tmp_path), len(span_ids), len(records))
     assert status == 0, stderr
     assert {span.span_id.hex() for span in spans} == span_ids
     assert {span.trace_id.hex() for span in spans} == {records[0]["context"]["trace_id"]}
-    (root,) = [span for span in spans if span.name == "invoke_agent sdk-test"]
+    (root,) = [span for span in spans if span.name == "invoke_agent claude-agent-sdk"]
     assert root.span_id.hex() == records[0]["context"]["span_id"]
     names = Counter(span.name for span in spans)
-    assert names["execute_tool Task"] == 2
+    assert names["execute_tool Agent"] == 2
     assert {span.parent_span_id for span in spans if span is not root} == {root.span_id}
     assert sorted(log.time_unix_nano for log in logs) == sorted(
         nanos(r["context"].get("timestamp", r["timestamp"])) for r in records
