@@ -289,6 +289,19 @@ def test_each_message_has_the_usage_the_model_served(scenario: str) -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_answer_names_the_request_the_model_served_it_under(scenario: str) -> None:
+    """The CLI logs the API's `request-id` with each answer: every request had its own."""
+    served: list[dict[str, Any]] = meta_of(scenario)["served"]
+    assert len({answer["request_id"] for answer in served}) == len(served)
+    request_of = {answer["message_id"]: answer["request_id"] for answer in served if "usage" in answer}
+    named: dict[str, set[str]] = {}
+    for line, _, _ in mapped_file(scenario):
+        if line["type"] == "assistant" and line["message"]["model"] != "<synthetic>":
+            named.setdefault(line["message"]["id"], set()).add(line["requestId"])
+    assert named == {message: {request_of[message]} for message in named}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_each_main_turn_has_the_usage_its_result_reports(scenario: str) -> None:
     turns: list[dict[str, dict[str, int]]] = []
     for line, mapped, source in mapped_file(scenario):
