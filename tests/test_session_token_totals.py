@@ -122,6 +122,29 @@ def test_a_claude_session_with_no_cost_line_counts_each_message_once(scenario: s
     assert _devflow_tokens(run, tmp_path / "devflow") == expected
 
 
+@pytest.mark.parametrize(("scenario", "rest"), [("background_subagent", None), ("compacted", (1252, 13))])
+def test_a_whole_claude_sessions_devflow_turns_add_up_to_its_totals(
+    scenario: str, rest: tuple[int, int] | None, tmp_path: Path
+) -> None:
+    """A session with its cost line (which counts no call's tokens, only the session's): each
+    message's usage is on its turn, and what only the session's totals count (`compacted`: the
+    compaction's call) on a last `[usage]` turn, so the turns add up to the CLI's totals.
+    Before: the turns counted nothing (`background_subagent`: 0 / 0 against 4,250 / 108)."""
+    source = _main_file(scenario)
+    project = tmp_path / "home" / "project"
+    project.mkdir(parents=True)
+    shutil.copy(source, project / source.name)
+    if source.with_suffix("").is_dir():  # its subagents
+        shutil.copytree(source.with_suffix(""), project / source.stem)
+    runs = tmp_path / "runs"
+    subprocess.run([*CLI, "import", str(project), "--jsonl-dir", str(runs)], env=subprocess_env(), check=True)
+    (run,) = runs.glob("*.jsonl")
+    assert _devflow_tokens(run, tmp_path / "devflow") == _claude_totals(source)
+    turns = json.loads((tmp_path / "devflow" / "transcript.json").read_text())["turns"]
+    rests = [t for t in turns if t["content"].startswith("[usage] in the session's total")]
+    assert [(t.get("tokensIn", 0), t.get("tokensOut", 0)) for t in rests] == ([rest] if rest else [])
+
+
 # -- one session, two runs: the watch ends a run on idle, or is stopped and started again --
 
 

@@ -215,6 +215,18 @@ class RunDigest:
         return {name: usage[key] for key, name in TOKEN_NAMES.items() if key in usage}
 
     @property
+    def reports_usage(self) -> bool:
+        """Whether a usage report of the run counts tokens (a Claude session log's counts only
+        the session's totals: its messages' own usage is what its turns used)."""
+        return bool(self._usage)
+
+    @property
+    def session_reported(self) -> bool:
+        """Whether `tokens` are the session's own totals, which count model calls no usage report
+        of the run covers (a Claude subagent's)."""
+        return self._session_totals.totals() is not None
+
+    @property
     def turns(self) -> int:
         """The turns the run ran, as its spans count them (`RunTurns`)."""
         return self._turns.count

@@ -19,9 +19,15 @@ Mapping of the canonical entries (in file order, which is capture order):
   subagent turns), and a result of an unknown call is kept too.
 * `token_usage` → `tokensIn`/`tokensOut` (input and output tokens) added to the
   source's open assistant turn (the response it counts); with none open, a `system`
-  turn `[usage] tokens: …` carrying them. Runs without usage entries (Claude transcripts)
-  count each assistant message's own usage once, on its turn. The turns' tokens add
-  up to the metadata totals.
+  turn `[usage] tokens: …` carrying them. Runs whose reports count no tokens (Claude
+  session logs: a `cost-state` tells only the session's totals) count each assistant
+  message's own usage once, on its turn. The turns' tokens add up to the metadata
+  totals. Where those totals are a Claude session's own (`modelUsage`, subagents
+  included) and the reports count the main agent's turns (the SDK's stream), a
+  subagent's model call counts on the turn of its first line (its `message_usage`). What
+  the session counts beyond all the turns (a subagent's output, which the stream's lines
+  tell only in part; a compaction's call) is a last `system` turn
+  `[usage] in the session's total, in no line's usage: …`.
 * `system_event` → a `system` turn `[event] <text>` (the subtype and its words).
 * `error` → a `system` turn `[error] <text>`; the first error's text is `metadata.error`.
 * `unknown` → a `system` turn `[unknown] <text>` (an unreadable line's reason, and the line).
@@ -50,7 +56,13 @@ from typing import Any, Final
 
 from transcript_otel.exports.devflow.file import DevflowFile
 from transcript_otel.exports.devflow.format import go_json, go_time
-from transcript_otel.genai.attributes import RunningUsage, message_usage, tool_failed, tool_identity
+from transcript_otel.genai.attributes import (
+    RunningUsage,
+    message_usage,
+    tool_failed,
+    tool_identity,
+    usage_attributes,
+)
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry
 from transcript_otel.otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
 from transcript_otel.reading.text import assistant_parts, entry_text, tool_input, tool_output
@@ -136,10 +148,20 @@ def _call_json(call: _Call) -> dict[str, Any]:
 class TurnWriter:
     """Canonical entries in, devflow turns out in order, holding only what must wait."""
 
-    def __init__(self, out: DevflowFile, entries_by_source: Mapping[str, int], message_usage: bool) -> None:
+    def __init__(
+        self,
+        out: DevflowFile,
+        entries_by_source: Mapping[str, int],
+        message_usage: bool,
+        session_totals: tuple[int, int] | None = None,
+    ) -> None:
+        """`session_totals`: the metadata's (input, output) tokens where they are the session's own."""
         self._out = out
         self._remaining = Counter(entries_by_source)
         self._message_usage = message_usage
+        self._session_totals = session_totals
+        self._counted = [0, 0]  # tokens in and out on the turns so far
+        self._last_at: datetime | None = None
         self._held: deque[_Turn] = deque()
         self._held_chars = 0
         self._open: dict[str, _Turn] = {}
@@ -154,6 +176,7 @@ class TurnWriter:
 
     def add(self, entry: TranscriptEntry) -> None:
         kind, source, detail, at = entry.entry_type, entry.source, entry.detail, entry.timestamp
+        self._last_at = at
         if kind == "user_message":
             role = _mapping(detail, "message").get("role")
             self._turn(source, "system" if role in _SYSTEM_ROLES else "user", entry_text(kind, detail), at)
@@ -210,8 +233,19 @@ class TurnWriter:
         usage = message_usage(detail) if self._message_usage else None
         if usage is not None and self._last_message.get(source) != usage[0]:
             self._last_message[source] = usage[0]
-            turn.tokens_in += usage[1].get(GEN_AI_USAGE_INPUT_TOKENS, 0)
-            turn.tokens_out += usage[1].get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)
+            self._count(turn, usage[1])
+        if not self._message_usage and self._session_totals is not None and source != MAIN_SOURCE:
+            # The session's totals count a subagent's calls, the reports only the main agent's;
+            # the mapping puts each call's usage on its first line.
+            self._count(turn, usage_attributes({"usage": detail.get("message_usage")}))
+
+    def _count(self, turn: _Turn, usage: Mapping[str, int]) -> None:
+        tokens_in = usage.get(GEN_AI_USAGE_INPUT_TOKENS, 0)
+        tokens_out = usage.get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)
+        turn.tokens_in += tokens_in
+        turn.tokens_out += tokens_out
+        self._counted[0] += tokens_in
+        self._counted[1] += tokens_out
 
     def _tool_use(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
         turn = self._open.get(source) or self._turn(source, "assistant", "", at, open_=True)
@@ -254,8 +288,7 @@ class TurnWriter:
         turn = self._open.get(source)
         if turn is None:
             turn = self._turn(source, "system", f"[usage] {entry_text('token_usage', detail)}", at)
-        turn.tokens_in += tokens_in
-        turn.tokens_out += tokens_out
+        self._count(turn, usage)
 
     # -- holding and writing --------------------------------------------------------------
 
@@ -301,4 +334,25 @@ class TurnWriter:
         for call in self._calls.values():
             call.turn.waiting -= 1
         self._calls.clear()
+        self._session_rest()
         self._flush()
+
+    def _session_rest(self) -> None:
+        """What the session's totals count beyond the turns, on a turn of its own, so the turns
+        add up to the metadata."""
+        if self._session_totals is None or self._last_at is None:
+            return
+        rest_in, rest_out = (
+            max(total - counted, 0)
+            for total, counted in zip(self._session_totals, self._counted, strict=True)
+        )
+        if not (rest_in or rest_out):
+            return
+        words = ", ".join(f"{count} {word}" for count, word in ((rest_in, "in"), (rest_out, "out")) if count)
+        turn = self._turn(
+            MAIN_SOURCE,
+            "system",
+            f"[usage] in the session's total, in no line's usage: {words}",
+            self._last_at,
+        )
+        turn.tokens_in, turn.tokens_out = rest_in, rest_out
