@@ -483,3 +483,14 @@ def test_running_usage_of_reports_without_a_total_adds_each() -> None:
     running = RunningUsage()
     claude = {"usage": {"input_tokens": 10, "output_tokens": 2}}
     assert running.added(claude) == running.added(claude) == {INPUT: 10, OUTPUT: 2}
+
+
+def test_a_claude_results_unlogged_usage_is_its_turns_too() -> None:
+    """The calls the CLI made itself (`unlogged_usage`, session totals' keys): added to the
+    result's own usage, cache reads in the input as always."""
+    result = {
+        "sdk_entry": {"usage": {"input_tokens": 10, "output_tokens": 2}},
+        "unlogged_usage": {"cache_read_input_tokens": 5, "output_tokens": 3},
+    }
+    assert RunningUsage().added(result) == {INPUT: 15, OUTPUT: 5, CACHE_READ: 5}
+    assert RunningUsage().added({**result, "unlogged_usage": "odd"}) == {INPUT: 10, OUTPUT: 2}

@@ -125,3 +125,17 @@ def test_a_subagents_model_calls_carry_their_usage_once_each() -> None:
     ]
     assert [u["input_tokens"] for u in usages] == [u["input_tokens"] for u in subagent_served]
     assert all(e.source == "subagent:toolu_agent_fg" for e in entries if "message_usage" in e.detail)
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "unknown_flag"])
+def test_only_the_web_searchs_own_request_is_unlogged(scenario: str) -> None:
+    """The CLI's WebSearch tool asks the API itself: its result's `usage` leaves that request
+    out, the session's totals count it. Elsewhere the totals grew by no more than the results
+    counted, or a subagent ran (its calls are its own)."""
+    unlogged = [e.detail["unlogged_usage"] for e in mapped(scenario) if "unlogged_usage" in e.detail]
+    if scenario != "web_search":
+        assert unlogged == []
+        return
+    search = served_usage(served(scenario), "WEB-SEARCH-QUERY")
+    assert unlogged == [{key: count for key, count in search.items() if count}]
+    assert unlogged == [{"input_tokens": 600, "output_tokens": 25}]

@@ -190,6 +190,45 @@ def test_the_cost_of_each_turn_is_the_difference_of_the_running_totals() -> None
     assert costs == pytest.approx([0.01, 0.02, 0.0])
 
 
+def session(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """A result's `modelUsage`: the session's running totals."""
+    return {"claude-x": {"inputTokens": input_tokens, "outputTokens": output_tokens}}
+
+
+def unlogged(entries: list[MappedEntry]) -> Any:
+    return entries[0].detail.get("unlogged_usage")
+
+
+def test_what_the_session_grew_by_beyond_the_results_usage_is_unlogged() -> None:
+    """A call the CLI made itself (a WebSearch's request) is in the session's totals only."""
+    mapper = ClaudeStreamMapper()
+    assert unlogged(mapper.message(result(usage=USAGE, modelUsage=session(160, 25)))) == {
+        "input_tokens": 60,
+        "output_tokens": 5,
+    }
+    # Each report: what grew since the last one; a result without totals waits for the next.
+    assert unlogged(mapper.message(result(usage=USAGE, modelUsage=session(260, 45)))) is None
+    assert unlogged(mapper.message(result(usage=USAGE))) is None
+    assert unlogged(mapper.message(result(usage=USAGE, modelUsage=session(470, 85)))) == {"input_tokens": 10}
+    # A result that counts more than the session (a broken stream's attempt): nothing.
+    assert unlogged(mapper.message(result(usage=USAGE, modelUsage=session(500, 90)))) is None
+
+
+@pytest.mark.parametrize(
+    "subagent",
+    [
+        assistant(text("sub"), parent="toolu_agent"),
+        assistant(tool_use("toolu_agent", "Agent")),
+        user([tool_result("toolu_agent")]) | {"tool_use_result": {"status": "async_launched"}},
+    ],
+)
+def test_nothing_is_unlogged_where_a_subagent_ran_since_the_last_report(subagent: dict[str, Any]) -> None:
+    """A subagent's calls are in the session's totals, and its messages may come after the result."""
+    mapper = ClaudeStreamMapper()
+    mapper.message(subagent)
+    assert unlogged(mapper.message(result(usage=USAGE, modelUsage=session(300, 40)))) is None
+
+
 def test_a_cost_alone_is_token_usage() -> None:
     (entry,) = ClaudeStreamMapper().message(result(total_cost_usd=0.5))
     assert entry.entry_type == "token_usage"

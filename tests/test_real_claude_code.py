@@ -48,6 +48,8 @@ from requirements_switch import require  # noqa: E402
 
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", "claude-code", "--")
 FIXTURES = TESTS / "fixtures" / "claude_code"
+# The conversation of the request the CLI's WebSearch tool makes itself.
+WEB_SEARCH_REQUEST = "WEB-SEARCH-QUERY"
 DIGEST_NAMES = {
     "input_tokens": "input",
     "output_tokens": "output",
@@ -188,21 +190,7 @@ def test_every_scenario_under_run_keeps_the_exit_status_and_a_valid_transcript(
     assert "unknown" not in {e["entry_type"] for e in run.entries}
 
 
-# The CLI's WebSearch tool asks the API itself (600 in, 25 out, one search): the session's
-# totals count that request, the root with them, but no chat span does.
-UNCOUNTED_SIDE_REQUEST = pytest.mark.xfail(
-    strict=True, reason="a WebSearch call's own API request is on no chat span (2,400 input against 3,000)"
-)
-
-
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(s, marks=UNCOUNTED_SIDE_REQUEST) if s == "web_search" else s
-        for s in CASES
-        if s != "unknown_flag"
-    ],
-)
+@pytest.mark.parametrize("scenario", [s for s in CASES if s != "unknown_flag"])
 def test_tokens_and_cost_are_what_the_model_served_and_the_cli_charged(
     wrapped: dict[str, ClaudeRun], scenario: str
 ) -> None:
@@ -256,9 +244,15 @@ def assert_turns_match_results(run: ClaudeRun) -> None:
     assert sorted(span["span_id"] for span in run.chats() if span not in turns) == sorted(
         run.subagent_chat(subagent)["span_id"] for subagent in subagents
     )
+    # A WebSearch call's own request to the API: the result's `usage` leaves it out, the turn
+    # counts it (its session totals do).
+    search = as_recorded(served_usage(run.served, WEB_SEARCH_REQUEST))
     for turn, result in zip(turns, run.results, strict=True):
+        reported = Counter(as_recorded(result["usage"]))
+        if any(usage.get("webSearchRequests") for usage in result.get("modelUsage", {}).values()):
+            reported.update(search)
         assert {k: v for k, v in span_usage(turn).items() if v} == {
-            key: count for key, count in as_recorded(result["usage"]).items() if count
+            key: count for key, count in reported.items() if count
         }
         failed = result.get("is_error") is True
         assert (turn["status"] == "ERROR") is failed
@@ -408,14 +402,18 @@ def test_a_web_search_is_a_tool_call_whose_result_names_what_the_api_found(
     answer holds the API's server_tool_use and web_search_tool_result), and hands the model
     what it found as the call's result."""
     run = wrapped["web_search"]
-    search = [answer for answer in run.served if answer["conversation"] == "WEB-SEARCH-QUERY"]
+    search = [answer for answer in run.served if answer["conversation"] == WEB_SEARCH_REQUEST]
     assert [answer["usage"]["server_tool_use"] for answer in search] == [{"web_search_requests": 1}]
     call = run.tool("toolu_search_1")
     assert call["name"] == "execute_tool WebSearch"
     assert "https://weather.example/paris" in call["attributes"]["gen_ai.tool.call.result"]
     assert "Paris is sunny today." in call["attributes"]["gen_ai.tool.call.result"]
-    # The session's totals, the root's, count the search request too.
+    # The session's totals, the root's, count the search request too, and so does the turn
+    # whose result's session totals grew by it: 1,000 + 600 + 1,400 in, 30 + 25 + 12 out.
     assert span_usage(run.root) == as_recorded(served_usage(run.served))
+    (turn,) = run.turns()
+    assert span_usage(turn) == span_usage(run.root)
+    assert (span_usage(turn)["input_tokens"], span_usage(turn)["output_tokens"]) == (3000, 67)
 
 
 def test_redacted_thinking_is_thinking_whose_text_is_not_shown(wrapped: dict[str, ClaudeRun]) -> None:

@@ -224,7 +224,7 @@ class RunningUsage:
     def added(self, detail: Any) -> dict[str, int]:
         total = _running_total(detail)
         if total is None:
-            return usage_attributes(detail)
+            return _with_unlogged(usage_attributes(detail), detail)
         notification = mapping_at(detail, "notification")
         thread = notification.get("threadId") if notification is not None else None
         thread = thread if isinstance(thread, str) else None
@@ -235,6 +235,17 @@ class RunningUsage:
         if previous is None:
             return usage_attributes(detail)
         return {key: max(value - previous.get(key, 0), 0) for key, value in total.items()}
+
+
+def _with_unlogged(usage: dict[str, int], detail: Any) -> dict[str, int]:
+    """`usage` and a Claude result's `unlogged_usage`: model calls of its turn that no message
+    tells (the CLI's own requests), which its `usage` leaves out."""
+    unlogged = detail.get("unlogged_usage") if is_mapping(detail) else None
+    if not is_mapping(unlogged):
+        return usage
+    for key, count in usage_attributes({"usage": {"input_tokens": 0, **unlogged}}).items():
+        usage[key] = usage.get(key, 0) + count
+    return usage
 
 
 def genai_attributes(entry_type: str, detail: Any) -> dict[str, str | int]:

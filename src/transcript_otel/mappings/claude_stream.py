@@ -16,7 +16,11 @@ stream-json` prints. One message (a JSON object) becomes:
   then `error` when it reports an error (`is_error`, or an `error_*` subtype). The CLI
   reports running totals, so a main result's `token_usage` also gets `turn_cost_usd`
   (the cost since the previous result) and `session_usage` (the tokens of the whole
-  session so far, subagents included: the sum of `modelUsage` over models);
+  session so far, subagents included: the sum of `modelUsage` over models). What the
+  session's totals grew by since the last report beyond the `usage` of the results since is
+  `unlogged_usage`: model calls the CLI made itself (a WebSearch call's request) that no
+  message tells, the turn's all the same; left out where a subagent ran since that report
+  (its messages may come after the result, and tell less output than it was served);
 * `assistant` from the CLI itself (`model: "<synthetic>"`, `is_api_error_message`: the
   text of an API error, which the `result` after it reports) → `system_event`
   `api_error_message`, not words of the model;
@@ -66,6 +70,8 @@ _PROGRESS_SUBTYPES: Final = frozenset({"thinking_tokens", "task_progress"})
 # Subagent message ids whose usage was counted, and ids of calls running in the background;
 # beyond this many of either, the oldest are forgotten.
 _MAX_COUNTED_MESSAGES: Final = 10_000
+# Tools whose calls run a subagent.
+_SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 # `modelUsage` (camelCase, per model) to the usage keys of a result's `usage`.
 _MODEL_USAGE_KEYS: Final = (
     ("inputTokens", "input_tokens"),
@@ -115,9 +121,12 @@ class ClaudeStreamMapper:
     __slots__ = (
         "_background_calls",
         "_counted_messages",
+        "_last_session_usage",
         "_progress",
         "_progress_count",
+        "_results_usage",
         "_running_cost",
+        "_subagent_ran",
         "_tool_names",
     )
 
@@ -128,6 +137,11 @@ class ClaudeStreamMapper:
         self._background_calls: dict[str, None] = {}
         self._progress: dict[str, Any] | None = None
         self._progress_count = 0
+        # Since the session's last reported totals: those totals, the main results' usage, and
+        # whether a subagent ran (then what the totals grew by cannot be told from its calls).
+        self._last_session_usage: dict[str, int] = {}
+        self._results_usage: dict[str, int] = {}
+        self._subagent_ran = False
 
     def message(self, message: Any) -> list[MappedEntry]:
         if not isinstance(message, dict):
@@ -146,6 +160,8 @@ class ClaudeStreamMapper:
             return self._fold(message)
         folded = self.flush()
         source = source_of(message)
+        if source != MAIN_SOURCE:
+            self._subagent_ran = True
         if message_type == "assistant":
             entries = self._assistant(message, source)
         elif message_type == "user":
@@ -205,6 +221,8 @@ class ClaudeStreamMapper:
             entries.append((EntryType.ASSISTANT_MESSAGE, {"sdk_entry": with_content(message, others)}))
         for block in tool_uses:
             self._tool_names.remember(source, block)
+            if isinstance(block, dict) and block.get("name") in _SUBAGENT_TOOLS:
+                self._subagent_ran = True
             entries.append((EntryType.TOOL_USE, {"sdk_entry": block}))
         if source != MAIN_SOURCE and entries:
             usage = self._new_message_usage(message)
@@ -242,9 +260,11 @@ class ClaudeStreamMapper:
         for block in results:
             detail = self._tool_names.result_detail(source, block)
             if launched:
+                self._subagent_ran = True
                 detail["background_launch"] = True
                 self._running_in_background(block.get("tool_use_id"))
             if last_call is not None:
+                self._subagent_ran = True
                 detail["subagent_last_call"] = last_call
             entries.append((EntryType.TOOL_RESULT, detail))
         return entries
@@ -285,12 +305,35 @@ class ClaudeStreamMapper:
             detail: dict[str, Any] = {"sdk_entry": message}
             if source == MAIN_SOURCE:
                 self._running_cost.add_report(detail, total, message.get("modelUsage"))
+                self._note_unlogged_usage(detail, message.get("usage"))
             entries.append((EntryType.TOKEN_USAGE, detail))
         if reports_error(message):
             entries.append((EntryType.ERROR, {"sdk_entry": message}))
         if not entries:
             entries.append((EntryType.SYSTEM_EVENT, {"sdk_entry": message, "subtype": "result"}))
         return entries
+
+    def _note_unlogged_usage(self, detail: dict[str, Any], usage: Any) -> None:
+        """Put in a main result's `detail` its `unlogged_usage`, where there is any (see the
+        module docstring)."""
+        if isinstance(usage, dict):
+            for _, key in _MODEL_USAGE_KEYS:
+                count = usage.get(key)
+                if isinstance(count, int) and not isinstance(count, bool):
+                    self._results_usage[key] = self._results_usage.get(key, 0) + count
+        session = detail.get("session_usage")
+        if not isinstance(session, dict):
+            return  # no totals: the next report's growth covers this result's usage too
+        unlogged = {
+            key: grown
+            for key, value in session.items()
+            if (grown := value - self._last_session_usage.get(key, 0) - self._results_usage.get(key, 0)) > 0
+        }
+        if unlogged and not self._subagent_ran and not self._background_calls:
+            detail["unlogged_usage"] = unlogged
+        self._last_session_usage = dict(session)
+        self._results_usage = {}
+        self._subagent_ran = bool(self._background_calls)
 
 
 def _system_detail(message: dict[str, Any]) -> dict[str, Any]:
