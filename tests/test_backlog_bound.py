@@ -11,16 +11,18 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.capture import pipeline as pipeline_module
+from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks import JsonlMirror, Sink
 
-from helpers import WRITTEN_WITHIN_S, entry_contexts, run_records
+from helpers import FIXTURES, WRITTEN_WITHIN_S, entry_contexts, run_records
 
 MIB = 1 << 20
 
@@ -275,3 +277,101 @@ def test_at_the_shutdown_deadline_entries_are_given_up_never_the_stop_and_the_co
         "transcript-otel: 100 transcript entries were not written before the shutdown deadline; "
         "each run's transcript.stop counts its own (dropped_entries)"
     ]
+
+
+def test_claude_sdk_messages_behind_a_stuck_writer_wait_within_the_bound(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: object
+) -> None:
+    """claude-agent-sdk's messages are mapped on the writer: behind a stuck one they wait in the
+    backlog within its bound, like entries; those past it are dropped and reported, and what
+    waited is written in order once the writer moves again."""
+    from opentelemetry import trace
+
+    from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun, user_message
+    from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+
+    messages = _real_cli_messages()
+    stuck = StuckSink()
+    pipeline = make_pipeline([stuck, JsonlMirror(str(runs_dir))], max_backlog_bytes=MIB)
+    run = AgentRun(
+        trace.NoOpTracer(), prompt_name="sdk", adapter="claude_agent_sdk", session_id=None, pipeline=pipeline
+    )
+    sdk_run = SdkRun(run)
+    sdk_run.prompt(user_message("Run a command."))
+    assert stuck.blocked.wait(10.0)  # the writer holds the run's start
+    for _ in range(1_000):
+        for message in messages:
+            sdk_run.message(message)
+    # Measured as they wait: the bound is in bytes (the init message alone holds ~10 KB), not
+    # in a count of the prompt's small entry (~7,500 of them); past it by at most one
+    # measurement's worth of queued items, as for entries.
+    assert run.emitter.dropped_entries > 0
+    assert pipeline.backlog_limit < 500
+    assert len(pipeline.backlog) <= pipeline.backlog_limit + WAKE_THRESHOLD
+
+    stuck.release.set()
+    sdk_run.finish()
+    assert pipeline.flush(WRITTEN_WITHIN_S)
+    records = run_records(run.emitter)
+    contexts = entry_contexts(records)
+    assert [c["sequence_number"] for c in contexts] == list(range(1, len(contexts) + 1))
+    assert [c["entry_type"] for c in contexts][:2] == ["user_message", "system_event"]
+    (error,) = [r for r in records if r["event"] == "transcript.error"]
+    assert error["context"]["dropped_entries"] == run.emitter.dropped_entries
+    assert records[-1]["event"] == "transcript.stop"
+
+
+def test_claude_sdk_entries_keep_the_time_their_message_came_whenever_the_writer_maps_them(
+    make_pipeline: Callable[..., TranscriptPipeline], runs_dir: object
+) -> None:
+    """Mapped on the writer, perhaps long after (here: once a stuck sink lets go), each entry
+    still says when the SDK got its message."""
+    from opentelemetry import trace
+
+    from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun, user_message
+    from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+
+    messages = [
+        json.loads(line) for line in (FIXTURES / "claude_code" / "tools.jsonl").read_text().splitlines()
+    ]
+    stuck = StuckSink()
+    pipeline = make_pipeline([stuck, JsonlMirror(str(runs_dir))])
+    run = AgentRun(
+        trace.NoOpTracer(), prompt_name="sdk", adapter="claude_agent_sdk", session_id=None, pipeline=pipeline
+    )
+    sdk_run = SdkRun(run)
+    assert stuck.blocked.wait(10.0)
+    windows: list[tuple[int, int]] = []  # (before, after) each message was handed over
+    before = time.time_ns()
+    sdk_run.prompt(user_message("Run a command."))
+    prompt_window = (before, time.time_ns())
+    for message in messages:
+        before = time.time_ns()
+        sdk_run.message(message)
+        windows.append((before, time.time_ns()))
+        time.sleep(0.002)
+    stuck.release.set()
+    sdk_run.finish()
+    assert pipeline.flush(WRITTEN_WITHIN_S)
+
+    contexts = entry_contexts(run_records(run.emitter))
+    stamps = [datetime.fromisoformat(c["timestamp"]) for c in contexts]
+    # The prompt waits for the first message (it tells the session id) and keeps its own time.
+    assert contexts[0]["entry_type"] == "user_message"
+    assert _within(stamps[0], prompt_window)
+    # Every other entry lies within the window of one message, in message order.
+    message_of_entry = [next(i for i, w in enumerate(windows) if _within(s, w)) for s in stamps[1:]]
+    assert message_of_entry == sorted(message_of_entry)
+    assert len(set(message_of_entry)) > 5
+
+
+def _real_cli_messages() -> list[dict[str, Any]]:
+    """The messages the real Claude Code CLI printed for a turn with a Bash call."""
+    recorded = FIXTURES / "claude_code" / "tools.jsonl"
+    return [json.loads(line) for line in recorded.read_text().splitlines()]
+
+
+def _within(stamp: datetime, window: tuple[int, int]) -> bool:
+    """Whether `stamp` (microseconds) lies within the nanosecond `window`."""
+    at_us = int(stamp.timestamp() * 1_000_000)
+    return window[0] // 1_000 <= at_us <= window[1] // 1_000 + 1

@@ -578,9 +578,10 @@ def test_a_pipeline_drained_by_its_caller_never_drops(make_pipeline: MakePipelin
 def test_actions_deferred_by_actions_run_as_on_the_writer_thread(
     make_pipeline: MakePipeline, runs_dir: Path, drained_by_caller: bool
 ) -> None:
-    """While the caller drains, it is the writer: an action queued by an action of the drain
-    (a span that ends after another) runs right after it, a flush within is a no-op, a record
-    queued within is written next; all as on the writer thread."""
+    """While the caller drains, it is the writer: what an action of the drain does takes its
+    place in the queue: an entry it emits is written next, before what was queued after the
+    action, and an action it queues (a span that ends after another) runs right after that
+    entry; a flush within is a no-op; all as on the writer thread."""
     taken = RecordingSink()
     pipeline = make_pipeline([JsonlMirror(runs_dir), taken], drained_by_caller=drained_by_caller)
     emitter = TranscriptEmitter(prompt_name="p", adapter="a", pipeline=pipeline)
@@ -601,9 +602,9 @@ def test_actions_deferred_by_actions_run_as_on_the_writer_thread(
     emitter.after_written(outer)
     emitter.emit("assistant_message", detail={"after": "queued"})
     assert pipeline.flush(5.0) is True
-    assert seen == [("outer", 301), ("flushed within", 0), ("inner", 301)]
+    assert seen == [("outer", 301), ("flushed within", 0), ("inner", 302)]
     details = [c["detail"] for c in entry_contexts(run_records(emitter))]
-    assert details[300:] == [{"after": "queued"}, {"after": "outer"}]
+    assert details[300:] == [{"after": "outer"}, {"after": "queued"}]
 
 
 def test_a_pipeline_drained_by_its_caller_flushes_its_sinks_once_a_drain(

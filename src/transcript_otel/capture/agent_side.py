@@ -14,7 +14,12 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD, DeferredAction, FlushRequest
+from transcript_otel.capture.pipeline_state import (
+    WAKE_THRESHOLD,
+    DeferredAction,
+    DeferredMapping,
+    FlushRequest,
+)
 from transcript_otel.capture.writer import BackgroundWriter
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.records.queued import QueuedItem
@@ -61,6 +66,9 @@ class AgentSide(BackgroundWriter):
         if item[0] is TranscriptEvent.ERROR and len(self.backlog) >= self.backlog_limit + _LIFECYCLE_HEADROOM:
             item[1].note_drop()
             return
+        if self.acting and self.acts_here():
+            self._next_records.append(item)  # from a deferred action: written in its place
+            return
         self.backlog.append(item)
         # Only a run's end is worth waking the writer for; the rest waits for its tick,
         # so a busy agent is not interrupted by the writer once per span.
@@ -89,6 +97,10 @@ class AgentSide(BackgroundWriter):
             )
             extra = {"error": error, "sink": "otel_logs", "failed_export_records": count}
             self.submit((TranscriptEvent.ERROR, run, None, None, time.time_ns(), extra, None, None))
+
+    def acts_here(self) -> bool:
+        """Whether this thread is the writer (running a deferred action, see `acting`)."""
+        return threading.current_thread() is self._thread
 
     def submit_next(self, item: QueuedItem) -> None:
         """`submit()`, but from an `after_pending()` action on the writer: `item` is written
@@ -194,20 +206,36 @@ class AgentSide(BackgroundWriter):
             self.wake()
         return request
 
+    def defer_mapping(self, action: Callable[[], None], native: object) -> None:
+        """`after_pending(action)` for an action that maps `native` to entries, queued from an
+        agent's thread like an entry (`TranscriptEmitter.map_on_writer`)."""
+        if self._closed or threading.current_thread() is self._thread:
+            self.after_pending(action)
+            return
+        self.backlog.append(DeferredMapping(action, native))
+        if len(self.backlog) >= WAKE_THRESHOLD:
+            self.wake_and_sample()
+        elif self._thread is None:
+            self.ensure_running()
+
     def after_pending(self, action: Callable[[], None]) -> None:
         """Run `action` on the writer once everything queued before it is written.
 
         Instrumentors end their spans this way: the span events of the records
         emitted inside a span are added before it ends, and the agent never waits.
-        On the writer itself (an entry's placement, another action) it runs once the
-        records being prepared are written. Runs at once (on the caller's thread) when
-        the pipeline is closed.
+        On the writer itself it runs once the records being prepared are written (from an
+        entry's placement), or, from another action, in its place among what that action
+        records and defers (an action that records a turn's entries, then ends the turn,
+        keeps that order). Runs at once (on the caller's thread) when the pipeline is closed.
         """
         if self._closed:
             self._run_action(action)
             return
         if threading.current_thread() is self._thread:
-            self._after_batch.append(action)
+            if self.acting:
+                self._next_records.append(DeferredAction(action))
+            else:
+                self._after_batch.append(action)
             return
         self.backlog.append(DeferredAction(action))
         if self._thread is None:

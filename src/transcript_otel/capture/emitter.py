@@ -158,24 +158,29 @@ class TranscriptEmitter:
                 self._report(f"a {entry_type!r} entry emitted after stop() was refused: the run has ended")
                 return
             backlog = self._backlog
-            if len(backlog) >= self._pipeline.backlog_limit:
+            # Emitted by a deferred action on the writer (`map_on_writer`): written in its place,
+            # within the bound that admitted the action.
+            in_action = self._pipeline.acting and self._pipeline.acts_here()
+            if not in_action and len(backlog) >= self._pipeline.backlog_limit:
                 self._run.note_drop()
                 self._pipeline.wake_and_sample()  # the backlog's measure may have changed too
                 return
+            item = (
+                _ENTRY,
+                self._run,
+                entry_type,
+                source,
+                time.time_ns() if timestamp_ns is None else timestamp_ns,
+                detail,
+                raw if self._emit_raw else None,
+                get_current() if context is None else context,
+            )
+            if in_action:
+                self._pipeline.submit_next(item)
+                return
             # One append, atomic under the GIL: queue order is the order of the sequence
             # numbers the writer gives, for entries of one source from any thread or task.
-            backlog.append(
-                (
-                    _ENTRY,
-                    self._run,
-                    entry_type,
-                    source,
-                    time.time_ns() if timestamp_ns is None else timestamp_ns,
-                    detail,
-                    raw if self._emit_raw else None,
-                    get_current() if context is None else context,
-                )
-            )
+            backlog.append(item)
             if len(backlog) >= WAKE_THRESHOLD:
                 self._pipeline.wake_and_sample()
         except Exception as exc:  # non-blocking invariant: report, skip the entry
@@ -234,6 +239,21 @@ class TranscriptEmitter:
         """
         try:
             self._pipeline.after_pending(action)
+        except Exception as exc:
+            self._report_exception("could not defer an action", exc)
+
+    def map_on_writer(self, action: Callable[[], None], native: object) -> None:
+        """`after_written(action)` for an action that maps `native` (a harness's event) and
+        records its entries there: queued like an entry, within the backlog's bound and
+        measured for it (`native` stays in memory until the writer runs it); past the bound
+        it is dropped and counted as one dropped entry. Never raises."""
+        try:
+            backlog = self._backlog
+            if len(backlog) >= self._pipeline.backlog_limit:
+                self._run.note_drop()
+                self._pipeline.wake_and_sample()
+                return
+            self._pipeline.defer_mapping(action, native)
         except Exception as exc:
             self._report_exception("could not defer an action", exc)
 

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
+from transcript_otel.capture.pipeline_state import DeferredMapping
 from transcript_otel.model.entries import RawJson
 
 # The queued tuple of eight fields and its own timestamp int.
@@ -28,11 +29,14 @@ _SAMPLED_ITEMS: Final = 8
 _MAX_OBJECTS: Final = 512
 
 
-def entry_held_bytes(item: tuple[Any, ...]) -> float:
-    """The bytes a queued item (an entry's `detail` and `raw`) keeps in memory.
+def entry_held_bytes(item: tuple[Any, ...] | DeferredMapping) -> float:
+    """The bytes a queued item (an entry's `detail` and `raw`, or the native event a deferred
+    mapping holds) keeps in memory.
 
     Counted as if nothing in it were shared with other entries (dict keys often are):
     an overestimate, on the safe side of the bound."""
+    if isinstance(item, DeferredMapping):
+        return _ITEM_BYTES + _object_bytes(item.native, None)
     return _ITEM_BYTES + _object_bytes(item[5], item[6])
 
 
@@ -47,7 +51,7 @@ def sample_of(backlog: Sequence[Any], size: int, rng: random.Random, newest: int
         # The writer may take entries meanwhile: then the sample is a little smaller.
         with contextlib.suppress(IndexError):
             item = backlog[-offset]
-            if type(item) is tuple:  # not a flush request
+            if type(item) is tuple or type(item) is DeferredMapping:  # not a flush request
                 sample.append(item)
     return sample
 

@@ -88,6 +88,7 @@ class TranscriptPipeline(AgentSide):
         self._on_shutdown: list[Callable[[], None]] = []
         self._after_batch = []
         self._next_records = []
+        self.acting = False
         self._runs = weakref.WeakValueDictionary()
         self._yield_at = 0.0
         self.yield_every_s = YIELD_EVERY_S
@@ -200,6 +201,7 @@ class TranscriptPipeline(AgentSide):
         self._flushes_pending = 0
         self._after_batch = []
         self._next_records = []
+        self.acting = False
         self._lock = threading.Lock()
         self._thread = None
         for sink in self.sinks:

@@ -59,6 +59,17 @@ class DeferredAction:
         self.action = action
 
 
+class DeferredMapping(DeferredAction):
+    """A deferred action that maps `native` (a harness's event it holds until it runs) to entries:
+    measured like an entry for the backlog's bound."""
+
+    __slots__ = ("native",)
+
+    def __init__(self, action: Callable[[], None], native: object) -> None:
+        super().__init__(action)
+        self.native = native
+
+
 class PipelineState:
     """The state the parts of a pipeline share, declared here once and set by
     `TranscriptPipeline.__init__`; and how the writer lets the agent have the GIL."""
@@ -78,10 +89,14 @@ class PipelineState:
     _thread: threading.Thread | None
     _closed: bool
     # Writer side: actions due once the batch being prepared is written, and the
-    # records they submit to be written next (`after_pending`, `submit_next`).
+    # records they submit to be written next, with the actions deferred after those
+    # (`after_pending`, `submit_next`).
     _after_batch: list[Callable[[], None]]
-    _next_records: list[QueuedItem]
+    _next_records: list[QueuedItem | DeferredAction]
     _yield_at: float
+    # Whether a deferred action runs (`acts_here()`: on this thread): the entries it emits are
+    # written in its place, like the records it submits (`submit_next`).
+    acting: bool
     # How often the writer lets an agent's thread have the GIL (`YIELD_EVERY_S`); a process
     # with no agent thread in it (`transcript-otel run`) lets go less often.
     yield_every_s: float

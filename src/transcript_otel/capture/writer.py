@@ -105,11 +105,14 @@ class BackgroundWriter(SinkWriting, BacklogBound):
             thread.start()
 
     def _run_action(self, action: Callable[[], None]) -> None:
+        acting, self.acting = self.acting, True
         try:
             action()
         except Exception as exc:
             self.internal_errors += 1
             logger.warning("transcript-otel: deferred action failed: %r", exc)
+        finally:
+            self.acting = acting
 
     def _writer_loop(self) -> None:
         # Our own OTel calls must not be traced by other instrumentations.

@@ -13,10 +13,15 @@ prompts one after another, so a prompt sent while a turn is under way waits (in
 `_prompts`) until the turn's result, then opens the next turn. The CLI tells its
 session id in every message: the first prompt waits for the first message too, so
 that every entry of the run carries the id; it keeps the time it was sent.
+
+The agent's thread only notes the time and queues what it saw: the mapping, the turns and
+the entries are made on the writer, in queue order, at the times noted (the program gets
+each message as soon as it would without us).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -94,12 +99,15 @@ class SdkRun:
 
     def prompt(self, message: Any) -> None:
         """A prompt was sent: a user-message dict (copied: the SDK may add keys as it sends it)."""
+        sent = dict(message) if isinstance(message, dict) else message
+        self._on_writer(self._prompt, sent, time.time_ns())
+
+    def _prompt(self, sent: Any, sent_ns: int) -> None:
         try:
-            sent = dict(message) if isinstance(message, dict) else message
             with self._lock:
                 if len(self._prompts) < _MAX_WAITING_PROMPTS:
-                    self._prompts.append((time.time_ns(), self._mapper.message(sent)))
-            self._next_turn()
+                    self._prompts.append((sent_ns, self._mapper.message(sent)))
+            self._next_turn(sent_ns)
         except Exception as exc:
             self._report("could not record a prompt", exc)
 
@@ -112,7 +120,11 @@ class SdkRun:
     # -- what the CLI answers ----------------------------------------------------------
 
     def message(self, data: Any) -> None:
-        """Record one message the CLI printed (what the SDK is about to parse)."""
+        """Record one message the CLI printed (what the SDK is about to parse; it reads the
+        dict and leaves it as it is)."""
+        self.run.emitter.map_on_writer(functools.partial(self._message, data, time.time_ns()), data)
+
+    def _message(self, data: Any, received_ns: int) -> None:
         try:
             if isinstance(data, dict):
                 session_id = data.get("session_id")
@@ -120,18 +132,18 @@ class SdkRun:
                     self.run.set_session_id(session_id)
             with self._lock:
                 self._first_message_seen = True
-            self._next_turn()
+            self._next_turn(received_ns)
             self._describe_tools(data)
             entries = self._mapper.message(data)
             ends_turn = (
                 isinstance(data, dict) and data.get("type") == "result" and source_of(data) == MAIN_SOURCE
             )
-            self._record(entries)
+            self._record(entries, received_ns)
             if ends_turn:
-                self.run.end_turn()
+                self.run.end_turn(at_ns=received_ns)
                 with self._lock:
                     self._awaiting_result = False
-                self._next_turn()
+                self._next_turn(received_ns)
         except Exception as exc:
             self._report("could not record a message", exc)
 
@@ -139,23 +151,31 @@ class SdkRun:
 
     def failed(self, error: BaseException) -> None:
         """The SDK raised into the program: an `error` entry, and the turn ends with it."""
+        self._on_writer(self._failed, error, time.time_ns())
+
+    def _failed(self, error: BaseException, failed_ns: int) -> None:
         try:
-            self._release_prompts()
-            self.run.record_failure(error)
-            self.run.end_turn(error)
+            self._release_prompts(failed_ns)
+            self.run.record_failure(error, timestamp_ns=failed_ns)
+            self.run.end_turn(error, at_ns=failed_ns)
             with self._lock:
                 self._awaiting_result = False
         except Exception as exc:
             self._report("could not record an SDK failure", exc)
 
     def finish(self, error: BaseException | None = None) -> None:
+        """The conversation is over: what the mapping holds back and the prompts left are
+        recorded, then the run ends (on the writer, after the messages queued before)."""
+        self._on_writer(self._finish, error, time.time_ns())
+
+    def _finish(self, error: BaseException | None, finished_ns: int) -> None:
         try:
-            self._record(self._mapper.flush())
-            self._release_prompts()
+            self._record(self._mapper.flush(), finished_ns)
+            self._release_prompts(finished_ns)
             self._say_what_went_on_unread()
         except Exception as exc:
             self._report("could not record the prompts left", exc)
-        self.run.finish(error)
+        self.run.finish(error, at_ns=finished_ns)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -174,8 +194,12 @@ class SdkRun:
             self._described_tools = names
         self.run.describe_agent(tool_definitions=[{"name": name} for name in names])
 
-    def _next_turn(self) -> None:
-        """Record the next waiting prompt, opening its turn, if its turn has come."""
+    def _on_writer(self, action: Any, *arguments: Any) -> None:
+        self.run.emitter.after_written(functools.partial(action, *arguments))
+
+    def _next_turn(self, now_ns: int) -> None:
+        """Record the next waiting prompt, opening its turn, if its turn has come (`now_ns`:
+        the time of what brought it, where it is recorded if it had to wait)."""
         with self._lock:
             if self._awaiting_result or not self._prompts:
                 return
@@ -186,23 +210,23 @@ class SdkRun:
             # The first entry keeps the time it was sent; a prompt that waited for a turn to
             # end is recorded at that end, after the turn's entries (times stay in order).
             keeps_time = not self._recorded_main
-        self._record(entries, sent_ns if keeps_time else None)
+        self._record(entries, sent_ns if keeps_time else now_ns)
 
-    def _release_prompts(self) -> None:
+    def _release_prompts(self, now_ns: int) -> None:
         """The conversation is over: record the prompts still waiting (never answered)."""
         with self._lock:
             waiting, self._prompts = list(self._prompts), deque()
         for _, entries in waiting:
-            self._record(entries)
+            self._record(entries, now_ns)
 
-    def _record(self, entries: list[MappedEntry], timestamp_ns: int | None = None) -> None:
+    def _record(self, entries: list[MappedEntry], timestamp_ns: int) -> None:
         for entry in entries:
             if starts_new_turn(entry):
-                self.run.turn_boundary()
+                self.run.turn_boundary(timestamp_ns)
             if entry.source == MAIN_SOURCE:
                 self._recorded_main = True
                 if entry.entry_type in TURN_CONTENT:
-                    self.run.begin_turn()
+                    self.run.begin_turn(timestamp_ns)
             self.run.record(
                 entry.entry_type,
                 source=entry.source,

@@ -315,9 +315,10 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
             if entry is not None:
                 self.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
 
-    def record_failure(self, error: BaseException) -> None:
+    def record_failure(self, error: BaseException, timestamp_ns: int | None = None) -> None:
         """The harness raised: an `error` entry with the exception's type and message, and
-        those of what caused it (harnesses wrap the provider's error in their own)."""
+        those of what caused it (harnesses wrap the provider's error in their own);
+        `timestamp_ns` as for `record()`."""
         exception: dict[str, Any] = {"type": type(error).__name__, "message": message_of(error)}
         causes: list[dict[str, str]] = []
         cause = error.__cause__ or error.__context__
@@ -326,7 +327,7 @@ class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
             cause = cause.__cause__ or cause.__context__
         if causes:
             exception["causes"] = causes
-        self.record(EntryType.ERROR.value, detail={"exception": exception})
+        self.record(EntryType.ERROR.value, detail={"exception": exception}, timestamp_ns=timestamp_ns)
 
     def mapper(self, kind: type[_M]) -> _M:
         """This run's mapping state of `kind` (deltas being folded, tool names seen), made on first use."""
