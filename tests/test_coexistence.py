@@ -17,7 +17,6 @@ exporter to the tracer provider and prints what it finished. What a user sees:
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import dataclass
 from importlib import metadata
@@ -38,7 +37,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 import claude_code  # noqa: E402  (first: it puts examples/model_servers on the path)
-import claude_offline  # noqa: E402
+from instrumented_program import run_instrumented  # noqa: E402
 
 from test_real_claude_code import ClaudeRun, as_recorded, assert_numbers_are_the_clis, require_cli  # noqa: E402
 
@@ -113,36 +112,15 @@ def run_program(scratch: Path, disabled: str, **exporting: str) -> Instrumented:
     program's in-memory exporter is the only one)."""
     cli = require_cli()
     require_openinference_instrumenting_this_sdk()
-    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
     program = TESTS / "agents" / "coexistence_program.py"
-    home, mirror = scratch / "home", scratch / "runs"
-    home.mkdir()
-    with claude_offline.model_server(SCENARIO, scratch) as model:
-        environment = {
-            **claude_offline.offline_environment(model, home),
-            "CLAUDE_CLI": str(cli),
-            "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
-            "OTEL_TRACES_EXPORTER": "none",
-            "OTEL_LOGS_EXPORTER": "none",
-            "OTEL_METRICS_EXPORTER": "none",
-            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled,
-            **exporting,
-        }
-        completed = subprocess.run(
-            [str(instrument), sys.executable, str(program), model.prompt],
-            env=environment,
-            cwd=scratch,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        served = model.served()
+    variables = {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled, **exporting}
+    run = run_instrumented(program, SCENARIO, cli, scratch, cwd=scratch, variables=variables)
+    completed = run.completed
     assert completed.returncode == 0, completed.stderr
     printed = json.loads(completed.stdout.splitlines()[-1])
     assert printed["messages"][-1] == "ResultMessage"
-    records = [record for path in sorted(mirror.glob("*.jsonl")) for record in read_records(path)]
-    return Instrumented(printed["spans"], records, served)
+    records = [record for path in sorted(run.mirror.glob("*.jsonl")) for record in read_records(path)]
+    return Instrumented(printed["spans"], records, run.served)
 
 
 @pytest.fixture(scope="module")

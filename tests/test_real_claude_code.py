@@ -41,6 +41,7 @@ import claude_offline  # noqa: E402
 from anthropic_api import RETRY_AFTER_SECONDS  # noqa: E402
 from captured_run import CapturedRun  # noqa: E402
 from claude_code import CASES, USAGE_KEYS, record, served_usage  # noqa: E402
+from instrumented_program import run_instrumented  # noqa: E402
 
 from live_watch import live_watch  # noqa: E402
 
@@ -609,32 +610,19 @@ def test_opentelemetry_instrument_with_no_code_of_ours(tmp_path: Path) -> None:
     cli = require_cli()
     pytest.importorskip("claude_agent_sdk")
     program = TESTS / "agents" / "claude_sdk_program.py"
-    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
-    home, mirror = tmp_path / "home", tmp_path / "runs"
-    home.mkdir()
-    with claude_offline.model_server("parallel_subagents", tmp_path) as model:
-        environment = {
-            **claude_offline.offline_environment(model, home),
-            "CLAUDE_CLI": str(cli),
-            "PATH": f"{cli.parent}{os.pathsep}{os.environ.get('PATH', '')}",  # SDKs without cli_path
-            "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
-            "OTEL_TRACES_EXPORTER": "none",
-            "OTEL_LOGS_EXPORTER": "none",
-            "OTEL_METRICS_EXPORTER": "none",
-        }
-        completed = subprocess.run(
-            [str(instrument), sys.executable, str(program), model.prompt],
-            env=environment,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        served = model.served()
+    done = run_instrumented(
+        program,
+        "parallel_subagents",
+        cli,
+        tmp_path,
+        cwd=tmp_path,
+        timeout_s=120,
+        variables={"PATH": f"{cli.parent}{os.pathsep}{os.environ.get('PATH', '')}"},  # SDKs without cli_path
+    )
+    completed, served = done.completed, done.served
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout.splitlines()[-1])[-1] == "ResultMessage"
-    (path,) = mirror.glob("*.jsonl")
+    (path,) = done.mirror.glob("*.jsonl")
     records = list(read_records(path))
     assert check_invariants(records) == []
     run = ClaudeRun("parallel_subagents", records, served, prompt_name="claude-agent-sdk")

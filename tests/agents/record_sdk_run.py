@@ -13,7 +13,6 @@ status, or not one mirror file) writes nothing and exits 1.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,43 +20,30 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from claude_code import CLAUDE_CODE_VERSION, ROOT, cli_at
-from claude_offline import model_server, offline_environment
+from instrumented_program import run_instrumented
 
 TARGET = ROOT / "tests" / "fixtures" / "runs" / "claude-sdk-parallel-subagents.jsonl"
 SCENARIO = "parallel_subagents"
 
 
 def record(scratch: Path) -> str:
-    cli = cli_at(CLAUDE_CODE_VERSION)
-    home, work, mirror = scratch / "home", scratch / "project", scratch / "runs"
-    home.mkdir()
+    work = scratch / "project"
     work.mkdir()
     program = ROOT / "tests" / "agents" / "claude_sdk_program.py"
-    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
-    with model_server(SCENARIO, scratch) as model:
-        environment = {
-            **offline_environment(model, home),
-            "CLAUDE_CLI": str(cli),
-            "TRANSCRIPT_OTEL_JSONL_DIR": str(mirror),
-            "OTEL_TRACES_EXPORTER": "none",
-            "OTEL_LOGS_EXPORTER": "none",
-            "OTEL_METRICS_EXPORTER": "none",
-            # Ours only: OpenInference's instrumentor (the `test` group) adds hooks, with which
-            # the SDK keeps the CLI's stdin open and ends the run on the CLI's own schedule.
-            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "claude_agent_sdk",
-        }
-        done = subprocess.run(
-            [str(instrument), sys.executable, str(program), model.prompt],
-            env=environment,
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+    # Ours only: OpenInference's instrumentor (the `test` group) adds hooks, with which the SDK
+    # keeps the CLI's stdin open and ends the run on the CLI's own schedule.
+    run = run_instrumented(
+        program,
+        SCENARIO,
+        cli_at(CLAUDE_CODE_VERSION),
+        scratch,
+        cwd=work,
+        variables={"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "claude_agent_sdk"},
+    )
+    done = run.completed
     if done.returncode != 0:
         raise SystemExit(f"the program exited {done.returncode}: {done.stderr[-2000:]}")
-    (path,) = mirror.glob("*.jsonl")
+    (path,) = run.mirror.glob("*.jsonl")
     text = path.read_text().replace(str(work), "/home/dev/project").replace(str(scratch), "/home/dev")
     # The CLI's per-project temp folder is named after the working directory.
     return text.replace(re.sub(r"[^A-Za-z0-9]", "-", str(work)), "-home-dev-project")
