@@ -89,6 +89,7 @@ fixtures: agents $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/python tests/agents/record_sdk_run.py
 	$(TEST_VENV)/bin/python tests/agents/record_codex_fixtures.py
 	$(TEST_VENV)/bin/python tests/agents/record_wink_run.py
+	$(TEST_VENV)/bin/python tests/agents/record_wink_run.py --scenario fatal_500
 
 ## demo: set up a Python 3.13 environment and run two real agents, instrumented: a weakincentives
 ## Codex agent and a claude-agent-sdk agent on the real Claude Code CLI with parallel subagents

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 RUNS = Path(__file__).resolve().parent / "fixtures" / "runs"
-# Started in this order (their first records' times), 14:33:31, 14:33:40, 14:33:41.
+# Started in this order (their first records' times), 14:33:14, 14:33:31, 14:33:41 (the oldest failed).
 OLDEST, MIDDLE, NEWEST = (
+    "wink-0.24-openai-error.jsonl",
     "wink-0.25-codex-rich.jsonl",
-    "wink-0.27-codex-failed.jsonl",
     "wink-0.27-claude-rich.jsonl",
 )
 

@@ -126,7 +126,7 @@ def test_show_uses_a_symbol_per_role_and_prefixes_subagents(capsys: Capture) -> 
 
 def test_show_ends_a_failed_run_with_failed_and_a_good_one_with_stopped(capsys: Capture) -> None:
     _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-failed.jsonl"))
-    assert out.rstrip().splitlines()[-1].startswith("── failed · 3 entries · ")
+    assert out.rstrip().splitlines()[-1].startswith("── failed · 5 entries · ")
     _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-failed.jsonl"), "--type", "user_message")
     assert out.rstrip().splitlines()[-1].startswith("── failed · ")  # the error is not shown, still counts
     _, out, _ = cli(capsys, "show", str(RUNS / "wink-0.27-codex-rich.jsonl"))

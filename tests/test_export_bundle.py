@@ -676,10 +676,10 @@ def test_wink_query_manifest_and_table_output(wink: Path, tmp_path: Path) -> Non
         "bundle_id": info.bundle_id,
         "format_version": "1.0.0",
         "status": "failed",
-        "request_id": "b03a060466e5479cb5d0d2b5bfdbcffe",
-        "session_id": "26948639-be51-4d82-8eed-f526dcfd4a4c",
+        "request_id": "f9debed7784b4264aab33320b452cf68",
+        "session_id": "dc150438-df62-491f-a88b-fe7dabd636c3",
         "prompt_ns": "",
-        "prompt_key": "codex-failed",
+        "prompt_key": "codex-fatal_500",
         "prompt_adapter": "codex_app_server",
     }
     table = subprocess.run(
@@ -699,7 +699,9 @@ def test_wink_query_manifest_and_table_output(wink: Path, tmp_path: Path) -> Non
     assert [[cell.strip() for cell in line.split("|")][:3] for line in table[2:]] == [
         ["main", "1", "user_message"],
         ["main", "2", "system_event"],
-        ["main", "3", "error"],
+        ["main", "3", "system_event"],
+        ["main", "4", "system_event"],
+        ["main", "5", "error"],
     ]
     assert (tmp_path / f"{info.path.name}.sqlite").is_file()  # wink's cache, next to the zip
 

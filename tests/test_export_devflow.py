@@ -119,6 +119,8 @@ class Expected:
 
 
 TASK = "## 1. Task (task)\n\nScenario {}: call the echo tool with the text 'hi', then reply."
+# What the Codex CLI says of an HTTP 500 from the model (`wink-0.27-codex-failed.jsonl`).
+CODEX_500 = "We\u2019re currently experiencing high demand, which may cause temporary errors."
 
 
 def _agent_call(call_id: str, part: str, key: str) -> Call:
@@ -368,17 +370,21 @@ EXPECTED: dict[str, Expected] = {
         ],
         error="PromptEvaluationError: OpenAI request failed.\ncaused by InternalServerError: Error code: 500",
     ),
+    # The real Codex CLI on the scripted model's `fatal_500`: every request fails with HTTP 500;
+    # codex retries once (the launcher's limit), then fails the turn with its own words for a 500.
     "wink-0.27-codex-failed.jsonl": Expected(
-        "codex-failed",
+        "codex-fatal_500",
         "codex_app_server",
         "failed",
         (0, 0),
         [
-            Turn("user", TASK.format("failed")),
+            Turn("user", "## 1. Task (task)\n\nFATAL-500-SCENARIO: please do the task."),
             Turn("system", "[event] turn started"),
-            Turn("system", "[error] fake failure"),
+            Turn("system", f"[event] retry: Reconnecting... 1/1 ({CODEX_500})"),
+            Turn("system", f"[event] api error: {CODEX_500}"),
+            Turn("system", f"[error] {CODEX_500}"),
         ],
-        error="fake failure",
+        error=CODEX_500,
     ),
     "claude-sdk-parallel-subagents.jsonl": Expected(
         "claude-agent-sdk",
@@ -641,7 +647,7 @@ def test_tool_results_say_how_long_the_call_took(tmp_path: Path) -> None:
     ("name", "error"),
     [
         ("wink-0.24-openai-error.jsonl", "PromptEvaluationError: OpenAI request failed."),
-        ("wink-0.27-codex-failed.jsonl", "fake failure"),
+        ("wink-0.27-codex-failed.jsonl", CODEX_500),
     ],
 )
 def test_a_failed_run_is_failed_with_its_error(tmp_path: Path, name: str, error: str) -> None:
