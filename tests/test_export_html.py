@@ -827,6 +827,45 @@ def test_usage_is_in_the_turns_line_and_no_card_shows_json(browser: Any, tmp_pat
     assert page.errors() == []
 
 
+def shown_tokens(line: str) -> tuple[int, int]:
+    """The input and output tokens a turn's line (or the page's last usage line) shows."""
+    counts = dict.fromkeys(("in", "out"), 0)
+    for count, word in re.findall(r"([\d,]+) (in|out)(?= \u00b7|$)", line):
+        counts[word] += int(count.replace(",", ""))
+    return counts["in"], counts["out"]
+
+
+@pytest.mark.parametrize("scenario", ["claude-sdk-parallel-subagents", "claude_code/background_subagent"])
+def test_the_turns_tokens_add_up_to_the_header(browser: Any, tmp_path: Path, scenario: str) -> None:
+    """Every token of the header is on exactly one turn's line, or on the last line that says the
+    session counts it beyond all turns (as devflow's turns count them): a subagent's calls too."""
+    run = SUBAGENT_RUN if scenario == SUBAGENT_RUN.stem else imported(scenario, tmp_path)
+    page = open_page(browser, tmp_path, open_run(run))
+    page.click("Show all")
+    lines = page.js(
+        "return [...document.querySelectorAll('details.turn .turn-stats span, .usage-rest')]"
+        ".map(s => s.textContent).filter(t => t.includes('tokens '))"
+    )
+    shown = [shown_tokens(line.split("tokens ", 1)[1]) for line in lines]
+    header = tuple(
+        int(page.text(f'[data-field="tokens.{name}"]').replace(",", "")) for name in ("input", "output")
+    )
+    assert (sum(tokens[0] for tokens in shown), sum(tokens[1] for tokens in shown)) == header
+    digest = RunDigest.of(open_run(run).records())
+    assert header == (digest.tokens["input"], digest.tokens["output"])
+    # The last line is devflow's last turn, where the session counts more than its turns.
+    rest = (
+        [shown_tokens(page.text(".usage-rest").split("tokens ", 1)[1])] if page.count(".usage-rest") else []
+    )
+    devflow = read_devflow(write_devflow(open_run(run), tmp_path))
+    assert rest == [
+        (turn.tokens_in, turn.tokens_out)
+        for turn in devflow.turns
+        if turn.content.startswith("[usage] in the session's total")
+    ]
+    assert page.errors() == []
+
+
 @pytest.fixture(scope="module")
 def browser_without_javascript() -> Iterator[Any]:
     yield from _chromium(javascript=False)

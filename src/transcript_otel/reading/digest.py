@@ -35,6 +35,7 @@ from transcript_otel.reading.reconstruct import entry_from_context
 from transcript_otel.reading.text import entry_text
 from transcript_otel.reading.tool_calls import Answer, ToolCalls
 from transcript_otel.reading.turn_end import TurnEnd
+from transcript_otel.reading.turn_tokens import TurnTokens
 from transcript_otel.reading.turns import EntryTurns, RunTurns
 
 # Each usage attribute's short name, in the order reports show them.
@@ -220,11 +221,14 @@ class RunDigest:
         the session's totals: its messages' own usage is what its turns used)."""
         return bool(self._usage)
 
-    @property
-    def session_reported(self) -> bool:
-        """Whether `tokens` are the session's own totals, which count model calls no usage report
-        of the run covers (a Claude subagent's)."""
-        return self._session_totals.totals() is not None
+    def turn_tokens(self) -> TurnTokens:
+        """What each entry, read again from the start, counts on its turn, so the turns add up
+        to `tokens`."""
+        totals = self._session_totals.totals()
+        return TurnTokens(
+            reports_usage=self.reports_usage,
+            session_totals=None if totals is None else {k: v for k, v in totals.items() if k in TOKEN_NAMES},
+        )
 
     @property
     def turns(self) -> int:

@@ -19,15 +19,13 @@ Mapping of the canonical entries (in file order, which is capture order):
   subagent turns), and a result of an unknown call is kept too.
 * `token_usage` → `tokensIn`/`tokensOut` (input and output tokens) added to the
   source's open assistant turn (the response it counts); with none open, a `system`
-  turn `[usage] tokens: …` carrying them. Runs whose reports count no tokens (Claude
-  session logs: a `cost-state` tells only the session's totals) count each assistant
-  message's own usage once, on its turn. The turns' tokens add up to the metadata
-  totals. Where those totals are a Claude session's own (`modelUsage`, subagents
-  included) and the reports count the main agent's turns (the SDK's stream), a
-  subagent's model call counts on the turn of its first line (its `message_usage`). What
-  the session counts beyond all the turns (a subagent's output, which the stream's lines
-  tell only in part; a compaction's call) is a last `system` turn
-  `[usage] in the session's total, in no line's usage: …`.
+  turn `[usage] tokens: …` carrying them. What each entry counts is `reading.turn_tokens`'
+  rule (the HTML page's too): runs whose reports count no tokens (Claude session logs)
+  count each assistant message's own usage once, on its turn; where the totals are a
+  Claude session's own and the reports count the main agent's turns (the SDK's stream),
+  a subagent's model call counts on the turn of its first line. The turns' tokens add up
+  to the metadata totals: what the session counts beyond all the turns is a last `system`
+  turn `[usage] in the session's total, in no line's usage: …`.
 * `system_event` → a `system` turn `[event] <text>` (the subtype and its words).
 * `error` → a `system` turn `[error] <text>`; the first error's text is `metadata.error`.
 * `unknown` → a `system` turn `[unknown] <text>` (an unreadable line's reason, and the line).
@@ -56,17 +54,12 @@ from typing import Any, Final
 
 from transcript_otel.exports.devflow.file import DevflowFile
 from transcript_otel.exports.devflow.format import go_json, go_time
-from transcript_otel.genai.attributes import (
-    RunningUsage,
-    message_usage,
-    tool_failed,
-    tool_identity,
-    usage_attributes,
-)
+from transcript_otel.genai.attributes import tool_failed, tool_identity
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry
 from transcript_otel.otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
 from transcript_otel.reading.text import assistant_parts, entry_text, tool_input, tool_output
 from transcript_otel.reading.tool_calls import reported_ms
+from transcript_otel.reading.turn_tokens import TurnTokens
 
 __all__ = ["TurnWriter"]
 
@@ -148,28 +141,17 @@ def _call_json(call: _Call) -> dict[str, Any]:
 class TurnWriter:
     """Canonical entries in, devflow turns out in order, holding only what must wait."""
 
-    def __init__(
-        self,
-        out: DevflowFile,
-        entries_by_source: Mapping[str, int],
-        message_usage: bool,
-        session_totals: tuple[int, int] | None = None,
-    ) -> None:
-        """`session_totals`: the metadata's (input, output) tokens where they are the session's own."""
+    def __init__(self, out: DevflowFile, entries_by_source: Mapping[str, int], tokens: TurnTokens) -> None:
+        """`tokens`: what each entry counts on its turn (`RunDigest.turn_tokens`)."""
         self._out = out
         self._remaining = Counter(entries_by_source)
-        self._message_usage = message_usage
-        self._session_totals = session_totals
-        self._counted = [0, 0]  # tokens in and out on the turns so far
+        self._tokens = tokens
         self._last_at: datetime | None = None
         self._held: deque[_Turn] = deque()
         self._held_chars = 0
         self._open: dict[str, _Turn] = {}
         self._calls: dict[tuple[str, str], _Call] = {}
-        self._last_message: dict[str, str] = {}
         self._next_id = 1
-        # Codex repeats its running total: each report counts what the total grew by.
-        self._usage = RunningUsage()
         self.written = 0
 
     # -- entries --------------------------------------------------------------------------
@@ -184,7 +166,7 @@ class TurnWriter:
             self._assistant(source, detail, at)
         elif kind == "thinking":
             turn = self._turn(source, "assistant", f"[thinking] {entry_text(kind, detail)}", at, open_=True)
-            self._count_message(turn, source, detail)
+            self._count(turn, self._tokens.counted(kind, source, detail))
         elif kind == "tool_use":
             self._tool_use(source, detail, at)
         elif kind == "tool_result":
@@ -225,31 +207,16 @@ class TurnWriter:
         if thinking is not None:
             self._turn(source, "assistant", f"[thinking] {thinking}", at)
         turn = self._turn(source, "assistant", text, at, open_=True)
-        self._count_message(turn, source, detail)
+        self._count(turn, self._tokens.counted("assistant_message", source, detail))
 
-    def _count_message(self, turn: _Turn, source: str, detail: Mapping[str, Any]) -> None:
-        """A Claude message's usage (no usage reports in the run) on the turn of the first of its
-        lines: text, thinking or tool calls only, each message once."""
-        usage = message_usage(detail) if self._message_usage else None
-        if usage is not None and self._last_message.get(source) != usage[0]:
-            self._last_message[source] = usage[0]
-            self._count(turn, usage[1])
-        if not self._message_usage and self._session_totals is not None and source != MAIN_SOURCE:
-            # The session's totals count a subagent's calls, the reports only the main agent's;
-            # the mapping puts each call's usage on its first line.
-            self._count(turn, usage_attributes({"usage": detail.get("message_usage")}))
-
-    def _count(self, turn: _Turn, usage: Mapping[str, int]) -> None:
-        tokens_in = usage.get(GEN_AI_USAGE_INPUT_TOKENS, 0)
-        tokens_out = usage.get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)
-        turn.tokens_in += tokens_in
-        turn.tokens_out += tokens_out
-        self._counted[0] += tokens_in
-        self._counted[1] += tokens_out
+    @staticmethod
+    def _count(turn: _Turn, usage: Mapping[str, int]) -> None:
+        turn.tokens_in += usage.get(GEN_AI_USAGE_INPUT_TOKENS, 0)
+        turn.tokens_out += usage.get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)
 
     def _tool_use(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
         turn = self._open.get(source) or self._turn(source, "assistant", "", at, open_=True)
-        self._count_message(turn, source, detail)
+        self._count(turn, self._tokens.counted("tool_use", source, detail))
         call_id, name = tool_identity(detail)
         key = (source, call_id) if call_id is not None else None
         call = _Call(turn, key, name or "tool", _call_input(detail), at)
@@ -280,7 +247,7 @@ class TurnWriter:
         turn.duration_ms = round(duration) if duration is not None else 0
 
     def _token_usage(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
-        usage = self._usage.added(detail)
+        usage = self._tokens.counted("token_usage", source, detail)
         tokens_in = usage.get(GEN_AI_USAGE_INPUT_TOKENS, 0)
         tokens_out = usage.get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)
         if not (tokens_in or tokens_out):
@@ -340,12 +307,11 @@ class TurnWriter:
     def _session_rest(self) -> None:
         """What the session's totals count beyond the turns, on a turn of its own, so the turns
         add up to the metadata."""
-        if self._session_totals is None or self._last_at is None:
+        if self._last_at is None:
             return
-        rest_in, rest_out = (
-            max(total - counted, 0)
-            for total, counted in zip(self._session_totals, self._counted, strict=True)
-        )
+        rest = self._tokens.rest()
+        rest_in = rest.get(GEN_AI_USAGE_INPUT_TOKENS, 0)
+        rest_out = rest.get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)
         if not (rest_in or rest_out):
             return
         words = ", ".join(f"{count} {word}" for count, word in ((rest_in, "in"), (rest_out, "out")) if count)

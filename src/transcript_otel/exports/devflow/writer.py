@@ -136,14 +136,7 @@ def write_devflow(
         out.write(
             b'{\n  "runId": %s,\n  "metadata": %s,\n  "turns": [' % (go_json(run_id, 0), go_json(metadata, 1))
         )
-        turns = TurnWriter(
-            out,
-            digest.by_source,
-            message_usage=not digest.reports_usage,
-            session_totals=(metadata["totalTokensIn"], metadata["totalTokensOut"])
-            if digest.session_reported
-            else None,
-        )
+        turns = TurnWriter(out, digest.by_source, digest.turn_tokens())
         records = source.records()
         try:
             # As many records as the first pass read: a run still being written gains some.

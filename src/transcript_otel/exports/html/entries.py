@@ -32,6 +32,7 @@ from transcript_otel.reading.text import (
     tool_output,
 )
 from transcript_otel.reading.tool_calls import ToolCalls
+from transcript_otel.reading.turn_tokens import TurnTokens
 from transcript_otel.reading.turns import EntryTurns
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -76,18 +77,23 @@ def _short_usage(usage: Mapping[str, int]) -> dict[str, int]:
 
 
 class Placement:
-    """Where each entry of a run stands, read in order: its turn (`EntryTurns`), the call it
-    answers and how long that took (`ToolCalls`, as the header's tools table counts them),
-    and whether its cost is its turn's or the run's alone."""
+    """Where each entry of a run stands, read in order: its turn (`EntryTurns`), the tokens it
+    counts there (`TurnTokens`, as devflow's turns count them), the call it answers and how long
+    that took (`ToolCalls`, as the header's tools table counts them), and whether its cost is
+    its turn's or the run's alone."""
 
-    __slots__ = ("_calls", "_turns")
+    __slots__ = ("_calls", "_tokens", "_turns")
 
-    def __init__(self, turns: EntryTurns) -> None:
+    def __init__(self, turns: EntryTurns, tokens: TurnTokens) -> None:
         self._turns = turns
+        self._tokens = tokens
         self._calls = ToolCalls()
 
     def place(self, data: dict[str, Any], entry: TranscriptEntry, context: Mapping[str, Any]) -> None:
         data["t"] = turn = self._turns.turn_of(context)
+        counted = _short_usage(self._tokens.counted(entry.entry_type, entry.source, entry.detail))
+        if counted:
+            data["tk"] = counted
         if entry.entry_type == "tool_use":
             self._calls.called(entry.source, entry.detail, entry.timestamp)
         else:
@@ -103,6 +109,10 @@ class Placement:
         """A capture notice or an unreadable entry: in the turn of the entry before it."""
         data["t"] = self._turns.last
 
+    def rest(self) -> dict[str, int]:
+        """What the run's tokens count beyond every entry placed (short names; see `TurnTokens`)."""
+        return _short_usage(self._tokens.rest())
+
 
 def entry_data(
     index: int, context: Mapping[str, Any], at_us: int, placement: Placement
@@ -115,7 +125,7 @@ def entry_data(
     the detail, `r` raw (unknown and malformed entries), `c`/`nm`/`in` call id, tool name and
     input, `f` failed, `ans` the call an entry answers, `ms` how long that call took, `u`
     token counts, `cost` the turn's cost a report adds (`rc`: the run's, of several turns),
-    `mu` a message's usage.
+    `mu` a message's usage, `tk` the tokens it counts on its turn (`TurnTokens`).
     """
     try:
         entry = entry_from_context(context)

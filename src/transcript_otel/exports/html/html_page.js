@@ -4,9 +4,11 @@
  * the run's turn spans, as the header counts them); each tool call is paired with the entry
  * that answers it (`ans`, how long it took in `ms`: as the header's tools table counts), a
  * background call's launch notice shown in its card; each subagent source gets its own lane
- * (column) beside the main one. A turn is headed by its prompt; usage reports are summed in
- * its summary line and their rows start hidden. Rows are rendered in batches as the reader
- * scrolls. Only text is ever put in the page (textContent), never markup.
+ * (column) beside the main one. A turn is headed by its prompt; the tokens its entries count
+ * (`tk`: the writer's rule, as devflow's) are summed in its summary line, usage reports' rows
+ * start hidden, and what the run counts beyond all turns (`rest`) is a last line of its own.
+ * Rows are rendered in batches as the reader scrolls. Only text is ever put in the page
+ * (textContent), never markup.
  */
 (() => {
   "use strict";
@@ -130,10 +132,9 @@
   // -- turns and lanes ----------------------------------------------------------------------
 
   const turns = [];
-  const countedMessages = new Set();
   function newTurn(n) {
     return {
-      n, opener: null, items: [], lanes: ["main"], laneOf: new Map([["main", 0]]), tokens: {}, messageTokens: {},
+      n, opener: null, items: [], lanes: ["main"], laneOf: new Map([["main", 0]]), tokens: {},
       cost: 0, calls: 0, failed: 0, errors: 0, count: 0, first: null, last: null,
     };
   }
@@ -144,14 +145,8 @@
     turn.count++;
     if (turn.first === null) turn.first = e.us;
     turn.last = e.us;
-    if (e.k === "token_usage") {
-      if (e.u) addTokens(turn.tokens, e.u);
-      if (e.cost) turn.cost += e.cost;
-    }
-    if (e.mu && !countedMessages.has(e.mu[0])) {
-      countedMessages.add(e.mu[0]);
-      addTokens(turn.messageTokens, e.mu[1]);
-    }
+    if (e.tk) addTokens(turn.tokens, e.tk);
+    if (e.k === "token_usage" && e.cost) turn.cost += e.cost;
     if (e.k === "error" || e.k === "transcript.error") turn.errors++;
     if (e.s === "main") { // the turn's heading: its prompt, else what the harness said first
       const prompt = e.k === "user_message" && !(turn.opener && turn.opener.k === "user_message");
@@ -180,8 +175,6 @@
     turns.push(...[...byNumber.values()].sort((a, b) => a.n - b.n));
   }
   const opened = turns.filter((turn) => turn.n > 0).length;
-
-  const runHasUsage = turns.some((turn) => Object.keys(turn.tokens).length > 0);
 
   function laneLabel(source) {
     if (source === "main") return [SYM.assistant + " main", ""];
@@ -379,7 +372,7 @@
   function turnStats(turn) {
     const parts = [num(turn.count) + (turn.count === 1 ? " entry" : " entries")];
     if (turn.last !== null && turn.last > turn.first) parts.push(seconds((turn.last - turn.first) / 1e6));
-    const tokens = tokensText(runHasUsage ? turn.tokens : turn.messageTokens);
+    const tokens = tokensText(turn.tokens);
     if (tokens) parts.push("tokens " + tokens);
     if (turn.cost) parts.push(costText(turn.cost));
     if (turn.calls) parts.push(num(turn.calls) + " tool call" + (turn.calls === 1 ? "" : "s") + (turn.failed ? " (" + num(turn.failed) + " failed)" : ""));
@@ -631,5 +624,8 @@
 
   buildToolbar();
   rebuild(0);
+  if (meta.rest && Object.keys(meta.rest).length) { // after the rows, which re-rendering replaces
+    moreBar.after(el("p", "usage-rest", "In the session's total, on no turn: tokens " + tokensText(meta.rest)));
+  }
   document.documentElement.dataset.ready = "true";
 })();

@@ -9,9 +9,11 @@ block or open a comment), each followed by a `<noscript>` plain list of the same
 entries for a browser without JavaScript. This module assembles the page; the
 header comes from `header.run_header`, each entry's JSON from `entries.entry_data`.
 
-Every figure is the writer's, from one rule each: an entry's turn (`reading.turns`),
-the call it answers and how long that took (`reading.tool_calls`, as the header's tools
-table counts), whether a usage report's cost is its turn's (`entries.Placement`). The
+Every figure is the writer's, from one rule each: an entry's turn (`reading.turns`), the
+tokens it counts there (`reading.turn_tokens`, as devflow's turns count them: the turns and
+a last line of what the session counts beyond them add up to the header), the call it
+answers and how long that took (`reading.tool_calls`, as the header's tools table counts),
+whether a usage report's cost is its turn's (`entries.Placement`). The
 page's script (`html_page.js`, inlined) sorts the entries by time, groups them by those
 turns, pairs each call with its answer, puts each `subagent:<id>` source in its own lane
 beside the main one, and renders the timeline in batches as the reader scrolls, so a
@@ -63,8 +65,8 @@ def write_html(source: RecordSource, out: TextIO, *, title: str | None = None) -
     digest = RunDigest.of(source.records())
     page = _PageWriter(out, digest)
     page.head(title)
-    count = page.entries(source.records(), Placement(digest.entry_turns()))
-    page.tail(count)
+    count, rest = page.entries(source.records(), Placement(digest.entry_turns(), digest.turn_tokens()))
+    page.tail(count, rest)
     return count
 
 
@@ -137,7 +139,11 @@ class _PageWriter:
 
     # -- entries --
 
-    def entries(self, records: Iterable[Mapping[str, Any]], placement: Placement) -> int:
+    def entries(
+        self, records: Iterable[Mapping[str, Any]], placement: Placement
+    ) -> tuple[int, dict[str, int]]:
+        """Write the entries; return how many, and the tokens the run counts beyond their turns
+        (the placement is let go then: it holds a set the size of the run's turns)."""
         started = self._digest.started
         at_us = epoch_us(started) if started else 0
         count = 0
@@ -160,7 +166,7 @@ class _PageWriter:
             self._add(data)
             index += 1
         self._flush()
-        return count
+        return count, placement.rest()
 
     def _add(self, data: dict[str, Any]) -> None:
         encoded = _script_json(data)
@@ -210,10 +216,12 @@ class _PageWriter:
 
     # -- tail --
 
-    def tail(self, count: int) -> None:
+    def tail(self, count: int, rest: Mapping[str, int]) -> None:
+        """`rest`: the tokens the run counts beyond all its turns (a line of its own)."""
         digest = self._digest
         meta = {
             "entries": count,
+            "rest": dict(rest),
             "started_us": epoch_us(digest.started) if digest.started else None,
             "digest": digest.as_dict(),
             "roles": dict(ROLES),
