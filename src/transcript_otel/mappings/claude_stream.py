@@ -221,7 +221,8 @@ class ClaudeStreamMapper:
             entries.append((EntryType.ASSISTANT_MESSAGE, {"sdk_entry": with_content(message, others)}))
         for block in tool_uses:
             self._tool_names.remember(source, block)
-            if isinstance(block, dict) and block.get("name") in _SUBAGENT_TOOLS:
+            name = block.get("name") if isinstance(block, dict) else None
+            if isinstance(name, str) and name in _SUBAGENT_TOOLS:
                 self._subagent_ran = True
             entries.append((EntryType.TOOL_USE, {"sdk_entry": block}))
         if source != MAIN_SOURCE and entries:
