@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from claude_code import CASES, CLAUDE_CODE_VERSION, ROOT, record
+from recording import record_all
 
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
 
@@ -53,17 +54,7 @@ def record_one(scenario: str) -> None:
 
 def main() -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    chosen = sys.argv[1:] or list(CASES)
-    failed = []
-    for scenario in chosen:
-        try:
-            record_one(scenario)
-        except Exception as error:  # one failing scenario does not stop the others
-            print(f"{scenario}: FAILED {type(error).__name__}: {error}", file=sys.stderr)
-            failed.append(scenario)
-    if failed:
-        # Exit status 1: whoever re-records must not take a failure for done.
-        raise SystemExit(f"{len(failed)} of {len(chosen)} scenarios failed to re-record: {', '.join(failed)}")
+    record_all(sys.argv[1:] or list(CASES), record_one)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from claude_code import CASES, CLAUDE_CODE_VERSION, ROOT, cli_at
 from record_claude_fixtures import without_machine_paths
+from recording import record_all
 
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 from claude_offline import model_server, offline_environment
@@ -134,16 +135,7 @@ def record_one(name: str) -> None:
 
 
 def main(names: list[str]) -> None:
-    chosen = names or list(RECORDINGS)
-    failed = []
-    for name in chosen:
-        try:
-            record_one(name)
-        except Exception as error:  # one failing recording does not stop the others
-            print(f"{name}: FAILED {type(error).__name__}: {error}", file=sys.stderr)
-            failed.append(name)
-    if failed:
-        raise SystemExit(f"{len(failed)} of {len(chosen)} recordings failed: {', '.join(failed)}")
+    record_all(names or list(RECORDINGS), record_one, "recordings")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ import codex_cli
 import codex_offline
 import codex_scenarios
 from captured_run import run_cli, scratch_dirs
+from recording import record_all
 from terminal_ui import CLAUDE_UI, CODEX_UI, COMPACT, INTERRUPT, as_after_first_use, run_ui
 
 FIXTURES = claude_code.ROOT / "tests" / "fixtures" / "sessions"
@@ -433,24 +434,9 @@ def selected(names: list[str]) -> list[tuple[str, str]]:
     return chosen
 
 
-def record_each(chosen: list[tuple[str, str]], record: Callable[[str, str], None]) -> list[str]:
-    """Each scenario recorded in turn; the names (`cli/scenario`) of those that failed."""
-    failed = []
-    for cli, name in chosen:
-        try:
-            record(cli, name)
-        except Exception as error:  # one failing scenario does not stop the others
-            print(f"{cli}/{name}: FAILED {type(error).__name__}: {error}", file=sys.stderr)
-            failed.append(f"{cli}/{name}")
-    return failed
-
-
 def main(names: list[str]) -> None:
-    chosen = selected(names)
-    failed = record_each(chosen, record_one)
-    if failed:
-        # Exit status 1: `make fixtures` and whoever re-records must not take a failure for done.
-        raise SystemExit(f"{len(failed)} of {len(chosen)} scenarios failed to re-record: {', '.join(failed)}")
+    chosen = [f"{cli}/{name}" for cli, name in selected(names)]
+    record_all(chosen, lambda chosen_name: record_one(*chosen_name.split("/", 1)))
 
 
 if __name__ == "__main__":
