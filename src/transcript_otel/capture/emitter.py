@@ -248,8 +248,7 @@ class TranscriptEmitter:
         measured for it (`native` stays in memory until the writer runs it); past the bound
         it is dropped and counted as one dropped entry. Never raises."""
         try:
-            backlog = self._backlog
-            if len(backlog) >= self._pipeline.backlog_limit:
+            if len(self._backlog) >= self._pipeline.backlog_limit:
                 self._run.note_drop()
                 self._pipeline.wake_and_sample()
                 return

@@ -25,7 +25,7 @@ import functools
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
@@ -194,7 +194,7 @@ class SdkRun:
             self._described_tools = names
         self.run.describe_agent(tool_definitions=[{"name": name} for name in names])
 
-    def _on_writer(self, action: Any, *arguments: Any) -> None:
+    def _on_writer(self, action: Callable[..., None], *arguments: Any) -> None:
         self.run.emitter.after_written(functools.partial(action, *arguments))
 
     def _next_turn(self, now_ns: int) -> None:
