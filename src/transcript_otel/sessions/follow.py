@@ -26,7 +26,6 @@ from typing import IO, Any, Final
 from opentelemetry import trace
 
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
 from transcript_otel.instrumentation.cli_logs import last_line_holding
 from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
@@ -118,6 +117,7 @@ class SessionFollower:
         if self._before.unexported is not None:  # a run a killed watch left: reported now
             # At that run's last line: the lines read after keep their own times.
             self._recorder = self._start(None, self._before.unexported.at_ns)
+            self._let_the_writer_catch_up()  # (a start after a kill takes thousands over)
 
     @property
     def running(self) -> bool:
@@ -191,14 +191,12 @@ class SessionFollower:
         files = list(self._files)
         streams = [self._mapped(file, files.index(file.path), lines) for file, lines in gained if lines]
         count = 0
-        for count, timed in enumerate(in_time_order(streams), 1):
+        for timed in in_time_order(streams):
+            count += 1
             self._record(timed)
-            if count % WAKE_THRESHOLD == 0:  # a burst (history, a file read again) waits, never drops
-                self._pipeline.wait_for_room(WRITER_WAIT_S)
-        if count:  # a round over many sessions (a restart's backlog) adds up to a burst too
-            # Down to a few records, not to half the bound: the bound, an estimate of what the
-            # entries hold, may shrink at once under a burst of large ones (a drop, not a wait).
-            self._pipeline.wait_for_room(WRITER_WAIT_S, ROUND_BACKLOG)
+            # After each line, not each burst of lines (history, a file read again, a round
+            # over many sessions): what a line queues is a few records.
+            self._let_the_writer_catch_up()
         return count
 
     def finish(self) -> None:
@@ -210,6 +208,16 @@ class SessionFollower:
             self._recorder.finish()
             self._recorder = None
             self._renew_mapper(carried)
+            self._let_the_writer_catch_up()
+
+    def _let_the_writer_catch_up(self) -> None:
+        """Wait until the writer holds a few records at most, never near the pipeline's bound:
+        past it an entry is dropped, and a span ending gets no `transcript.span` record (the
+        root and chat spans carry the runs' tokens). Down to a few records, not to half the
+        bound: the bound, an estimate of what the entries hold, may shrink at once under a
+        burst of large ones. Asked after each line and each run's end (runs end together: the
+        watch stopping, sessions idle since one round, a start after a kill taking them over)."""
+        self._pipeline.wait_for_room(WRITER_WAIT_S, ROUND_BACKLOG)
 
     def _renew_mapper(self, carried: dict[str, Any] | None) -> None:
         """A mapper of the lines after those read, going on from `carried` (a main file read
