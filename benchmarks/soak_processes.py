@@ -38,7 +38,18 @@ class WatchProcess:
     """`transcript-otel watch --claude-code --codex` over `home`, its mirror `runs`, its state
     `state`; its stdout and stderr in files beside the state (`logs`)."""
 
-    def __init__(self, home: Path, runs: Path, state: Path, logs: Path, idle_s: float, number: int) -> None:
+    def __init__(
+        self,
+        home: Path,
+        runs: Path,
+        state: Path,
+        logs: Path,
+        idle_s: float,
+        number: int,
+        backlog_bytes: int | None = None,
+    ) -> None:
+        """`backlog_bytes`: the pipeline's bound (`TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES`), where not
+        the default: a smaller one makes a few thousand sessions press on it as 10,000 do."""
         self.number = number
         self._logs = logs
         env = {
@@ -48,6 +59,8 @@ class WatchProcess:
             and key not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_STATE_HOME")
         }
         env["HOME"] = str(home)
+        if backlog_bytes is not None:
+            env["TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES"] = str(backlog_bytes)
         command = [sys.executable, "-m", "transcript_otel.cli", "watch", "--claude-code", "--codex"]
         command += ["--jsonl-dir", str(runs), "--state", str(state), "--idle", f"{idle_s:g}"]
         logs.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,8 @@ class Options:
     idle_s: float = 60.0
     seed: int = 51
     scratch: Path | None = None  # kept afterwards when given
+    backlog_bytes: int | None = None  # the watch's pipeline bound, where not its default
+    scenarios: tuple[str, ...] = ()  # the recorded sessions copied, by name part (none: all)
 
 
 @dataclass
@@ -74,7 +76,11 @@ class Soak:
 
 def run_soak(options: Options) -> Soak:
     rng = random.Random(options.seed)
-    made = templates()
+    made = [
+        t for t in templates() if not options.scenarios or any(s in t.scenario for s in options.scenarios)
+    ]
+    if not made:
+        raise ValueError(f"no recorded session matches {options.scenarios}")
     scratch = options.scratch or Path(tempfile.mkdtemp(prefix="soak-watch-"))
     try:
         return _soak(options, made, scratch, rng)
@@ -93,7 +99,7 @@ def _soak(options: Options, made: list[Template], scratch: Path, rng: random.Ran
     ends: list[dict[str, int]] = []
     killed: list[int] = []
     kept_at_kill: list[dict[str, int]] = []
-    current = [WatchProcess(home, runs, state, logs, options.idle_s, 0)]
+    current = [WatchProcess(home, runs, state, logs, options.idle_s, 0, options.backlog_bytes)]
     stops = _stop_moments(options, rng)
     began = time.monotonic()
 
@@ -107,7 +113,9 @@ def _soak(options: Options, made: list[Template], scratch: Path, rng: random.Ran
                 killed.append(process.number)
                 kept_at_kill.append(kept_positions(state))
             time.sleep(rng.uniform(0.0, PAUSE_MAX_S))
-            current[0] = WatchProcess(home, runs, state, logs, options.idle_s, process.number + 1)
+            current[0] = WatchProcess(
+                home, runs, state, logs, options.idle_s, process.number + 1, options.backlog_bytes
+            )
 
     controller = threading.Thread(target=restarts)
     controller.start()
@@ -284,9 +292,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=Options.seed)
     parser.add_argument("--scratch", type=Path, help="where the HOME, mirror and logs go (kept)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument(
+        "--backlog-bytes",
+        type=int,
+        help="the watch's pipeline bound (TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES; default: its own, 64 MiB)",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        help="copy only the recorded sessions whose name holds this (repeatable; e.g. subagent)",
+    )
     args = parser.parse_args(argv)
     options = Options(
-        args.sessions, args.minutes, args.sigterms, args.sigkills, args.idle, args.seed, args.scratch
+        args.sessions,
+        args.minutes,
+        args.sigterms,
+        args.sigkills,
+        args.idle,
+        args.seed,
+        args.scratch,
+        args.backlog_bytes,
+        tuple(args.scenario),
     )
     soak = run_soak(options)
     print(report(soak))
