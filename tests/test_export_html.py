@@ -30,7 +30,7 @@ from transcript_otel.exports.html.page import write_html
 from transcript_otel.reading.digest import RunDigest
 from transcript_otel.reading.reconstruct import read_records
 from transcript_otel.reading.sources import open_run
-from transcript_otel.reading.text import assistant_parts, compact_json, entry_text, tool_output
+from transcript_otel.reading.text import assistant_parts, compact_json, entry_text, shown_tool_output
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
 
@@ -88,7 +88,7 @@ def shown_words(context: Mapping[str, Any]) -> tuple[str | None, str]:
     message's text apart from its thinking blocks, any other entry's `entry_text`."""
     entry_type, detail = context["entry_type"], context["detail"]
     if entry_type == "tool_result":
-        return None, tool_output(detail)
+        return None, shown_tool_output(detail)
     if entry_type == "assistant_message":
         thinking, text = assistant_parts(detail)
         return thinking, text if text or thinking is not None else entry_text(entry_type, detail)

@@ -89,7 +89,9 @@ def _counts(usage: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def tool_failed(item: dict[str, Any]) -> bool:
+def codex_item_failed(item: dict[str, Any]) -> bool:
+    """Whether a Codex tool item (`codex exec --json`'s, a rollout's: snake_case) says it failed.
+    `genai.attributes.tool_failed` reads a mapped `tool_result` entry instead, of any harness."""
     exit_code = item.get("exit_code")
     return item.get("status") in ("failed", "declined") or (
         isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
@@ -184,7 +186,7 @@ class CodexExecAdapter:
             self._started_tools.discard(item_id)
         else:
             entries.append((EntryType.TOOL_USE, dict(detail)))  # completed without being started
-        detail["is_error"] = tool_failed(item)
+        detail["is_error"] = codex_item_failed(item)
         entries.append((EntryType.TOOL_RESULT, detail))
         return entries
 

@@ -66,7 +66,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
-from transcript_otel.mappings.codex_exec import tool_failed
+from transcript_otel.mappings.codex_exec import codex_item_failed
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json
@@ -413,7 +413,7 @@ class CodexRolloutMapper:
             self._calls.pop(call_id, None)
             _remember(self._answered, call_id, None)
         failed = (
-            tool_failed(item)
+            codex_item_failed(item)
             or bool(item.get("error"))
             or _path(item, "result", "isError") is True
             or item.get("success") is False

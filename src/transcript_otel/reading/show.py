@@ -33,7 +33,14 @@ from transcript_otel.genai.attributes import tool_failed, tool_identity
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.reading.reconstruct import entry_from_context
-from transcript_otel.reading.text import ROLES, entry_text, input_words, tool_input, tool_output, visible
+from transcript_otel.reading.text import (
+    ROLES,
+    entry_text,
+    input_words,
+    shown_tool_input,
+    shown_tool_output,
+    visible,
+)
 from transcript_otel.reading.turn_end import TurnEnd
 from transcript_otel.records.serialize import loads
 
@@ -169,13 +176,13 @@ class ShowWriter:
             name = name or "tool"
             if key is not None and len(self._tool_names) < 100_000:
                 self._tool_names[key] = name
-            arguments = tool_input(entry.detail)
+            arguments = shown_tool_input(entry.detail)
             return name, entry_text(entry.entry_type, entry.detail) if arguments is None else input_words(
                 arguments
             )
         name = name or (self._tool_names.pop(key, None) if key is not None else None) or "tool"
         outcome = "failed" if tool_failed(entry.detail) else "result"
-        return f"{name} → {outcome}", tool_output(entry.detail)
+        return f"{name} → {outcome}", shown_tool_output(entry.detail)
 
     def _banner(self, what: str, record: Mapping[str, Any]) -> None:
         when = record.get("timestamp")

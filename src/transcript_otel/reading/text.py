@@ -331,8 +331,10 @@ def _tool_call_text(detail: Mapping[str, Any], notification: Mapping[str, Any]) 
     return f"{name or 'tool'}({compact_json(arguments)})"
 
 
-def tool_input(detail: Any) -> Any:
-    """The arguments of a `tool_use` entry, wherever its harness puts them (None if unknown)."""
+def shown_tool_input(detail: Any) -> Any:
+    """The arguments of a `tool_use` entry as people are shown them, wherever its harness puts
+    them (None if unknown): a Codex item's one field that says what it does (`command`, not
+    its `cwd`). Span content reads its own (`genai.pieces.call_arguments`)."""
     if not isinstance(detail, Mapping):
         return None
     if "input" in detail:
@@ -354,8 +356,10 @@ def input_words(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else compact_json(arguments)
 
 
-def tool_output(detail: Mapping[str, Any]) -> str:
-    """A tool result's output, where each harness puts it (`entry_text` for the rest)."""
+def shown_tool_output(detail: Mapping[str, Any]) -> str:
+    """A tool result's output as people read it, where each harness puts it (`entry_text` for
+    the rest): always words. Span content keeps a structure as it is
+    (`genai.pieces.call_response`)."""
     text = detail.get("text")
     if isinstance(text, str) and text:
         return text

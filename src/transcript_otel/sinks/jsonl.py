@@ -6,7 +6,7 @@ appends to that one file instead. Lines are copied into one buffer per file
 that buffer unwritten, so lines are never written twice; a crash can cut at most the last
 line. Files idle for a minute are closed and reopened on demand. A write that fails (a
 full disk) is accounted for, the file mended, and the failure raised from `flush` for the
-pipeline to report (`jsonl_write_failures`).
+pipeline to report (`jsonl_mending`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks.base import Sink
 from transcript_otel.sinks.jsonl_buffer import PARTS_FROM_BYTES, BufferedFile
 from transcript_otel.sinks.jsonl_files import claim_private, default_directory, open_private, run_file_name
-from transcript_otel.sinks.jsonl_write_failures import SINK_NAME, account_for_failure
+from transcript_otel.sinks.jsonl_mending import account_for_failure
+from transcript_otel.sinks.jsonl_write_failures import SINK_NAME
 
 # A run that is never stopped must not hold a file descriptor for ever: files idle this
 # long are closed (and reopened for appending if the run writes again).
@@ -155,7 +156,7 @@ class JsonlMirror(Sink):
 
     def _account_for(self, target: str, handle: BufferedFile, failure: OSError) -> None:
         """Count what `failure` lost in the runs writing to `target`, and mend the file
-        (`jsonl_write_failures`); a fixed `path` may be shared with other processes."""
+        (`jsonl_mending`); a fixed `path` may be shared with other processes."""
         account_for_failure(handle, failure, self._runs_writing(target), shared=self.path is not None)
 
     def _runs_writing(self, target: str) -> list[RunInfo]:

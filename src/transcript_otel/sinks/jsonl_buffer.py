@@ -2,7 +2,7 @@
 
 Lines are copied into one buffer per file and written with `os.write` once per drained
 batch (or per MiB). A write that fails keeps what it left behind (`FailedWrite`) for the
-mirror to account for (`jsonl_write_failures`).
+mirror to account for (`jsonl_mending`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final, NamedTuple
 
-if TYPE_CHECKING:
-    from transcript_otel.sinks.jsonl_write_failures import Mend
+from transcript_otel.sinks.jsonl_write_failures import Mend
 
 BUFFER_BYTES: Final = 1 << 20  # write out once this much is pending
 # An entry's line is copied in as its parts (`add_parts`) once its context's JSON takes this

@@ -57,7 +57,7 @@ from transcript_otel.exports.devflow.format import go_json, go_time
 from transcript_otel.genai.attributes import tool_failed, tool_identity
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry
 from transcript_otel.otel.attributes import GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS
-from transcript_otel.reading.text import assistant_parts, entry_text, tool_input, tool_output
+from transcript_otel.reading.text import assistant_parts, entry_text, shown_tool_input, shown_tool_output
 from transcript_otel.reading.tool_calls import reported_ms
 from transcript_otel.reading.turn_tokens import TurnTokens
 
@@ -74,7 +74,7 @@ def _mapping(value: Any, key: str) -> Mapping[str, Any]:
 
 
 def _call_input(detail: Mapping[str, Any]) -> dict[str, Any]:
-    arguments = tool_input(detail)
+    arguments = shown_tool_input(detail)
     if arguments is None:
         return {}
     if isinstance(arguments, Mapping):
@@ -230,7 +230,7 @@ class TurnWriter:
             turn.waiting += 1
 
     def _tool_result(self, source: str, detail: Mapping[str, Any], at: datetime) -> None:
-        text = tool_output(detail)
+        text = shown_tool_output(detail)
         call_id, _ = tool_identity(detail)
         call = self._calls.pop((source, call_id), None) if call_id is not None else None
         duration = reported_ms(detail)

@@ -28,8 +28,8 @@ from transcript_otel.reading.text import (
     assistant_parts,
     compact_json,
     entry_text,
-    tool_input,
-    tool_output,
+    shown_tool_input,
+    shown_tool_output,
 )
 from transcript_otel.reading.tool_calls import ToolCalls
 from transcript_otel.reading.turn_tokens import TurnTokens
@@ -59,7 +59,7 @@ def _words(entry_type: str, detail: Mapping[str, Any]) -> tuple[str | None, str 
     """
     thinking = None
     if entry_type == "tool_result":
-        words = tool_output(detail)
+        words = shown_tool_output(detail)
     elif entry_type == "assistant_message":
         thinking, words = assistant_parts(detail)
         if not words and thinking is None:
@@ -158,7 +158,7 @@ def entry_data(
         if name is not None:
             data["nm"] = name
         if kind == "tool_use":
-            data["in"] = tool_input(detail)
+            data["in"] = shown_tool_input(detail)
         elif tool_failed(detail):
             data["f"] = 1
     elif kind == "token_usage":

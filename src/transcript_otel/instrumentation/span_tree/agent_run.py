@@ -75,7 +75,7 @@ from transcript_otel.instrumentation.span_tree.details import (
 )
 from transcript_otel.instrumentation.span_tree.ending import RunEnding
 from transcript_otel.instrumentation.span_tree.harness import HarnessFacts
-from transcript_otel.instrumentation.span_tree.responses import ResponseFacts
+from transcript_otel.instrumentation.span_tree.responses import ResponseNoting
 from transcript_otel.instrumentation.span_tree.span_content import (
     AgentDescription,
     add_content,
@@ -150,7 +150,7 @@ def current_run() -> AgentRun | None:
     return _CURRENT_RUN.get()
 
 
-class AgentRun(RunEnding, ResponseFacts, HarnessFacts, EntryPlacement):
+class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
     """The transcript and spans of one `evaluate()`; thread-safe, never raising."""
 
     def __init__(

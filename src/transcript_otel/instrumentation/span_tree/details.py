@@ -27,7 +27,10 @@ ENTRY_ERROR: Final = EntryType.ERROR.value
 # -- reading details (tolerant of any shape) ---------------------------------------------
 
 
-def tool_input(detail: Any) -> Any:
+def launcher_arguments(detail: Any) -> Any:
+    """The arguments a subagent launcher's prompt and type are read from: a Claude `tool_use`
+    block's `input` (`sdk_entry`), else a WINK-bridged call's `arguments`; None elsewhere.
+    Narrower than `genai.pieces.call_arguments`, which reads every harness's for span content."""
     if isinstance(detail, Mapping):
         entry = detail.get("sdk_entry")
         if isinstance(entry, Mapping):

@@ -29,7 +29,7 @@ _RESPONSE_ENTRIES: Final = frozenset({ENTRY_ASSISTANT_MESSAGE, ENTRY_TOKEN_USAGE
 MAX_COUNTED_MESSAGES: Final = 10_000
 
 
-class ResponseFacts(RunState):
+class ResponseNoting(RunState):
     """Counting usage and noting response facts, on the writer as entries are placed."""
 
     def _count_usage(

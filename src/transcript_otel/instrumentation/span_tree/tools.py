@@ -25,7 +25,7 @@ from transcript_otel.instrumentation.span_tree.content import ContentKeeping
 from transcript_otel.instrumentation.span_tree.details import (
     ENTRY_TOOL_USE,
     is_bridged_tool,
-    tool_input,
+    launcher_arguments,
 )
 from transcript_otel.instrumentation.span_tree.span_content import add_content
 from transcript_otel.instrumentation.span_tree.span_slot import (
@@ -72,7 +72,7 @@ class ToolSpans(SpanCompletion, ContentKeeping):
         if call_id is None:
             return parent  # a call without an id cannot be matched with its result
         name = name or "tool"
-        arguments = tool_input(detail)
+        arguments = launcher_arguments(detail)
         tool = ToolSlot.open(
             self._tracer,
             f"execute_tool {name}",
