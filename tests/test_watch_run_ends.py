@@ -20,10 +20,15 @@ from typing import Any
 
 import pytest
 
-from transcript_otel import read_records
+from transcript_otel import TranscriptPipeline, read_records
+from transcript_otel.cli.without_sdk import recorded_for_the_mirror
 from transcript_otel.genai.attributes import session_usage
 from transcript_otel.mappings.claude_stream import summed_model_usage
 from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.records.prepared import PreparedRecord
+from transcript_otel.sessions import watch
+from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sinks import JsonlMirror
 
 from loopback import subprocess_env
 from session_fixtures import CLAUDE
@@ -133,9 +138,14 @@ def _tokens_by_session(records: list[dict[str, Any]]) -> tuple[dict[str, list[in
 
 
 def _each_session_counts_the_cli_totals(watch: _Watch, files: list[Path], killed: int = 0) -> None:
+    _each_session_counts_the_cli_totals_in(watch.records(), files, killed)
+
+
+def _each_session_counts_the_cli_totals_in(
+    records: list[dict[str, Any]], files: list[Path], killed: int = 0
+) -> None:
     """`killed`: the runs a killed watch left open (never ended)."""
     expected = list(_cli_totals(_source()))
-    records = watch.records()
     roots, chats = _tokens_by_session(records)
     sessions = sorted(path.stem for path in files)
     assert {s: roots.get(s) for s in sessions} == dict.fromkeys(sessions, expected)
@@ -190,3 +200,109 @@ def test_runs_taken_over_together_after_sigkill_keep_their_spans(tmp_path: Path)
     watch.start()
     watch.stop(signal.SIGTERM)
     _each_session_counts_the_cli_totals(watch, files, killed=SESSIONS)
+
+
+class _SlowMirror(JsonlMirror):
+    """A mirror whose disk turns slow (`each_s` a record), as on a loaded machine."""
+
+    each_s = 0.0
+
+    def write(self, record: PreparedRecord) -> None:
+        time.sleep(self.each_s)
+        super().write(record)
+
+
+def test_a_stop_keeps_no_position_past_what_the_writer_had_not_written(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch stopping waits for its writer as long as it gets on, and keeps the positions only
+    once what the runs' ends queued is written: what is still queued when the process exits is
+    lost (its shutdown gives up what is left at its deadline). Before: the stop kept the positions
+    after a fixed wait (30 s; here made 0), written or not, and the runs ended had no root span
+    while the state said their lines were exported."""
+    source = _source()
+    data = source.read_bytes()
+    (tmp_path / "home" / "project").mkdir(parents=True)
+    state = tmp_path / "watch.json"
+    mirror = _SlowMirror(tmp_path / "runs")
+    pipeline = make_pipeline([mirror])
+    watcher = Watcher(
+        [tmp_path / "home"],
+        WatchState(state),
+        pipeline=pipeline,
+        tracer=recorded_for_the_mirror("test").get_tracer(__name__),
+        kernel_changes=False,
+    )
+    files = []
+    for _ in range(SESSIONS):
+        copy = str(uuid.uuid4())
+        path = tmp_path / "home" / "project" / f"{copy}.jsonl"
+        path.write_bytes(data.replace(source.stem.encode(), copy.encode()))
+        files.append(path)
+    assert watcher.poll_once() > 0
+    mirror.each_s = 0.05  # the runs' ends (a root span and a stop each): 4 s to write
+    monkeypatch.setattr(watch, "_WRITE_WAIT_S", 0.5)
+    watcher.close()
+    pipeline.shutdown(0.0)  # the process exits: what is still queued is not written
+    kept = json.loads(state.read_text())["files"]
+    records = [r for path in sorted((tmp_path / "runs").glob("*.jsonl")) for r in read_records(path)]
+    roots, _ = _tokens_by_session(records)
+    expected = list(_cli_totals(source))
+    # The writer got on: it was waited for, every run ended in the mirror, every file kept.
+    assert {path.stem: kept.get(str(path), {}).get("offset") for path in files} == {
+        path.stem: path.stat().st_size for path in files
+    }
+    assert {path.stem: roots.get(path.stem) for path in files} == {path.stem: expected for path in files}
+
+
+class _StoppingMirror(JsonlMirror):
+    """A mirror that stops the watch (as SIGTERM does) once it has written its first record."""
+
+    watcher: Watcher | None = None
+
+    def write(self, record: PreparedRecord) -> None:
+        super().write(record)
+        if self.watcher is not None:
+            self.watcher.stopped.set()
+
+
+def test_a_stop_during_a_round_over_many_sessions_does_not_wait_for_the_round(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> None:
+    """SIGTERM while a round reads the backlog of many sessions (a start after the watch was
+    stopped a while: issue 51's soak, one stop took 115.8 s): the sessions not read yet are left
+    to the next start, which goes on from their kept positions, every line once. Before: the
+    round read them all first (systemd kills a service still stopping after 90 s)."""
+    source = _source()
+    data = source.read_bytes()
+    (tmp_path / "home" / "project").mkdir(parents=True)
+    state = tmp_path / "watch.json"
+    tracer = recorded_for_the_mirror("test").get_tracer(__name__)
+    files = []
+    for _ in range(SESSIONS):
+        copy = str(uuid.uuid4())
+        path = tmp_path / "home" / "project" / f"{copy}.jsonl"
+        path.write_bytes(data.replace(source.stem.encode(), copy.encode()))
+        files.append(path)
+    state.write_text(json.dumps({"version": 1, "files": {}}))  # not a first start: from their start
+    mirror = _StoppingMirror(tmp_path / "runs")
+    watcher = Watcher([tmp_path / "home"], WatchState(state), pipeline=make_pipeline([mirror]), tracer=tracer)
+    mirror.watcher = watcher
+    watcher.run()  # stopped by its first record written
+    first = {
+        r["context"]["session_id"] for path in (tmp_path / "runs").glob("*.jsonl") for r in read_records(path)
+    }
+    assert 0 < len(first) < SESSIONS
+    again = Watcher(
+        [tmp_path / "home"],
+        WatchState(state),
+        pipeline=make_pipeline([JsonlMirror(tmp_path / "runs")]),
+        tracer=tracer,
+        kernel_changes=False,
+    )
+    again.poll_once()
+    again.close()
+    records = [r for path in sorted((tmp_path / "runs").glob("*.jsonl")) for r in read_records(path)]
+    entries = [r["context"]["raw"] for r in records if r["event"] == TranscriptEvent.ENTRY.value]
+    assert len(entries) == len(set(entries))
+    _each_session_counts_the_cli_totals_in(records, files)

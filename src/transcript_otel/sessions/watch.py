@@ -341,7 +341,12 @@ class Watcher:
         polled += [path for path, at in self._rewound.items() if at <= now and path not in polled]
         known = len(self._followers)
         failures = self._pipeline.sink_failures[MIRROR]
-        gained = {path: self._poll(path, now) for path in polled if path in self._followers}
+        gained: dict[Path, int] = {}
+        for path in polled:
+            if self.stopped.is_set():  # (a round over thousands of sessions: the rest are read next start)
+                break
+            if path in self._followers:
+                gained[path] = self._poll(path, now)
         recorded = sum(gained.values())
         self._end_idle_runs(now)
         # Lines, sessions forgotten, or positions not kept yet: a round whose lines the writer had
@@ -387,8 +392,10 @@ class Watcher:
             self._changes.close()
             self._changes = None
         failures = self._pipeline.sink_failures[MIRROR]
-        self._pipeline.flush(_WRITE_WAIT_S)
-        if self._pipeline.sink_failures[MIRROR] == failures:
+        # As long as the writer gets on (a slow one ends thousands of runs): what it has not
+        # written when the process exits is lost, so the positions past it are not kept.
+        written = self._pipeline.flush_while_writing(_WRITE_WAIT_S, lambda: False)
+        if written and self._pipeline.sink_failures[MIRROR] == failures:
             self._keep_positions()  # (else the positions kept stay: read again at the next start)
 
     def _keep_positions(self) -> None:
