@@ -32,7 +32,14 @@ from opentelemetry import trace
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.changes import KernelChanges
-from transcript_otel.sessions.files import FileIdentity, SessionFiles, file_identity, find_sessions
+from transcript_otel.sessions.files import (
+    SUBAGENTS_DIR,
+    FileIdentity,
+    SessionFiles,
+    SessionKind,
+    file_identity,
+    find_sessions,
+)
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
@@ -407,6 +414,7 @@ class Watcher:
     def _poll(self, path: Path, now: float) -> int:
         follower = self._followers[path]
         self._polled[path] = now
+        self._find_subagents_made(follower)
         gained = follower.poll()
         if follower.behind:
             self._behind.add(path)
@@ -426,6 +434,18 @@ class Watcher:
         except OSError:
             self._recent[path] = False
         return 0
+
+    def _find_subagents_made(self, follower: SessionFollower) -> None:
+        """A Claude Code session's subagent files made since the round began, found before the
+        session's files are read (a stat when there are none): the main agent's cost line after
+        a subagent's work gives the session's totals, the subagent's calls included, so a
+        subagent file first read at a later round has its calls counted twice. A round over
+        thousands of sessions may last a whole subagent's life."""
+        if follower.session.kind is not SessionKind.CLAUDE_CODE:
+            return
+        directory = follower.session.path.with_suffix("") / SUBAGENTS_DIR
+        if _mtime(directory) != self._directories.get(directory, -1) or self._unsettled_changed(directory):
+            self._discover([directory])
 
     def _forget(self, main: Path) -> None:
         """A session whose main file is gone (the CLIs delete old sessions: Claude Code after
