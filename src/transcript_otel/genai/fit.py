@@ -115,7 +115,7 @@ class AttributeBuilder:
 
     def _encode(self, value: Any) -> str:
         """`attribute_json(value)` of what this builder built (its copies, strings it made, literals).
-        orjson writes it in a third of the time, the same text but for floats (`1e-05` is
+        orjson writes it faster, the same text but for floats (`1e-05` is
         `1e-5` to it), which only copies bring in; an integer beyond 64 bits it refuses."""
         if not self.floats:
             try:

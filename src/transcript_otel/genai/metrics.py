@@ -129,7 +129,7 @@ def _meter_provider() -> MeterProvider | None:
     """The MeterProvider set for the process, None while there is none worth recording into.
 
     Called for every span that ends: it reads the API's global rather than calling
-    `get_meter_provider()`, which looks in `os.environ` each time no provider is set (~2 µs).
+    `get_meter_provider()`, which looks in `os.environ` each time no provider is set.
     """
     api = sys.modules.get("opentelemetry.metrics._internal")
     provider: Any = getattr(api, "_METER_PROVIDER", _UNKNOWN) if api is not None else None

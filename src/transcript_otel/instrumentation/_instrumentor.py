@@ -34,7 +34,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 
 from transcript_otel.version import SEMCONV_SCHEMA_URL, __version__
 
-if TYPE_CHECKING:  # `_build` loads it: its dataclasses cost 2 ms, which an idle instrumentor need not
+if TYPE_CHECKING:  # `_build` loads it: an idle instrumentor need not pay for its dataclasses
     from transcript_otel.instrumentation._patching import PatchSet
 
 # No NullHandler: in a program that configured no logging, Python's last-resort handler prints
@@ -77,7 +77,7 @@ class PatchingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         )
         pending = type(self)._pending = _PendingBuild(self, tracer, kwargs)
         if not self.patched_modules or any(name in sys.modules for name in self.patched_modules):
-            patch_set = pending.build()  # a failure raises from `instrument()`, as it always did
+            patch_set = pending.build()  # a failure raises from `instrument()`
             if patch_set is not None:
                 patch_set.activate()
             return

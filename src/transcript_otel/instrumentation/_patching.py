@@ -2,9 +2,8 @@
 
 A `Patch` names a module and a dotted attribute inside it, wrapped with wrapt. A
 `Replacement` is for the few functions called for every line or entry of a turn:
-a wrapt wrapper costs the agent about 0.7 µs a call (1.3 µs with cold caches, 2.6 ms
-over the 2,000 lines of a Codex turn), a plain function calling the original about
-30 ns.
+a wrapt wrapper costs the agent many times what a plain function calling the original
+does (benchmarks/NOTES.md, "End to end").
 
 `PatchSet.activate()` applies every patch whose module is already imported and
 registers a wrapt post-import hook for the others, so a module imported after
@@ -191,7 +190,7 @@ def _is_made_by(installed: Any, patch: Patch | Replacement) -> bool:
 def takes(function: Callable[..., Any], parameters: str) -> bool:
     """Whether `function`'s parameters, annotations left out, read exactly `parameters`, as
     `"(self, line)"`: a replacement may then take and pass them as they are, rather than
-    through `*args, **kwargs` (which costs about 0.2 µs a call)."""
+    through `*args, **kwargs` (which costs more, on every call)."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):

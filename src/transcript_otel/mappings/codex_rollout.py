@@ -277,7 +277,7 @@ class CodexRolloutMapper:
 
         A line as read (bytes) is parsed as it is, and decoded only for what keeps its text
         (the first entry's `raw`): most lines of a rollout say nothing (`world_state`,
-        `token_count`, ...), and three copies of each cost a tenth of an import."""
+        `token_count`, ...), and three copies of each would slow an import."""
         if isinstance(line, bytes):
             if line.isspace() or not line:
                 return SessionLine([])

@@ -26,7 +26,7 @@ BACKLOG: Final = "backlog"
 def _dropped_counter() -> Counter:
     # Made on first use: a MeterProvider set after import is still the one used (the API's
     # proxy meter forwards to it), and a process that never drops pays nothing, not even the
-    # import of the metrics API (4 ms, issue 30).
+    # import of the metrics API (issue 30).
     from opentelemetry import metrics
 
     meter = metrics.get_meter("transcript_otel", __version__)

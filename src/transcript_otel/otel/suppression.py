@@ -2,7 +2,7 @@
 
 `opentelemetry.instrumentation.utils.suppress_instrumentation` does exactly this, but
 importing that module pulls in wrapt and, through it, asyncio, ssl, email and zipfile:
-about 0.06 s added to every `import transcript_otel` (issue 30). The suppression itself
+all added to every `import transcript_otel` (issue 30). The suppression itself
 is two values in the OTel context, and the key instrumentations check lives in the OTel
 API (`opentelemetry.context`), so this module sets the same values with the API alone.
 """

@@ -60,7 +60,7 @@ DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5_000
 # (its timeout), so it waits for a full collection, which a busy process may not run
 # for minutes. In a backend outage that is 64 records (6 MB of 50 KB entries) every few
 # seconds: hundreds of MB within a minute. After failed exports holding this much, at
-# most this often, the export thread runs a full collection (about 10 ms at 45,000 objects).
+# most this often, the export thread runs a full collection (docs/design.md says its cost).
 _COLLECT_AFTER_FAILED_BYTES: Final = 8 * 1024 * 1024
 _MIN_COLLECT_INTERVAL_S: Final = 5.0
 _COLLECT_TIME_SHARE: Final = 0.01  # of the wall time, at most
@@ -123,7 +123,8 @@ class BoundedExportQueue:
         self._abandoned = 0
         self._failed_bytes = 0  # of failed batches since the last collection
         self._collect_interval_s = _MIN_COLLECT_INTERVAL_S
-        # The last export succeeded, and no record waited in vain while none ended for 1 s.
+        # The last export succeeded, and no record waited in vain while none ended for
+        # `BACKPRESSURE_WAIT_S`.
         self._backend_keeps_up = True
         self._export_done_at = time.monotonic()  # when the last export ended (or the queue started)
         self._collected_at = time.monotonic()

@@ -105,7 +105,7 @@ def instrument_installed() -> list[str]:
 
 
 def _metrics_configured() -> bool:
-    # The metrics API (4 ms) only when metrics are wanted (issue 30).
+    # The metrics API, slow to import, only when metrics are wanted (issue 30).
     from opentelemetry import metrics
     from opentelemetry.metrics._internal import _ProxyMeterProvider
 

@@ -96,7 +96,7 @@ IDENTIFYING_KEYS: Final = frozenset(
 
 def text_digest(text: str) -> str:
     """What `metadata` keeps of a text: its length and a short SHA-256."""
-    import hashlib  # not at the top: it loads OpenSSL (2-3 ms), which importing us need not (issue 30)
+    import hashlib  # not at the top: it loads OpenSSL, which importing us need not (issue 30)
 
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"[text: {len(text)} chars, sha256 {digest}]"

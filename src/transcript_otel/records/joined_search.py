@@ -1,11 +1,10 @@
 """Which of many byte strings hold one of a searcher's literals, found in one search.
 
-Every ahocorasick-rs search lets go of the GIL and takes it back: 0.23 µs a call before
+Every ahocorasick-rs search lets go of the GIL and takes it back, a cost per call before
 a byte is read, and on a writer that shares the GIL with a busy thread each let-go wakes
-that thread for nothing (too briefly for it to take the GIL). Searching a batch's entries
-at once instead of each entry's parts one by one took section 3a's 1 KB mirror rate from
-99 to 119 k/s in a scratch run. The parts are joined by a NUL, which no literal of ours
-holds, so no occurrence spans two parts.
+that thread for nothing (too briefly for it to take the GIL). So a batch's entries are
+searched at once, not each entry's parts one by one (benchmarks/NOTES.md). The parts are
+joined by a NUL, which no literal of ours holds, so no occurrence spans two parts.
 """
 
 from __future__ import annotations

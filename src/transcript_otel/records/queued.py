@@ -17,7 +17,7 @@ from transcript_otel.records.run import RunInfo
 class EntryPlacement:
     """Decides an entry's OTel context on the writer, in queue order, instead of on the agent's
     thread: an instrumented run places each entry in its span there, opening and ending spans
-    as the entry implies (starting an SDK span costs the agent 10-20 µs). A plain base class,
+    as the entry implies (starting an SDK span costs far more than queueing an entry). A plain base class,
     not an ABC: the writer checks every entry's context against it, and `isinstance` with an
     ABC goes through `ABCMeta.__instancecheck__`."""
 

@@ -63,8 +63,8 @@ def has_non_finite_float(value: object, nulls: int = 0) -> bool:
     """Whether a NaN or an infinity hides in `value` (orjson writes them as null).
 
     A value of a few hundred nodes is walked in Python; a larger one is first passed
-    to marshal, which rules out most of them in one C pass (70 µs instead of 180 µs
-    for 2,400 nodes in small dicts), and only a value it cannot rule out is walked in full.
+    to marshal, which rules out most of them in one C pass, faster than the walk, and only a
+    value it cannot rule out is walked in full.
 
     `nulls`: how many `null` the value's JSON holds, in strings too (`null_count`), if
     known. Each None written is one of them: once the walk has met that many, none is left
@@ -78,7 +78,7 @@ def has_non_finite_float(value: object, nulls: int = 0) -> bool:
 
 
 # Nodes walked before marshal is asked: a string-heavy entry has a handful, and
-# marshal would copy its text (20 µs for 47 KB) to find what the walk finds in 2 µs.
+# marshal would copy all its text to find what the walk finds in those few nodes.
 _WALK_BUDGET: Final = 256
 
 
@@ -174,8 +174,8 @@ _NON_FINITE_TAIL: Final = leftmost_first(
 
 def may_hold_non_finite(value: Any) -> bool:
     """False only when `value` certainly holds no NaN or infinity: one marshal pass and
-    one search, cheaper than walking a value of more than a handful of nodes (1.7 against
-    2.3 µs for a 1 KB detail), and cheaper still for a list of many values at once."""
+    one search, cheaper than walking a value of more than a handful of nodes, and cheaper
+    still for a list of many values at once."""
     try:
         data = marshal.dumps(value)
     except Exception:  # a type marshal does not know (subclasses included), or too deep
@@ -195,10 +195,9 @@ def _problems(fallback: _RecordingFallback, *notes: str) -> str | None:
 
 def _exact(data: bytes) -> bytes:
     """`data` in a block of its own size. orjson's output keeps the buffer it reserved,
-    about 10x the JSON for text-heavy values (565 KB for 47 KB): kept in a record
-    for the sinks, that, not the JSON, is what the backlog would hold. A copy costs
-    a memcpy; below `_COPY_FROM` bytes the reserve is at most 16 KiB (8 KiB for 1.1 KB,
-    4 MiB for a batch of 256 records), not worth the 0.2 µs of a copy."""
+    many times the JSON for text-heavy values: kept in a record for the sinks, that, not
+    the JSON, is what the backlog would hold. A copy costs a memcpy; below `_COPY_FROM`
+    bytes the reserve is small, not worth a copy."""
     return data if len(data) < _COPY_FROM else bytes(memoryview(data))
 
 
@@ -276,7 +275,7 @@ def repaired_json(value: object, *, finite: bool = False) -> Encoded:
 
 NON_FINITE_NOTE: Final = "NaN or infinite floats were written as null"
 _NON_FINITE_NOTE: Final = ((), (NON_FINITE_NOTE,))
-# A SIMD substring search: 8x `b"null" in data` (25 us for 48 KB), on every entry's detail.
+# A SIMD substring search, faster than `b"null" in data`, on every entry's detail.
 _NULL: Final = leftmost_first([b"null"])
 
 
@@ -390,7 +389,7 @@ def iso_timestamp(timestamp_ns: int) -> str:
     The date-and-seconds prefix is cached: entries arrive many per second, and
     `datetime.isoformat()` costs more than the rest of building a record. A new second
     is told from its day's prefix, also cached: an import's entries are seconds apart,
-    and `strftime` took 2.7 µs for each (now 0.9).
+    and `strftime` would cost more than the rest of the timestamp at each new second.
     """
     global _second_prefix, _day_prefix
     seconds, remainder = divmod(timestamp_ns, 1_000_000_000)
@@ -404,13 +403,13 @@ def iso_timestamp(timestamp_ns: int) -> str:
         hours, rest = divmod(second_of_day, 3_600)
         prefix = "%s%02d:%02d:%02d" % (day, hours, *divmod(rest, 60))  # noqa: UP031
         _second_prefix = (seconds, prefix)
-    # %-formatting: 0.1 µs faster than an f-string's `:06d`, for every record.
+    # %-formatting: faster than an f-string's `:06d`, for every record.
     return "%s.%06d+00:00" % (prefix, remainder // 1000)  # noqa: UP031
 
 
 # orjson reads an integer beyond 64 bits as a float: a line holding a run of 19 digits or more
 # (-9223372036854775809 is the shortest such integer) goes to the stdlib. One `translate` finds
-# the run, in a ninth of a regex's time (20 against 180 ms for 20 MB of Codex session lines).
+# the run, faster than a regex would (benchmarks/NOTES.md, issue 32's third pass).
 _DIGITS_AS_ZERO: Final = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _LONG_NUMBER: Final = b"0" * 19
 

@@ -44,7 +44,7 @@ def truncate_json(text: str, limit: int, *, parsed: Any = _UNPARSED) -> str:
     """JSON `text` cut to at most `limit` characters as valid, marked JSON.
 
     `parsed`: what `text` encodes, when the caller holds it (a record's detail), which
-    saves parsing `text` (150 µs for 50 KB of small objects); should cutting it fail,
+    saves parsing `text` again; should cutting it fail,
     `text` is parsed after all. Text that does not parse as JSON is cut as plain text.
     Never raises.
     """
@@ -138,7 +138,7 @@ _UNMEASURED: Final = 1 << 62
 
 
 class _Cut:
-    """One pass of the cut. Whole list items are measured by orjson in C, 20x faster than a
+    """One pass of the cut. Whole list items are measured by orjson in C, far faster than a
     walk in Python, but a large item that does not fit is encoded for nothing, once per
     level of nesting: past `measure_left` bytes so measured, items are walked instead."""
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 # Each sink loads on first use, as the package's names do: a module of the package
 # (`jsonl_files`: where the mirror is) must not load the OTel sinks and the records with it,
-# which were a third of the command line's start.
+# which would slow the command line's start.
 _LOADED_ON_FIRST_USE: Final = {
     "Sink": "transcript_otel.sinks.base",
     "JsonlMirror": "transcript_otel.sinks.jsonl",

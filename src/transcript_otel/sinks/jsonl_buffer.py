@@ -16,8 +16,8 @@ from transcript_otel.sinks.jsonl_write_failures import Mend
 
 BUFFER_BYTES: Final = 1 << 20  # write out once this much is pending
 # An entry's line is copied in as its parts (`add_parts`) once its context's JSON takes this
-# much: below, joining them first and copying the line in at once costs less (0.63 against
-# 0.87 µs for 1.4 KB), above, the line is not copied twice (5.1 against 7.1 µs for 100 KB).
+# much: below, joining them first and copying the line in at once costs less; above, the
+# line is not copied twice (benchmarks/NOTES.md).
 PARTS_FROM_BYTES: Final = 16 * 1024
 
 
@@ -36,7 +36,7 @@ class BufferedFile:
     its output several times over, and holding those objects until the batch is
     written touches (and, on a VM, faults in) far more memory. The buffer is reused:
     `pending` marks its end, so after the first batches its pages stay mapped instead
-    of being freed and faulted in again at every write (3 us per 4 KiB page here).
+    of being freed and faulted in again at every write (on a VM, each fault is costly).
     """
 
     __slots__ = ("buffer", "failed", "fd", "last_write", "mend", "pending", "unreported", "view")
@@ -44,9 +44,9 @@ class BufferedFile:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buffer = bytearray()
-        # Lines are copied in through a view: a memoryview's slice assignment costs half
-        # a bytearray's (0.18 against 0.33 µs for a 1.4 KB line, 2.7 against 5.1 µs for
-        # 110 KB). An exported bytearray cannot grow: `_grow` lets go of the view first.
+        # Lines are copied in through a view: a memoryview's slice assignment costs less than
+        # a bytearray's (benchmarks/NOTES.md). An exported bytearray cannot grow: `_grow`
+        # lets go of the view first.
         self.view = memoryview(self.buffer)
         self.pending = 0
         self.last_write = time.monotonic()

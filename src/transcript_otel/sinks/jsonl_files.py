@@ -28,7 +28,7 @@ def _slug(text: str, limit: int) -> str:
 
 
 def run_file_name(run: RunInfo) -> str:
-    # `gmtime` and a format string: `datetime.strftime` costs 45 µs the first time in a process.
+    # `gmtime` and a format string: `datetime.strftime` is slow the first time in a process.
     t = time.gmtime(run.started_ns // 1_000_000_000)
     started = f"{t.tm_year:04d}{t.tm_mon:02d}{t.tm_mday:02d}T{t.tm_hour:02d}{t.tm_min:02d}{t.tm_sec:02d}Z"
     identity = _slug(run.session_id or run.run_id, 36)

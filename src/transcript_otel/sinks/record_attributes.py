@@ -45,7 +45,7 @@ def truncated_attributes(
 
     JSON values (`transcript.detail`, a raw notification) keep their structure and
     stay valid JSON; other text is cut as text. Each cut adds `<key>.truncated` and
-    `<key>.original_length`. `preview`: a cut that costs about 1 µs instead of tens:
+    `<key>.original_length`. `preview`: a cut far cheaper than keeping the structure:
     JSON values become a `json_preview` of their start, other text is cut as text.
     With nothing to cut, the shared `record_attributes` themselves (not to be modified).
     """

@@ -7,8 +7,8 @@ JSON stays valid and the cut marked with the original length.
 A span holds its events until it ends, and a run's root span lives as long as the
 run: past `max_span_bytes` of event values on one span (as Python holds them), its
 further events keep a preview of `OVER_BUDGET_VALUE_LENGTH` characters of each long
-value (JSON as `{"truncated_json_preview": ...}`: a structure-keeping cut of a 1 KB
-value to that size costs the writer 30 µs), so a long run of large entries holds a
+value (JSON as `{"truncated_json_preview": ...}`: a structure-keeping cut of every value
+would cost the writer too much), so a long run of large entries holds a
 few MiB per span, not 1024 events of 16 KB values.
 """
 

@@ -18,7 +18,7 @@ that span's context, so its log record and span event land there:
 Only the root span is made on the agent's thread (its context is current during
 the run, for whatever the agent traces itself). Everything else happens on the
 pipeline's writer thread, in queue order, so the agent pays for one `deque.append`
-per entry (starting an SDK span alone costs it 10-20 µs): the run is the
+per entry (starting an SDK span alone costs far more): the run is the
 `EntryPlacement` of its entries, and turns, session ids and the run's end are
 deferred actions (`TranscriptEmitter.after_written()`). Spans keep the agent's
 times: a span starts at the timestamp of the entry (or call) that opened it and

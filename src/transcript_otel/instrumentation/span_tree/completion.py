@@ -64,7 +64,8 @@ class SpanCompletion(RunState):
 
     def _complete(self, slot: SpanSlot, end_time: int, final: FinalState, ends: bool) -> None:
         """On the writer: the span's last attributes and status, its `transcript.span` record
-        (queued where the span ended), then its end. Off the agent's thread: it costs ~10 µs."""
+        (queued where the span ended), then its end. Off the agent's thread: it costs far more
+        than queueing an entry."""
         span = slot.span
         try:
             if final.attributes:
