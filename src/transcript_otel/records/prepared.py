@@ -45,7 +45,8 @@ class PreparedRecord:
     problems: list[str] = field(default_factory=list)
     trace_id: int = 0
     span_id: int = 0
-    # Filled by the first OTel sink that needs them (`_otel_attributes`), shared after.
+    # Filled by the first OTel sink that needs them (`sinks/record_attributes.record_attributes`),
+    # shared after.
     otel_attributes: dict[str, str | int | float | bool] | None = None
 
     @property
