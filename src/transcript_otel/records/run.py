@@ -28,7 +28,7 @@ class RunInfo:
     jsonl_path: str | None = None
     dropped: int = 0
     dropped_reported: int = 0
-    # Plain dicts, not Counters: `counter[key] += 1` costs twice `d[key] = d.get(key, 0) + 1`
+    # Plain dicts, not Counters: `counter[key] += 1` costs more than `d[key] = d.get(key, 0) + 1`
     # (a dict subclass's item access is not specialized), and this runs for every entry.
     entries_by_type: dict[str, int] = field(default_factory=dict)
     entries_by_source: dict[str, int] = field(default_factory=dict)
