@@ -588,6 +588,65 @@ def test_after_stop_an_entry_or_a_start_is_refused_and_said(make_emitter: MakeEm
     assert check_invariants(records) == []
 
 
+def test_a_mapping_queued_before_stop_records_before_it_and_one_after_is_refused(
+    make_emitter: MakeEmitter,
+) -> None:
+    """An instrumentor that maps its harness's events on the writer (`map_on_writer`) may end
+    the run on the agent's thread before the writer has mapped them: what was queued before
+    `stop()` still lands, in its place before `transcript.stop`; what comes after is said."""
+    emitter = make_emitter()
+    emitter.start()
+
+    def mapping(text: str) -> Callable[[], None]:
+        return lambda: emitter.emit("assistant_message", detail={"text": text})
+
+    emitter.map_on_writer(mapping("mapped before stop"), "native")
+    emitter.emit("user_message", detail={"text": "emitted after it"})
+    summary = emitter.stop()
+    emitter.map_on_writer(mapping("too late"), "native")
+    assert emitter.flush()
+    records = run_records(emitter)
+    assert events(records) == [
+        "transcript.start",
+        "transcript.entry",
+        "transcript.entry",
+        "transcript.stop",
+        "transcript.error",
+    ]
+    assert [r["context"]["detail"]["text"] for r in records[1:3]] == [
+        "mapped before stop",
+        "emitted after it",
+    ]
+    assert records[3]["context"]["total_entries"] == 2
+    assert summary.total_entries <= 2
+    assert records[4]["context"]["error"] == (
+        "an event queued for mapping after stop() was refused: the run has ended"
+    )
+    assert check_invariants(records) == []
+
+
+def test_an_action_that_stops_the_run_on_the_writer_records_nothing_after_its_stop(
+    make_emitter: MakeEmitter,
+) -> None:
+    emitter = make_emitter()
+    emitter.start()
+
+    def ends_the_run() -> None:
+        emitter.emit("assistant_message", detail={"text": "last words"})
+        emitter.stop(wait=False)
+        emitter.emit("assistant_message", detail={"text": "after the end"})
+
+    emitter.map_on_writer(ends_the_run, "native")
+    assert emitter.flush()
+    records = run_records(emitter)
+    assert events(records) == ["transcript.start", "transcript.entry", "transcript.stop", "transcript.error"]
+    assert records[1]["context"]["detail"]["text"] == "last words"
+    assert records[3]["context"]["error"] == (
+        "a 'assistant_message' entry emitted after stop() was refused: the run has ended"
+    )
+    assert check_invariants(records) == []
+
+
 @pytest.mark.parametrize("source", ["bogus", 123, "subagent:"])
 def test_an_invalid_source_is_recorded_as_main_and_said(make_emitter: MakeEmitter, source: Any) -> None:
     emitter = make_emitter()

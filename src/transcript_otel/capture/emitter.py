@@ -154,13 +154,14 @@ class TranscriptEmitter:
         if not self._enabled:
             return
         try:
-            if self._stopped:
+            # Emitted by a deferred action on the writer (`map_on_writer`): written in its place,
+            # within the bound that admitted the action, and before `transcript.stop` if the
+            # action was queued before `stop()`.
+            in_action = self._pipeline.acting and self._pipeline.acts_here()
+            if self._stopped and (self._run.stop_reached or not in_action):
                 self._report(f"a {entry_type!r} entry emitted after stop() was refused: the run has ended")
                 return
             backlog = self._backlog
-            # Emitted by a deferred action on the writer (`map_on_writer`): written in its place,
-            # within the bound that admitted the action.
-            in_action = self._pipeline.acting and self._pipeline.acts_here()
             if not in_action and len(backlog) >= self._pipeline.backlog_limit:
                 self._run.note_drop()
                 self._pipeline.wake_and_sample()  # the backlog's measure may have changed too
@@ -210,6 +211,8 @@ class TranscriptEmitter:
         """
         if self._enabled and not self._stopped:
             self._stopped = True
+            if self._pipeline.acting and self._pipeline.acts_here():
+                self._run.stop_reached = True  # the record goes next: nothing after it
             self._submit(TranscriptEvent.STOP, None, timestamp_ns=timestamp_ns)
             if not wait:
                 return self._run.summary()
@@ -248,6 +251,9 @@ class TranscriptEmitter:
         measured for it (`native` stays in memory until the writer runs it); past the bound
         it is dropped and counted as one dropped entry. Never raises."""
         try:
+            if self._stopped:
+                self._report("an event queued for mapping after stop() was refused: the run has ended")
+                return
             if len(self._backlog) >= self._pipeline.backlog_limit:
                 self._run.note_drop()
                 self._pipeline.wake_and_sample()

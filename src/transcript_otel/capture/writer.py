@@ -264,6 +264,8 @@ class BackgroundWriter(SinkWriting, BacklogBound):
         report of its repairs follows once the batch is searched: `_with_repairs_reports`).
         The entry's JSON size (detail and raw); 0 for anything else."""
         event, run = item[0], item[1]
+        if event is TranscriptEvent.STOP:
+            run.stop_reached = True
         if run.held_start is not None:
             held, run.held_start = run.held_start, None
             if event is TranscriptEvent.STOP:

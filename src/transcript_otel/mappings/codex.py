@@ -12,7 +12,7 @@ the same entries whether weakincentives or we build them:
   `contextCompaction` → `system_event` `{subtype: "compaction"}`;
 * `item/reasoning/completed` (older Codex) → `thinking` (once per item, with its
   `item/completed`); `thread/tokenUsage/updated` →
-  `token_usage` (its `total` is the thread's running total: see `_genai.RunningUsage`);
+  `token_usage` (its `total` is the thread's running total: see `genai.attributes.RunningUsage`);
   `turn/completed` with status `failed` → `error` (the reason in `turn.error`);
 * what weakincentives' bridge leaves out or calls `unknown`, kept as `system_event`s:
   `turn/diff/updated` → `{subtype: "turn_diff"}`, `warning` → `{subtype: "warning"}`,
@@ -169,7 +169,8 @@ class CodexMapper:
             return _entry(EntryType.UNKNOWN, method, params)
         return None
 
-    def malformed(self, line: Any, reason: str) -> MappedEntry:
+    @staticmethod
+    def malformed(line: Any, reason: str) -> MappedEntry:
         """A line from the agent that was not a JSON-RPC message: kept, never lost."""
         return MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason}, _as_text(line))
 

@@ -28,6 +28,9 @@ class RunInfo:
     jsonl_path: str | None = None
     dropped: int = 0
     dropped_reported: int = 0
+    # The writer has taken this run's `transcript.stop`: what a writer action emits after it
+    # is refused (before it, an action queued before `stop()` still records in its place).
+    stop_reached: bool = False
     # Plain dicts, not Counters: `counter[key] += 1` costs more than `d[key] = d.get(key, 0) + 1`
     # (a dict subclass's item access is not specialized), and this runs for every entry.
     entries_by_type: dict[str, int] = field(default_factory=dict)

@@ -36,6 +36,7 @@ subagents (`tools`) and the run's end (`ending`). `span_slot` has the slots of o
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -314,6 +315,33 @@ class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
         for entry in entries:
             if entry is not None:
                 self.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
+
+    def record_later(
+        self, mapping: Callable[[AgentRun, Any], Iterable[MappedEntry | None]], native: Any
+    ) -> None:
+        """Record what `mapping(self, native)` gives, mapped on the writer in queue order and
+        timestamped now. For an instrumentor's work on every native event: the agent's thread
+        only notes the time and queues `native` (`map_on_writer`), so a mapping that keeps state
+        must be used only this way. Never raises."""
+        self.emitter.map_on_writer(
+            functools.partial(self._record_at, time.time_ns(), mapping, native), native
+        )
+
+    def _record_at(
+        self, at_ns: int, mapping: Callable[[AgentRun, Any], Iterable[MappedEntry | None]], native: Any
+    ) -> None:
+        try:
+            for entry in mapping(self, native):
+                if entry is not None:
+                    self.record(
+                        entry.entry_type,
+                        source=entry.source,
+                        detail=entry.detail,
+                        raw=entry.raw,
+                        timestamp_ns=at_ns,
+                    )
+        except Exception as exc:
+            self._report("could not map a native event", exc)
 
     def record_failure(self, error: BaseException, timestamp_ns: int | None = None) -> None:
         """The harness raised: an `error` entry with the exception's type and message, and

@@ -9,6 +9,10 @@ and what their bridge loses with Codex 0.171: reasoning items, warnings and erro
 (added as `CodexMapper` maps them, only where the bridge emitted nothing) and diffs (its
 `unknown` recorded as the `system_event` 0.25 gets), so both give the same entries.
 
+Where a run's `CodexMapper` keeps its state differs: 0.25 maps every notification on the
+agent's thread (deferring a delta would cost the agent more than mapping it); with 0.26+
+the bridge has done that work, and what is added is mapped on the writer (`record_later`).
+
 In every version the client's `thread/start` request tells the run what no entry does:
 the WINK tools offered to Codex (its `dynamicTools`, the adapter's `dynamic_tool_specs`)
 as tool definitions, and the model Codex resolved (its answer's `thread.model`).
@@ -32,6 +36,7 @@ from transcript_otel.instrumentation.weakincentives._state import (
     observing,
 )
 from transcript_otel.instrumentation.weakincentives._turns import turn_wrapper
+from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex import (
     BRIDGE_DROPPED_ITEM_TYPES,
     REASONING_COMPLETED,
@@ -84,7 +89,7 @@ def _tool_call(run: AgentRun, params: Any) -> None:
 
 def _unparsable(run: AgentRun, line: Any) -> None:
     reason = "not a JSON object: the Codex client skipped this line"
-    run.record_mapped([run.mapper(CodexMapper).malformed(line, reason)])
+    run.record_mapped([CodexMapper.malformed(line, reason)])
 
 
 async def _handle_tool_call(
@@ -159,7 +164,8 @@ def _bridged(
     method: Any,
     params: Any,
 ) -> Any:
-    """The bridge's call for a watched notification, with what it loses added."""
+    """The bridge's call for a watched notification, with what it loses added (mapped on the
+    writer, like every use of the run's `CodexMapper`)."""
     try:
         drops = bridge_drops(method, params)
     except Exception:  # params of a shape no Codex sends: the bridge alone decides
@@ -169,14 +175,19 @@ def _bridged(
     with HarnessCall(_DIFF_AS_SYSTEM_EVENT if method == TURN_DIFF else None) as call:
         result = original(*args, **kwargs)
     if drops and call.emitted == 0:
-        guarded("notification", _add_notification, run, method, params)
+        run.record_later(_mapped_dropped, (method, params))
     elif call.emitted and method == REASONING_COMPLETED:  # the bridge's `thinking`: not again
-        guarded("notification", run.mapper(CodexMapper).thought, params)
+        run.record_later(_noted_thought, params)
     return result
 
 
-def _add_notification(run: AgentRun, method: Any, params: Any) -> None:
-    run.record_mapped([run.mapper(CodexMapper).notification(method, params)])
+def _mapped_dropped(run: AgentRun, notification: tuple[Any, Any]) -> list[MappedEntry | None]:
+    return [run.mapper(CodexMapper).notification(*notification)]
+
+
+def _noted_thought(run: AgentRun, params: Any) -> tuple[()]:
+    run.mapper(CodexMapper).thought(params)
+    return ()
 
 
 def _try_parse(state: WinkInstrumentation) -> Factory:
@@ -231,7 +242,7 @@ def _send_request(state: WinkInstrumentation) -> Wrapper:
             guarded("thread model", _note_model, run, answer)
             return answer
 
-        async def noting_model() -> Any:  # the request is made when the caller awaits it, as before
+        async def noting_model() -> Any:  # the request is made when the caller awaits it
             result = await wrapped(*args, **kwargs)
             guarded("thread model", _note_model, run, result)
             return result
