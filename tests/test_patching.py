@@ -91,6 +91,45 @@ def test_a_replacement_seen_again_is_not_replaced_twice(harness: types.ModuleTyp
     assert harness.Client.__dict__["parse"] is original
 
 
+def test_a_table_of_handlers_is_replaced_by_the_table_made_from_it_and_restored(
+    harness: types.ModuleType,
+) -> None:
+    """A harness that dispatches through a class's table (weakincentives' Codex bridge): the
+    table is replaced by one made from it, so what it has no entry for never reaches us."""
+    seen: list[Any] = []
+
+    def on_ping(self: Any, params: Any) -> str:
+        return f"pong {params}"
+
+    original = {"ping": on_ping}
+    harness.Client.HANDLERS = original
+
+    class Table(dict[str, Any]):
+        pass
+
+    def make(table: dict[str, Any]) -> dict[str, Any]:
+        def on_ping_seen(self: Any, params: Any) -> Any:
+            seen.append(params)
+            return table["ping"](self, params)
+
+        return Table(table, ping=on_ping_seen)
+
+    patches = PatchSet("test", [Replacement(MODULE, "Client.HANDLERS", make)])
+    patches.activate()
+    patches._on_import(harness)
+    client = harness.Client()
+    assert client.HANDLERS["ping"](client, 1) == "pong 1"
+    assert seen == [1]
+    assert harness.Client.__dict__["HANDLERS"].__wrapped__ is original
+    assert original == {"ping": on_ping}  # the harness's own table is left as it was
+    patches._applied.clear()  # met again: not made from our own table
+    patches._apply(harness, patches.patches[0])
+    assert harness.Client.HANDLERS["ping"](client, 2) == "pong 2"
+    assert seen == [1, 2]
+    patches.deactivate()
+    assert harness.Client.__dict__["HANDLERS"] is original
+
+
 def test_patches_and_replacements_mix_in_one_set(harness: types.ModuleType) -> None:
     calls: list[str] = []
 

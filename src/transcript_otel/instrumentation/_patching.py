@@ -49,14 +49,19 @@ class Patch:
 Factory = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
+# Makes a class's table of handlers (a dict subclass, so that it carries our marks) from the original.
+TableFactory = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class Replacement:
     """Replace `module.attribute` (a plain function or method) with `make(original)`, a plain
-    function that calls `original` itself (for methods, with `self` first)."""
+    function that calls `original` itself (for methods, with `self` first); or a class's table
+    of handlers with the table `make` builds from it."""
 
     module: str
     attribute: str
-    make: Factory
+    make: Factory | TableFactory
 
 
 # Marks a replacement with the `Replacement` that made it (what wrapt's `_self_wrapper` is to a Patch).
@@ -176,7 +181,10 @@ _warned_missing: set[tuple[str, str]] = set()
 def _patched(original: Any, patch: Patch | Replacement) -> Any:
     if isinstance(patch, Patch):
         return wrapt.FunctionWrapper(original, patch.wrapper)
-    replacement = functools.wraps(original)(patch.make(original))  # sets `__wrapped__`
+    made = patch.make(original)
+    replacement = functools.wraps(original)(made) if callable(made) else made
+    # `__wrapped__` (which `functools.wraps` sets on a function): where a re-import finds the original.
+    setattr(replacement, "__wrapped__", original)  # noqa: B010
     setattr(replacement, _MADE_BY, patch)
     return replacement
 

@@ -255,6 +255,20 @@ def bridge_drops(method: Any, params: Any) -> bool:
     return method == "item/started" and item_type in (SUBAGENT_ACTIVITY, COLLAB_TOOL_CALL)
 
 
+# The start of the `raw` weakincentives 0.26+'s bridge writes for a diff (`json.dumps({"method":
+# method, "params": params})`), which it has no handler for and calls `unknown`.
+_DIFF_RAW_START: Final = f'{{"method": "{TURN_DIFF}", '
+
+
+def bridge_unknown(detail: Any, raw: Any) -> tuple[str, Any]:
+    """The type and detail to record for an `unknown` entry weakincentives' bridge emitted: a
+    diff is the `system_event` 0.25 gets (`{subtype: "turn_diff"}`); anything else stays
+    `unknown`."""
+    if type(raw) is str and raw.startswith(_DIFF_RAW_START) and type(detail) is dict:
+        return EntryType.SYSTEM_EVENT.value, {**detail, "subtype": system_subtype(TURN_DIFF, {})}
+    return EntryType.UNKNOWN.value, detail
+
+
 def _as_text(line: Any) -> str:
     return line if isinstance(line, str) else safe_text(line)[0]  # a repr that cannot raise
 

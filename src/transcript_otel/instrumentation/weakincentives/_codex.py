@@ -46,7 +46,6 @@ from transcript_otel.mappings.codex import (
     bridge_drops,
     native_detail,
 )
-from transcript_otel.model.entries import EntryType
 
 ADAPTER_MODULE: Final = "weakincentives.adapters.codex_app_server.adapter"
 PROTOCOL_MODULE: Final = "weakincentives.adapters.codex_app_server._protocol"
@@ -76,11 +75,12 @@ def _user_message(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 def _notification(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """0.25 `_process_notification(message, ...)`, called for every notification."""
     message = argument(args, kwargs, "message", 0)
-    mapper = run.mapper(CodexMapper)
     if isinstance(message, dict):
-        run.record_mapped([mapper.notification(message.get("method"), message.get("params"))])
+        entry = run.mapper(CodexMapper).notification(message.get("method"), message.get("params"))
     else:
-        run.record_mapped([mapper.malformed(repr(message), "notification is not an object")])
+        entry = CodexMapper.malformed(repr(message), "notification is not an object")
+    if entry is not None:  # most are deltas, folded into the message they end in
+        run.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
 
 
 def _tool_call(run: AgentRun, params: Any) -> None:
@@ -113,67 +113,90 @@ def _tool_result(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         run.record_mapped([run.mapper(CodexMapper).tool_result(pending[1], result)])
 
 
-_DIFF_AS_SYSTEM_EVENT: Final = (EntryType.SYSTEM_EVENT.value, "turn_diff")
-# The notifications the bridge needs a hand with: a diff (its `unknown`, recorded as the
-# `system_event` 0.25 gets), reasoning it records (noted, so the item that completes it is not
-# added again), and those it may drop (`bridge_drops`): items of the types it drops, warnings
-# and errors. Every other one, most of a turn (deltas), goes straight to the bridge.
-_BRIDGE_WATCHES: Final = frozenset({*SYSTEM_NOTIFICATIONS, REASONING_COMPLETED})
-_ITEM_EVENTS: Final = frozenset({"item/started", "item/completed"})
+ITEM_STARTED: Final = "item/started"
+ITEM_COMPLETED: Final = "item/completed"
+# Notifications the bridge has no handler for, and drops, though they are content.
+_UNHANDLED_CONTENT: Final = tuple(sorted(SYSTEM_NOTIFICATIONS - {TURN_DIFF}))
 
 
-def _on_notification(state: WinkInstrumentation) -> Factory:
-    """0.26+ `CodexTranscriptBridge.on_notification(method, params)`: what the bridge loses.
-    Called for every notification of a turn, so a plain function (see `Replacement`) that
-    hands all but the watched ones to the bridge at once, with no call of its own."""
+def _handlers(state: WinkInstrumentation) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """0.26+ `CodexTranscriptBridge._NOTIFICATION_HANDLERS`, the table `on_notification` looks
+    each notification's method up in (deltas aside): the same table, with the handlers of what
+    the bridge may lose wrapped (items, reasoning) and handlers added for the content it has
+    none for (warnings, errors). Most of a turn (its deltas) never reaches our code, and a
+    diff (which the bridge calls `unknown`) is retyped where its entry is mirrored
+    (`bridge_unknown`)."""
 
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        if takes(original, "(self, method, params)"):
-
-            def on_notification(self: Any, method: Any, params: Any) -> Any:
-                if method in _ITEM_EVENTS:
-                    item = params.get("item") if type(params) is dict else None
-                    if type(item) is not dict or item.get("type") not in BRIDGE_DROPPED_ITEM_TYPES:
-                        return original(self, method, params)
-                elif method not in _BRIDGE_WATCHES:
-                    return original(self, method, params)
-                run = current_run() if state.active else None
-                if run is None:
-                    return original(self, method, params)
-                return _bridged(run, original, (self, method, params), {}, method, params)
-
-            return on_notification
-
-        def on_notification_any(self: Any, *args: Any, **kwargs: Any) -> Any:
-            run = state.run()
-            if run is None:
-                return original(self, *args, **kwargs)
-            method, params = argument(args, kwargs, "method", 0), argument(args, kwargs, "params", 1)
-            return _bridged(run, original, (self, *args), kwargs, method, params)
-
-        return on_notification_any
+    def make(original: dict[str, Any]) -> dict[str, Any]:
+        table = _HandlerTable(original)
+        for method in (ITEM_STARTED, ITEM_COMPLETED):
+            if method in table:
+                table[method] = _item_handler(state, method, table[method])
+        if REASONING_COMPLETED in table:
+            table[REASONING_COMPLETED] = _reasoning_handler(state, table[REASONING_COMPLETED])
+        for method in _UNHANDLED_CONTENT:
+            table.setdefault(method, _content_handler(state, method))
+        return table
 
     return make
 
 
+class _HandlerTable(dict[str, Any]):
+    """A copy of the bridge's handler table that can carry the marks of a replacement."""
+
+
+def _item_handler(state: WinkInstrumentation, method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
+    def handle(self: Any, *args: Any, **kwargs: Any) -> Any:
+        params = args[0] if args else kwargs.get("params")
+        item = params.get("item") if type(params) is dict else None
+        if type(item) is not dict or item.get("type") not in BRIDGE_DROPPED_ITEM_TYPES:
+            return handler(self, *args, **kwargs)
+        run = current_run() if state.active else None
+        if run is None:
+            return handler(self, *args, **kwargs)
+        return _bridged(run, handler, (self, *args), kwargs, method, params)
+
+    return handle
+
+
+def _reasoning_handler(state: WinkInstrumentation, handler: Callable[..., Any]) -> Callable[..., Any]:
+    def handle(self: Any, *args: Any, **kwargs: Any) -> Any:
+        run = current_run() if state.active else None
+        if run is None:
+            return handler(self, *args, **kwargs)
+        params = args[0] if args else kwargs.get("params")
+        return _bridged(run, handler, (self, *args), kwargs, REASONING_COMPLETED, params)
+
+    return handle
+
+
+def _content_handler(state: WinkInstrumentation, method: str) -> Callable[..., None]:
+    def handle(self: Any, *args: Any, **kwargs: Any) -> None:
+        run = current_run() if state.active else None
+        if run is not None:
+            run.record_later(_mapped_dropped, (method, args[0] if args else kwargs.get("params")))
+
+    return handle
+
+
 def _bridged(
     run: AgentRun,
-    original: Callable[..., Any],
+    handler: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    method: Any,
+    method: str,
     params: Any,
 ) -> Any:
-    """The bridge's call for a watched notification, with what it loses added (mapped on the
-    writer, like every use of the run's `CodexMapper`)."""
+    """The bridge's handler of a notification it may lose, with what it loses added (mapped on
+    the writer, like every use of the run's `CodexMapper`)."""
     try:
         drops = bridge_drops(method, params)
     except Exception:  # params of a shape no Codex sends: the bridge alone decides
         drops = False
-    if not drops and method not in (TURN_DIFF, REASONING_COMPLETED):
-        return original(*args, **kwargs)
-    with HarnessCall(_DIFF_AS_SYSTEM_EVENT if method == TURN_DIFF else None) as call:
-        result = original(*args, **kwargs)
+    if not drops and method != REASONING_COMPLETED:
+        return handler(*args, **kwargs)
+    with HarnessCall() as call:
+        result = handler(*args, **kwargs)
     if drops and call.emitted == 0:
         run.record_later(_mapped_dropped, (method, params))
     elif call.emitted and method == REASONING_COMPLETED:  # the bridge's `thinking`: not again
@@ -310,5 +333,5 @@ def patches(state: WinkInstrumentation) -> list[Patch | Replacement]:
         # 0.26+: module functions; weakincentives builds the transcript (see `_native`).
         Patch(PROTOCOL_MODULE, "start_turn", opens_turn),
         Patch(PROTOCOL_MODULE, "stream_turn", ends_turn),
-        Replacement(BRIDGE_MODULE, "CodexTranscriptBridge.on_notification", _on_notification(state)),
+        Replacement(BRIDGE_MODULE, "CodexTranscriptBridge._NOTIFICATION_HANDLERS", _handlers(state)),
     ]

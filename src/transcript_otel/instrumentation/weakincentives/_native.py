@@ -21,9 +21,12 @@ from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
 from transcript_otel.instrumentation.span_tree.agent_run import current_run
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
-from transcript_otel.model.entries import MAIN_SOURCE
+from transcript_otel.mappings.codex import bridge_unknown
+from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 
 TRANSCRIPT_MODULE: Final = "weakincentives.runtime.transcript"
+
+ENTRY_UNKNOWN: Final = EntryType.UNKNOWN.value
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
@@ -49,17 +52,15 @@ def _standalone_mirror(native: Any) -> TranscriptEmitter:
 
 class HarnessCall:
     """A call into the harness's own transcript code (a bridge handling one notification), as a
-    context manager: how many entries it emitted inside, and the type and subtype its entries
-    are recorded with instead of their own, where the harness's choice loses what they are.
+    context manager: how many entries it emitted inside.
 
     A class rather than a `contextlib.contextmanager`: it runs on the agent's thread, where a
     generator-based manager costs several times as much."""
 
-    __slots__ = ("_token", "emitted", "retyped")
+    __slots__ = ("_token", "emitted")
 
-    def __init__(self, retyped: tuple[str, str] | None = None) -> None:
+    def __init__(self) -> None:
         self.emitted = 0
-        self.retyped = retyped
         self._token: Token[HarnessCall | None] | None = None
 
     def __enter__(self) -> Self:
@@ -86,14 +87,13 @@ def _mirror(native: Any, entry_type: Any, source: Any, detail: Any, raw: Any) ->
     run nothing more is checked: suppression decided whether the run started. Never raises.
     """
     try:
+        if entry_type == ENTRY_UNKNOWN:
+            entry_type, detail = bridge_unknown(detail, raw)
         if not getattr(native, "_emit_raw", True):
             raw = None
         call = _HARNESS_CALL.get()
         if call is not None:
             call.emitted += 1
-            if call.retyped is not None and type(detail) is dict:
-                entry_type, subtype = call.retyped
-                detail = {**detail, "subtype": subtype}
         run = current_run()
         if run is not None:
             native_detail = run.native_detail
