@@ -5,6 +5,7 @@ seconds taken from the kernel as it is reaped (`wait4`), its memory sampled whil
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -47,9 +48,12 @@ class WatchProcess:
         idle_s: float,
         number: int,
         backlog_bytes: int | None = None,
+        pause_s: float = 0.0,
     ) -> None:
         """`backlog_bytes`: the pipeline's bound (`TRANSCRIPT_OTEL_MAX_BACKLOG_BYTES`), where not
-        the default: a smaller one makes a few thousand sessions press on it as 10,000 do."""
+        the default: a smaller one makes a few thousand sessions press on it as 10,000 do.
+        `pause_s`: every 5 to 10 s the process is stopped (SIGSTOP) this long, as a loaded machine
+        leaves it unscheduled: its round then lasts while the sessions go on being written."""
         self.number = number
         self._logs = logs
         env = {
@@ -75,6 +79,18 @@ class WatchProcess:
         self._sampling = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
+        self._pausing = threading.Event()
+        self._pauser: threading.Thread | None = None
+        if pause_s > 0:
+            self._pauser = threading.Thread(target=self._pause, args=(pause_s,), daemon=True)
+            self._pauser.start()
+
+    def _pause(self, pause_s: float) -> None:
+        rng = random.Random(self.pid)
+        while not self._pausing.wait(rng.uniform(5.0, 10.0)):
+            self._process.send_signal(signal.SIGSTOP)
+            self._pausing.wait(pause_s)
+            self._process.send_signal(signal.SIGCONT)
 
     def _wait_ready(self) -> float:
         while _READY not in self._stdout.read_text(errors="replace"):
@@ -93,6 +109,9 @@ class WatchProcess:
 
     def stop(self, kill: bool, how: str) -> Stopped:
         """Sends SIGKILL or SIGTERM and reaps the process: its rusage is its own."""
+        self._pausing.set()
+        if self._pauser is not None:
+            self._pauser.join()  # (continued: a stopped process takes no SIGTERM)
         signalled = time.monotonic()
         self._process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         _, status, usage = os.wait4(self.pid, 0)

@@ -57,6 +57,7 @@ class Options:
     scratch: Path | None = None  # kept afterwards when given
     backlog_bytes: int | None = None  # the watch's pipeline bound, where not its default
     scenarios: tuple[str, ...] = ()  # the recorded sessions copied, by name part (none: all)
+    pause_s: float = 0.0  # the watch stopped (SIGSTOP) this long every 5 to 10 s: a loaded machine
 
 
 @dataclass
@@ -99,7 +100,9 @@ def _soak(options: Options, made: list[Template], scratch: Path, rng: random.Ran
     ends: list[dict[str, int]] = []
     killed: list[int] = []
     kept_at_kill: list[dict[str, int]] = []
-    current = [WatchProcess(home, runs, state, logs, options.idle_s, 0, options.backlog_bytes)]
+    current = [
+        WatchProcess(home, runs, state, logs, options.idle_s, 0, options.backlog_bytes, options.pause_s)
+    ]
     stops = _stop_moments(options, rng)
     began = time.monotonic()
 
@@ -114,7 +117,14 @@ def _soak(options: Options, made: list[Template], scratch: Path, rng: random.Ran
                 kept_at_kill.append(kept_positions(state))
             time.sleep(rng.uniform(0.0, PAUSE_MAX_S))
             current[0] = WatchProcess(
-                home, runs, state, logs, options.idle_s, process.number + 1, options.backlog_bytes
+                home,
+                runs,
+                state,
+                logs,
+                options.idle_s,
+                process.number + 1,
+                options.backlog_bytes,
+                options.pause_s,
             )
 
     controller = threading.Thread(target=restarts)
@@ -303,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="copy only the recorded sessions whose name holds this (repeatable; e.g. subagent)",
     )
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop the watch (SIGSTOP) this long every 5 to 10 s, as a loaded machine leaves it unscheduled",
+    )
     args = parser.parse_args(argv)
     options = Options(
         args.sessions,
@@ -314,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         args.scratch,
         args.backlog_bytes,
         tuple(args.scenario),
+        args.pause,
     )
     soak = run_soak(options)
     print(report(soak))
