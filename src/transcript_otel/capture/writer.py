@@ -10,7 +10,8 @@ actions queued among the records are served once everything queued before them i
 
 The writer needs the GIL, so whatever it does while the agent is busy delays the
 agent. When it wakes while records are still arriving, it first waits for a pause
-(no new record for `PAUSE_S`, then for longer and longer while they keep coming),
+(no new record for `PAUSE_S`, then for longer and longer while they keep coming, and the
+process's other threads idle meanwhile: the agent may be at work without recording),
 for at most `MAX_DEFER_S`, and less when the backlog nears half its bound or someone
 waits for a flush: a burst of entries is written right after the burst, in the time
 the agent then spends waiting for its model.
@@ -50,9 +51,18 @@ TRICKLE: Final = 32
 PAUSE_S: Final = 0.005
 MAX_DEFER_S: Final = 0.5
 _MIN_LOOK_S: Final = 0.001  # the shortest wait between two looks for a pause
+# Other threads busier than this share of one core since the last look: the agent is at work
+# (between two records, or ending its turn) and not yet waiting; the writer waits too.
+BUSY_SHARE: Final = 0.5
 # How long the writer may wait, per batch, for room in the OTLP export queues (while
 # a live backend sets the pace); only while that costs the JSONL mirror nothing.
 MAX_EXPORT_WAIT_S: Final = 1.0
+
+
+def _other_threads_cpu() -> float:
+    """CPU seconds the process's threads other than this one have used (an agent's thread is
+    at work even between records: it may end a turn or parse lines that make none)."""
+    return time.process_time() - time.thread_time()
 
 
 def _repairs_report(record: PreparedRecord) -> PreparedRecord:
@@ -165,27 +175,32 @@ class BackgroundWriter(SinkWriting, BacklogBound):
             self._thread = None
 
     def _wait_for_pause(self) -> None:
-        """Wait, bounded, until no record arrived since the last look (see the module's docstring).
+        """Wait, bounded, until no record arrived since the last look and the process's other
+        threads (the agent's) were mostly idle meanwhile (see the module's docstring).
 
-        Each look takes the GIL from an agent that may be busy (0.7 ms of a 55 ms
-        `evaluate()` in a scratch run, when it looked every `PAUSE_S`), so while records
-        keep coming the writer looks half as often each time, but never later than half
-        the time in which, at the rate they came, the backlog would be half full.
+        Each look takes the GIL from an agent that may be busy, so while records keep
+        coming the writer looks half as often each time, but never later than half the
+        time in which, at the rate they came, the backlog would be half full.
         """
-        deadline = time.monotonic() + MAX_DEFER_S
+        looked = time.monotonic()
+        deadline = looked + MAX_DEFER_S
         half_full = self.backlog_limit // 2
         seen = len(self.backlog)
         interval = PAUSE_S
+        others = _other_threads_cpu()
         while 0 < seen < half_full:
             left = deadline - time.monotonic()
             if left <= 0 or self._flush_wanted.wait(min(interval, left)):
                 return
-            now = len(self.backlog)
-            if now <= seen:
+            now, others_now, at = len(self.backlog), _other_threads_cpu(), time.monotonic()
+            if now <= seen and others_now - others < BUSY_SHARE * (at - looked):
                 return
-            time_to_half_full = (half_full - now) * interval / (now - seen)
-            interval = max(_MIN_LOOK_S, min(2 * interval, time_to_half_full / 2))
-            seen = now
+            if now > seen:
+                time_to_half_full = (half_full - now) * interval / (now - seen)
+                interval = max(_MIN_LOOK_S, min(2 * interval, time_to_half_full / 2))
+            else:  # no record, but the agent is busy (it ends its turn, reads its next prompt)
+                interval = 2 * interval
+            seen, others, looked = now, others_now, at
 
     def _drain(self) -> None:
         backlog = self.backlog
