@@ -30,6 +30,7 @@ from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
+from transcript_otel.capture.agent_activity import ActivityWatch
 from transcript_otel.otel import export_drops as _export_drops
 from transcript_otel.otel.export_drops import let_this_thread_wait, take_drop
 from transcript_otel.otlp import export_queue
@@ -688,3 +689,38 @@ def test_exports_are_not_traced_by_other_instrumentations() -> None:
     assert processor.force_flush(5_000)
     processor.shutdown(1_000)
     assert seen == [False]
+
+
+def test_an_export_that_can_wait_waits_for_the_agents_threads_to_pause(
+    exporter: HeldExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schedule's export takes the GIL: while the agent's threads are at work it waits for
+    them to pause (or `MAX_DEFER_S`); a flush, a full batch or the end never wait."""
+    events: list[str] = []
+    busy_looks = iter([True, True, True])
+
+    def others_busy(self: Any) -> bool:
+        busy = next(busy_looks, False)
+        events.append("agent at work" if busy else "agent waits")
+        return busy
+
+    monkeypatch.setattr(ActivityWatch, "others_busy", others_busy)
+    exported = threading.Event()
+
+    class Recording(HeldExporter):
+        def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+            events.append("export")
+            exported.set()
+            return super().export(batch)
+
+    recording = Recording()
+    recording.released.set()
+    processor = BoundedLogRecordProcessor(recording, schedule_delay_s=0.01)
+    provider_with(processor).get_logger("test").emit(body="on the schedule")
+    assert exported.wait(10)
+    assert events == ["agent at work"] * 3 + ["agent waits", "export"]
+    events.clear()
+    provider_with(processor).get_logger("test").emit(body="flushed")
+    assert processor.force_flush(10_000)
+    assert "export" in events
+    processor.shutdown()

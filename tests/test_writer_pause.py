@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import transcript_otel.capture.writer as writer
+import transcript_otel.capture.agent_activity as agent_activity
 from transcript_otel import TranscriptPipeline
 from transcript_otel.capture.pipeline_state import FlushRequest
 from transcript_otel.capture.writer import MAX_DEFER_S, PAUSE_S
@@ -49,7 +49,7 @@ def pipeline(make_pipeline: Callable[..., TranscriptPipeline]) -> Iterator[Trans
 
 def _with_clock(monkeypatch: pytest.MonkeyPatch, pipeline: TranscriptPipeline, clock: ScriptedClock) -> None:
     monkeypatch.setattr(time, "monotonic", lambda: clock.now)
-    monkeypatch.setattr(writer, "_other_threads_cpu", lambda: clock.others_cpu)
+    monkeypatch.setattr(agent_activity, "other_threads_cpu", lambda: clock.others_cpu)
     monkeypatch.setattr(pipeline._flush_wanted, "wait", clock.wait)
 
 

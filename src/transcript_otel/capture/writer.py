@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from transcript_otel.capture.agent_activity import ActivityWatch
 from transcript_otel.capture.backlog_bound import BacklogBound
 from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD, DeferredAction, FlushRequest, logger
 from transcript_otel.capture.registry import register_exit_handler
@@ -51,18 +52,9 @@ TRICKLE: Final = 32
 PAUSE_S: Final = 0.005
 MAX_DEFER_S: Final = 0.5
 _MIN_LOOK_S: Final = 0.001  # the shortest wait between two looks for a pause
-# Other threads busier than this share of one core since the last look: the agent is at work
-# (between two records, or ending its turn) and not yet waiting; the writer waits too.
-BUSY_SHARE: Final = 0.5
 # How long the writer may wait, per batch, for room in the OTLP export queues (while
 # a live backend sets the pace); only while that costs the JSONL mirror nothing.
 MAX_EXPORT_WAIT_S: Final = 1.0
-
-
-def _other_threads_cpu() -> float:
-    """CPU seconds the process's threads other than this one have used (an agent's thread is
-    at work even between records: it may end a turn or parse lines that make none)."""
-    return time.process_time() - time.thread_time()
 
 
 def _repairs_report(record: PreparedRecord) -> PreparedRecord:
@@ -182,25 +174,25 @@ class BackgroundWriter(SinkWriting, BacklogBound):
         coming the writer looks half as often each time, but never later than half the
         time in which, at the rate they came, the backlog would be half full.
         """
-        looked = time.monotonic()
-        deadline = looked + MAX_DEFER_S
+        deadline = time.monotonic() + MAX_DEFER_S
         half_full = self.backlog_limit // 2
         seen = len(self.backlog)
         interval = PAUSE_S
-        others = _other_threads_cpu()
+        activity = ActivityWatch()
         while 0 < seen < half_full:
             left = deadline - time.monotonic()
             if left <= 0 or self._flush_wanted.wait(min(interval, left)):
                 return
-            now, others_now, at = len(self.backlog), _other_threads_cpu(), time.monotonic()
-            if now <= seen and others_now - others < BUSY_SHARE * (at - looked):
+            now = len(self.backlog)
+            busy = activity.others_busy()
+            if now <= seen and not busy:
                 return
             if now > seen:
                 time_to_half_full = (half_full - now) * interval / (now - seen)
                 interval = max(_MIN_LOOK_S, min(2 * interval, time_to_half_full / 2))
-            else:  # no record, but the agent is busy (it ends its turn, reads its next prompt)
+            else:  # no record, but the agent is at work (it ends its turn, parses lines)
                 interval = 2 * interval
-            seen, others, looked = now, others_now, at
+            seen = now
 
     def _drain(self) -> None:
         backlog = self.backlog

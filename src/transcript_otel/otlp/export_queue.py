@@ -36,6 +36,7 @@ import weakref
 from collections import deque
 from typing import Any, Final
 
+from transcript_otel.capture.agent_activity import ActivityWatch
 from transcript_otel.otel.export_drops import (
     QUEUE_FULL,
     STOPPED,
@@ -49,6 +50,9 @@ from transcript_otel.otlp.export_sizes import DEFAULT_BATCH_BYTES, DEFAULT_BATCH
 _logger = logging.getLogger(__name__)
 
 DEFAULT_SCHEDULE_DELAY_S: Final = 1.0
+# How long an export that can wait waits for the agent's threads to pause, and how often it looks.
+MAX_DEFER_S: Final = 0.5
+_LOOK_S: Final = 0.01
 # How long a record waits for room while the backend keeps up; a wait that runs out
 # means it stalled, and records are dropped until an export succeeds again.
 BACKPRESSURE_WAIT_S: Final = 1.0
@@ -184,13 +188,9 @@ class BoundedExportQueue:
     def _work(self) -> None:
         while True:
             with self._condition:
-                if (
-                    not self._stopping
-                    and not self._batch_ready()
-                    and not self._flush_waiters
-                    and not (self._room_waiters and self._queue)
-                ):
+                if not self._urgent():
                     self._condition.wait(self._schedule_delay_s)
+                    self._wait_while_the_agent_works()
                 if self._discarding:
                     self._abandoned += len(self._queue)
                     self._queued_bytes -= sum(size for _, size in self._queue)
@@ -220,6 +220,26 @@ class BoundedExportQueue:
                     self._backend_keeps_up = exported
                     self._export_done_at = time.monotonic()
                     self._condition.notify_all()
+
+    def _urgent(self) -> bool:
+        """Something to export now: a full batch, someone waiting (a flush, a record for room),
+        or the end."""
+        return bool(
+            self._stopping
+            or self._batch_ready()
+            or self._flush_waiters
+            or (self._room_waiters and self._queue)
+        )
+
+    def _wait_while_the_agent_works(self) -> None:
+        """With the condition held, after the schedule's wait: an export that can wait is made
+        once the agent's threads pause, or `MAX_DEFER_S` later (`agent_activity`)."""
+        deadline = time.monotonic() + MAX_DEFER_S
+        activity = ActivityWatch()
+        while self._queue and not self._urgent() and time.monotonic() < deadline:
+            self._condition.wait(_LOOK_S)
+            if not activity.others_busy():
+                return
 
     def _batch_ready(self) -> bool:
         """A full batch is queued (in items or in bytes): export it without waiting."""
