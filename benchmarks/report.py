@@ -201,12 +201,24 @@ def render_e2e(result: dict[str, Any]) -> str:
                 f"| {seconds(summary['agent_thread_cpu_s'])} | {seconds(summary['process_cpu_s'])} "
                 f"| {len(summary['seconds'])}{errors} |"
             )
-        for label, ratio in (
-            ("instrumented / uninstrumented (medians)", result["ratios"].get(phase)),
-            ("median of instrumented / uninstrumented, run back to back", result["paired_ratios"].get(phase)),
+
+        def ratio_cell(ratio: float | None) -> str:
+            return "" if ratio is None else f"{ratio:.3f}x ({(ratio - 1) * 100:+.1f}%)"
+
+        for label, ratio, cpu_ratio in (
+            (
+                "instrumented / uninstrumented (medians)",
+                result["ratios"].get(phase),
+                result.get("cpu_ratios", {}).get(phase),
+            ),
+            (
+                "median of instrumented / uninstrumented, run back to back",
+                result["paired_ratios"].get(phase),
+                result.get("paired_cpu_ratios", {}).get(phase),
+            ),
         ):
             if ratio is not None:
-                lines.append(f"| {label} | {ratio:.3f}x ({(ratio - 1) * 100:+.1f}%) | | | | |")
+                lines.append(f"| {label} | {ratio_cell(ratio)} | | {ratio_cell(cpu_ratio)} | | |")
     captures = result["captures"]
     lines.append("")
     if captures:

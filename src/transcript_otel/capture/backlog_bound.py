@@ -44,8 +44,8 @@ class BacklogBound(PipelineState):
 
     def _measure_on_agent_thread(self) -> None:
         """While the writer is behind: measure one entry, in turn among the 256 newest (queued
-        since the last time) and anywhere in the backlog (old entries count too). 5 µs for a
-        1 KB notification, 60 µs for a nested 50 KB one, once per 256 entries queued."""
+        since the last time) and anywhere in the backlog (old entries count too). Once per 256
+        entries queued: a walk of a large nested entry is too dear for every one."""
         self._measure_newest = not self._measure_newest
         newest = WAKE_THRESHOLD if self._measure_newest else None
         for item in sample_of(self.backlog, 1, self._random, newest):
@@ -54,7 +54,7 @@ class BacklogBound(PipelineState):
     def _measure_on_writer(self, taken: list[QueuedItem]) -> None:
         """After a batch: measure entries at random places in what is left in the backlog, or,
         with little left, in the batch just `taken` (the next entries are likely similar).
-        Up to 0.1 ms a nested 50 KB entry: the agent may have the GIL between two. While the
+        One entry at a time, so the agent may have the GIL between two. While the
         backlog is short, once per `_MEASURE_EVERY` entries written (and at the first): an
         agent whose entries come a few at a time would have each one measured."""
         self._unmeasured += len(taken)

@@ -3,10 +3,10 @@
 The backlog holds the agent's own objects (`detail`, `raw`) until the writer runs. What
 they hold is measured by walking them with `sys.getsizeof`, not guessed from their JSON:
 a dict of short strings takes several times its JSON, a long ASCII string about its
-length, non-ASCII text four times. A walk costs ~0.2 µs per object, so it is done for a
+length, non-ASCII text four times. A walk costs a call per object, so it is done for a
 few sampled entries only (`TranscriptPipeline`), and a long list is measured on
 `_SAMPLED_ITEMS` of its items, spread over it, and scaled (a list of similar items is the
-common case): a 50 KB nested notification of 2,400 objects costs a fraction of that.
+common case): a large nested notification costs a fraction of its walk.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def sample_of(backlog: Sequence[Any], size: int, rng: random.Random, newest: int
     offsets = range(1, count + 1)
     sample = []
     for offset in offsets if count <= size else rng.sample(offsets, size):
-        # An index walks the deque's blocks of 64 from the nearer end: ~1 µs at 100,000 entries.
+        # An index walks the deque's blocks of 64 from the nearer end: cheap even when it is long.
         # The writer may take entries meanwhile: then the sample is a little smaller.
         with contextlib.suppress(IndexError):
             item = backlog[-offset]

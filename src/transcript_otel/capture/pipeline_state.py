@@ -31,11 +31,10 @@ WAKE_THRESHOLD: Final = 256
 # A thread that wants the GIL back (the agent, returning from I/O) gets it when the holder
 # blocks, or else only after the interpreter's switch interval (5 ms). Draining a burst,
 # the writer holds it for milliseconds at a time: it lets go every `YIELD_EVERY_S` of work.
-# Each time costs it about 80 µs here (a zero sleep waits for the kernel's timer slack, and a
-# shorter let-go is too short for the waiting thread to wake and take the GIL): 15% of its
-# drain rate. Every 1 ms instead, 1 KB entries went into the mirror 5-10% faster, but the
-# agent back from 1 ms of I/O waited 1.3-2.5 ms at p99 instead of 1.1 ms (benchmark
-# sections 1 and 3a, alternating, 2026-11-25): the agent comes first.
+# Each let-go costs it the kernel's timer slack (a zero sleep waits for it; a shorter let-go
+# is too short for the waiting thread to wake and take the GIL), a share of its drain rate; a
+# longer interval drains faster but keeps the agent back from I/O waiting longer, and the
+# agent comes first (benchmarks/NOTES.md, "YIELD_EVERY_S").
 YIELD_EVERY_S: Final = 0.0005
 
 
@@ -106,7 +105,6 @@ class PipelineState:
 
     def _yield_gil(self) -> None:
         """Release the GIL for a moment: a thread waiting for it takes it now rather than after
-        the switch interval (the agent's p99 wake-up delay while the writer drains a burst of
-        1 KB entries: 5.2 ms without, 0.6-0.9 ms with yields every 0.5 ms, in a scratch run)."""
+        the switch interval (benchmarks/NOTES.md, "YIELD_EVERY_S")."""
         time.sleep(0)
         self._yield_at = time.perf_counter() + self.yield_every_s

@@ -4,7 +4,7 @@
 (`InternalClient.process_query`, `ClaudeSDKClient.receive_messages`). Each step of
 the SDK (`__anext__`) runs with the run current, so the CLI starts under our span
 and each message is recorded in its run; the program's own loop body runs in its
-own context, as before.
+own context, as it would without us.
 
 It is deliberately not an async generator itself: the event loop then tracks and
 closes only the SDK's generators, exactly as it would without us (closing a
