@@ -87,6 +87,18 @@ class _Watch:
         return [r for path in sorted(self.runs.glob("*.jsonl")) for r in read_records(path)]
 
 
+def _copies(source: Path, folder: Path) -> list[Path]:
+    """`SESSIONS` copies of the recorded session in `folder`, each a session of its own."""
+    data = source.read_bytes()
+    files = []
+    for _ in range(SESSIONS):
+        copy = str(uuid.uuid4())
+        path = folder / f"{copy}.jsonl"
+        path.write_bytes(data.replace(source.stem.encode(), copy.encode()))
+        files.append(path)
+    return files
+
+
 def _wait_for(condition: Callable[[], bool], timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -106,12 +118,7 @@ def _write_sessions(watch: _Watch) -> list[Path]:
         with first.open("ab") as out:
             out.write(line)
         _wait_for(lambda: watch.exported([first]))
-    files = []
-    for _ in range(SESSIONS):
-        copy = str(uuid.uuid4())
-        path = watch.home / "project" / f"{copy}.jsonl"
-        path.write_bytes(data.replace(source.stem.encode(), copy.encode()))
-        files.append(path)
+    files = _copies(source, watch.home / "project")
     _wait_for(lambda: watch.exported(files))
     return files
 
@@ -221,7 +228,6 @@ def test_a_stop_keeps_no_position_past_what_the_writer_had_not_written(
     after a fixed wait (30 s; here made 0), written or not, and the runs ended had no root span
     while the state said their lines were exported."""
     source = _source()
-    data = source.read_bytes()
     (tmp_path / "home" / "project").mkdir(parents=True)
     state = tmp_path / "watch.json"
     mirror = _SlowMirror(tmp_path / "runs")
@@ -233,12 +239,7 @@ def test_a_stop_keeps_no_position_past_what_the_writer_had_not_written(
         tracer=recorded_for_the_mirror("test").get_tracer(__name__),
         kernel_changes=False,
     )
-    files = []
-    for _ in range(SESSIONS):
-        copy = str(uuid.uuid4())
-        path = tmp_path / "home" / "project" / f"{copy}.jsonl"
-        path.write_bytes(data.replace(source.stem.encode(), copy.encode()))
-        files.append(path)
+    files = _copies(source, tmp_path / "home" / "project")
     assert watcher.poll_once() > 0
     mirror.each_s = 0.05  # the runs' ends (a root span and a stop each): 4 s to write
     monkeypatch.setattr(watch, "_WRITE_WAIT_S", 0.5)
@@ -274,16 +275,10 @@ def test_a_stop_during_a_round_over_many_sessions_does_not_wait_for_the_round(
     to the next start, which goes on from their kept positions, every line once. Before: the
     round read them all first (systemd kills a service still stopping after 90 s)."""
     source = _source()
-    data = source.read_bytes()
     (tmp_path / "home" / "project").mkdir(parents=True)
     state = tmp_path / "watch.json"
     tracer = recorded_for_the_mirror("test").get_tracer(__name__)
-    files = []
-    for _ in range(SESSIONS):
-        copy = str(uuid.uuid4())
-        path = tmp_path / "home" / "project" / f"{copy}.jsonl"
-        path.write_bytes(data.replace(source.stem.encode(), copy.encode()))
-        files.append(path)
+    files = _copies(source, tmp_path / "home" / "project")
     state.write_text(json.dumps({"version": 1, "files": {}}))  # not a first start: from their start
     mirror = _StoppingMirror(tmp_path / "runs")
     watcher = Watcher([tmp_path / "home"], WatchState(state), pipeline=make_pipeline([mirror]), tracer=tracer)
