@@ -22,6 +22,7 @@ from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks import JsonlMirror, Sink
 
+from conftest import OTelHarness
 from helpers import FIXTURES, WRITTEN_WITHIN_S, entry_contexts, run_records
 
 MIB = 1 << 20
@@ -316,8 +317,11 @@ def test_claude_sdk_messages_behind_a_stuck_writer_wait_within_the_bound(
     contexts = entry_contexts(records)
     assert [c["sequence_number"] for c in contexts] == list(range(1, len(contexts) + 1))
     assert [c["entry_type"] for c in contexts][:2] == ["user_message", "system_event"]
-    (error,) = [r for r in records if r["event"] == "transcript.error"]
-    assert error["context"]["dropped_entries"] == run.emitter.dropped_entries
+    errors = [r["context"] for r in records if r["event"] == "transcript.error"]
+    (dropped,) = [error for error in errors if "dropped_entries" in error]
+    assert dropped["dropped_entries"] == run.emitter.dropped_entries
+    # Spans that ended while the backlog was past its bound: said too, nothing else went wrong.
+    assert all("dropped_entries" in error or "dropped_span_records" in error for error in errors)
     assert records[-1]["event"] == "transcript.stop"
 
 
@@ -375,3 +379,40 @@ def _within(stamp: datetime, window: tuple[int, int]) -> bool:
     """Whether `stamp` (microseconds) lies within the nanosecond `window`."""
     at_us = int(stamp.timestamp() * 1_000_000)
     return window[0] // 1_000 <= at_us <= window[1] // 1_000 + 1
+
+
+def test_a_span_that_ends_past_the_bound_is_exported_and_its_missing_record_said(
+    make_pipeline: Callable[..., TranscriptPipeline],
+    runs_dir: object,
+    monkeypatch: pytest.MonkeyPatch,
+    otel: OTelHarness,
+) -> None:
+    """A span ending while the backlog is past its bound gets no `transcript.span` record (a
+    stuck sink must not make them pile up), but the transcript says so: a run read back from
+    the mirror (tokens per turn, `summary`) would otherwise be short with no word."""
+    from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+
+    pipeline = make_pipeline([JsonlMirror(str(runs_dir))])
+    tracer = otel.tracer_provider.get_tracer("test")
+    run = AgentRun(tracer, prompt_name="bound", adapter="a", session_id=None, pipeline=pipeline)
+    run.begin_turn()
+    run.record("user_message", detail={"text": "hi"})
+    assert pipeline.flush(WRITTEN_WITHIN_S)
+    limit = pipeline.backlog_limit
+    monkeypatch.setattr(pipeline, "_set_entry_bytes", lambda entry_bytes: None)  # no new measure
+    pipeline.backlog_limit = 0  # as while the sinks fall behind
+    run.end_turn()
+    assert pipeline.flush(WRITTEN_WITHIN_S)
+    pipeline.backlog_limit = limit
+    run.finish()
+    assert pipeline.flush(WRITTEN_WITHIN_S)
+    records = run_records(run.emitter)
+    (error,) = [r["context"] for r in records if r["event"] == "transcript.error"]
+    exported = sorted(span.name for span in otel.finished_spans())
+    assert len(exported) == 2  # the run's root and its turn, both exported
+    assert [r["context"]["name"] for r in records if r["event"] == "transcript.span"] == [
+        next(name for name in exported if name.startswith("invoke_agent"))
+    ]  # the root's record, not the turn's
+    assert error["dropped_span_records"] == 1
+    assert error["error"].startswith("1 transcript.span records dropped (the spans were exported)")
+    assert [r["event"] for r in records][-1] == "transcript.stop"

@@ -278,10 +278,16 @@ class TranscriptEmitter:
 
     def keeps_span_records(self) -> bool:
         """Whether a span ending now may get a `transcript.span` record: within the backlog's
-        bound, like entries (a stuck sink must not make them pile up). Spans end on the
-        writer in queue order, after `stop()` was called: the caller knows whether its
-        run's `transcript.stop` came before the span's end."""
-        return self._enabled and len(self._backlog) < self._pipeline.backlog_limit
+        bound, like entries (a stuck sink must not make them pile up); past it the record is
+        counted as dropped, and the transcript says so. Spans end on the writer in queue
+        order, after `stop()` was called: the caller knows whether its run's
+        `transcript.stop` came before the span's end (then it does not ask)."""
+        if not self._enabled:
+            return False
+        if len(self._backlog) < self._pipeline.backlog_limit:
+            return True
+        self._run.note_span_record_drop()
+        return False
 
     def span_ended(self, fields: dict[str, Any], context: Context, end_time_ns: int) -> None:
         """Keep a `transcript.span` record of a span of this run (`context` is the span's own),

@@ -41,6 +41,7 @@ from transcript_otel.records.entry_record import prepare_entry, usable_timestamp
 from transcript_otel.records.prepared import PreparedRecord, error_record, prepare_lifecycle
 from transcript_otel.records.queued import QueuedItem
 from transcript_otel.records.redaction import Redactor
+from transcript_otel.records.run import RunInfo
 from transcript_otel.records.serialize import preview
 
 MAX_BATCH_BYTES: Final = 2 * 1024 * 1024  # of entry JSON prepared before the sinks take it
@@ -194,6 +195,21 @@ class BackgroundWriter(SinkWriting, BacklogBound):
                 interval = 2 * interval
             seen = now
 
+    def _report_drops(self, run: RunInfo, batch: list[PreparedRecord]) -> None:
+        """A `transcript.error` for what the backlog's bound dropped of `run` since the last one."""
+        dropped, span_records = run.take_unreported_drops()
+        bound = (
+            f"the backlog exceeded its bound of {self.max_backlog_bytes} bytes while the sinks fell behind"
+        )
+        if dropped:
+            count_dropped(dropped, BACKLOG)
+            message = f"{dropped} transcript entries dropped: {bound}"
+            batch.append(error_record(run, time.time_ns(), message, dropped_entries=dropped))
+        if span_records:
+            count_dropped(span_records, BACKLOG)
+            message = f"{span_records} transcript.span records dropped (the spans were exported): {bound}"
+            batch.append(error_record(run, time.time_ns(), message, dropped_span_records=span_records))
+
     def _drain(self) -> None:
         backlog = self.backlog
         while True:
@@ -278,18 +294,8 @@ class BackgroundWriter(SinkWriting, BacklogBound):
             if event is TranscriptEvent.STOP:
                 return 0  # a run inherited by a forked child that recorded nothing: no file at all
             self._prepare(held, batch, deferred)
-        if run.dropped != run.dropped_reported:
-            dropped = run.take_unreported_drops()
-            count_dropped(dropped, BACKLOG)
-            batch.append(
-                error_record(
-                    run,
-                    time.time_ns(),
-                    f"{dropped} transcript entries dropped: the backlog exceeded its bound of "
-                    f"{self.max_backlog_bytes} bytes while the sinks fell behind",
-                    dropped_entries=dropped,
-                )
-            )
+        if run.has_unreported_drops():
+            self._report_drops(run, batch)
         try:
             if event is TranscriptEvent.ENTRY:
                 record = prepare_entry(item, self.redactor, self.content_policy, deferred)

@@ -28,6 +28,10 @@ class RunInfo:
     jsonl_path: str | None = None
     dropped: int = 0
     dropped_reported: int = 0
+    # Spans of the run that ended past the backlog's bound: exported, but with no
+    # `transcript.span` record in the transcript.
+    span_records_dropped: int = 0
+    span_records_dropped_reported: int = 0
     # The writer has taken this run's `transcript.stop`: what a writer action emits after it
     # is refused (before it, an action queued before `stop()` still records in its place).
     stop_reached: bool = False
@@ -50,11 +54,26 @@ class RunInfo:
         with self._drop_lock:
             self.dropped += 1
 
-    def take_unreported_drops(self) -> int:
+    def note_span_record_drop(self) -> None:
         with self._drop_lock:
-            count = self.dropped - self.dropped_reported
-            self.dropped_reported = self.dropped
-        return count
+            self.span_records_dropped += 1
+
+    def has_unreported_drops(self) -> bool:
+        return (
+            self.dropped != self.dropped_reported
+            or self.span_records_dropped != self.span_records_dropped_reported
+        )
+
+    def take_unreported_drops(self) -> tuple[int, int]:
+        """Entries and span records dropped since the last call."""
+        with self._drop_lock:
+            entries = self.dropped - self.dropped_reported
+            span_records = self.span_records_dropped - self.span_records_dropped_reported
+            self.dropped_reported, self.span_records_dropped_reported = (
+                self.dropped,
+                self.span_records_dropped,
+            )
+        return entries, span_records
 
     def not_before_last(self, source: str, timestamp_ns: int) -> int:
         """`timestamp_ns`, raised to the time of the source's last counted entry if earlier.
