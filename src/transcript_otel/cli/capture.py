@@ -112,7 +112,7 @@ class PrivateKeyBlocks:
 
 
 # Looked for with `find`: `in` first tries the operand as an integer (a byte value) and
-# formats the TypeError it gets, 0.5 µs a line.
+# formats the TypeError it gets, on every line.
 _BEGIN: Final = b"-----BEGIN "
 _PRIVATE_KEY: Final = b"PRIVATE KEY"
 _END: Final = b"-----END "

@@ -104,7 +104,7 @@ def imports(sessions: Sequence[SessionFiles], directory: Path, jobs: int) -> Gen
         for session in sessions:
             yield _import(session, directory)
         return
-    # Imported here: every command loads this module (they take ~10 ms), few start a pool.
+    # Imported here: every command loads this module, few start a pool.
     import shutil
     import tempfile
     from concurrent.futures import ProcessPoolExecutor
@@ -134,8 +134,8 @@ def imports(sessions: Sequence[SessionFiles], directory: Path, jobs: int) -> Gen
 def _worker_start() -> BaseContext:
     """How workers start: forked from this process on Linux, with what an import needs imported
     once here, while it has no other thread (the pool forks them all at its first task, before
-    its own thread starts); else spawned, each importing it all again (0.2 s of CPU a worker, 6%
-    of importing 100 MB with two). A fork copies this process's state: nothing of an import's
+    its own thread starts); else spawned, each importing it all again (a share of a large
+    import's CPU, benchmarks/NOTES.md). A fork copies this process's state: nothing of an import's
     is set up here, and the registry gives a forked child fresh pipelines."""
     import importlib
     import multiprocessing

@@ -72,8 +72,8 @@ EXIT_CANNOT_EXECUTE: Final = 126
 EXIT_NOT_FOUND: Final = 127
 # Capture's CPU priority (nice) while the command's output goes on: a command printing at full
 # speed keeps the CPUs; capture catches up when the command waits, as agents mostly do, and
-# at the wrapper's own priority once the output is over (beside a busy loop at nice 19 it
-# recorded 300-1,500 lines a second, and the wrapper took 46-75 s to exit).
+# at the wrapper's own priority once the output is over (at nice 19 beside a busy loop it
+# would record a trickle, and the wrapper would take tens of seconds to exit: NOTES.md).
 CAPTURE_NICENESS: Final = 19
 _SI_KERNEL: Final = 0x80  # Linux's si_code of a signal the kernel sent (a terminal's Ctrl-C)
 _LOOK_S: Final = 0.1
@@ -165,7 +165,7 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
             otel_context.detach(token)
         # The agent is another process: no thread here needs the GIL back at once (the relay
         # holds what capture has not read), so the writer does not let go of it on its own
-        # (80 µs a time); the interpreter's switch interval hands it over.
+        # (each let-go costs it the kernel's timer slack); the switch interval hands it over.
         run.emitter.pipeline.yield_every_s = math.inf
         recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None)
         if claude is not None and claude.system_instructions is not None:

@@ -3,7 +3,7 @@
 An import's spans end in the mirror (`span_fields` reads them as they end); a backend gets
 them later, from the records (`replay`, `import --endpoint`). The SDK's `Tracer` does more
 than that needs for each of a Codex session's hundred spans a megabyte (a sampler, span
-processors, locks, its own metrics): a fifth of the span tree's cost. A `RecordedSpan` keeps
+processors, locks, its own metrics): a large share of the span tree's cost. A `RecordedSpan` keeps
 what a record holds, with the SDK's own attribute rules (`BoundedAttributes`, which the API
 has, and the limits the environment sets, read as the SDK's `SpanLimits` reads them), so the
 records are the ones the SDK's spans gave. None of it needs the SDK: a core install (no
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 _SAMPLER_VARIABLE = "OTEL_TRACES_SAMPLER"
 # Values every SDK we allow keeps as they are where no length limit applies (a sequence of one
-# of them: as a tuple): set without `BoundedAttributes`' cleaning and lock, a fifth of a span's
-# cost. Anything else, or a span at its count limit, is left to `BoundedAttributes`.
+# of them: as a tuple): set without `BoundedAttributes`' cleaning and lock, a large share of a
+# span's cost. Anything else, or a span at its count limit, is left to `BoundedAttributes`.
 _PLAIN_VALUES: Final = frozenset({str, bool, int, float})
 _SEQUENCES: Final = frozenset({list, tuple})
 
