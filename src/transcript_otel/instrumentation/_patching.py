@@ -182,9 +182,12 @@ def _patched(original: Any, patch: Patch | Replacement) -> Any:
     if isinstance(patch, Patch):
         return wrapt.FunctionWrapper(original, patch.wrapper)
     made = patch.make(original)
-    replacement = functools.wraps(original)(made) if callable(made) else made
-    # `__wrapped__` (which `functools.wraps` sets on a function): where a re-import finds the original.
-    setattr(replacement, "__wrapped__", original)  # noqa: B010
+    replacement: Any
+    if callable(made):
+        replacement = functools.wraps(original)(made)  # sets `__wrapped__`
+    else:  # a table: `__wrapped__` set as `functools.wraps` sets it on a function
+        replacement = made
+        setattr(replacement, "__wrapped__", original)  # noqa: B010
     setattr(replacement, _MADE_BY, patch)
     return replacement
 

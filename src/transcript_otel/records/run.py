@@ -69,10 +69,8 @@ class RunInfo:
         with self._drop_lock:
             entries = self.dropped - self.dropped_reported
             span_records = self.span_records_dropped - self.span_records_dropped_reported
-            self.dropped_reported, self.span_records_dropped_reported = (
-                self.dropped,
-                self.span_records_dropped,
-            )
+            self.dropped_reported = self.dropped
+            self.span_records_dropped_reported = self.span_records_dropped
         return entries, span_records
 
     def not_before_last(self, source: str, timestamp_ns: int) -> int:

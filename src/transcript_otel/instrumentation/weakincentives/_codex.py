@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, current_run
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.instrumentation.weakincentives._native import HarnessCall
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import (
@@ -147,11 +147,11 @@ class _HandlerTable(dict[str, Any]):
 
 def _item_handler(state: WinkInstrumentation, method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
     def handle(self: Any, *args: Any, **kwargs: Any) -> Any:
-        params = args[0] if args else kwargs.get("params")
+        params = args[0] if args else kwargs.get("params")  # inline: every item event passes here
         item = params.get("item") if type(params) is dict else None
         if type(item) is not dict or item.get("type") not in BRIDGE_DROPPED_ITEM_TYPES:
             return handler(self, *args, **kwargs)
-        run = current_run() if state.active else None
+        run = state.run()
         if run is None:
             return handler(self, *args, **kwargs)
         return _bridged(run, handler, (self, *args), kwargs, method, params)
@@ -161,10 +161,10 @@ def _item_handler(state: WinkInstrumentation, method: str, handler: Callable[...
 
 def _reasoning_handler(state: WinkInstrumentation, handler: Callable[..., Any]) -> Callable[..., Any]:
     def handle(self: Any, *args: Any, **kwargs: Any) -> Any:
-        run = current_run() if state.active else None
+        run = state.run()
         if run is None:
             return handler(self, *args, **kwargs)
-        params = args[0] if args else kwargs.get("params")
+        params = argument(args, kwargs, "params", 0)
         return _bridged(run, handler, (self, *args), kwargs, REASONING_COMPLETED, params)
 
     return handle
@@ -172,9 +172,9 @@ def _reasoning_handler(state: WinkInstrumentation, handler: Callable[..., Any]) 
 
 def _content_handler(state: WinkInstrumentation, method: str) -> Callable[..., None]:
     def handle(self: Any, *args: Any, **kwargs: Any) -> None:
-        run = current_run() if state.active else None
+        run = state.run()
         if run is not None:
-            run.record_later(_mapped_dropped, (method, args[0] if args else kwargs.get("params")))
+            run.record_later(_mapped_dropped, (method, argument(args, kwargs, "params", 0)))
 
     return handle
 
