@@ -323,7 +323,9 @@ def test_claude_subagent_has_its_own_chat_span_and_tokens_are_counted_once(run: 
 
 
 def test_claude_error_result(run: WinkRun) -> None:
-    """0.24 raises on an error result; 0.25+ stop reading at the result and return no text."""
+    """0.24 raises on an error result; 0.25+ stop reading at the result and return no text. The
+    session file has no assistant line, so on 0.26+ the SDK's result is recorded: its usage, and
+    the error, which fails the turn's span."""
     result = run.results["claude-error"]
     root = run.root_span("claude-error")
     if run.version == "0.24.0":
@@ -333,6 +335,13 @@ def test_claude_error_result(run: WinkRun) -> None:
         assert result["ok"] is True
         assert result["text"] is None
     assert run.entry_types("claude-error")[0] == "user_message"
+    if run.version in {"0.26.0", "0.27.0"}:
+        assert run.entry_types("claude-error")[-2:] == ["token_usage", "error"]
+        error = run.entries("claude-error")[-1]
+        assert error["detail"]["sdk_entry"]["subtype"] == "error_during_execution"
+        (chat,) = [s for s in run.tree("claude-error") if s.name.startswith("chat ")]
+        assert chat.status.code == 2  # ERROR
+        assert attributes(chat)["error.type"] == "error_during_execution"
 
 
 def test_native_entries_are_mirrored_not_duplicated(run: WinkRun) -> None:
@@ -356,11 +365,19 @@ def added_to_the_bridge(entry: dict[str, Any]) -> bool:
     return detail.get("subtype") in ("warning", "retry", "api_error")
 
 
+def added_for_an_unread_session_file(entry: dict[str, Any]) -> bool:
+    """An entry transcript-otel adds where 0.26+'s Claude collector read no assistant line of the
+    session file: the SDK's `result`, which has no line to be the `raw` of (docs/harnesses.md)."""
+    sdk_entry = (entry.get("detail") or {}).get("sdk_entry") or {}
+    return sdk_entry.get("type") == "result" and entry.get("raw") is None
+
+
 def test_native_entries_are_mirrored_as_weakincentives_emitted_them(run: WinkRun) -> None:
     """0.26+: every entry weakincentives' own emitter logged is in the mirror, in its order, with
     the same type, source, detail and raw (the Codex bridge's details are taken back out of
     their raw on the writer: `DetailInRaw`). Lines the client could not parse, and what the
-    bridge drops of Codex 0.171's notifications, are ours only."""
+    bridge drops of Codex 0.171's notifications, and the SDK's result standing in for a session
+    file's lines, are ours only."""
     if run.version not in {"0.26.0", "0.27.0"}:
         assert run.native == {}
         return
@@ -370,7 +387,9 @@ def test_native_entries_are_mirrored_as_weakincentives_emitted_them(run: WinkRun
         mirrored = [
             {k: e.get(k) for k in key}
             for e in run.entries(prompt)
-            if (e.get("detail") or {}).get("parse_error") != CODEX_SKIPPED_LINE and not added_to_the_bridge(e)
+            if (e.get("detail") or {}).get("parse_error") != CODEX_SKIPPED_LINE
+            and not added_to_the_bridge(e)
+            and not added_for_an_unread_session_file(e)
         ]
         assert mirrored == [{k: e.get(k) for k in key} for e in native], prompt
 
