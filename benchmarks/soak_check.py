@@ -6,7 +6,6 @@ before its first round reached that session), and each session's tokens against 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 from soak_mirror import MirrorRead
 from soak_sessions import Copy
+from transcript_otel.sessions.watch_state import saved_state
 
 
 @dataclass
@@ -171,8 +171,8 @@ def kept_positions(state: Path) -> dict[str, int]:
 
 def _kept(state: Path) -> dict[str, int]:
     try:
-        files = json.loads(state.read_text())["files"]
-    except (OSError, ValueError, KeyError):
+        files = saved_state(state)["files"]
+    except (OSError, ValueError):
         return {}
     return {path: where["offset"] for path, where in files.items()}
 

@@ -35,6 +35,7 @@ from test_watch_sessions import (
 )
 from transcript_otel import read_records
 from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.sessions.watch_state import saved_state
 
 from loopback import subprocess_env
 from session_fixtures import CODEX
@@ -364,7 +365,7 @@ def test_watch_state_on_a_link_or_fifo_is_never_replaced(state_is: str, tmp_path
             assert stat.S_ISFIFO(os.lstat(state).st_mode)
         assert not list(tmp_path.glob("*.partial"))
     if state_is == "link-to-a-file":
-        assert str(target) in json.loads(kept.read_text())["files"]
+        assert str(target) in saved_state(kept)["files"]
         assert _said(_mirror(tmp_path / "runs")) == _imported(CODEX_DAY, tmp_path)  # no line twice
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
@@ -518,7 +519,7 @@ def test_a_bad_state_entry_is_dropped_alone_with_one_warning_and_the_good_ones_k
         f"(its file is read again from its start): {dropped} ({unusable})"
     ]
     assert sorted(_said(_mirror(tmp_path / "runs"))) == sorted(_said(tail) + whole_b)  # each line once
-    saved = json.loads((tmp_path / "watch.json").read_text())["files"]
+    saved = saved_state(tmp_path / "watch.json")["files"]
     assert saved[str(dropped)]["offset"] == dropped.stat().st_size
 
 
@@ -556,5 +557,5 @@ def test_an_unusable_state_file_is_said_once_and_the_watch_starts_as_at_its_firs
         f"transcript-otel: warning: {tmp_path / 'watch.json'}: unusable ({why}): started as at a first "
         "start, each session taken up from its end"
     ]
-    saved = json.loads((tmp_path / "watch.json").read_text())
+    saved = saved_state(tmp_path / "watch.json")
     assert saved["files"][str(target)]["offset"] == target.stat().st_size

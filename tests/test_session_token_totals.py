@@ -26,7 +26,8 @@ from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.claude_stream import summed_model_usage
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import TranscriptEvent
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState, saved_state
 from transcript_otel.sinks import JsonlMirror
 
 from loopback import subprocess_env
@@ -216,7 +217,7 @@ class _Watch:
 
     def _exported_to(self, path: str) -> int | None:
         try:
-            position = json.loads(self.state.read_text())["files"].get(path)
+            position = saved_state(self.state)["files"].get(path)
         except (OSError, ValueError):
             return None
         return position["offset"] if position else None

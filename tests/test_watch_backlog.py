@@ -25,7 +25,8 @@ from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.follow import READ_BYTES
 from transcript_otel.sessions.importer import import_session
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState
 from transcript_otel.sinks import JsonlMirror
 
 from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify

@@ -8,7 +8,6 @@ transcript entries dropped: the backlog exceeded its bound"."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -23,7 +22,8 @@ from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sessions import watch
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState, saved_state
 from transcript_otel.sinks import JsonlMirror
 
 from session_fixtures import CLAUDE
@@ -93,8 +93,8 @@ def test_positions_not_kept_in_time_are_kept_at_the_next_round_without_lines(
     target.write_bytes(source.read_bytes())
     monkeypatch.setattr(watch, "_WRITE_WAIT_S", 0.0)  # the writer is not waited for
     assert watcher.poll_once() > 0
-    assert json.loads(state.read_text())["files"] == {}
+    assert saved_state(state)["files"] == {}
     monkeypatch.undo()
     watcher.poll_once()  # no new line
-    assert json.loads(state.read_text())["files"][str(target)]["offset"] == target.stat().st_size
+    assert saved_state(state)["files"][str(target)]["offset"] == target.stat().st_size
     watcher.close()

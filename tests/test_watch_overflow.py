@@ -19,7 +19,8 @@ from opentelemetry import trace
 from test_watch_sessions import CLAUDE_PROJECT, CODEX_DAY, _imported, _said, _session_file
 from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.sessions.changes import KernelChanges, changed_paths
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState
 from transcript_otel.sinks import JsonlMirror
 
 from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify

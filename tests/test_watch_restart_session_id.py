@@ -13,7 +13,8 @@ from opentelemetry import trace
 
 from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.model.entries import TranscriptEvent
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState
 from transcript_otel.sinks import JsonlMirror
 
 from session_fixtures import codex_day

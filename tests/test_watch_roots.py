@@ -6,7 +6,6 @@ said "following" for folders that did not exist, and never looked at them again.
 
 from __future__ import annotations
 
-import json
 import queue
 import signal
 import subprocess
@@ -22,7 +21,8 @@ from opentelemetry import trace
 
 from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.model.entries import TranscriptEvent
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState, saved_state
 from transcript_otel.sinks import JsonlMirror
 
 from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
@@ -55,7 +55,7 @@ def _entries(runs: Path) -> int:
 
 def _exported_to(state: Path, path: Path) -> int | None:
     try:
-        position = json.loads(state.read_text())["files"].get(str(path))
+        position = saved_state(state)["files"].get(str(path))
     except (OSError, ValueError):
         return None
     return position["offset"] if position else None

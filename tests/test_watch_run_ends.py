@@ -27,7 +27,8 @@ from transcript_otel.mappings.claude_stream import summed_model_usage
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sessions import watch
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState, saved_state
 from transcript_otel.sinks import JsonlMirror
 
 from loopback import subprocess_env
@@ -78,7 +79,7 @@ class _Watch:
     def exported(self, files: list[Path]) -> bool:
         """Whether the state keeps each file's end (it does once the lines before it are written)."""
         try:
-            kept = json.loads(self.state.read_text())["files"]
+            kept = saved_state(self.state)["files"]
         except (OSError, ValueError):
             return False
         return all(kept.get(str(path), {}).get("offset") == path.stat().st_size for path in files)
@@ -245,7 +246,7 @@ def test_a_stop_keeps_no_position_past_what_the_writer_had_not_written(
     monkeypatch.setattr(watch, "_WRITE_WAIT_S", 0.5)
     watcher.close()
     pipeline.shutdown(0.0)  # the process exits: what is still queued is not written
-    kept = json.loads(state.read_text())["files"]
+    kept = saved_state(state)["files"]
     records = [r for path in sorted((tmp_path / "runs").glob("*.jsonl")) for r in read_records(path)]
     roots, _ = _tokens_by_session(records)
     expected = list(_cli_totals(source))

@@ -6,7 +6,6 @@ whole file gives.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -28,7 +27,8 @@ from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState, saved_state
 from transcript_otel.sinks import JsonlMirror
 
 from inotify_watches import assert_told_by_the_kernel, inotify_watches, require_inotify
@@ -436,7 +436,7 @@ def test_an_idle_session_has_its_run_ended(tmp_path: Path, watch: Callable[..., 
 
 
 def _state_files(tmp_path: Path) -> set[str]:
-    return set(json.loads((tmp_path / "watch.json").read_text())["files"])
+    return set(saved_state(tmp_path / "watch.json")["files"])
 
 
 def test_a_deleted_session_is_forgotten_and_the_others_go_on(
@@ -850,7 +850,7 @@ def test_after_sigkill_the_watch_command_exports_every_line_at_least_once(tmp_pa
         return process
 
     def kept() -> bool:
-        return state.exists() and bool(json.loads(state.read_text())["files"])
+        return state.exists() and bool(saved_state(state)["files"])
 
     watcher = started()
     try:

@@ -21,7 +21,8 @@ from transcript_otel.genai.attributes import session_usage
 from transcript_otel.mappings.claude_stream import summed_model_usage
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.sessions.changes import KernelChanges
-from transcript_otel.sessions.watch import Watcher, WatchState
+from transcript_otel.sessions.watch import Watcher
+from transcript_otel.sessions.watch_state import WatchState
 from transcript_otel.sinks import JsonlMirror
 
 from session_fixtures import CLAUDE

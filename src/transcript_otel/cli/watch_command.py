@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from opentelemetry import trace
 
     from transcript_otel.sessions.files import SessionFiles
-    from transcript_otel.sessions.watch import WatchState
+    from transcript_otel.sessions.watch_state import WatchState
 
 _DESCRIPTION: Final = (
     "Follow the sessions Claude Code and Codex write (no wrapper needed) and export each line "
@@ -103,7 +103,8 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     from transcript_otel.capture.registry import shutdown_all
     from transcript_otel.cli.without_sdk import recorded_for_the_mirror, without_the_sdk
     from transcript_otel.otlp.setup import configure
-    from transcript_otel.sessions.watch import Watcher, WatchState
+    from transcript_otel.sessions.watch import Watcher
+    from transcript_otel.sessions.watch_state import WatchState
 
     _say_each_warning()
     roots = list(args.paths)
@@ -111,6 +112,8 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     roots += [codex_sessions_dir()] if args.codex else []
     if not roots:
         raise ValueError("name directories to follow, or --claude-code / --codex")
+    # First: a state another watch holds stops this one before anything is set up.
+    state = WatchState(args.state or default_directory().parent / "watch.json")
     # Where the runs go, as the variables say it (the pipeline and `configure` read them).
     if args.jsonl_dir is not None:
         os.environ[env.TRANSCRIPT_OTEL_JSONL_DIR] = str(args.jsonl_dir)
@@ -129,7 +132,6 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
                 file=sys.stderr,
             )
             tracer = recorded_for_the_mirror(service).get_tracer(_TRACER_NAME)
-    state = WatchState(args.state or default_directory().parent / "watch.json")
     watcher = Watcher(
         roots,
         state,
@@ -148,6 +150,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
         watcher.run()
     finally:
         shutdown_all()
+        state.close()
     return 0
 
 

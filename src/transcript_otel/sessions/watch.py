@@ -17,7 +17,6 @@ are those of a root that was not there when the watch started (looked for every 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 import threading
@@ -25,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from opentelemetry import trace
 
@@ -42,8 +41,9 @@ from transcript_otel.sessions.files import (
 )
 from transcript_otel.sessions.follow import FilePosition, SessionFollower
 from transcript_otel.sessions.formats import Format, not_a_session
-from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
+from transcript_otel.sessions.regular import open_regular
 from transcript_otel.sessions.rewrites import fingerprint
+from transcript_otel.sessions.watch_state import WatchState
 from transcript_otel.sinks.jsonl_write_failures import SINK_NAME as MIRROR
 
 POLL_S: Final = 0.25
@@ -51,195 +51,14 @@ SLOW_POLL_S: Final = 5.0
 # A file written to within this long is polled at `POLL_S`; others at `SLOW_POLL_S`.
 RECENT_S: Final = 24 * 3600.0
 DEFAULT_IDLE_S: Final = 300.0
-_STATE_VERSION: Final = 1
 _WRITE_WAIT_S: Final = 30.0
-# Files gone from the roots whose positions are kept, the latest: `codex archive` moves a
-# rollout out and `codex unarchive` back (the same path and inode): it goes on where it was.
-MAX_GONE: Final = 256
 _TAIL_BYTES: Final = 64 * 1024
-# The largest offset a file may have (a signed 64-bit `off_t`).
-_MAX_OFFSET: Final = 1 << 63
-# Unusable entries of a state named in the warning that says so.
-_NAMED_DROPPED: Final = 5
-# The longest session id or fingerprint a state's entry may give (the CLIs' ids are UUIDs).
-_MAX_ID_CHARS: Final = 256
 # A file as it was: inode, size, time written (None: it could not be looked at).
 _Seen = tuple[int, int, int] | None
 
 
-class WatchState:
-    """Where each session file was recorded to, kept in one JSON file (written whole, then
-    moved into place: a crash leaves the last one), a session's main file with what its runs
-    counted up to there (`FilePosition.carried`, `SessionFollower`); and where the latest files
-    that went away were (`forget`, `recall`).
-
-    The file is where `path` leads, as an export's (`exports/destination.py`'s rule): a link's
-    file is replaced, the link kept; a FIFO or a device (`/dev/null`) is written into as it is,
-    without waiting, and never read (each start is then a first start). A state this watch cannot use
-    is said once, as the watch starts: a file that is not one it wrote (not JSON, another
-    version) is a first start; an entry it cannot use (a negative offset, an inode that is not
-    a number) is dropped alone, its file read again from its start (nothing of it lost)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.positions: dict[Path, FilePosition] = {}
-        self.gone: dict[Path, FilePosition] = {}
-        self.started_before = False
-        try:
-            saved = self._read()
-        except _UnusableStateError as exc:
-            _say(f"{path}: unusable ({exc}): started as at a first start, each session taken up from its end")
-            return
-        if saved is None:
-            return
-        self.started_before = True
-        dropped: list[tuple[str, str]] = []
-        self.positions = _positions(saved.get("files"), dropped)
-        self.gone = _positions(saved.get("gone"), dropped)
-        if dropped:
-            said = (
-                "1 entry unusable, dropped (its file is read again from its start)"
-                if len(dropped) == 1
-                else f"{len(dropped)} entries unusable, dropped (their files are read again from their start)"
-            )
-            named = ", ".join(f"{name} ({why})" for name, why in dropped[:_NAMED_DROPPED])
-            more = f", and {len(dropped) - _NAMED_DROPPED} more" if len(dropped) > _NAMED_DROPPED else ""
-            _say(f"{path}: {said}: {named}{more}")
-
-    def _read(self) -> dict[str, Any] | None:
-        """The state saved, None where there is none to read; `_UnusableStateError` for one this
-        watch cannot use."""
-        try:
-            with open_regular(self.path) as stream:
-                text = stream.read()
-        except FileNotFoundError:
-            return None  # a first start
-        except NotRegularFileError as exc:
-            _say(f"{exc}: the positions are written into it, never read: each start is a first start")
-            return None
-        except OSError as exc:
-            raise _UnusableStateError(f"cannot be read: {exc}") from exc
-        try:
-            saved = json.loads(text)
-        except RecursionError:
-            raise _UnusableStateError("nested too deeply") from None
-        except ValueError:
-            raise _UnusableStateError("not JSON") from None
-        if not isinstance(saved, dict):
-            raise _UnusableStateError("not an object")
-        version = saved.get("version")
-        if type(version) is not int or version != _STATE_VERSION:
-            raise _UnusableStateError(f"version {version!r}, not {_STATE_VERSION}")
-        for key, what in (("files", "files"), ("gone", "gone files")):
-            if not isinstance(saved.get(key, {}), dict):
-                raise _UnusableStateError(f"its {what} are not an object")
-        return saved
-
-    def forget(self, path: Path) -> None:
-        """`path` went away: it is recorded to no more, but where it was is kept a while."""
-        position = self.positions.pop(path, None)
-        if position is not None:
-            self.gone.pop(path, None)
-            self.gone[path] = position
-            while len(self.gone) > MAX_GONE:
-                del self.gone[next(iter(self.gone))]
-
-    def recall(self, path: Path) -> FilePosition | None:
-        """Where `path` was recorded to before it went away, if it did: its follower goes on
-        from there if what is back is that file, or that log rewritten (`SessionFollower`)."""
-        position = self.gone.pop(path, None)
-        if position is not None:
-            self.positions[path] = position
-        return position
-
-    def save(self) -> None:
-        saved = {"version": _STATE_VERSION, "files": _named(self.positions), "gone": _named(self.gone)}
-        data = json.dumps(saved).encode()
-        if written_in_place(self.path):  # a FIFO, a device: never replaced, never waited on
-            _write_in_place(self.path, data)
-            return
-        final = real_path(self.path)  # a link's file, the link kept
-        final.parent.mkdir(parents=True, exist_ok=True)
-        partial = final.with_name(f"{final.name}.partial")
-        partial.write_bytes(data)
-        os.replace(partial, final)
-
-
-class _UnusableStateError(ValueError):
-    """The state file is not one this watch can use: why."""
-
-
 def _say(message: str) -> None:
     warnings.warn(message, TranscriptReadWarning, stacklevel=2)
-
-
-def _write_in_place(target: Path, data: bytes) -> None:
-    """`data` written into the FIFO or device `target`, what it takes of it now (a FIFO nobody
-    reads takes nothing)."""
-    flags = (
-        os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    )
-    try:
-        descriptor = os.open(target, flags)
-    except OSError:  # no reader (ENXIO), or gone
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.write(descriptor, data)
-    finally:
-        os.close(descriptor)
-
-
-def _positions(saved: object, dropped: list[tuple[str, str]]) -> dict[Path, FilePosition]:
-    """The positions saved; each entry that cannot be one added to `dropped` with why."""
-    found: dict[Path, FilePosition] = {}
-    for name, where in (saved if isinstance(saved, dict) else {}).items():
-        position = _position(where)
-        if not name or "\0" in name:
-            dropped.append((repr(name), "bad path"))
-        elif isinstance(position, str):
-            dropped.append((name, position))
-        else:
-            found[Path(name)] = position
-    return found
-
-
-def _position(where: object) -> FilePosition | str:
-    """The position an entry says, or why it cannot be one."""
-    if not isinstance(where, dict):
-        return "not an entry"
-    inode, offset, lines = where.get("inode", 0), where.get("offset"), where.get("lines")
-    if type(inode) is not int or not 0 <= inode < 1 << 64:
-        return "bad inode"
-    if type(offset) is not int or not 0 <= offset < _MAX_OFFSET:
-        return "bad offset"
-    if lines is not None and (type(lines) is not int or not 0 <= lines <= offset):
-        return "bad lines"  # (a line is a byte at least)
-    carried = where.get("carried")  # (one its follower cannot use is passed over there)
-    # What tells the file from one written anew: where it is not a short text, not known (the
-    # file is taken as the one read, as a state written before these were kept says).
-    tail, session = (_short_text(where.get(key)) for key in ("tail", "session"))
-    return FilePosition(
-        inode, offset, lines, carried if isinstance(carried, dict) else None, tail=tail, session=session
-    )
-
-
-def _short_text(value: object) -> str | None:
-    return value if isinstance(value, str) and len(value) <= _MAX_ID_CHARS else None
-
-
-def _named(positions: dict[Path, FilePosition]) -> dict[str, dict[str, Any]]:
-    named: dict[str, dict[str, Any]] = {}
-    for path, where in positions.items():
-        named[str(path)] = {"inode": where.inode, "offset": where.offset}
-        if where.lines is not None:
-            named[str(path)]["lines"] = where.lines
-        if where.carried is not None:  # a session's main file: what its runs counted
-            named[str(path)]["carried"] = where.carried
-        for key, known in (("tail", where.tail), ("session", where.session)):
-            if known is not None:
-                named[str(path)][key] = known
-    return named
 
 
 class Watcher:
@@ -316,7 +135,7 @@ class Watcher:
             state.forget(path)  # not followed now (not a session's yet, or another path to one)
         for path in unsettled:
             self._unsettled_in.setdefault(path.parent, {})[path] = _seen(path)
-        state.save()
+        self._save_positions()  # (as the followers tell them: a round saves only what it changed)
 
     def run(self) -> None:
         while not self.stopped.is_set():
@@ -404,12 +223,16 @@ class Watcher:
         written = self._pipeline.flush_while_writing(_WRITE_WAIT_S, lambda: False)
         if written and self._pipeline.sink_failures[MIRROR] == failures:
             self._keep_positions()  # (else the positions kept stay: read again at the next start)
+        self.state.close()  # (another watch may use it now)
 
     def _keep_positions(self) -> None:
+        with contextlib.suppress(OSError):
+            self._save_positions()
+
+    def _save_positions(self) -> None:
         for follower in self._followers.values():
             self.state.positions.update(follower.positions())
-        with contextlib.suppress(OSError):
-            self.state.save()
+        self.state.save()
 
     def _poll(self, path: Path, now: float) -> int:
         follower = self._followers[path]

@@ -1,0 +1,409 @@
+"""Where `transcript-otel watch` recorded each session file to, kept across its starts.
+
+The state is a snapshot (`watch.json`: version, generation, every position) and a journal
+beside it (`watch.json.journal`): each save appends one line holding only the positions that
+changed since the last save, so a round that exported a few lines of a few sessions writes
+those sessions' entries, not the thousands of others. The journal is folded into a new
+snapshot once it outgrows the snapshot (each byte of state is written about twice at most).
+A journal line names its snapshot's generation (a random token): the lines of a journal left
+behind by a crash between a new snapshot and the removal of the old journal name another and
+are passed over (the snapshot holds them). A line cut short by a crash ends the journal: the
+positions of that save are the ones before it, so its lines are read again (at least once,
+never lost), and the first save after it writes a new snapshot.
+
+One watch at a time uses a state: it holds a lock on `watch.json.lock` (an OS lock, let go
+when the process ends however it ends); a second watch given the same state refuses to start
+(`StateInUseError`), where both would export every line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final
+
+from transcript_otel.reading.lines import TranscriptReadWarning
+from transcript_otel.sessions.follow import FilePosition
+from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
+
+try:
+    import fcntl
+except ImportError:  # (not POSIX: no lock)
+    fcntl = None  # type: ignore[assignment]
+
+_STATE_VERSION: Final = 1
+# Files gone from the roots whose positions are kept, the latest: `codex archive` moves a
+# rollout out and `codex unarchive` back (the same path and inode): it goes on where it was.
+MAX_GONE: Final = 256
+# The largest offset a file may have (a signed 64-bit `off_t`).
+_MAX_OFFSET: Final = 1 << 63
+# Unusable entries of a state named in the warning that says so.
+_NAMED_DROPPED: Final = 5
+# The longest session id or fingerprint a state's entry may give (the CLIs' ids are UUIDs).
+_MAX_ID_CHARS: Final = 256
+# A journal is folded into the snapshot once it is longer than this or than the snapshot.
+_MIN_JOURNAL_BYTES: Final = 1 << 20
+
+
+class StateInUseError(OSError):
+    """Another watch holds the state: two would export every line twice."""
+
+
+class _UnusableStateError(ValueError):
+    """The state file is not one this watch can use: why."""
+
+
+class WatchState:
+    """Where each session file was recorded to: a session's main file with what its runs
+    counted up to there (`FilePosition.carried`, `SessionFollower`); and where the latest files
+    that went away were (`forget`, `recall`). `save()` keeps what changed since the last.
+
+    The file is where `path` leads, as an export's (`exports/destination.py`'s rule): a link's
+    file is replaced, the link kept; a FIFO or a device (`/dev/null`) is written into as it is,
+    whole, without waiting, and never read (each start is then a first start). A state this
+    watch cannot use is said once, as the watch starts: a file that is not one it wrote (not
+    JSON, another version) is a first start; an entry it cannot use (a negative offset, an inode
+    that is not a number) is dropped alone, its file read again from its start (nothing of it
+    lost)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.positions: dict[Path, FilePosition] = {}
+        self.gone: dict[Path, FilePosition] = {}
+        self.started_before = False
+        self._final = real_path(path)  # a link's file, the link kept
+        self._lock = None if written_in_place(path) else _lock(self._final)
+        self._journal_path = _journal_of(self._final)
+        # The snapshot's generation; None: the next save writes a snapshot (there is none this
+        # watch can go on from, or its journal cannot take more lines).
+        self._generation: str | None = None
+        self._snapshot_bytes = 0
+        self._journal_bytes = 0
+        # What was last saved of each entry, as written: what a save compares with.
+        self._saved_files: dict[str, str] = {}
+        self._saved_gone: dict[str, str] = {}
+        try:
+            saved = self._read()
+        except _UnusableStateError as exc:
+            _say(f"{path}: unusable ({exc}): started as at a first start, each session taken up from its end")
+            return
+        if saved is None:
+            return
+        self.started_before = True
+        dropped: list[tuple[str, str]] = []
+        self.positions = _positions(saved.get("files"), dropped)
+        self.gone = _positions(saved.get("gone"), dropped)
+        self._saved_files = _written(saved.get("files"), self.positions)
+        self._saved_gone = _written(saved.get("gone"), self.gone)
+        if dropped:
+            said = (
+                "1 entry unusable, dropped (its file is read again from its start)"
+                if len(dropped) == 1
+                else f"{len(dropped)} entries unusable, dropped (their files are read again from their start)"
+            )
+            named = ", ".join(f"{name} ({why})" for name, why in dropped[:_NAMED_DROPPED])
+            more = f", and {len(dropped) - _NAMED_DROPPED} more" if len(dropped) > _NAMED_DROPPED else ""
+            _say(f"{path}: {said}: {named}{more}")
+
+    def _read(self) -> dict[str, Any] | None:
+        """The state saved, its journal applied; None where there is none to read;
+        `_UnusableStateError` for one this watch cannot use."""
+        try:
+            loaded = _load(self.path)
+        except NotRegularFileError as exc:
+            _say(f"{exc}: the positions are written into it, never read: each start is a first start")
+            return None
+        if loaded is None:
+            return None
+        self._generation, self._snapshot_bytes, self._journal_bytes = (
+            loaded.generation,
+            loaded.snapshot_bytes,
+            loaded.journal_bytes,
+        )
+        return loaded.saved
+
+    def forget(self, path: Path) -> None:
+        """`path` went away: it is recorded to no more, but where it was is kept a while."""
+        position = self.positions.pop(path, None)
+        if position is not None:
+            self.gone.pop(path, None)
+            self.gone[path] = position
+            while len(self.gone) > MAX_GONE:
+                del self.gone[next(iter(self.gone))]
+
+    def recall(self, path: Path) -> FilePosition | None:
+        """Where `path` was recorded to before it went away, if it did: its follower goes on
+        from there if what is back is that file, or that log rewritten (`SessionFollower`)."""
+        position = self.gone.pop(path, None)
+        if position is not None:
+            self.positions[path] = position
+        return position
+
+    def save(self) -> None:
+        """What changed since the last save kept: a journal line, or a new snapshot once the
+        journal has outgrown the one it follows (or into a FIFO or device: everything)."""
+        files, gone = _entries(self.positions), _entries(self.gone)
+        if written_in_place(self.path):  # a FIFO, a device: never replaced, never waited on
+            _write_in_place(self.path, _snapshot("", files, gone))
+            return
+        if self._generation is None:
+            self._write_snapshot(files, gone)
+        else:
+            changed_files = _changes(self._saved_files, files)
+            changed_gone = _changes(self._saved_gone, gone)
+            if not changed_files and not changed_gone:
+                return
+            change = {"generation": self._generation, "files": changed_files, "gone": changed_gone}
+            line = (json.dumps(change) + "\n").encode()
+            if self._journal_bytes + len(line) > max(_MIN_JOURNAL_BYTES, self._snapshot_bytes):
+                self._write_snapshot(files, gone)
+            else:
+                try:
+                    with self._journal_path.open("ab") as journal:
+                        journal.write(line)
+                except OSError:
+                    self._generation = None  # (part of the line may be there: a new snapshot next)
+                    raise
+                self._journal_bytes += len(line)
+        self._saved_files, self._saved_gone = files, gone
+
+    def _write_snapshot(self, files: dict[str, str], gone: dict[str, str]) -> None:
+        """Every position in a new snapshot of the next generation, then an empty journal for it
+        (a crash in between leaves the old journal, whose lines name the old generation)."""
+        generation = secrets.token_hex(8)
+        data = _snapshot(generation, files, gone)
+        self._final.parent.mkdir(parents=True, exist_ok=True)
+        partial = self._final.with_name(f"{self._final.name}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, self._final)
+        self._generation, self._snapshot_bytes = generation, len(data)
+        with contextlib.suppress(FileNotFoundError):
+            self._journal_path.unlink()
+        self._journal_bytes = 0
+
+    def close(self) -> None:
+        """The lock let go: another watch may use this state now."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+
+def _lock(final: Path) -> IO[str] | None:
+    """The state's lock, held; `StateInUseError` where another watch holds it."""
+    if fcntl is None:
+        return None
+    final.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = final.with_name(f"{final.name}.lock")
+    holder = lock_path.open("a+")
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder.seek(0)
+        pid = holder.read().strip()
+        holder.close()
+        by = f" (process {pid})" if pid.isdigit() else ""
+        raise StateInUseError(
+            f"{final} is used by another watch{by}: two would export every line twice; "
+            "stop that one, or give this one a --state of its own"
+        ) from None
+    holder.seek(0)
+    holder.truncate()
+    holder.write(f"{os.getpid()}\n")
+    holder.flush()
+    return holder
+
+
+def saved_state(path: Path) -> dict[str, Any]:
+    """What a watch given `path` as its state would go on from (`{"files": …, "gone": …}`, each
+    entry as saved; empty where there is none), for reading it while a watch runs (no lock
+    taken). A state no watch can use is a `ValueError` saying why."""
+    loaded = _load(path)
+    return {"files": {}, "gone": {}} if loaded is None else loaded.saved
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    saved: dict[str, Any]  # its journal applied
+    generation: str | None  # None: written before journals (or its journal cut short)
+    snapshot_bytes: int
+    journal_bytes: int
+
+
+def _load(path: Path) -> _Loaded | None:
+    """The snapshot at `path` and its journal; None where there is none (a first start);
+    `_UnusableStateError` for one no watch can use; `NotRegularFileError` for a FIFO or a
+    device."""
+    try:
+        with open_regular(path) as stream:
+            text = stream.read()
+    except FileNotFoundError:
+        return None
+    except NotRegularFileError:
+        raise
+    except OSError as exc:
+        raise _UnusableStateError(f"cannot be read: {exc}") from exc
+    saved = _state_object(text)
+    version = saved.get("version")
+    if type(version) is not int or version != _STATE_VERSION:
+        raise _UnusableStateError(f"version {version!r}, not {_STATE_VERSION}")
+    for key, what in (("files", "files"), ("gone", "gone files")):
+        if not isinstance(saved.setdefault(key, {}), dict):
+            raise _UnusableStateError(f"its {what} are not an object")
+    generation = saved.get("generation")
+    if not isinstance(generation, str) or not generation:  # (a state without one has no journal)
+        return _Loaded(saved, None, len(text), 0)
+    journal_bytes, whole = _apply_journal(_journal_of(real_path(path)), generation, saved)
+    return _Loaded(saved, generation if whole else None, len(text), journal_bytes)
+
+
+def _journal_of(final: Path) -> Path:
+    return final.with_name(f"{final.name}.journal")
+
+
+def _apply_journal(journal: Path, generation: str, saved: dict[str, Any]) -> tuple[int, bool]:
+    """The changes `journal` holds for the snapshot of `generation`, applied to `saved` in order:
+    the journal's length, and whether it was whole (not cut short by a crash)."""
+    read = 0
+    try:
+        with open_regular(journal) as stream:
+            for line in stream:
+                read += len(line)
+                try:
+                    change = json.loads(line)
+                except (ValueError, RecursionError):
+                    return read, False
+                if not isinstance(change, dict) or change.get("generation") != generation:
+                    continue  # (an older snapshot's: this one holds it)
+                for key in ("files", "gone"):
+                    table, named = saved[key], change.get(key)
+                    for name, where in (named if isinstance(named, dict) else {}).items():
+                        table.pop(name, None)  # (re-added last: the gone files' order is their age)
+                        if where is not None:
+                            table[name] = where
+    except OSError:
+        pass  # none (no save since the snapshot), or not one to read
+    return read, True
+
+
+def _state_object(text: bytes) -> dict[str, Any]:
+    try:
+        saved = json.loads(text)
+    except RecursionError:
+        raise _UnusableStateError("nested too deeply") from None
+    except ValueError:
+        raise _UnusableStateError("not JSON") from None
+    if not isinstance(saved, dict):
+        raise _UnusableStateError("not an object")
+    return saved
+
+
+def _say(message: str) -> None:
+    warnings.warn(message, TranscriptReadWarning, stacklevel=2)
+
+
+def _snapshot(generation: str, files: dict[str, str], gone: dict[str, str]) -> bytes:
+    """The whole state as one JSON object, from each entry as written."""
+
+    def table(entries: dict[str, str]) -> str:
+        return "{" + ", ".join(f"{json.dumps(name)}: {where}" for name, where in entries.items()) + "}"
+
+    return (
+        f'{{"version": {_STATE_VERSION}, "generation": {json.dumps(generation)}, '
+        f'"files": {table(files)}, "gone": {table(gone)}}}'
+    ).encode()
+
+
+def _changes(saved: dict[str, str], now: dict[str, str]) -> dict[str, Any]:
+    """The entries that differ from those saved, as JSON values (None: gone), in `now`'s order
+    after those dropped."""
+    changed: dict[str, Any] = {name: None for name in saved if name not in now}
+    for name, where in now.items():
+        if saved.get(name) != where:
+            changed[name] = json.loads(where)
+    return changed
+
+
+def _write_in_place(target: Path, data: bytes) -> None:
+    """`data` written into the FIFO or device `target`, what it takes of it now (a FIFO nobody
+    reads takes nothing)."""
+    flags = (
+        os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        descriptor = os.open(target, flags)
+    except OSError:  # no reader (ENXIO), or gone
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
+
+
+def _positions(saved: object, dropped: list[tuple[str, str]]) -> dict[Path, FilePosition]:
+    """The positions saved; each entry that cannot be one added to `dropped` with why."""
+    found: dict[Path, FilePosition] = {}
+    for name, where in (saved if isinstance(saved, dict) else {}).items():
+        position = _position(where)
+        if not name or "\0" in name:
+            dropped.append((repr(name), "bad path"))
+        elif isinstance(position, str):
+            dropped.append((name, position))
+        else:
+            found[Path(name)] = position
+    return found
+
+
+def _written(saved: object, kept: dict[Path, FilePosition]) -> dict[str, str]:
+    """Each entry read as it would be written again; one dropped as unusable is "" (it differs
+    from any entry: the next save drops it from the state too)."""
+    return {
+        name: json.dumps(_entry(kept[Path(name)])) if name and "\0" not in name and Path(name) in kept else ""
+        for name in (saved if isinstance(saved, dict) else {})
+    }
+
+
+def _position(where: object) -> FilePosition | str:
+    """The position an entry says, or why it cannot be one."""
+    if not isinstance(where, dict):
+        return "not an entry"
+    inode, offset, lines = where.get("inode", 0), where.get("offset"), where.get("lines")
+    if type(inode) is not int or not 0 <= inode < 1 << 64:
+        return "bad inode"
+    if type(offset) is not int or not 0 <= offset < _MAX_OFFSET:
+        return "bad offset"
+    if lines is not None and (type(lines) is not int or not 0 <= lines <= offset):
+        return "bad lines"  # (a line is a byte at least)
+    carried = where.get("carried")  # (one its follower cannot use is passed over there)
+    # What tells the file from one written anew: where it is not a short text, not known (the
+    # file is taken as the one read, as a state written before these were kept says).
+    tail, session = (_short_text(where.get(key)) for key in ("tail", "session"))
+    return FilePosition(
+        inode, offset, lines, carried if isinstance(carried, dict) else None, tail=tail, session=session
+    )
+
+
+def _short_text(value: object) -> str | None:
+    return value if isinstance(value, str) and len(value) <= _MAX_ID_CHARS else None
+
+
+def _entries(positions: dict[Path, FilePosition]) -> dict[str, str]:
+    """Each position as the JSON its entry is written as."""
+    return {str(path): json.dumps(_entry(where)) for path, where in positions.items()}
+
+
+def _entry(where: FilePosition) -> dict[str, Any]:
+    entry: dict[str, Any] = {"inode": where.inode, "offset": where.offset}
+    if where.lines is not None:
+        entry["lines"] = where.lines
+    if where.carried is not None:  # a session's main file: what its runs counted
+        entry["carried"] = where.carried
+    for key, known in (("tail", where.tail), ("session", where.session)):
+        if known is not None:
+            entry[key] = known
+    return entry
