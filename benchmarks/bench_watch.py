@@ -10,6 +10,10 @@ the OTel SDK set up (no OTLP endpoint).
 * **Latency.** `LINES` user-prompt lines appended one at a time to a recent session, at
   random gaps: from the append to the line's entry in the mirror (read every 2 ms); p50,
   p99 and the worst (target: p99 <= 1 s).
+* **State written per round** (issue 51): the `Watcher` in this process over `STATE_SESSIONS`
+  sessions, each with what its runs counted, `STATE_ROUNDS` rounds in each of which 3 of them
+  gain a line: the bytes its saves write (`/proc/self/io` `wchar` around `WatchState.save`),
+  folds of the journal included, against the whole state (what each round wrote before).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ OLD: Final = 500
 IDLE_S: Final = 10.0
 LINES: Final = 100
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
+STATE_SESSIONS: Final = 2_000
+STATE_ROUNDS: Final = 150
 
 
 def _home(scratch: Path) -> tuple[Path, list[Path]]:
@@ -97,6 +103,75 @@ def _latencies(target: Path, runs: Path) -> list[float]:
     return found
 
 
+def _written_bytes() -> int:
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
+
+
+def _state_writes(scratch: Path) -> dict[str, Any]:
+    """Bytes the state's saves write a round, and their CPU, with 3 sessions of many gaining."""
+    from opentelemetry import trace
+
+    from transcript_otel import TranscriptPipeline
+    from transcript_otel.sessions.watch import Watcher
+    from transcript_otel.sessions.watch_state import WatchState
+    from transcript_otel.sinks import JsonlMirror
+
+    (source,) = SESSION.glob("*.jsonl")
+    lines = source.read_bytes().splitlines(keepends=True)
+    project = scratch / "state-home" / "project"
+    project.mkdir(parents=True)
+    sessions = []
+    for _ in range(STATE_SESSIONS):
+        session = str(uuid.uuid4())
+        path = project / f"{session}.jsonl"
+        path.write_bytes(b"".join(lines[:3]).replace(source.stem.encode(), session.encode()))
+        sessions.append((path, session))
+    saves = {"bytes": 0, "cpu_s": 0.0}
+    state = WatchState(scratch / "state.json")
+    save = state.save
+
+    def measured_save() -> None:
+        written, cpu = _written_bytes(), time.process_time()
+        save()
+        saves["bytes"] += _written_bytes() - written
+        saves["cpu_s"] += time.process_time() - cpu
+
+    state.save = measured_save  # type: ignore[method-assign]
+    pipeline = TranscriptPipeline([JsonlMirror(scratch / "state-runs")])
+    watcher = Watcher(
+        [scratch / "state-home"],
+        state,
+        pipeline=pipeline,
+        tracer=trace.get_tracer(__name__),
+        kernel_changes=False,
+    )
+
+    def grow(path: Path, session: str, line: bytes) -> None:
+        with path.open("ab") as stream:
+            stream.write(line.replace(source.stem.encode(), session.encode()))
+
+    for path, session in sessions:  # every session with what its runs counted, as after a catch-up
+        grow(path, session, lines[3])
+    watcher.poll_once()
+    saves.update(bytes=0, cpu_s=0.0)
+    rng = random.Random(51)
+    for round_number in range(STATE_ROUNDS):
+        for path, session in rng.sample(sessions, 3):
+            grow(path, session, lines[4 + round_number % 3])
+        watcher.poll_once()
+    whole = (scratch / "state.json").stat().st_size
+    watcher.close()
+    pipeline.shutdown(10.0)
+    return {
+        "sessions": STATE_SESSIONS,
+        "rounds": STATE_ROUNDS,
+        "whole_state_bytes": whole,
+        "bytes_per_round": saves["bytes"] / STATE_ROUNDS,
+        "save_cpu_s_per_round": saves["cpu_s"] / STATE_ROUNDS,
+    }
+
+
 def main() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-watch-") as directory:
         scratch = Path(directory)
@@ -129,6 +204,7 @@ def main() -> dict[str, Any]:
                 process.terminate()
                 process.wait(timeout=60)
         shutil.rmtree(runs, ignore_errors=True)
+        state = _state_writes(scratch)
     p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
     return {
         "watch": {
@@ -136,6 +212,7 @@ def main() -> dict[str, Any]:
             "idle_cpu_share": idle,
             "sleeping_process_cpu_share": floor,
             "latency_s": {"p50": statistics.median(latencies), "p99": p99, "worst": latencies[-1]},
+            "state": state,
         }
     }
 

@@ -383,8 +383,24 @@ def render_watch(watch: dict[str, Any]) -> str:
             f"| {watch['idle_cpu_share']:.2%} | {watch['sleeping_process_cpu_share']:.2%} "
             f"| {fmt_ns(latency['p50'] * 1e9)} | {fmt_ns(latency['p99'] * 1e9)} "
             f"| {fmt_ns(latency['worst'] * 1e9)} |",
+            *_state_rows(watch.get("state")),
         ]
     )
+
+
+def _state_rows(state: dict[str, Any] | None) -> list[str]:
+    """The state's saves: bytes written a round against the whole state."""
+    if not state:
+        return []
+    share = state["bytes_per_round"] / state["whole_state_bytes"]
+    return [
+        "",
+        f"| state: {state['sessions']:,} sessions, 3 gaining a line a round | whole state "
+        "| written a round (journal folds included) | share of the whole | save CPU a round |",
+        "|---|---|---|---|---|",
+        f"| {state['rounds']} rounds | {state['whole_state_bytes']:,} B | {state['bytes_per_round']:,.0f} B "
+        f"| {share:.2%} | {fmt_ns(state['save_cpu_s_per_round'] * 1e9)} |",
+    ]
 
 
 def render_sdk(sdk: dict[str, Any]) -> str:
