@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -24,6 +24,9 @@ from transcript_otel.sinks.base import Sink
 from phoenix_server import PHOENIX_MISSING, Phoenix, phoenix_executable
 from requirements_switch import missing, require
 from rotel_collector import ROTEL_MISSING, Rotel, rotel_binary
+
+if TYPE_CHECKING:
+    from transcript_otel.sessions.watch import Watcher
 
 # `make test` draws the same property-test examples at every run: its result never depends on
 # luck. `make explore` draws new ones (HYPOTHESIS_PROFILE=explore), to look for what they miss.
@@ -91,6 +94,29 @@ def make_pipeline() -> Iterator[Callable[..., TranscriptPipeline]]:
     yield build
     for pipeline in created:
         pipeline.shutdown(5.0)
+
+
+@pytest.fixture
+def polling_watcher(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> Callable[[], Watcher]:
+    """A watcher of `tmp_path/home` that polls (no kernel changes), its state in
+    `tmp_path/watch.json`, writing to the mirror `tmp_path/runs`."""
+    from opentelemetry import trace
+
+    from transcript_otel.sessions.watch import Watcher
+    from transcript_otel.sessions.watch_state import WatchState
+
+    def start() -> Watcher:
+        return Watcher(
+            [tmp_path / "home"],
+            WatchState(tmp_path / "watch.json"),
+            pipeline=make_pipeline([JsonlMirror(tmp_path / "runs")]),
+            tracer=trace.get_tracer(__name__),
+            kernel_changes=False,
+        )
+
+    return start
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ def test_a_round_over_many_sessions_drops_no_entry(
 
 
 def test_positions_not_kept_in_time_are_kept_at_the_next_round_without_lines(
-    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, polling_watcher: Callable[[], Watcher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A round whose lines the writer has not written within its wait keeps their positions at
     a later round, also when no more lines come. Before, only a round with new lines kept them:
@@ -81,13 +81,7 @@ def test_positions_not_kept_in_time_are_kept_at_the_next_round_without_lines(
     (source,) = (CLAUDE / "tools/home/.claude/projects/-scratch-work").glob("*.jsonl")
     (tmp_path / "home").mkdir()
     state = tmp_path / "watch.json"
-    watcher = Watcher(
-        [tmp_path / "home"],
-        WatchState(state),
-        pipeline=make_pipeline([JsonlMirror(tmp_path / "runs")]),
-        tracer=trace.get_tracer(__name__),
-        kernel_changes=False,
-    )
+    watcher = polling_watcher()
     target = tmp_path / "home" / "project" / source.name
     target.parent.mkdir()
     target.write_bytes(source.read_bytes())

@@ -9,13 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from opentelemetry import trace
-
-from transcript_otel import TranscriptPipeline, read_records
+from transcript_otel import read_records
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.sessions.watch import Watcher
-from transcript_otel.sessions.watch_state import WatchState
-from transcript_otel.sinks import JsonlMirror
 
 from session_fixtures import codex_day
 
@@ -23,28 +19,19 @@ DAY = codex_day("subagent")
 
 
 def test_a_run_that_opens_with_a_subagents_first_line_is_its_sessions(
-    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+    tmp_path: Path, polling_watcher: Callable[[], Watcher]
 ) -> None:
     root, child = sorted(DAY.glob("*.jsonl"), key=lambda path: path.stat().st_size, reverse=True)
     root_id = root.stem[-36:]
     target = tmp_path / "home" / "day"
     target.mkdir(parents=True)
 
-    def watcher() -> Watcher:
-        return Watcher(
-            [tmp_path / "home"],
-            WatchState(tmp_path / "watch.json"),
-            pipeline=make_pipeline([JsonlMirror(tmp_path / "runs")]),
-            tracer=trace.get_tracer(__name__),
-            kernel_changes=False,
-        )
-
-    first = watcher()
+    first = polling_watcher()
     (target / root.name).write_bytes(root.read_bytes())  # the root thread, whole
     first.poll_once()
     first.close()  # stopped; its subagent's file is written while no watch runs
     (target / child.name).write_bytes(child.read_bytes())
-    second = watcher()
+    second = polling_watcher()
     second.poll_once()
     second.close()
     records = [r for path in (tmp_path / "runs").glob("*.jsonl") for r in read_records(path)]

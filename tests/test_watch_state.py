@@ -15,14 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from opentelemetry import trace
 
-from transcript_otel import TranscriptPipeline
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.follow import FilePosition
 from transcript_otel.sessions.watch import Watcher
 from transcript_otel.sessions.watch_state import StateInUseError, WatchState, saved_state
-from transcript_otel.sinks import JsonlMirror
 
 from loopback import subprocess_env
 from session_fixtures import CLAUDE
@@ -182,7 +179,7 @@ def test_a_second_watch_on_the_same_state_refuses_to_start(tmp_path: Path) -> No
 
 
 def test_a_round_with_lines_of_one_session_of_many_journals_that_session_alone(
-    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+    tmp_path: Path, polling_watcher: Callable[[], Watcher]
 ) -> None:
     """The real watcher over 300 sessions: a round in which one of them gains a line writes that
     session's positions, a few hundred bytes, and leaves the snapshot as it was."""
@@ -193,13 +190,7 @@ def test_a_round_with_lines_of_one_session_of_many_journals_that_session_alone(
     for n in range(300):
         (project / f"{n:08d}-0000-4000-8000-000000000000.jsonl").write_bytes(b"".join(lines[:-1]))
     path = tmp_path / "watch.json"
-    watcher = Watcher(
-        [tmp_path / "home"],
-        WatchState(path),
-        pipeline=make_pipeline([JsonlMirror(tmp_path / "runs")]),
-        tracer=trace.get_tracer(__name__),
-        kernel_changes=False,
-    )
+    watcher = polling_watcher()
     snapshot = path.stat()
     grown = project / "00000042-0000-4000-8000-000000000000.jsonl"
     with grown.open("ab") as session:
