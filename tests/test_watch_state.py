@@ -18,8 +18,9 @@ import pytest
 
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.follow import FilePosition
+from transcript_otel.sessions.state_lock import StateInUseError
 from transcript_otel.sessions.watch import Watcher
-from transcript_otel.sessions.watch_state import StateInUseError, WatchState, saved_state
+from transcript_otel.sessions.watch_state import WatchState, saved_state
 
 from loopback import subprocess_env
 from session_fixtures import CLAUDE

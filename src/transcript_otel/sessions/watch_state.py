@@ -11,9 +11,8 @@ are passed over (the snapshot holds them). A line cut short by a crash ends the 
 positions of that save are the ones before it, so its lines are read again (at least once,
 never lost), and the first save after it writes a new snapshot.
 
-One watch at a time uses a state: it holds a lock on `watch.json.lock` (an OS lock, let go
-when the process ends however it ends); a second watch given the same state refuses to start
-(`StateInUseError`), where both would export every line.
+One watch at a time uses a state (`state_lock.py`): a second watch given the same state
+refuses to start, where both would export every line.
 """
 
 from __future__ import annotations
@@ -25,16 +24,12 @@ import secrets
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import Any, Final
 
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.follow import FilePosition
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
-
-try:
-    import fcntl
-except ImportError:  # (not POSIX: no lock)
-    fcntl = None  # type: ignore[assignment]
+from transcript_otel.sessions.state_lock import hold_lock
 
 _STATE_VERSION: Final = 1
 # Files gone from the roots whose positions are kept, the latest: `codex archive` moves a
@@ -48,10 +43,6 @@ _NAMED_DROPPED: Final = 5
 _MAX_ID_CHARS: Final = 256
 # A journal is folded into the snapshot once it is longer than this or than the snapshot.
 _MIN_JOURNAL_BYTES: Final = 1 << 20
-
-
-class StateInUseError(OSError):
-    """Another watch holds the state: two would export every line twice."""
 
 
 class _UnusableStateError(ValueError):
@@ -77,7 +68,7 @@ class WatchState:
         self.gone: dict[Path, FilePosition] = {}
         self.started_before = False
         self._final = real_path(path)  # a link's file, the link kept
-        self._lock = None if written_in_place(path) else _lock(self._final)
+        self._lock = None if written_in_place(path) else hold_lock(self._final)
         self._journal_path = _journal_of(self._final)
         # The snapshot's generation; None: the next save writes a snapshot (there is none this
         # watch can go on from, or its journal cannot take more lines).
@@ -191,31 +182,6 @@ class WatchState:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
-
-
-def _lock(final: Path) -> IO[str] | None:
-    """The state's lock, held; `StateInUseError` where another watch holds it."""
-    if fcntl is None:
-        return None
-    final.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = final.with_name(f"{final.name}.lock")
-    holder = lock_path.open("a+")
-    try:
-        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder.seek(0)
-        pid = holder.read().strip()
-        holder.close()
-        by = f" (process {pid})" if pid.isdigit() else ""
-        raise StateInUseError(
-            f"{final} is used by another watch{by}: two would export every line twice; "
-            "stop that one, or give this one a --state of its own"
-        ) from None
-    holder.seek(0)
-    holder.truncate()
-    holder.write(f"{os.getpid()}\n")
-    holder.flush()
-    return holder
 
 
 def saved_state(path: Path) -> dict[str, Any]:
