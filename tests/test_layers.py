@@ -113,12 +113,6 @@ def test_module_says_what_it_is_for(path: Path) -> None:
 # (what it patches, read by its instrumentor) and a program's `main` (the command line's and
 # the terminal relay's, which runs as a program of its own).
 _NAMED_BY_CONVENTION = frozenset({"patches", "main"})
-# Defined twice still (issue 49): each to be given one home, or names that say how the two
-# differ. A name here that is defined once fails too, so that the list only shrinks.
-_NOT_YET_ONE_HOME = {
-    "guarded": {"instrumentation._calls", "sessions.timeline"},
-    "sniff": {"mappings.lines", "sessions.formats"},
-}
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -143,7 +137,7 @@ def test_each_public_name_has_one_home() -> None:
         for name, modules in _public_definitions().items()
         if len(modules) > 1 and name not in _NAMED_BY_CONVENTION
     }
-    assert twice == _NOT_YET_ONE_HOME, (
+    assert twice == {}, (
         "a public function or class is defined in more than one module: import it from one, "
         "or name each after how it differs"
     )

@@ -27,7 +27,7 @@ from transcript_otel.mappings.lines import (
     PlainAdapter,
     capabilities_of,
     select_adapter,
-    sniff,
+    stream_adapter_for,
 )
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 
@@ -352,7 +352,7 @@ def test_plain_lines_are_assistant_text_with_the_line_as_raw() -> None:
     ],
 )
 def test_sniffing_is_deterministic(line: str, chosen: str) -> None:
-    assert sniff(line) == chosen
+    assert stream_adapter_for(line) == chosen
 
 
 def test_auto_chooses_at_the_first_non_blank_line_and_keeps_the_blank_ones_before_it() -> None:

@@ -21,7 +21,7 @@ from transcript_otel import read_records
 from transcript_otel.cli import main
 from transcript_otel.sessions import files as files_module
 from transcript_otel.sessions.files import SessionKind, find_sessions
-from transcript_otel.sessions.formats import Format, read_head, sniff
+from transcript_otel.sessions.formats import Format, format_of, read_head
 
 from loopback import subprocess_env
 from session_fixtures import SESSIONS
@@ -39,7 +39,7 @@ CLAUDE_TOOLS = SESSIONS / "claude_code/tools/home/.claude/projects/-scratch-work
 
 
 def _format(path: Path) -> Format:
-    return sniff(*read_head(path))
+    return format_of(*read_head(path))
 
 
 def _sqlite(path: Path) -> Path:
@@ -98,29 +98,29 @@ def test_a_renamed_copy_is_what_it_was(tmp_path: Path) -> None:
 
 def test_binary_empty_and_unfinished_files(tmp_path: Path) -> None:
     assert _format(_sqlite(tmp_path / "state.sqlite")) is Format.SQLITE
-    assert sniff(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR") is Format.BINARY
-    assert sniff(b"\xff\xfe not utf-8\n") is Format.BINARY
-    assert sniff(b"") is Format.EMPTY
-    assert sniff(b"\n\n") is Format.EMPTY
-    assert sniff(b"Just text\n") is Format.TEXT
-    assert sniff(b"[1, 2]\n") is Format.OTHER_JSON
+    assert format_of(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR") is Format.BINARY
+    assert format_of(b"\xff\xfe not utf-8\n") is Format.BINARY
+    assert format_of(b"") is Format.EMPTY
+    assert format_of(b"\n\n") is Format.EMPTY
+    assert format_of(b"Just text\n") is Format.TEXT
+    assert format_of(b"[1, 2]\n") is Format.OTHER_JSON
     first = ROLLOUTS[0].read_bytes().split(b"\n")[0]
-    assert sniff(first[:100]) is Format.UNSETTLED  # being written: not known yet
-    assert sniff(first[:100], whole_file=True) is Format.TEXT  # a finished file ending so: text
-    assert sniff(first) is Format.UNSETTLED
-    assert sniff(first, whole_file=True) is Format.CODEX  # its last line without a newline
+    assert format_of(first[:100]) is Format.UNSETTLED  # being written: not known yet
+    assert format_of(first[:100], whole_file=True) is Format.TEXT  # a finished file ending so: text
+    assert format_of(first) is Format.UNSETTLED
+    assert format_of(first, whole_file=True) is Format.CODEX  # its last line without a newline
 
 
 def test_a_damaged_first_line_is_passed_over() -> None:
     second = ROLLOUTS[0].read_bytes().split(b"\n")[1]
-    assert sniff(b'{"timestamp": "2026-11-27T00:00:00Z", "type"\n' + second + b"\n") is Format.CODEX
+    assert format_of(b'{"timestamp": "2026-11-27T00:00:00Z", "type"\n' + second + b"\n") is Format.CODEX
 
 
 def test_claude_lines_that_name_no_session_leave_it_to_the_next() -> None:
     summary = b'{"type":"summary","summary":"Fix the tests","leafUuid":"0b6f"}\n'
     named = CLAUDE_LOGS[0].read_bytes().split(b"\n")[0] + b"\n"
-    assert sniff(summary + named) is Format.CLAUDE_CODE
-    assert sniff(summary) is Format.CLAUDE_CODE
+    assert format_of(summary + named) is Format.CLAUDE_CODE
+    assert format_of(summary) is Format.CLAUDE_CODE
 
 
 # -- import, through the CLI ----------------------------------------------------------------------

@@ -138,7 +138,7 @@ def _json_type(line: str) -> tuple[str | None, dict[str, Any]]:
     return None, {}
 
 
-def sniff(line: str) -> str:
+def stream_adapter_for(line: str) -> str:
     """The adapter for a stream whose first non-blank line is `line` (the module docstring's rules)."""
     kind, value = _json_type(line)
     if kind is not None and (kind in _CODEX_EVENTS or kind.startswith("item.")):
@@ -149,7 +149,8 @@ def sniff(line: str) -> str:
 
 
 class AutoAdapter:
-    """Holds blank lines until the first other one, chooses by it (`sniff`), then hands on everything."""
+    """Holds blank lines until the first other one, chooses by it (`stream_adapter_for`), then
+    hands on everything."""
 
     name: Final = "auto"
 
@@ -177,7 +178,7 @@ class AutoAdapter:
             if not line.strip():
                 self._held.append(line)
                 return []
-            chosen = self.chosen = _FACTORIES[sniff(line)]()
+            chosen = self.chosen = _FACTORIES[stream_adapter_for(line)]()
             if self._resumed_from is not None:
                 resume_after(chosen, self._resumed_from)
             held, self._held = self._held, []

@@ -30,7 +30,7 @@ from transcript_otel.instrumentation.cli_logs import is_session_id
 from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.records.serialize import parse_json
-from transcript_otel.sessions.formats import Format, not_a_session, read_head, sniff
+from transcript_otel.sessions.formats import Format, format_of, not_a_session, read_head
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 
 SUBAGENTS_DIR: Final = "subagents"
@@ -267,7 +267,7 @@ class _NotKnownYetError(ValueError):
 @functools.lru_cache(maxsize=4096)
 def _format_of(path: Path, _inode: int, taken_whole: bool) -> Format:  # a file replaced is read again
     head, at_end = read_head(path)
-    found = sniff(head, whole_file=at_end and taken_whole)
+    found = format_of(head, whole_file=at_end and taken_whole)
     if found.may_become_a_session:
         raise _NotKnownYetError(found)
     return found

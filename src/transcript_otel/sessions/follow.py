@@ -41,7 +41,7 @@ from transcript_otel.sessions.recorder import (
 )
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 from transcript_otel.sessions.rewrites import fingerprint, head_session_id
-from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded, in_time_order, say_repaired
+from transcript_otel.sessions.timeline import MapLine, TimedLine, in_time_order, never_raising, say_repaired
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat
 # (`SessionFollower.behind`: the watch polls it again at once).
@@ -238,10 +238,10 @@ class SessionFollower:
             if isinstance(said, dict) and mapping.go_on(said):
                 unexported = _unexported(carried.get("unexported"))
                 self._before = _went_before(carried.get("turn"))._replace(unexported=unexported)
-                return mapping, guarded(mapping)
+                return mapping, never_raising(mapping)
         last_report = _last_report(self.session.path, main_offset, self._harness.report_marker)
         mapping = self._harness.mapper(last_report, self.session.path)
-        return mapping, guarded(mapping)
+        return mapping, never_raising(mapping)
 
     def _read(self, file: _OpenFile) -> list[bytes]:
         """What `file` gained; nothing, and a warning once, while it cannot be read (the other

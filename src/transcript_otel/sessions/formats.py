@@ -8,12 +8,12 @@ another name, a saved stdout named like a log), so `import` and `watch` ask its 
   and `sessionId`; before them perhaps lines that name no session (`summary` with `leafUuid`,
   `file-history-snapshot`);
 - `CLAUDE_STREAM_JSON`: `claude -p --output-format stream-json`, `system`/`init` ... with
-  `session_id` (under claude-agent-sdk a `control_response` first: `mappings.lines.sniff`);
+  `session_id` (under claude-agent-sdk a `control_response` first: `mappings.lines.stream_adapter_for`);
 - `CODEX_EXEC_JSON`: `codex exec --json`, `thread.started`, `turn.*`, `item.*` events;
 - `TRANSCRIPT_RUN`: transcript-otel's own mirror, `event` `transcript.*` records with `context`.
 
 The first line that is one of these decides (a damaged first line is passed over); lines of no
-known format decide nothing until the head is read. Pure: `sniff` reads bytes, `read_head`
+known format decide nothing until the head is read. Pure: `format_of` reads bytes, `read_head`
 reads them from a file.
 """
 
@@ -23,7 +23,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Final
 
-from transcript_otel.mappings.lines import sniff as sniff_stream
+from transcript_otel.mappings.lines import stream_adapter_for
 from transcript_otel.reading.text import visible_name
 from transcript_otel.records.serialize import parse_json
 from transcript_otel.sessions.regular import open_regular
@@ -51,7 +51,7 @@ class Format(Enum):
     TEXT = "text that is not JSON lines"
     OTHER_JSON = "JSON lines of no format known here"
     UNSETTLED = "a file whose first line is not whole yet"
-    UNREADABLE = "a file that cannot be read"  # (not `sniff`'s: its caller's, when reading fails)
+    UNREADABLE = "a file that cannot be read"  # (not `format_of`'s: its caller's, when reading fails)
 
     @property
     def is_session(self) -> bool:
@@ -93,7 +93,7 @@ def read_head(path: Path) -> tuple[bytes, bool]:
         return head, not stream.read(1)
 
 
-def sniff(head: bytes, whole_file: bool = False) -> Format:
+def format_of(head: bytes, whole_file: bool = False) -> Format:
     """The format of a file whose first bytes are `head` (`whole_file`: they are all of it, so a
     last line without its newline is whole too)."""
     if not head:
@@ -150,7 +150,7 @@ def _line_format(raw: bytes) -> Format | None:
         return None
     if isinstance(event, str) and event.startswith("transcript.") and "context" in value:
         return Format.TRANSCRIPT_RUN
-    stream = sniff_stream(text)
+    stream = stream_adapter_for(text)
     if stream == "claude-stream-json":
         return Format.CLAUDE_STREAM_JSON
     if stream == "codex-json":

@@ -32,7 +32,7 @@ from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import SessionKind
 from transcript_otel.sessions.forks import claude_fork
 from transcript_otel.sessions.recorded_spans import PlainResource, recording_tracer
-from transcript_otel.sessions.timeline import MapLine, TimedLine, guarded
+from transcript_otel.sessions.timeline import MapLine, TimedLine, never_raising
 
 # Run ids of recorded sessions: uuid5 of this namespace and `{kind}:{session id}[:{offset}]`.
 _RUN_NAMESPACE: Final = uuid.UUID("8f3a7f4e-2b1c-5d6e-9a0b-1c2d3e4f5a6b")
@@ -118,8 +118,8 @@ class Harness(NamedTuple):
     prompts_join_an_unanswered_turn: bool
 
     def line_mapper(self, last_report: bytes | None, main_file: Path) -> MapLine:
-        """A mapper of one session's lines, which never raises (`guarded`)."""
-        return guarded(self.mapper(last_report, main_file))
+        """A mapper of one session's lines, which never raises (`never_raising`)."""
+        return never_raising(self.mapper(last_report, main_file))
 
 
 class _CodexLines:

@@ -33,7 +33,7 @@ class TimedLine(NamedTuple):
     size: int  # its length in bytes
 
 
-def guarded(map_line: MapLine) -> MapLine:
+def never_raising(map_line: MapLine) -> MapLine:
     """`map_line`, but a line it fails on (a bug of ours) is kept whole as an `unknown` entry that
     says why: the rest of the session is still read, and `watch` goes on past it."""
 
