@@ -186,3 +186,69 @@ def test_no_import_circle() -> None:
     for module in sorted(graph):
         visit(module, [])
     assert circles == [], f"modules that import each other: {circles}"
+
+
+# -- what of each subpackage is public -------------------------------------------------------------
+
+REPO = PACKAGE_DIR.parents[1]
+_SUBPACKAGES = sorted(path.parent for path in PACKAGE_DIR.glob("*/__init__.py"))
+# What the docs tell a user to call or import: `from transcript_otel.x import`, `transcript_otel.x.f(`.
+# (A logger's or an exception's dotted name in the docs is not an interface.)
+_USED_IN_DOCS = (r"from (transcript_otel(?:\.\w+)+) import", r"`(transcript_otel(?:\.\w+)+)\(")
+
+
+def _statement(package: Path) -> str:
+    """The subpackage's `Public:` or `Internal:` paragraph (its `__init__` docstring's)."""
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    paragraphs = [" ".join(p.split()) for p in docstring.split("\n\n")]
+    return next((p for p in paragraphs if p.startswith(("Public:", "Internal:"))), "")
+
+
+def _declared_public() -> set[str]:
+    """Every dotted name a subpackage's `Public:` paragraph names."""
+    import re
+
+    names: set[str] = set()
+    for package in _SUBPACKAGES:
+        if _statement(package).startswith("Public:"):
+            names |= set(re.findall(r"`(transcript_otel(?:\.\w+)+)`", _statement(package)))
+    return names
+
+
+@pytest.mark.parametrize("package", _SUBPACKAGES, ids=lambda path: path.name)
+def test_each_subpackage_says_what_of_it_is_public(package: Path) -> None:
+    """Most modules carry no underscore: each subpackage says which of its names are public
+    (`Public: ...`) or that none is (`Internal: ...`)."""
+    assert _statement(package), (
+        f"transcript_otel.{package.name}'s docstring has no Public:/Internal: paragraph"
+    )
+
+
+def test_what_the_docs_and_entry_points_use_is_declared_public() -> None:
+    import importlib
+    import re
+    import tomllib
+
+    used: set[str] = set()
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for pattern in _USED_IN_DOCS:
+            used |= set(re.findall(pattern, text))
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    targets = [*project["scripts"].values()]
+    for group in project["entry-points"].values():
+        targets += group.values()
+    used |= {target.replace(":", ".") for target in targets}
+    declared = _declared_public()
+    subpackages = {package.name for package in _SUBPACKAGES}
+    in_subpackages = {name for name in used if name.split(".")[1] in subpackages}
+    undeclared = sorted(
+        name for name in in_subpackages if not any(name == d or name.startswith(d + ".") for d in declared)
+    )
+    assert undeclared == [], "used by the docs or an entry point, but not declared public by its subpackage"
+    for name in sorted(declared):  # each declared name exists
+        module, _, attribute = name.rpartition(".")
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            assert hasattr(importlib.import_module(module), attribute), name

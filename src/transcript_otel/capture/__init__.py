@@ -2,4 +2,6 @@
 
 `TranscriptEmitter`, the bounded backlog and its background writer, and the process-wide default
 pipeline.
+
+Internal: no module here is public API; the public names are `transcript_otel`'s.
 """

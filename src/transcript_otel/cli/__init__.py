@@ -1,4 +1,7 @@
-"""The `transcript-otel` command line."""
+"""The `transcript-otel` command line.
+
+Public: the `transcript-otel` command (`transcript_otel.cli.main`); its modules are internal.
+"""
 
 from __future__ import annotations
 

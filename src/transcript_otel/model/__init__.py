@@ -2,4 +2,6 @@
 
 Entry types, the envelope, entries, summaries, the specification's invariants, and the fields of
 `transcript.span` records.
+
+Internal: no module here is public API; the public names are `transcript_otel`'s (it re-exports the model's).
 """

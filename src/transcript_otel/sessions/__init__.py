@@ -6,4 +6,6 @@ Claude session's subagents have their own) as one stream in the order things hap
 `importer` records that stream as a run, after the fact: the same span tree and entries a
 live run gets, at the times the files say, under ids derived from the session, so that an
 import made twice is the same run.
+
+Public: `transcript_otel.sessions.watch_state.saved_state`; the rest is internal.
 """

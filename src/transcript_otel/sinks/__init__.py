@@ -1,6 +1,8 @@
 """The sinks a prepared transcript record is written to.
 
 Every sink runs on the pipeline's background writer thread, never on the agent's.
+
+Public: `transcript_otel.sinks` (the names in its `__all__`); its modules are internal.
 """
 
 from typing import TYPE_CHECKING, Final
