@@ -61,24 +61,34 @@ mapper keeps, bounded, the open calls' names and the calls a typed item answered
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
+from transcript_otel.mappings._rollout_payload import (
+    COMMAND_TOOL,
+    call_input,
+    dig,
+    ends_aborted,
+    exited_badly,
+    nonempty_text,
+    part_texts,
+    payload_call_id,
+    rollout_tool_name,
+    typed_input,
+    typed_output,
+)
 from transcript_otel.mappings.codex_exec import codex_item_failed
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json
 
-_COMMAND: Final = "codex:command"
-_SHELL_TOOLS: Final = frozenset({"exec_command", "shell", "shell_command", "local_shell", "container.exec"})
 _CALLS: Final = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 )
 _OUTPUTS: Final = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
 _TYPED_TOOLS: Final = {
-    "CommandExecution": _COMMAND,
+    "CommandExecution": COMMAND_TOOL,
     "FileChange": "codex:file_change",
     "WebSearch": "codex:web_search",
     "McpToolCall": None,  # named after the MCP tool
@@ -107,68 +117,8 @@ _SUBAGENT_KEYS: Final = ("agent_thread_id", "agent_path", "model")
 _MAX_CALLS: Final = 10_000
 # The latest calls `counted()` hands on, open or answered (a turn's calls at once, and more).
 _CALLS_HANDED_ON: Final = 64
-# Code mode's one tool (a model such as gpt-6-sol): JavaScript whose nested tools run as items.
-_CODE_MODE_TOOL: Final = "exec"
-_EXIT_LINE: Final = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
-_ABORTED: Final = "aborted by user"  # the last line of a stopped call's output
 _META_KEYS: Final = ("cwd", "cli_version", "originator", "source", "model_provider")
 _UNKNOWN: Final = EntryType.UNKNOWN.value
-
-
-def _texts(parts: Any) -> list[str]:
-    """A string, or the `text`s of a list of content parts."""
-    if isinstance(parts, str):
-        return [parts]
-    found = [part.get("text") for part in parts if isinstance(part, dict)] if isinstance(parts, list) else []
-    return [text for text in found if isinstance(text, str)]
-
-
-def _tool_name(payload: dict[str, Any]) -> str:
-    kind, name = payload.get("type"), _text(payload.get("name"))
-    if kind == "local_shell_call" or name in _SHELL_TOOLS:
-        return _COMMAND
-    if kind == "web_search_call":
-        return "codex:web_search"
-    if kind == "tool_search_call":
-        return "tool_search"
-    if name == "apply_patch":
-        return "codex:file_change"
-    if kind == "custom_tool_call" and name == _CODE_MODE_TOOL:
-        return "codex:code_mode"
-    namespace = _text(payload.get("namespace")) or ""
-    if name and namespace.startswith("mcp__"):
-        return f"{namespace.removeprefix('mcp__')}:{name}"
-    if name and name.startswith("mcp__") and "__" in name[5:]:
-        server, _, tool = name[5:].partition("__")  # before 0.171: one `mcp__server__tool` name
-        return f"{server}:{tool}"
-    return name or "codex:tool"
-
-
-def _call_input(payload: dict[str, Any]) -> Any:
-    for key in ("arguments", "input", "action"):
-        value = payload.get(key)
-        if isinstance(value, str) and key == "arguments":
-            try:
-                return parse_json(value)
-            except (ValueError, RecursionError):
-                return value
-        if value is not None:
-            return value
-    return None
-
-
-def _call_id(payload: dict[str, Any]) -> str | None:
-    return _text(payload.get("call_id", payload.get("id")))
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _path(value: Any, *keys: str) -> Any:
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
 
 
 def _remember(calls: dict[str, Any], call_id: str, value: Any) -> None:
@@ -176,29 +126,6 @@ def _remember(calls: dict[str, Any], call_id: str, value: Any) -> None:
     calls[call_id] = value
     if len(calls) > _MAX_CALLS:
         del calls[next(iter(calls))]
-
-
-def _typed_input(item: dict[str, Any]) -> Any:
-    """What a typed tool item acted on (for a call the history did not show)."""
-    for key in ("arguments", "command", "changes", "query", "action"):
-        if item.get(key) is not None:
-            return {key: item[key]}
-    return None
-
-
-def _typed_output(item: dict[str, Any]) -> str:
-    """A typed tool item's output: the command's, the MCP result's texts, the patch tool's."""
-    output = item.get("aggregated_output")
-    if isinstance(output, str):
-        return output
-    texts = (
-        _texts(_path(item, "result", "content"))
-        or _texts(item.get("content_items"))  # a dynamic tool's answer
-        or _texts(_path(item, "error", "message"))
-    )
-    if texts:
-        return "\n".join(texts)
-    return "".join(part for part in (item.get("stdout"), item.get("stderr")) if isinstance(part, str))
 
 
 _Entries = list[tuple[EntryType, dict[str, Any]]]
@@ -261,9 +188,11 @@ class CodexRolloutMapper:
         if not (
             all(isinstance(flag, bool) for flag in flags)
             and isinstance(calls, list)
-            and all(isinstance(call, list) and len(call) == 2 and all(map(_text, call)) for call in calls)
+            and all(
+                isinstance(call, list) and len(call) == 2 and all(map(nonempty_text, call)) for call in calls
+            )
             and isinstance(answered, list)
-            and all(map(_text, answered))
+            and all(map(nonempty_text, answered))
         ):
             return False
         self._usage_records, self._compaction_shown, self._message_starts_turn = flags
@@ -329,12 +258,12 @@ class CodexRolloutMapper:
             detail = {"subtype": "thread_started", "session_id": session}
             detail.update({key: payload[key] for key in _META_KEYS if key in payload})
             said: _Entries = [(EntryType.SYSTEM_EVENT, detail)]
-            forked_from = _text(payload.get("forked_from_id"))
+            forked_from = nonempty_text(payload.get("forked_from_id"))
             if forked_from:  # `codex fork`: the history is the other thread's, by reference
                 said.append((EntryType.SYSTEM_EVENT, {"subtype": "forked", "forked_from": forked_from}))
-            return _Said(said, session_id=_text(session))
+            return _Said(said, session_id=nonempty_text(session))
         if kind == "turn_context":
-            return _Said([], model=_text(payload.get("model")))
+            return _Said([], model=nonempty_text(payload.get("model")))
         if kind == "compacted":
             shown, self._compaction_shown = self._compaction_shown, False
             if shown:
@@ -349,7 +278,7 @@ class CodexRolloutMapper:
         return _Said([(EntryType.UNKNOWN, {"line_type": kind})])
 
     def _event(self, payload: dict[str, Any]) -> _Said:
-        kind, turn = _text(payload.get("type")), payload.get("turn_id")
+        kind, turn = nonempty_text(payload.get("type")), payload.get("turn_id")
         if kind == "task_started":
             return _Said(
                 [(EntryType.SYSTEM_EVENT, {"subtype": "turn_started", "turn_id": turn})], opens_turn=True
@@ -381,9 +310,9 @@ class CodexRolloutMapper:
 
     def _typed(self, item: dict[str, Any]) -> _Entries:
         """An `item_completed`: the prompt, a tool's outcome, or what the history holds."""
-        kind = _text(item.get("type"))
+        kind = nonempty_text(item.get("type"))
         if kind == "UserMessage":
-            return [(EntryType.USER_MESSAGE, {"text": "".join(_texts(item.get("content")))})]
+            return [(EntryType.USER_MESSAGE, {"text": "".join(part_texts(item.get("content")))})]
         if kind in _TYPED_ELSEWHERE:
             return []
         if kind == "SubAgentActivity":
@@ -395,8 +324,8 @@ class CodexRolloutMapper:
             return [(EntryType.SYSTEM_EVENT, detail)]
         if not isinstance(kind, str) or kind not in _TYPED_TOOLS:
             return [(EntryType.UNKNOWN, {"line_type": "item_completed", "item_type": kind})]
-        call_id = _text(item.get("id"))
-        server, tool = _text(item.get("server")), _text(item.get("tool"))
+        call_id = nonempty_text(item.get("id"))
+        server, tool = nonempty_text(item.get("server")), nonempty_text(item.get("tool"))
         if kind == "CollabAgentToolCall":  # named as the model called it (`wait_agent`), else as exec
             name = self._calls.get(call_id or "") or f"codex:{tool or 'collab'}"
         elif kind == "DynamicToolCall":
@@ -408,18 +337,18 @@ class CodexRolloutMapper:
             if call_id is not None and call_id in self._answered:
                 del self._answered[call_id]  # its output came first and gave the result
                 return []
-            entries.append(_tool(EntryType.TOOL_USE, call_id, name, input=_typed_input(item)))
+            entries.append(_tool(EntryType.TOOL_USE, call_id, name, input=typed_input(item)))
         if call_id is not None:
             self._calls.pop(call_id, None)
             _remember(self._answered, call_id, None)
         failed = (
             codex_item_failed(item)
             or bool(item.get("error"))
-            or _path(item, "result", "isError") is True
+            or dig(item, "result", "isError") is True
             or item.get("success") is False
         )
         result = _tool(
-            EntryType.TOOL_RESULT, call_id, name, is_error=failed, text=_typed_output(item), item=item
+            EntryType.TOOL_RESULT, call_id, name, is_error=failed, text=typed_output(item), item=item
         )
         return [*entries, result]
 
@@ -441,7 +370,7 @@ class CodexRolloutMapper:
         the payload the model wrote is an `encrypted_content` part."""
         starts_turn, self._message_starts_turn = self._message_starts_turn, False
         said = {
-            "text": "".join(_texts(payload.get("content"))),
+            "text": "".join(part_texts(payload.get("content"))),
             "author": payload.get("author"),
             "recipient": payload.get("recipient"),
         }
@@ -450,10 +379,10 @@ class CodexRolloutMapper:
         return EntryType.SYSTEM_EVENT, {"subtype": "agent_message", **said}
 
     def _item(self, payload: dict[str, Any], compaction: bool) -> _Entries:
-        kind = _text(payload.get("type"))
+        kind = nonempty_text(payload.get("type"))
         if compaction or kind == "compaction":
             self._compaction_shown = True
-            texts = _texts(payload.get("content")) or _texts(payload.get("summary"))
+            texts = part_texts(payload.get("content")) or part_texts(payload.get("summary"))
             return [
                 (EntryType.SYSTEM_EVENT, {"subtype": COMPACTION, "item_type": kind, "text": "".join(texts)})
             ]
@@ -462,24 +391,24 @@ class CodexRolloutMapper:
         if kind == "message":
             if payload.get("role") != "assistant":
                 return []  # the prompt is the `UserMessage` item; the rest is what Codex injects
-            text = "".join(_texts(payload.get("content")))
+            text = "".join(part_texts(payload.get("content")))
             return [(EntryType.ASSISTANT_MESSAGE, {"text": text, "message_id": payload.get("id")})]
         if kind == "reasoning":
-            texts = _texts(payload.get("summary")) or _texts(payload.get("content"))
+            texts = part_texts(payload.get("summary")) or part_texts(payload.get("content"))
             return [(EntryType.THINKING, {"text": "\n\n".join(texts)})] if texts else []
         if kind == "agent_message":
             return [self._agent_message(payload)]
-        call_id = _call_id(payload)
+        call_id = payload_call_id(payload)
         if kind in _CALLS:
             if call_id is not None and call_id in self._answered:
                 # A hosted web search: Codex writes the typed item, which gave the call and its
                 # result, before the history's call (and no output follows).
                 del self._answered[call_id]
                 return []
-            name = _tool_name(payload)
+            name = rollout_tool_name(payload)
             if call_id is not None:
                 _remember(self._calls, call_id, name)
-            return [_tool(EntryType.TOOL_USE, call_id, name, input=_call_input(payload))]
+            return [_tool(EntryType.TOOL_USE, call_id, name, input=call_input(payload))]
         if kind in _OUTPUTS:
             if call_id is not None and call_id in self._answered:
                 del self._answered[call_id]  # a typed item gave the result
@@ -488,23 +417,11 @@ class CodexRolloutMapper:
                 _remember(self._answered, call_id, None)  # a typed item after it gives nothing
             called = self._calls.pop(call_id, None) if call_id is not None else None
             output = payload.get("output", payload.get("tools"))
-            texts = _texts(output)
+            texts = part_texts(output)
             said = {"text": "\n".join(texts)} if texts or isinstance(output, str) else {"output": output}
-            failed = _aborted(texts) or (called == _COMMAND and _exited_badly(texts))
+            failed = ends_aborted(texts) or (called == COMMAND_TOOL and exited_badly(texts))
             return [_tool(EntryType.TOOL_RESULT, call_id, called, is_error=failed, **said)]
         return [(EntryType.UNKNOWN, {"line_type": "response_item", "payload_type": kind})]
-
-
-def _aborted(texts: list[str]) -> bool:
-    """The call's output says the person stopped it (Esc in the terminal UI): Codex ends it so."""
-    return bool(texts) and texts[-1].rstrip().rpartition("\n")[2] == _ABORTED
-
-
-def _exited_badly(texts: list[str]) -> bool:
-    """A command's output says it exited with a code other than 0 (what a failed command's
-    output says where no typed item tells its status: Codex 0.140)."""
-    found = _EXIT_LINE.search("\n".join(texts))
-    return found is not None and found.group(1) != "0"
 
 
 def _tool(
