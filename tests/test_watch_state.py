@@ -20,7 +20,7 @@ from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.follow import FilePosition
 from transcript_otel.sessions.state_lock import StateInUseError
 from transcript_otel.sessions.watch import Watcher
-from transcript_otel.sessions.watch_state import WatchState, saved_state
+from transcript_otel.sessions.watch_state import MAX_GONE, WatchState, saved_state
 
 from loopback import subprocess_env
 from session_fixtures import CLAUDE
@@ -97,6 +97,84 @@ def test_a_journal_line_cut_short_by_a_crash_loses_nothing_saved_before_it_or_af
     again = WatchState(path)
     assert again.positions[Path("/sessions/s00001.jsonl")].offset == 111
     assert again.positions[Path("/sessions/s00002.jsonl")].offset == 222
+
+
+def test_a_journal_line_cut_just_before_its_newline_is_not_followed_by_the_next_save(tmp_path: Path) -> None:
+    """A write cut right before its newline leaves a line that parses: the next save must not be
+    appended to it (the two would be one line no one can read, and every save after it lost)."""
+    path = tmp_path / "watch.json"
+    state = _state_of(2, path)
+    state.positions[Path("/sessions/s00000.jsonl")] = FilePosition(1000, 100, None)
+    state.save()
+    state.close()
+    _journal(path).write_bytes(_journal(path).read_bytes().rstrip(b"\n"))
+    restarted = WatchState(path)
+    assert restarted.positions[Path("/sessions/s00000.jsonl")].offset == 100
+    restarted.positions[Path("/sessions/s00001.jsonl")] = FilePosition(1001, 200, None)
+    restarted.save()
+    restarted.positions[Path("/sessions/s00000.jsonl")] = FilePosition(1000, 300, None)
+    restarted.save()  # a clean stop's
+    restarted.close()
+    again = WatchState(path)
+    assert again.positions[Path("/sessions/s00000.jsonl")].offset == 300
+    assert again.positions[Path("/sessions/s00001.jsonl")].offset == 200
+
+
+def test_the_gone_files_keep_their_age_across_a_restart(tmp_path: Path) -> None:
+    """A file archived, put back and archived again at the same position is the newest gone
+    file: a restart keeps that order, so the next file gone trims the oldest, not it."""
+    path = tmp_path / "watch.json"
+    state = WatchState(path)
+    names = [Path(f"/sessions/{n:03d}.jsonl") for n in range(MAX_GONE)]
+    for n, name in enumerate(names):
+        state.positions[name] = FilePosition(n, n)
+        state.forget(name)
+    state.save()
+    state.recall(names[0])
+    state.forget(names[0])  # the same position: its entry is the same, its age not
+    state.save()
+    state.close()
+    restarted = WatchState(path)
+    assert list(restarted.gone) == list(state.gone)
+    restarted.close()
+
+
+def test_a_journal_that_cannot_be_removed_is_not_appended_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "watch.json"
+    state = _state_of(1, path)
+    name = Path("/sessions/s00000.jsonl")
+    state.positions[name] = FilePosition(1000, 20, None)
+    state.save()
+    with _journal(path).open("a") as journal:
+        journal.write('{"generation": "')  # a failed append's
+    state._generation = None  # (what that failure leaves: a snapshot next)
+    state.positions[name] = FilePosition(1000, 30, None)
+
+    def refused(self: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(1, "Operation not permitted", str(self))
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    with pytest.raises(PermissionError):
+        state.save()
+    monkeypatch.undo()
+    state.positions[name] = FilePosition(1000, 40, None)
+    state.save()
+    state.close()
+    assert WatchState(path).positions[name].offset == 40
+
+
+def test_a_fifo_as_the_journal_is_never_appended_to(tmp_path: Path) -> None:
+    """A FIFO named as the journal would block the first save with no reader: it is replaced."""
+    path = tmp_path / "watch.json"
+    _state_of(1, path).close()
+    os.mkfifo(_journal(path))
+    state = WatchState(path)
+    state.positions[Path("/sessions/s00000.jsonl")] = FilePosition(1000, 50, None)
+    state.save()  # (before: blocked for good)
+    state.close()
+    assert WatchState(path).positions[Path("/sessions/s00000.jsonl")].offset == 50
 
 
 def test_the_journal_of_an_older_snapshot_is_passed_over(tmp_path: Path) -> None:

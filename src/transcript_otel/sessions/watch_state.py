@@ -146,7 +146,7 @@ class WatchState:
             self._write_snapshot(files, gone)
         else:
             changed_files = _changes(self._saved_files, files)
-            changed_gone = _changes(self._saved_gone, gone)
+            changed_gone = _changes(self._saved_gone, gone, ordered=True)
             if not changed_files and not changed_gone:
                 return
             change = {"generation": self._generation, "files": changed_files, "gone": changed_gone}
@@ -173,8 +173,13 @@ class WatchState:
         partial.write_bytes(data)
         os.replace(partial, self._final)
         self._generation, self._snapshot_bytes = generation, len(data)
-        with contextlib.suppress(FileNotFoundError):
+        try:
             self._journal_path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self._generation = None  # the old journal is still there: a snapshot next, not a line after it
+            raise
         self._journal_bytes = 0
 
     def close(self) -> None:
@@ -187,7 +192,8 @@ class WatchState:
 def saved_state(path: Path) -> dict[str, Any]:
     """What a watch given `path` as its state would go on from (`{"files": …, "gone": …}`, each
     entry as saved; empty where there is none), for reading it while a watch runs (no lock
-    taken). A state no watch can use is a `ValueError` saying why."""
+    taken). A state no watch can use is a `ValueError` saying why; a FIFO or a device, which no
+    watch reads, a `NotRegularFileError`."""
     loaded = _load(path)
     return {"files": {}, "gone": {}} if loaded is None else loaded.saved
 
@@ -243,14 +249,17 @@ def _apply_journal(journal: Path, generation: str, saved: dict[str, Any]) -> tup
                     change = json.loads(line)
                 except (ValueError, RecursionError):
                     return read, False
-                if not isinstance(change, dict) or change.get("generation") != generation:
-                    continue  # (an older snapshot's: this one holds it)
-                for key in ("files", "gone"):
-                    table, named = saved[key], change.get(key)
-                    for name, where in (named if isinstance(named, dict) else {}).items():
-                        table.pop(name, None)  # (re-added last: the gone files' order is their age)
-                        if where is not None:
-                            table[name] = where
+                if isinstance(change, dict) and change.get("generation") == generation:
+                    for key in ("files", "gone"):  # (another generation's: the snapshot holds it)
+                        table, named = saved[key], change.get(key)
+                        for name, where in (named if isinstance(named, dict) else {}).items():
+                            table.pop(name, None)  # (re-added last: the gone files' order is their age)
+                            if where is not None:
+                                table[name] = where
+                if not line.endswith(b"\n"):
+                    return read, False  # cut before its newline: whole, but no line may follow it
+    except NotRegularFileError:
+        return read, False  # (a FIFO, a device: never appended to; the next snapshot removes it)
     except OSError:
         pass  # none (no save since the snapshot), or not one to read
     return read, True
@@ -284,12 +293,17 @@ def _snapshot(generation: str, files: dict[str, str], gone: dict[str, str]) -> b
     ).encode()
 
 
-def _changes(saved: dict[str, str], now: dict[str, str]) -> dict[str, Any]:
+def _changes(saved: dict[str, str], now: dict[str, str], *, ordered: bool = False) -> dict[str, Any]:
     """The entries that differ from those saved, as JSON values (None: gone), in `now`'s order
-    after those dropped."""
+    after those dropped. `ordered` (the gone files, whose order is their age): every entry from
+    the first one out of the order saved on, so that a replay, which puts each entry it reads
+    last, gives `now`'s order."""
     changed: dict[str, Any] = {name: None for name in saved if name not in now}
-    for name, where in now.items():
-        if saved.get(name) != where:
+    kept = [name for name in saved if name in now]
+    moved = False
+    for index, (name, where) in enumerate(now.items()):
+        moved = moved or (ordered and (index >= len(kept) or kept[index] != name))
+        if moved or saved.get(name) != where:
             changed[name] = json.loads(where)
     return changed
 
