@@ -396,10 +396,11 @@ def _state_rows(state: dict[str, Any] | None) -> list[str]:
     return [
         "",
         f"| state: {state['sessions']:,} sessions, 3 gaining a line a round | whole state "
-        "| written a round (journal folds included) | share of the whole | save CPU a round |",
-        "|---|---|---|---|---|",
+        "| written a round (journal folds included) | share of the whole | save CPU a round | round CPU |",
+        "|---|---|---|---|---|---|",
         f"| {state['rounds']} rounds | {state['whole_state_bytes']:,} B | {state['bytes_per_round']:,.0f} B "
-        f"| {share:.2%} | {fmt_ns(state['save_cpu_s_per_round'] * 1e9)} |",
+        f"| {share:.2%} | {fmt_ns(state['save_cpu_s_per_round'] * 1e9)} "
+        f"| {fmt_ns(state.get('round_cpu_s', 0.0) * 1e9)} |",
     ]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from transcript_otel.reading.lines import TranscriptReadWarning
-from transcript_otel.sessions.follow import FilePosition
+from transcript_otel.sessions.follow import FilePosition, SessionFollower
 from transcript_otel.sessions.state_lock import StateInUseError
 from transcript_otel.sessions.watch import Watcher
 from transcript_otel.sessions.watch_state import MAX_GONE, WatchState, saved_state
@@ -258,10 +258,11 @@ def test_a_second_watch_on_the_same_state_refuses_to_start(tmp_path: Path) -> No
 
 
 def test_a_round_with_lines_of_one_session_of_many_journals_that_session_alone(
-    tmp_path: Path, polling_watcher: Callable[[], Watcher]
+    tmp_path: Path, polling_watcher: Callable[[], Watcher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The real watcher over 300 sessions: a round in which one of them gains a line writes that
-    session's positions, a few hundred bytes, and leaves the snapshot as it was."""
+    """The real watcher over 300 sessions: a round in which one of them gains a line asks that
+    session alone where it is (what its runs counted is built for each one asked), writes its
+    positions, a few hundred bytes, and leaves the snapshot as it was."""
     (source,) = (CLAUDE / "tools/home/.claude/projects/-scratch-work").glob("*.jsonl")
     lines = source.read_bytes().splitlines(keepends=True)
     project = tmp_path / "home" / "project"
@@ -275,7 +276,17 @@ def test_a_round_with_lines_of_one_session_of_many_journals_that_session_alone(
     with grown.open("ab") as session:
         session.write(lines[-1])
     time.sleep(0.01)
+    asked: list[Path] = []
+    positions = SessionFollower.positions
+
+    def counted(follower: SessionFollower) -> dict[Path, FilePosition]:
+        asked.append(follower.session.path)
+        return positions(follower)
+
+    monkeypatch.setattr(SessionFollower, "positions", counted)
     assert watcher.poll_once() == 1
+    assert asked == [grown]
+    monkeypatch.undo()
     (line,) = _journal(path).read_text().splitlines()
     assert list(json.loads(line)["files"]) == [str(grown)]
     assert path.stat().st_mtime_ns == snapshot.st_mtime_ns

@@ -135,6 +135,16 @@ class SessionFollower:
         `READ_BYTES` at a time): poll again at once, not when the file changes next."""
         return any(file.more for file in self._files.values())
 
+    def progress(self) -> tuple[Any, ...]:
+        """What `positions()` follows from, but what the runs counted (which moves only with
+        lines recorded or a run's end): cheap to compare, where `positions()` builds those
+        counts."""
+        seen: list[tuple[Any, ...]] = []
+        for path, file in self._files.items():
+            at = file.position
+            seen.append((path, file.skipping, file.line_start, at.inode, at.offset, at.lines, at.tail))
+        return tuple(seen)
+
     def positions(self) -> dict[Path, FilePosition]:
         """Where each file has been recorded to (a partial last line is not recorded yet; a line
         being passed over is not passed yet), the main file's with what the session's runs

@@ -12,6 +12,7 @@ states, here so that the layers below `exports`, the watch's, follow it too).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -82,3 +83,20 @@ def written_in_place(target: Path) -> bool:
 def real_path(target: Path) -> Path:
     """`target` with its symlinks followed (a link that points nowhere yet: where it points)."""
     return Path(os.path.realpath(target))
+
+
+def write_in_place(target: Path, data: bytes) -> None:
+    """`data` written into the FIFO or device `target`, what it takes of it now (a FIFO nobody
+    reads takes nothing)."""
+    flags = (
+        os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        descriptor = os.open(target, flags)
+    except OSError:  # no reader (ENXIO), or gone
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.write(descriptor, data)
+    finally:
+        os.close(descriptor)

@@ -116,6 +116,9 @@ class Watcher:
         # again the next round, which comes at once (the kernel will not say they changed).
         self._behind: set[Path] = set()
         self._positions_owed = False  # the last round's lines were not written in time
+        # Sessions whose positions may have moved since they were last kept (a round keeps
+        # only theirs: asking every follower costs a round as much as the sessions there are).
+        self._unkept: set[Path] = set()
         self._changes = KernelChanges.open() if kernel_changes else None
         self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
@@ -135,7 +138,7 @@ class Watcher:
             state.forget(path)  # not followed now (not a session's yet, or another path to one)
         for path in unsettled:
             self._unsettled_in.setdefault(path.parent, {})[path] = _seen(path)
-        self._save_positions()  # (as the followers tell them: a round saves only what it changed)
+        self._save_positions(everything=True)  # (as the followers tell them: a round saves what it moved)
 
     def run(self) -> None:
         while not self.stopped.is_set():
@@ -208,6 +211,7 @@ class Watcher:
             )
         for path in sessions:
             self._followers[path].rewind(self.state.positions)
+            self._unkept.add(path)
             self._rewound[path] = now + SLOW_POLL_S
         self._pipeline.flush(_WRITE_WAIT_S)  # the runs' ends, failing too: not counted in the next round
 
@@ -222,23 +226,35 @@ class Watcher:
         # written when the process exits is lost, so the positions past it are not kept.
         written = self._pipeline.flush_while_writing(_WRITE_WAIT_S, lambda: False)
         if written and self._pipeline.sink_failures[MIRROR] == failures:
-            self._keep_positions()  # (else the positions kept stay: read again at the next start)
+            with contextlib.suppress(OSError):  # (else the positions kept stay: read again at the next start)
+                self._save_positions(everything=True)  # each run just ended
         self.state.close()  # (another watch may use it now)
 
     def _keep_positions(self) -> None:
+        """The positions of the sessions that moved since they were last kept."""
         with contextlib.suppress(OSError):
             self._save_positions()
 
-    def _save_positions(self) -> None:
-        for follower in self._followers.values():
-            self.state.positions.update(follower.positions())
-        self.state.save()
+    def _save_positions(self, *, everything: bool = False) -> None:
+        """The positions of the sessions that moved since they were last kept (`everything`:
+        of every session)."""
+        sessions = self._followers if everything else self._unkept
+        moved: list[Path] = []
+        for follower in [self._followers[path] for path in sessions if path in self._followers]:
+            positions = follower.positions()
+            self.state.positions.update(positions)
+            moved += positions
+        self.state.save(None if everything else moved)
+        self._unkept.clear()
 
     def _poll(self, path: Path, now: float) -> int:
         follower = self._followers[path]
         self._polled[path] = now
+        before = follower.progress()
         self._find_subagents_made(follower)
         gained = follower.poll()
+        if gained or follower.progress() != before:
+            self._unkept.add(path)
         if follower.behind:
             self._behind.add(path)
         else:
@@ -292,6 +308,7 @@ class Watcher:
         for path, gained_at in list(self._last_gain.items()):
             if now - gained_at > self.idle_s:
                 self._followers[path].finish()
+                self._unkept.add(path)  # (what its runs counted: no run open now)
                 del self._last_gain[path]
                 # The state then says the run ended, else a crash would have it reported again.
                 self._positions_owed = True
@@ -446,6 +463,7 @@ class Watcher:
         follower = self._followers[session.path] = SessionFollower(
             session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline, skipped=self._skipped
         )
+        self._unkept.add(session.path)
         if follower.running:  # (taken over from a killed watch's run: it ends on idle too)
             self._last_gain[session.path] = time.monotonic()
         if self._on_follow is not None:

@@ -17,18 +17,24 @@ refuses to start, where both would export every line.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.follow import FilePosition
-from transcript_otel.sessions.regular import NotRegularFileError, open_regular, real_path, written_in_place
+from transcript_otel.sessions.regular import (
+    NotRegularFileError,
+    open_regular,
+    real_path,
+    write_in_place,
+    written_in_place,
+)
 from transcript_otel.sessions.state_lock import hold_lock
 
 _STATE_VERSION: Final = 1
@@ -78,6 +84,8 @@ class WatchState:
         # What was last saved of each entry, as written: what a save compares with.
         self._saved_files: dict[str, str] = {}
         self._saved_gone: dict[str, str] = {}
+        # The files `forget()` and `recall()` moved since the last save.
+        self._moved: set[Path] = set()
         try:
             saved = self._read()
         except _UnusableStateError as exc:
@@ -122,6 +130,7 @@ class WatchState:
         """`path` went away: it is recorded to no more, but where it was is kept a while."""
         position = self.positions.pop(path, None)
         if position is not None:
+            self._moved.add(path)
             self.gone.pop(path, None)
             self.gone[path] = position
             while len(self.gone) > MAX_GONE:
@@ -132,22 +141,39 @@ class WatchState:
         from there if what is back is that file, or that log rewritten (`SessionFollower`)."""
         position = self.gone.pop(path, None)
         if position is not None:
+            self._moved.add(path)
             self.positions[path] = position
         return position
 
-    def save(self) -> None:
+    def save(self, changed: Iterable[Path] | None = None) -> None:
         """What changed since the last save kept: a journal line, or a new snapshot once the
-        journal has outgrown the one it follows (or into a FIFO or device: everything)."""
-        files, gone = _entries(self.positions), _entries(self.gone)
+        journal has outgrown the one it follows (or into a FIFO or device: everything).
+        `changed`: the only positions that may have moved since, but those `forget()` and
+        `recall()` moved (None: any; each entry is then compared with the one saved)."""
+        gone = _entries(self.gone)
         if written_in_place(self.path):  # a FIFO, a device: never replaced, never waited on
-            _write_in_place(self.path, _snapshot("", files, gone))
+            write_in_place(self.path, _snapshot("", _entries(self.positions), gone))
             return
+        if changed is None or self._generation is None:
+            files = _entries(self.positions)
+            changed_files = _changes(self._saved_files, files)
+        else:
+            files, changed_files = self._saved_files.copy(), {}
+            for path in {*changed, *self._moved}:
+                name, where = str(path), self.positions.get(path)
+                written = None if where is None else json.dumps(_entry(where))
+                if written is None and name in files:
+                    del files[name]
+                    changed_files[name] = None
+                elif written is not None and written != files.get(name):
+                    files[name] = written
+                    changed_files[name] = json.loads(written)
         if self._generation is None:
             self._write_snapshot(files, gone)
         else:
-            changed_files = _changes(self._saved_files, files)
             changed_gone = _changes(self._saved_gone, gone, ordered=True)
             if not changed_files and not changed_gone:
+                self._moved.clear()
                 return
             change = {"generation": self._generation, "files": changed_files, "gone": changed_gone}
             line = (json.dumps(change) + "\n").encode()
@@ -162,6 +188,7 @@ class WatchState:
                     raise
                 self._journal_bytes += len(line)
         self._saved_files, self._saved_gone = files, gone
+        self._moved.clear()
 
     def _write_snapshot(self, files: dict[str, str], gone: dict[str, str]) -> None:
         """Every position in a new snapshot of the next generation, then an empty journal for it
@@ -306,23 +333,6 @@ def _changes(saved: dict[str, str], now: dict[str, str], *, ordered: bool = Fals
         if moved or saved.get(name) != where:
             changed[name] = json.loads(where)
     return changed
-
-
-def _write_in_place(target: Path, data: bytes) -> None:
-    """`data` written into the FIFO or device `target`, what it takes of it now (a FIFO nobody
-    reads takes nothing)."""
-    flags = (
-        os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    )
-    try:
-        descriptor = os.open(target, flags)
-    except OSError:  # no reader (ENXIO), or gone
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.write(descriptor, data)
-    finally:
-        os.close(descriptor)
 
 
 def _positions(saved: object, dropped: list[tuple[str, str]]) -> dict[Path, FilePosition]:
