@@ -226,14 +226,14 @@ class Watcher:
         # written when the process exits is lost, so the positions past it are not kept.
         written = self._pipeline.flush_while_writing(_WRITE_WAIT_S, lambda: False)
         if written and self._pipeline.sink_failures[MIRROR] == failures:
-            with contextlib.suppress(OSError):  # (else the positions kept stay: read again at the next start)
-                self._save_positions(everything=True)  # each run just ended
+            self._keep_positions(everything=True)  # each run just ended (else they stay as kept)
         self.state.close()  # (another watch may use it now)
 
-    def _keep_positions(self) -> None:
-        """The positions of the sessions that moved since they were last kept."""
+    def _keep_positions(self, *, everything: bool = False) -> None:
+        """`_save_positions`, a state that cannot be written leaving the positions kept as they
+        were (read again at the next start)."""
         with contextlib.suppress(OSError):
-            self._save_positions()
+            self._save_positions(everything=everything)
 
     def _save_positions(self, *, everything: bool = False) -> None:
         """The positions of the sessions that moved since they were last kept (`everything`:
