@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline
 from transcript_otel.cli.capture import LineRecorder
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.codex import CodexMapper
@@ -205,7 +205,7 @@ def test_root_span(start: Start, runs_dir: Path) -> None:
 
 
 def test_user_messages_open_numbered_chat_turns(start: Start) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.feed(driver.codex.user_message("first"))
     driver.notify("item/completed", {"item": {"type": "agentMessage", "id": "m1", "text": "hi"}})
     driver.feed(driver.codex.user_message("not a new turn while one is open"))
@@ -237,7 +237,7 @@ def test_without_turns_from_user_messages_entries_stay_on_the_root(start: Start)
 
 
 def test_begin_turn_opens_one_turn_and_the_prompt_joins_it(start: Start) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.run.begin_turn()
     driver.run.begin_turn()
     driver.feed(driver.codex.user_message("prompt"))
@@ -256,7 +256,7 @@ def test_a_model_less_turn_is_named_chat(start: Start) -> None:
 
 
 def test_codex_tool_span_runs_from_tool_use_to_its_result(start: Start, otel: OTelHarness) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.feed(driver.codex.user_message("run ls"))
     driver.notify("item/started", command("call_1", command="ls", status="inProgress"))
     driver.notify("item/completed", command("call_1", command="ls", status="completed", exitCode=0))
@@ -365,7 +365,7 @@ def test_a_tool_use_without_an_id_opens_no_span(start: Start) -> None:
     ],
 )
 def test_a_codex_error_entry_fails_the_turn(start: Start, info: Any, error_type: str) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.feed(driver.codex.user_message("go"))
     driver.notify("turn/completed", failed_turn(info))
     driver.run.end_turn(RuntimeError("the adapter raised too"))  # the error entry's type wins
@@ -501,7 +501,7 @@ def test_a_failure_whose_causes_loop_is_recorded_with_a_bounded_chain(start: Sta
 
 
 def test_codex_token_usage_follows_the_running_total_into_turn_and_root(start: Start) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.feed(driver.codex.user_message("one"))
     driver.notify("thread/tokenUsage/updated", token_usage(100, 10, cached=40))
     driver.notify("thread/tokenUsage/updated", token_usage(50, 5, total=(150, 15, 40)))
@@ -600,7 +600,7 @@ def test_parallel_subagents_nest_under_the_task_with_their_prompt(start: Start) 
 def test_subagents_named_by_their_call_id_find_it_even_after_its_result(start: Start) -> None:
     """Claude's stream-json: `subagent:{call id}`. Same prompts, results read first (background
     agents), the second call's subagent speaking first: only the id can tell, and it does."""
-    driver = start(adapter="claude_agent_sdk", subagents_named_by_call_id=True)
+    driver = start(adapter="claude_agent_sdk", policy=TurnPolicy(subagents_named_by_call_id=True))
     driver.run.begin_turn()
     driver.line(
         claude_assistant("msg_1", task("task_1", "P", "Explore"), task("task_2", "P", "Plan"), usage={})
@@ -653,7 +653,7 @@ def test_activated_run_puts_its_lifecycle_records_on_the_root(start: Start) -> N
 
 
 def test_full_codex_run_ends_every_span(start: Start) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     for turn in range(3):
         driver.feed(driver.codex.user_message(f"turn {turn}"))
         driver.notify("turn/started", {"turn": {"id": f"tu{turn}"}})
@@ -691,7 +691,7 @@ def test_spans_are_made_on_the_writer_at_the_agents_times(start: Start, otel: OT
     in queue order, at the times of the entries (and calls) that opened and ended them."""
     started_on = _StartedOn()
     otel.tracer_provider.add_span_processor(started_on)
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     base = time.time_ns() - 60 * 10**9  # a minute ago: no span may take the writer's own time
     prompt, call, result = driver.codex.user_message("run ls"), None, None
     call = driver.codex.notification("item/started", command("call_1", command="ls"))
@@ -722,7 +722,7 @@ def test_with_emission_off_spans_are_made_all_the_same(
     start: Start, monkeypatch: pytest.MonkeyPatch, runs_dir: Path
 ) -> None:
     monkeypatch.setenv("TRANSCRIPT_OTEL_EMISSION", "false")
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.feed(driver.codex.user_message("run ls"))
     driver.notify("item/started", command("call_1", command="ls"))
     driver.notify("item/completed", command("call_1", command="ls", exitCode=3))
@@ -755,7 +755,7 @@ HOSTILE_DETAILS: list[Any] = [
 
 
 def test_record_never_raises(start: Start) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     entry_types = ["user_message", "assistant_message", "tool_use", "tool_result", "token_usage", "error"]
     for source in ["main", "subagent:x", "subagent:", "\ud800"]:
         for entry_type in [*entry_types, "not-canonical"]:
@@ -796,8 +796,7 @@ def replay(
         session_id=None,
         provider=None,
         model=None,
-        count_message_usage=False,
-        subagents_named_by_call_id=True,
+        policy=TurnPolicy.STREAM_JSON,
     )
     recorder = LineRecorder(driver.run, select_adapter(fmt))
     if resumed_totals is not None:
@@ -954,7 +953,7 @@ def test_without_a_turn_report_the_last_message_tells_the_finish_reason(start: S
 
 
 def test_a_turn_whose_last_output_is_a_tool_call_finishes_with_it(start: Start) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.feed(driver.codex.user_message("go"))
     driver.notify("item/started", command("c1"))
     driver.notify("item/completed", command("c1", exitCode=0))
@@ -967,7 +966,7 @@ def test_a_turn_whose_last_output_is_a_tool_call_finishes_with_it(start: Start) 
 
 
 def test_a_failed_turn_finishes_with_an_error(start: Start) -> None:
-    driver = start(turns_start_with_user_message=True)
+    driver = start(policy=TurnPolicy.PROMPT_OPENS_TURN)
     driver.feed(driver.codex.user_message("go"))
     driver.notify("turn/completed", failed_turn("usageLimitExceeded"))
     driver.run.end_turn()
@@ -988,7 +987,7 @@ def test_a_late_session_id_reaches_open_tools_and_subagents(start: Start) -> Non
 
 
 def test_a_subagent_named_by_its_call_learns_its_agent_id_from_its_messages(start: Start) -> None:
-    driver = start(adapter="claude_agent_sdk", subagents_named_by_call_id=True)
+    driver = start(adapter="claude_agent_sdk", policy=TurnPolicy(subagents_named_by_call_id=True))
     driver.run.begin_turn()
     driver.line(claude_assistant("msg_1", task("task_1", "P", "Explore"), usage={}))
     driver.line(subagent_prompt("P"), "subagent:task_1")  # opens the span: only the call id is known

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from transcript_otel import TranscriptPipeline
 from transcript_otel.cli.capture import LineRecorder
 from transcript_otel.genai import metrics as genai_metrics
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings.lines import select_adapter
 
 from conftest import OTelHarness
@@ -82,8 +82,7 @@ def replay(default_pipeline: TranscriptPipeline, otel: OTelHarness) -> Replay:
             prompt_name=f"cli-{fmt}",
             adapter="run",
             session_id=None,
-            count_message_usage=False,
-            subagents_named_by_call_id=True,
+            policy=TurnPolicy.STREAM_JSON,
             provider=provider,
             model=model,
         )

@@ -25,7 +25,7 @@ from transcript_otel import TranscriptPipeline
 from transcript_otel.capture import defaults
 from transcript_otel.capture.defaults import set_pipeline
 from transcript_otel.cli.capture import LineRecorder
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings.lines import select_adapter
 from transcript_otel.records.content import ContentPolicy, GenAiContent
 from transcript_otel.sinks.jsonl import JsonlMirror
@@ -81,8 +81,7 @@ def replay(
             prompt_name="replayed",
             adapter="run",
             session_id=None,
-            count_message_usage=False,
-            subagents_named_by_call_id=True,
+            policy=TurnPolicy.STREAM_JSON,
         )
         runs.append(agent_run)
         if before is not None:

@@ -52,7 +52,7 @@ from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
 from transcript_otel.cli.relay import protocol
 from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed_thread_usage
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
 from transcript_otel.mappings.lines import (
@@ -156,8 +156,9 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
                 prompt_name=prompt_name,
                 adapter=ADAPTER,
                 session_id=None,
-                count_message_usage=False,  # formats with usage report it per turn
-                subagents_named_by_call_id=True,  # claude-stream-json's `subagent:{call id}`
+                # Formats with usage report it per turn; claude-stream-json names subagents
+                # `subagent:{call id}`.
+                policy=TurnPolicy.STREAM_JSON,
                 provider=None if codex_exec is None else "openai",
                 model=None if codex_exec is None else codex_exec.model,
             )

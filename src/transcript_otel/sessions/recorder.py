@@ -22,7 +22,7 @@ from opentelemetry import trace
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.genai.attributes import usage_attributes
 from transcript_otel.instrumentation.cli_logs import COST_STATE_MARKER
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
@@ -257,7 +257,7 @@ class SessionRecorder:
                 adapter=harness.adapter,
                 session_id=session_id,
                 provider=harness.provider,
-                count_message_usage=True,
+                policy=TurnPolicy.SESSION_LOG,
                 run_id=run_id,
                 started_ns=started_ns,
                 pipeline=pipeline,

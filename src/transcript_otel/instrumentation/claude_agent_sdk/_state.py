@@ -14,7 +14,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun
 from transcript_otel.instrumentation.cli_logs import resumed_cost_state
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, current_run
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy, current_run
 
 _logger = logging.getLogger(__name__)
 _logger.addHandler(logging.NullHandler())
@@ -63,8 +63,7 @@ class SdkInstrumentation:
                 session_id=_text_option(options, "session_id") or _text_option(options, "resume"),
                 provider=PROVIDER,
                 model=_text_option(options, "model"),
-                count_message_usage=False,  # each result tells its turn's usage
-                subagents_named_by_call_id=True,
+                policy=TurnPolicy.STREAM_JSON,  # each result tells its turn's usage
             )
         except Exception:
             _logger.debug("transcript-otel: could not start a claude-agent-sdk run", exc_info=True)

@@ -26,80 +26,60 @@ ends at that of the entry (or call) that ended it, once the span events of
 everything emitted inside it are added.
 Nothing here raises into the agent: failures become `transcript.error` records.
 
-`AgentRun` is made of one mixin per responsibility, each in a module of its own and all
-deriving from `RunState` (`state`: the state they share, declared once): how spans end
-(`completion`), the content they carry (`content`), what model responses tell
-(`responses`), what the harness tells later (`harness`), turns (`turns`), tools and
-subagents (`tools`) and the run's end (`ending`). `span_slot` has the slots of open spans,
-`details` the readers of entry details; this module builds the run and places its entries.
+`AgentRun` is the facade of objects it holds, each owning its own state: the `SpanBook`
+(`book`: the root span and the facts spans open with), the `TurnTracker` (`turns`), the
+`ToolTracker` (`tools`: tool calls and subagents), the `UsageLedger` (`usage`), the
+`ContentKeeper` (`content`), the `SpanEnder` (`completion`: each span ended once) and the
+`EntryPlacer` (`placement`: where each entry goes, by the harness's `TurnPolicy`). `slots`
+has one type per kind of open span, `details` the readers of entry details. The agent's
+thread calls this module's methods; what they change is done on the writer, under the run's
+lock.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import SpanKind
 
 from transcript_otel.capture.emitter import TranscriptEmitter
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.genai.attributes import (
-    RunningUsage,
-    SessionTotals,
-    cost_usd,
-    tool_failed,
-    tool_identity,
-    usage_attributes,
-)
 from transcript_otel.genai.content import AgentContent
-from transcript_otel.instrumentation.span_tree.completion import GEN_AI_USAGE_COST, USAGE_COST_USD
+from transcript_otel.instrumentation.span_tree.book import SUBAGENT_CALL_ID, TRANSCRIPT_ADAPTER, SpanBook
+from transcript_otel.instrumentation.span_tree.completion import GEN_AI_USAGE_COST, USAGE_COST_USD, SpanEnder
+from transcript_otel.instrumentation.span_tree.content import ContentKeeper
 from transcript_otel.instrumentation.span_tree.details import (
-    ENTRY_ERROR,
-    ENTRY_SYSTEM_EVENT,
-    ENTRY_TOKEN_USAGE,
-    ENTRY_TOOL_RESULT,
-    ENTRY_TOOL_USE,
-    ENTRY_USER_MESSAGE,
-    error_type,
+    exception_type,
+    failure_detail,
     message_of,
-    says,
     starts_new_turn,
 )
-from transcript_otel.instrumentation.span_tree.ending import RunEnding
-from transcript_otel.instrumentation.span_tree.harness import HarnessFacts
-from transcript_otel.instrumentation.span_tree.responses import ResponseNoting
-from transcript_otel.instrumentation.span_tree.span_content import (
-    AgentDescription,
-    add_content,
-    content_rules,
-)
-from transcript_otel.instrumentation.span_tree.span_slot import SpanSlot, ToolSlot
+from transcript_otel.instrumentation.span_tree.exception_event import record_exception
+from transcript_otel.instrumentation.span_tree.placement import TURN_REPORTS, EntryPlacer
+from transcript_otel.instrumentation.span_tree.policy import TurnPolicy
+from transcript_otel.instrumentation.span_tree.responses import note_subagent_model
+from transcript_otel.instrumentation.span_tree.span_content import content_rules
 from transcript_otel.instrumentation.span_tree.tools import (
     GEN_AI_TRANSFER_MODE,
     GEN_AI_TRANSFER_TARGET_NAME,
-    SUBAGENT_CALL_ID,
     TRANSFER_RETURNS_TO_CALLER,
+    ToolTracker,
 )
+from transcript_otel.instrumentation.span_tree.turns import TurnTracker
+from transcript_otel.instrumentation.span_tree.usage import UsageLedger
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model.entries import MAIN_SOURCE, DetailInRaw, EntryType, RawJson
 from transcript_otel.otel import attributes as attr
-from transcript_otel.otel.attributes import (
-    GEN_AI_AGENT_NAME,
-    GEN_AI_OPERATION_NAME,
-    GEN_AI_PROVIDER_NAME,
-    GEN_AI_REQUEST_MODEL,
-    TURN_NUMBER,
-)
-from transcript_otel.records.queued import EntryPlacement
+from transcript_otel.otel.attributes import TURN_NUMBER
 
 __all__ = [
     "GEN_AI_TRANSFER_MODE",
@@ -113,21 +93,11 @@ __all__ = [
     "TURN_REPORTS",
     "USAGE_COST_USD",
     "AgentRun",
+    "TurnPolicy",
     "current_run",
     "message_of",
     "starts_new_turn",
 ]
-
-TRANSCRIPT_ADAPTER: Final = "transcript.adapter"
-
-_MAX_ENDED_LAUNCHERS: Final = 64
-_MAX_CAUSES: Final = 8
-# The entries a Claude message's lines become, each carrying the message's id and usage.
-_MESSAGE_ENTRIES: Final = frozenset(
-    {EntryType.ASSISTANT_MESSAGE.value, EntryType.THINKING.value, EntryType.TOOL_USE.value}
-)
-# What a harness reports as its turn ends: its usage, or why it failed.
-TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
 # Entries of the main thread that belong in a turn: a harness without turn events opens
 # one for the first of them (and its usage report, or the run's end, closes it).
@@ -145,13 +115,16 @@ _M = TypeVar("_M")
 
 _CURRENT_RUN: ContextVar[AgentRun | None] = ContextVar("transcript_otel_agent_run", default=None)
 
-
 # The run of the `evaluate()` this code runs inside, if it is instrumented. The context
 # variable's own `get`: asked for every native event, with no Python call of ours.
 current_run: Final[Callable[[], AgentRun | None]] = _CURRENT_RUN.get
 
+# One logger for the whole run, whichever of its parts reports.
+_logger = logging.getLogger(__name__)
+_logger.addHandler(logging.NullHandler())
 
-class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
+
+class AgentRun:
     """The transcript and spans of one `evaluate()`; thread-safe, never raising."""
 
     def __init__(
@@ -163,48 +136,17 @@ class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
         session_id: str | None,
         provider: str | None = None,
         model: str | None = None,
-        turns_start_with_user_message: bool = False,
-        count_message_usage: bool = True,
-        subagents_named_by_call_id: bool = False,
+        policy: TurnPolicy = TurnPolicy.SESSION_LOG,
         native_detail: Callable[[Any], Any] | None = None,
         run_id: str | None = None,
         started_ns: int | None = None,
         pipeline: TranscriptPipeline | None = None,
     ) -> None:
-        """`run_id` and `started_ns`: a run recorded after the fact (an import of a session log)
-        keeps the id derived from its session and the time the log says it began; `pipeline`:
-        where its records go (default: the process's)."""
-        # Each attribute is declared, with what it is for, on `RunState`.
+        """`policy`: how the harness's entries make turns and count usage; `run_id` and
+        `started_ns`: a run recorded after the fact (an import of a session log) keeps the id
+        derived from its session and the time the log says it began; `pipeline`: where its
+        records go (default: the process's)."""
         self.adapter = adapter
-        self._tracer = tracer
-        self._provider = provider
-        self._model = model
-        self._session_id = session_id
-        self._turns_start_with_user_message = turns_start_with_user_message
-        self._count_message_usage = count_message_usage
-        self._subagents_named_by_call_id = subagents_named_by_call_id
-        self._launchers = {}
-        self._lock = threading.RLock()
-        self._turn = None
-        self._turns_awaiting_result = deque()
-        self._turn_count = 0
-        self._tools = {}
-        self._running_scripts = {}
-        self._background_calls = {}
-        self._session_totals = SessionTotals()
-        self._carried_root = {}
-        self._running_usage = RunningUsage()
-        self._subagents = {}
-        self._ended_launchers = deque(maxlen=_MAX_ENDED_LAUNCHERS)
-        self._usage_by_message = {}
-        self._agent_ids_by_call = {}
-        self._description = AgentDescription()
-        self._unread_notifications = {}
-        self._harness_model = None
-        self._finished = False
-        self._turn_asked = False
-        self._spans_closed = False
-        self._mapper = None
         self.emitter = TranscriptEmitter(
             prompt_name=prompt_name,
             adapter=adapter,
@@ -213,30 +155,41 @@ class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
             run_id=run_id,
             started_ns=started_ns,
         )
+        # The harness's own entries (`record()` of what it emitted with a `raw` string) keep
+        # their detail as `native_detail(detail)` returns it: a `DetailInRaw` where `raw`
+        # holds it all. Only where the writer gets `raw`.
         self.native_detail = native_detail if self.emitter.enabled and self.emitter.emits_raw else None
-        self._root = SpanSlot.open(
+        self._lock = threading.RLock()
+        self._book = SpanBook(
             tracer,
-            f"invoke_agent {prompt_name}",
             otel_context.get_current(),
-            SpanKind.INTERNAL,
-            {
-                GEN_AI_OPERATION_NAME: "invoke_agent",
-                GEN_AI_AGENT_NAME: prompt_name,
-                attr.GEN_AI_CONVERSATION_ID: session_id,
-                GEN_AI_PROVIDER_NAME: provider,
-                GEN_AI_REQUEST_MODEL: model,
-                TRANSCRIPT_ADAPTER: adapter,
-                attr.RUN_ID: self.emitter.run_id,
-            },
-            started_ns,
+            prompt_name=prompt_name,
+            adapter=adapter,
+            run_id=self.emitter.run_id,
+            session_id=session_id,
+            provider=provider,
+            model=model,
+            started_ns=started_ns,
         )
-        self._root.agent_name = prompt_name
-        self._root.described = True
-        self._content_rules = content_rules(self.emitter.pipeline, self._root.span.is_recording())
-        if self._content_rules is not None:
-            self._root.content = AgentContent()
+        root = self._book.root
+        self._content = ContentKeeper(content_rules(self.emitter.pipeline, root.span.is_recording()))
+        if self._content.rules is not None:
+            root.content = AgentContent()
+        self._ender = SpanEnder(self.emitter, self._content, self._report)
+        self._turns = TurnTracker(self._book, self._content)
+        self._tools = ToolTracker(
+            self._book, self._content, self._ender, named_by_call_id=policy.subagents_named_by_call_id
+        )
+        self._usage = UsageLedger(root)
+        self._placer = EntryPlacer(
+            policy, self._book, self._turns, self._tools, self._usage, self._content, self._lock, self._report
+        )
+        self._mapper: object | None = None
+        self._finished = False
+        # Agent side: `begin_turn()` was called since the last `end_turn()`.
+        self._turn_asked = False
         # `transcript.start` belongs to the root span, like everything of the run.
-        token = otel_context.attach(self._root.context)
+        token = otel_context.attach(root.context)
         try:
             self.emitter.start(started_ns)
         finally:
@@ -246,7 +199,7 @@ class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
     def activate(self) -> Iterator[AgentRun]:
         """Make this the current run, with its root span current, inside the block."""
         token = _CURRENT_RUN.set(self)
-        context_token = otel_context.attach(self._root.context)
+        context_token = otel_context.attach(self._book.root.context)
         try:
             yield self
         finally:
@@ -264,51 +217,25 @@ class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
         raw: str | RawJson | None = None,
         timestamp_ns: int | None = None,
     ) -> None:
-        """Emit one entry; the writer places it in its span (`place()`).
+        """Emit one entry; the writer places it in its span (`EntryPlacer.place()`).
 
         `timestamp_ns`: when it happened, for an entry recorded after the fact.
         """
         emitter = self.emitter
         if emitter.enabled:
             emitter.emit(
-                entry_type, source=source, detail=detail, raw=raw, context=self, timestamp_ns=timestamp_ns
+                entry_type,
+                source=source,
+                detail=detail,
+                raw=raw,
+                context=self._placer,
+                timestamp_ns=timestamp_ns,
             )
         else:  # nothing is recorded, but the spans are made all the same, in the same order
             at = time.time_ns() if timestamp_ns is None else timestamp_ns
             self._on_writer(
-                "could not place an entry in its span", self.place, entry_type, source, detail, at
+                "could not place an entry in its span", self._placer.place, entry_type, source, detail, at
             )
-
-    def place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> Context:
-        """On the writer, in queue order: the span an entry belongs to, opening or ending
-        spans as it implies (at the entry's time). Never raises."""
-        try:
-            with self._lock:
-                slot = self._place(entry_type, source, detail, timestamp_ns)
-        except Exception as exc:
-            self._report("could not place an entry in its span", exc)
-            return self._root.context
-        try:
-            if entry_type == ENTRY_TOOL_RESULT and isinstance(slot, ToolSlot):
-                if says(detail, "background_launch"):
-                    self._go_on_in_background(slot)
-                else:
-                    self._end_tool(slot, failed=tool_failed(detail), end_ns=timestamp_ns)
-            ended_call = (
-                detail.get("background_call_ended")
-                if entry_type == ENTRY_SYSTEM_EVENT and isinstance(detail, Mapping)
-                else None
-            )
-            if isinstance(ended_call, str):
-                with self._lock:
-                    call = self._background_calls.pop(ended_call, None)
-                if call is not None:
-                    self._end_tool(call, failed=says(detail, "is_error"), end_ns=timestamp_ns)
-            if entry_type == ENTRY_SYSTEM_EVENT and isinstance(detail, Mapping):
-                self._end_completed_subagent(detail, timestamp_ns)
-        except Exception as exc:
-            self._report("could not end a tool span", exc)
-        return slot.context
 
     def record_mapped(self, entries: Iterable[MappedEntry | None]) -> None:
         """`record()` each entry a mapping produced (None: the event was not transcript content)."""
@@ -345,17 +272,8 @@ class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
 
     def record_failure(self, error: BaseException, timestamp_ns: int | None = None) -> None:
         """The harness raised: an `error` entry with the exception's type and message, and
-        those of what caused it (harnesses wrap the provider's error in their own);
-        `timestamp_ns` as for `record()`."""
-        exception: dict[str, Any] = {"type": type(error).__name__, "message": message_of(error)}
-        causes: list[dict[str, str]] = []
-        cause = error.__cause__ or error.__context__
-        while cause is not None and len(causes) < _MAX_CAUSES:
-            causes.append({"type": type(cause).__name__, "message": message_of(cause)})
-            cause = cause.__cause__ or cause.__context__
-        if causes:
-            exception["causes"] = causes
-        self.record(EntryType.ERROR.value, detail={"exception": exception}, timestamp_ns=timestamp_ns)
+        those of what caused it; `timestamp_ns` as for `record()`."""
+        self.record(EntryType.ERROR.value, detail=failure_detail(error), timestamp_ns=timestamp_ns)
 
     def mapper(self, kind: type[_M]) -> _M:
         """This run's mapping state of `kind` (deltas being folded, tool names seen), made on first use."""
@@ -363,53 +281,188 @@ class AgentRun(RunEnding, ResponseNoting, HarnessFacts, EntryPlacement):
             self._mapper = kind()
         return self._mapper
 
-    def _place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> SpanSlot:
-        if (
-            self._turns_start_with_user_message
-            and self._turn is None
-            and source == MAIN_SOURCE
-            and entry_type == ENTRY_USER_MESSAGE
-        ):
-            self._open_turn(timestamp_ns)
-        subagent = self._subagent_slot(source, entry_type, detail, timestamp_ns)
-        if subagent is not None and isinstance(detail, Mapping):
-            usage = usage_attributes({"usage": detail.get("message_usage")})
-            if usage:  # a subagent's model call: its own spans and the run's totals, not the turn's
-                self._count_usage(subagent, usage, turn=None)
-        if self._subagents_named_by_call_id and (
-            entry_type == ENTRY_SYSTEM_EVENT or (subagent is not None and not subagent.agent_id_learned)
-        ):
-            self._learn_agent_id(detail)
-        turn = self._turn
-        if source == MAIN_SOURCE and entry_type in TURN_REPORTS and self._turns_awaiting_result:
-            turn = self._turns_awaiting_result[0]  # the oldest turn still waits for its result
-        if subagent is None:  # the main thread's model: the turn's (a subagent's stays its own)
-            self._note_turn_facts(entry_type, detail, turn)
-        elif entry_type != ENTRY_SYSTEM_EVENT:
-            self._note_turn_facts(entry_type, detail, subagent.chat)
-        base = subagent or turn or self._root
-        if self._count_message_usage and entry_type in _MESSAGE_ENTRIES:
-            # Any line of a message may be its first: one that holds only tool calls too.
-            self._add_message_usage(base, detail)
-        if self._content_rules is not None:
-            self._keep_content(entry_type, detail, subagent, turn)
-        if entry_type == ENTRY_TOOL_USE:
-            caller = subagent or self._root  # the agent that called the tool
-            parent = self._running_scripts.get(source) or base
-            return self._open_tool(source, detail, parent, timestamp_ns, caller.agent_name)
-        if entry_type == ENTRY_TOOL_RESULT:
-            call_id, _ = tool_identity(detail)
-            tool = self._tools.pop((source, call_id), None) if call_id is not None else None
-            if tool is None:
-                return base
-            last_call = detail.get("subagent_last_call") if isinstance(detail, Mapping) else None
-            if isinstance(last_call, Mapping) and call_id is not None:
-                self._count_subagent_last_call(call_id, last_call)
-            add_content(entry_type, detail, tool)
-            return tool
-        if entry_type == ENTRY_TOKEN_USAGE:
-            self._count_usage(base, self._running_usage.added(detail), turn, cost_usd(detail))
-            self._session_totals.report(detail)
-        elif entry_type == ENTRY_ERROR:
-            base.error_type = error_type(detail)
-        return base
+    # -- turns ------------------------------------------------------------------------
+
+    def begin_turn(self, at_ns: int | None = None) -> None:
+        """Open a turn span unless one is open (the prompt may already have opened it); at
+        `at_ns` (default now) for a run recorded after the fact."""
+        # Harnesses call this before every entry of a turn: only the first since the last
+        # `end_turn()` is worth a deferred action (each one also cuts the writer's batch).
+        if not self._turn_asked:
+            self._turn_asked = True
+            self._on_writer("could not start a turn span", self._turns.begin, at_ns or time.time_ns())
+
+    def turn_boundary(self, at_ns: int | None = None) -> None:
+        """The harness announced a turn (Claude Code prints `init` as each of its turns begins,
+        also the turns it starts itself when a background subagent ends). The open turn is
+        this one if nothing announced it yet (a prompt opened it); else it waits for its
+        result (results come in turn order, sometimes late) and a new turn opens."""
+        self._turn_asked = True
+        self._on_writer("could not start a turn span", self._turns.boundary, at_ns or time.time_ns())
+
+    def end_turn(self, error: BaseException | None = None, at_ns: int | None = None) -> None:
+        """End the open turn (and the tool and subagent spans still open in it)."""
+        self._turn_asked = False
+        self._on_writer("could not end a turn span", self._end_turn, error, at_ns or time.time_ns())
+
+    def _end_turn(self, error: BaseException | None, end_ns: int) -> None:
+        turn, was_open = self._turns.take_ending()
+        if turn is None:
+            return
+        if was_open:  # the main thread's calls still open end with it
+            self._tools.close_main(end_ns)
+        self._content.pass_on_notifications(turn)
+        if error is not None and turn.error_type is None:
+            turn.error_type = exception_type(error)
+        self._ender.end(turn, end_ns)
+
+    # -- what the harness tells later -------------------------------------------------
+
+    def set_session_id(self, session_id: str) -> None:
+        """The harness told its session id after the run began: spans and later entries get it."""
+        try:
+            with self._lock:
+                if session_id == self._book.session_id:
+                    return
+                self._book.session_id = session_id
+            self._on_writer("could not set the session id", self._set_span_session_id, session_id)
+            self.emitter.set_session_id(session_id)
+        except Exception as exc:
+            self._report("could not set the session id", exc)
+
+    def _set_span_session_id(self, session_id: str) -> None:
+        for slot in (self._book.root, *self._turns.open_turns(), *self._tools.open_slots()):
+            slot.span.set_attribute(attr.GEN_AI_CONVERSATION_ID, session_id)
+
+    @property
+    def session_id(self) -> str | None:
+        return self._book.session_id
+
+    def describe_agent(
+        self,
+        *,
+        system_instructions: str | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """What the harness told the model before the conversation: its system prompt and the
+        tools it may call (`{"name", "description"?, "parameters"?}`). Content: the root and
+        every chat span carry them where the content settings let them. Never raises."""
+        self._on_writer(
+            "could not describe the agent", self._content.describe, system_instructions, tool_definitions
+        )
+
+    def set_provider(self, provider: str) -> None:
+        """The provider (`gen_ai.provider.name`), learned after the run began (`run` learns it
+        from the lines the agent prints): the root's, and every span's opened from now on."""
+        self._on_writer("could not set the provider", self._set_provider, provider)
+
+    def _set_provider(self, provider: str) -> None:
+        self._book.set_provider(provider, self._turns.open_turns())
+
+    def describe(self, key: str, value: str | int | float | bool) -> None:
+        """Add an attribute to the run's root span (what only the end of the run tells)."""
+        try:
+            self._book.root.span.set_attribute(key, value)
+        except Exception as exc:
+            self._report("could not set a root span attribute", exc)
+
+    def note_model(self, model: str, source: str = MAIN_SOURCE) -> None:
+        """The model the harness resolved for the session (Codex's `thread/start` answer): the
+        request model where the run has none, and the response model of turns whose entries
+        name none. For a subagent's `source`: its chat span's, where its entries name none (a
+        Codex subagent's thread says its model in its own `turn_context`)."""
+        self._on_writer("could not note the model", self._note_model, model, source)
+
+    def _note_model(self, model: str, source: str) -> None:
+        if source == MAIN_SOURCE:
+            self._turns.note_harness_model(model)
+        else:
+            note_subagent_model(self._tools.subagents.get(source), model)
+
+    def count_no_more(self, message_ids: Iterable[str]) -> None:
+        """Messages another run counted (a session's run before this one): their lines that come
+        here add nothing to this run's usage."""
+        with self._lock:
+            self._usage.count_no_more(message_ids)
+
+    # -- the run's end ----------------------------------------------------------------
+
+    def finish(self, error: BaseException | None = None, at_ns: int | None = None) -> None:
+        """End the run: open spans, `transcript.stop`, then the root span (at `at_ns`, default
+        now). Never raises."""
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            end_time = at_ns or time.time_ns()
+            self._on_writer("could not end the run's spans", self._close_run_spans, error, end_time)
+            root = self._book.root
+            # The root's `transcript.span` record comes before `transcript.stop`, the run's last,
+            # and the root span ends after it: `transcript.stop` is one of its events.
+            token = otel_context.attach(root.context)
+            try:
+                self.emitter.stop(wait=False, timestamp_ns=at_ns)
+            finally:
+                otel_context.detach(token)
+            self.emitter.after_written(functools.partial(root.span.end, end_time=end_time))
+        except Exception as exc:
+            self._report("could not end the run's spans", exc)
+
+    def _close_run_spans(self, error: BaseException | None, end_ns: int) -> None:
+        """On the writer, where `finish()` was called: every span but the root's ends, the root gets
+        its last attributes and `transcript.span` record, and what ends later keeps none."""
+        try:
+            while self._turns.any_open():
+                self._end_turn(error, end_ns)
+            self._tools.close_all(end_ns)
+            root = self._book.root
+            root.usage = self._usage.root_totals()
+            if error is not None:
+                root.error_type = exception_type(error)
+                record_exception(self.emitter.pipeline, root.span, error, end_ns)
+            self._ender.complete_when_written(root, end_ns, ends=False)
+        finally:
+            self._ender.spans_closed = True
+
+    def unexported_usage(self) -> tuple[dict[str, int], dict[str, int]]:
+        """What the root span and the open `chat` spans have counted so far, none of it exported
+        until they end; asked once the writer has written all that was queued (a watch keeping
+        its positions), so that a run taking the session over after a crash can report it."""
+        with self._lock:
+            root = self._usage.root_totals()
+            chat: Counter[str] = Counter()
+            chats = [*self._turns.open_turns(), *(s.chat for s in self._tools.subagents.values() if s.chat)]
+            for slot in chats:
+                chat.update(slot.usage)
+        return dict(root), dict(chat)
+
+    def take_over(self, root: Mapping[str, int], chat: Mapping[str, int]) -> None:
+        """This run goes on from a run of the session that never ended (its process was killed)
+        and had counted `root` on its root span and `chat` on its open `chat` spans, none of it
+        exported: the root reports `root` too, the turn open now (the caller opens one) `chat`."""
+        self._on_writer("could not take the run over", self._take_over, dict(root), dict(chat))
+
+    def _take_over(self, root: dict[str, int], chat: dict[str, int]) -> None:
+        self._usage.carry(root)
+        turn = self._turns.current
+        if turn is not None:
+            for key, count in chat.items():
+                turn.usage[key] += count
+
+    # -- on the writer ----------------------------------------------------------------
+
+    def _on_writer(self, what: str, action: Callable[..., object], *arguments: Any) -> None:
+        """Run `action(*arguments)` on the writer, in queue order, under the run's lock; a
+        failure is reported."""
+        self.emitter.after_written(functools.partial(self._reporting, what, action, *arguments))
+
+    def _reporting(self, what: str, action: Callable[..., object], *arguments: Any) -> None:
+        try:
+            with self._lock:
+                action(*arguments)
+        except Exception as exc:
+            self._report(what, exc)
+
+    def _report(self, what: str, exc: Exception) -> None:
+        _logger.debug("transcript-otel: %s", what, exc_info=exc)
+        self.emitter.error(f"{what}: {type(exc).__name__}: {exc}")

@@ -1,35 +1,52 @@
 """The content the spans of an `AgentRun` will carry, kept as the writer places entries.
 
-Each entry's content goes to the spans that will say it (`add_content`): a subagent's and its
-chat span's, else the root's and the turn's. Background tasks' notifications are what Claude
-Code begins its next turn with: a turn's input, kept until a turn calls the model with them.
-Nothing is kept unless the content rules (`span_content`) let content go on spans.
+Each entry's content goes to the spans that will say it: a subagent's and its chat span's,
+else the root's and the turn's. Background tasks' notifications are what Claude Code begins
+its next turn with: a turn's input, kept until a turn calls the model with them. Nothing is
+kept unless the content rules (`span_content`) let content go on spans.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from transcript_otel.genai.attributes import tool_identity
 from transcript_otel.genai.facts import task_notification
+from transcript_otel.genai.rules import ContentRules
 from transcript_otel.instrumentation.span_tree.details import (
     ENTRY_ASSISTANT_MESSAGE,
     ENTRY_SYSTEM_EVENT,
     ENTRY_TOOL_RESULT,
 )
-from transcript_otel.instrumentation.span_tree.span_content import add_content
-from transcript_otel.instrumentation.span_tree.span_slot import MAX_KNOWN_LAUNCHERS, SpanSlot
-from transcript_otel.instrumentation.span_tree.state import RunState
-from transcript_otel.model.entries import MAIN_SOURCE, EntryType
+from transcript_otel.instrumentation.span_tree.slots import MAX_KNOWN_LAUNCHERS, AgentSlot, ChatSlot
+from transcript_otel.instrumentation.span_tree.span_content import AgentDescription, add_content
+from transcript_otel.model.entries import EntryType
 
 
-class ContentKeeping(RunState):
-    """Keeping entries' content for the spans that will carry it."""
+class ContentKeeper:
+    """What the run's spans will say: the rules, the agent's description, unread notifications."""
 
-    def _keep_content(
-        self, entry_type: Any, detail: Any, subagent: SpanSlot | None, turn: SpanSlot | None
+    def __init__(self, rules: ContentRules | None) -> None:
+        # None: no span carries content, and nothing is kept.
+        self.rules = rules
+        # What the harness told the model before the conversation (`describe_agent()`).
+        self.description = AgentDescription()
+        # Background tasks' notifications no model call has read yet.
+        self._unread: dict[str, str] = {}
+
+    def keep(
+        self,
+        entry_type: Any,
+        detail: Any,
+        *,
+        subagent: AgentSlot | None,
+        turn: ChatSlot | None,
+        root: AgentSlot,
+        awaited: Callable[[str], bool],
     ) -> None:
-        """The entry in what its spans will say: a subagent's or the root's, and its chat's.
+        """The entry in what its spans will say: a subagent's and its chat's, or the root's and
+        the turn's. `awaited(call_id)`: whether that call's result is still to come.
 
         A background task's notification is what Claude Code starts its next turn with: that
         turn's input. A task whose call's result comes after it ran in the foreground: the
@@ -40,34 +57,47 @@ class ContentKeeping(RunState):
         if entry_type == ENTRY_SYSTEM_EVENT:
             notification = task_notification(detail)
             # Its summary is the subagent's answer: kept where assistant text may be.
-            keeps = self._keeps(ENTRY_ASSISTANT_MESSAGE)
-            if notification is not None and keeps and len(self._unread_notifications) < MAX_KNOWN_LAUNCHERS:
+            if (
+                notification is not None
+                and self.keeps(ENTRY_ASSISTANT_MESSAGE)
+                and len(self._unread) < MAX_KNOWN_LAUNCHERS
+            ):
                 call_id, summary = notification
                 if call_id is None:
-                    self._unread_notifications[str(len(self._unread_notifications))] = summary
-                elif call_id in self._background_calls or (MAIN_SOURCE, call_id) in self._tools:
-                    self._unread_notifications[call_id] = summary  # else: its result told it already
+                    self._unread[str(len(self._unread))] = summary
+                elif awaited(call_id):
+                    self._unread[call_id] = summary  # else: its result told it already
             return
-        if entry_type == ENTRY_TOOL_RESULT and self._unread_notifications:
+        if entry_type == ENTRY_TOOL_RESULT and self._unread:
             call_id, _ = tool_identity(detail)
-            self._unread_notifications.pop(call_id or "", None)
+            self._unread.pop(call_id or "", None)
         if entry_type == ENTRY_ASSISTANT_MESSAGE and turn is not None:
             turn.answered = True
-        add_content(entry_type, detail, self._root, turn)
+        add_content(entry_type, detail, root, turn)
 
-    def _keeps(self, entry_type: str) -> bool:
+    def keeps(self, entry_type: str) -> bool:
         """Whether content of `entry_type`'s category may go on spans (a text taken from one entry
         into another's place keeps its own category's rule)."""
-        return self._content_rules is not None and self._content_rules.keeps(entry_type)
+        return self.rules is not None and self.rules.keeps(entry_type)
 
-    def _deliver_notifications(self, turn: SpanSlot) -> None:
-        if self._unread_notifications:
-            turn.notified, self._unread_notifications = self._unread_notifications, {}
+    def deliver_notifications(self, turn: ChatSlot) -> None:
+        """A new turn begins with the notifications no model call has read yet."""
+        if self._unread:
+            turn.notified, self._unread = self._unread, {}
             for summary in turn.notified.values():
                 add_content(EntryType.USER_MESSAGE.value, {"text": summary}, turn)
 
-    def _pass_on_notifications(self, turn: SpanSlot) -> None:
+    def pass_on_notifications(self, turn: ChatSlot) -> None:
         """A turn that ends without the model answering (Claude Code's `num_turns: 0`) leaves its
         notifications to the next turn, which calls the model with them."""
         if turn.notified and not turn.answered:
-            self._unread_notifications = {**turn.notified, **self._unread_notifications}
+            self._unread = {**turn.notified, **self._unread}
+
+    def describe(
+        self, system_instructions: str | None, tool_definitions: Sequence[Mapping[str, Any]] | None
+    ) -> None:
+        """What the harness told the model before the conversation (`describe_agent()`)."""
+        if system_instructions is not None:
+            self.description.system_instructions = system_instructions
+        if tool_definitions is not None:
+            self.description.tool_definitions = tuple(tool_definitions)

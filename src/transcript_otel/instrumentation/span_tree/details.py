@@ -95,6 +95,23 @@ def error_type(detail: Any) -> str:
     return "_OTHER"
 
 
+_MAX_CAUSES: Final = 8
+
+
+def failure_detail(error: BaseException) -> dict[str, Any]:
+    """An `error` entry's detail for an exception the harness raised: its type and message, and
+    those of what caused it (harnesses wrap the provider's error in their own)."""
+    exception: dict[str, Any] = {"type": type(error).__name__, "message": message_of(error)}
+    causes: list[dict[str, str]] = []
+    cause = error.__cause__ or error.__context__
+    while cause is not None and len(causes) < _MAX_CAUSES:
+        causes.append({"type": type(cause).__name__, "message": message_of(cause)})
+        cause = cause.__cause__ or cause.__context__
+    if causes:
+        exception["causes"] = causes
+    return {"exception": exception}
+
+
 def message_of(error: BaseException) -> str:
     """`str(error)`, or a stand-in where that raises."""
     try:

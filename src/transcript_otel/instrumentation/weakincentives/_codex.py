@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation._calls import argument, guarded
 from transcript_otel.instrumentation._patching import Factory, Patch, Replacement, Wrapper, takes
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.instrumentation.weakincentives._native import HarnessCall
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
 from transcript_otel.instrumentation.weakincentives._state import (
@@ -57,7 +57,7 @@ SPEC: Final = AdapterSpec(
     default_name="codex_app_server",
     provider="openai",
     model=nested_model("_model_config", "model"),
-    turns_start_with_user_message=True,
+    policy=TurnPolicy.PROMPT_OPENS_TURN,
     native_detail=native_detail,
 )
 

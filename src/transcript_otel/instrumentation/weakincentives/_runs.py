@@ -11,7 +11,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Wrapper
-from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
+from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation
 
 _logger = logging.getLogger(__name__)
@@ -25,8 +25,8 @@ class AdapterSpec:
     default_name: str
     provider: str | None
     model: Callable[[Any], Any]
-    # Codex sends one prompt per turn: the `user_message` entry opens the turn span.
-    turns_start_with_user_message: bool = False
+    # How its entries make turns (Codex sends one prompt per turn: the prompt opens the turn).
+    policy: TurnPolicy = TurnPolicy.SESSION_LOG
     # Where the provider depends on the adapter's configuration (LiteLLM), read from it.
     provider_of: Callable[[Any], str | None] | None = None
     # Where the adapter's own entries carry their detail in `raw` too (see `AgentRun`).
@@ -67,7 +67,7 @@ def _start_run(
         session_id=None if session_id is None else str(session_id),
         provider=spec.provider if spec.provider_of is None else spec.provider_of(instance),
         model=model if isinstance(model, str) and model else None,
-        turns_start_with_user_message=spec.turns_start_with_user_message,
+        policy=spec.policy,
         native_detail=spec.native_detail,
     )
 
