@@ -18,22 +18,20 @@ that span's context, so its log record and span event land there:
 Only the root span is made on the agent's thread (its context is current during
 the run, for whatever the agent traces itself). Everything else happens on the
 pipeline's writer thread, in queue order, so the agent pays for one `deque.append`
-per entry (starting an SDK span alone costs far more): the run is the
-`EntryPlacement` of its entries, and turns, session ids and the run's end are
-deferred actions (`TranscriptEmitter.after_written()`). Spans keep the agent's
+per entry (starting an SDK span alone costs far more): the run's `EntryPlacer` places
+its entries, and turns, session ids and the run's end are deferred actions
+(`TranscriptEmitter.after_written()`) on its `SpanTree`. Spans keep the agent's
 times: a span starts at the timestamp of the entry (or call) that opened it and
 ends at that of the entry (or call) that ended it, once the span events of
 everything emitted inside it are added.
 Nothing here raises into the agent: failures become `transcript.error` records.
 
-`AgentRun` is the facade of objects it holds, each owning its own state: the `SpanBook`
-(`book`: the root span and the facts spans open with), the `TurnTracker` (`turns`), the
-`ToolTracker` (`tools`: tool calls and subagents), the `UsageLedger` (`usage`), the
-`ContentKeeper` (`content`), the `SpanEnder` (`completion`: each span ended once) and the
-`EntryPlacer` (`placement`: where each entry goes, by the harness's `TurnPolicy`). `slots`
-has one type per kind of open span, `details` the readers of entry details. The agent's
-thread calls this module's methods; what they change is done on the writer, under the run's
-lock.
+`AgentRun` is what the agent's thread calls; its `SpanTree` (`tree`) is what the writer
+changes, made of objects that each own their state: the `SpanBook` (`book`), the
+`TurnTracker` (`turns`), the `ToolTracker` (`tools`), the `UsageLedger` (`usage`), the
+`ContentKeeper` (`content`), the `SpanEnder` (`completion`) and the `EntryPlacer`
+(`placement`, by the harness's `TurnPolicy`, `policy`). `slots` has one type per kind of
+open span, `details` the readers of entry details.
 """
 
 from __future__ import annotations
@@ -42,7 +40,6 @@ import functools
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -53,32 +50,23 @@ from opentelemetry import trace
 
 from transcript_otel.capture.emitter import TranscriptEmitter
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.genai.content import AgentContent
 from transcript_otel.instrumentation.span_tree.book import SUBAGENT_CALL_ID, TRANSCRIPT_ADAPTER, SpanBook
-from transcript_otel.instrumentation.span_tree.completion import GEN_AI_USAGE_COST, USAGE_COST_USD, SpanEnder
-from transcript_otel.instrumentation.span_tree.content import ContentKeeper
+from transcript_otel.instrumentation.span_tree.completion import GEN_AI_USAGE_COST, USAGE_COST_USD
 from transcript_otel.instrumentation.span_tree.details import (
-    exception_type,
     failure_detail,
     message_of,
     starts_new_turn,
 )
-from transcript_otel.instrumentation.span_tree.exception_event import record_exception
-from transcript_otel.instrumentation.span_tree.placement import TURN_REPORTS, EntryPlacer
+from transcript_otel.instrumentation.span_tree.placement import TURN_REPORTS
 from transcript_otel.instrumentation.span_tree.policy import TurnPolicy
-from transcript_otel.instrumentation.span_tree.responses import note_subagent_model
-from transcript_otel.instrumentation.span_tree.span_content import content_rules
 from transcript_otel.instrumentation.span_tree.tools import (
     GEN_AI_TRANSFER_MODE,
     GEN_AI_TRANSFER_TARGET_NAME,
     TRANSFER_RETURNS_TO_CALLER,
-    ToolTracker,
 )
-from transcript_otel.instrumentation.span_tree.turns import TurnTracker
-from transcript_otel.instrumentation.span_tree.usage import UsageLedger
+from transcript_otel.instrumentation.span_tree.tree import SpanTree
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model.entries import MAIN_SOURCE, DetailInRaw, EntryType, RawJson
-from transcript_otel.otel import attributes as attr
 from transcript_otel.otel.attributes import TURN_NUMBER
 
 __all__ = [
@@ -159,8 +147,7 @@ class AgentRun:
         # their detail as `native_detail(detail)` returns it: a `DetailInRaw` where `raw`
         # holds it all. Only where the writer gets `raw`.
         self.native_detail = native_detail if self.emitter.enabled and self.emitter.emits_raw else None
-        self._lock = threading.RLock()
-        self._book = SpanBook(
+        book = SpanBook(
             tracer,
             otel_context.get_current(),
             prompt_name=prompt_name,
@@ -171,25 +158,16 @@ class AgentRun:
             model=model,
             started_ns=started_ns,
         )
-        root = self._book.root
-        self._content = ContentKeeper(content_rules(self.emitter.pipeline, root.span.is_recording()))
-        if self._content.rules is not None:
-            root.content = AgentContent()
-        self._ender = SpanEnder(self.emitter, self._content, self._report)
-        self._turns = TurnTracker(self._book, self._content)
-        self._tools = ToolTracker(
-            self._book, self._content, self._ender, named_by_call_id=policy.subagents_named_by_call_id
-        )
-        self._usage = UsageLedger(root)
-        self._placer = EntryPlacer(
-            policy, self._book, self._turns, self._tools, self._usage, self._content, self._lock, self._report
-        )
+        self._lock = threading.RLock()
+        self._tree = SpanTree(book, self.emitter, policy, self._lock, self._report)
+        self._root = book.root
+        self._placer = self._tree.placer
         self._mapper: object | None = None
         self._finished = False
         # Agent side: `begin_turn()` was called since the last `end_turn()`.
         self._turn_asked = False
         # `transcript.start` belongs to the root span, like everything of the run.
-        token = otel_context.attach(root.context)
+        token = otel_context.attach(self._root.context)
         try:
             self.emitter.start(started_ns)
         finally:
@@ -199,7 +177,7 @@ class AgentRun:
     def activate(self) -> Iterator[AgentRun]:
         """Make this the current run, with its root span current, inside the block."""
         token = _CURRENT_RUN.set(self)
-        context_token = otel_context.attach(self._book.root.context)
+        context_token = otel_context.attach(self._root.context)
         try:
             yield self
         finally:
@@ -234,7 +212,12 @@ class AgentRun:
         else:  # nothing is recorded, but the spans are made all the same, in the same order
             at = time.time_ns() if timestamp_ns is None else timestamp_ns
             self._on_writer(
-                "could not place an entry in its span", self._placer.place, entry_type, source, detail, at
+                "could not place an entry in its span",
+                self._tree.placer.place,
+                entry_type,
+                source,
+                detail,
+                at,
             )
 
     def record_mapped(self, entries: Iterable[MappedEntry | None]) -> None:
@@ -290,7 +273,7 @@ class AgentRun:
         # `end_turn()` is worth a deferred action (each one also cuts the writer's batch).
         if not self._turn_asked:
             self._turn_asked = True
-            self._on_writer("could not start a turn span", self._turns.begin, at_ns or time.time_ns())
+            self._on_writer("could not start a turn span", self._tree.turns.begin, at_ns or time.time_ns())
 
     def turn_boundary(self, at_ns: int | None = None) -> None:
         """The harness announced a turn (Claude Code prints `init` as each of its turns begins,
@@ -298,45 +281,31 @@ class AgentRun:
         this one if nothing announced it yet (a prompt opened it); else it waits for its
         result (results come in turn order, sometimes late) and a new turn opens."""
         self._turn_asked = True
-        self._on_writer("could not start a turn span", self._turns.boundary, at_ns or time.time_ns())
+        self._on_writer("could not start a turn span", self._tree.turns.boundary, at_ns or time.time_ns())
 
     def end_turn(self, error: BaseException | None = None, at_ns: int | None = None) -> None:
         """End the open turn (and the tool and subagent spans still open in it)."""
         self._turn_asked = False
-        self._on_writer("could not end a turn span", self._end_turn, error, at_ns or time.time_ns())
-
-    def _end_turn(self, error: BaseException | None, end_ns: int) -> None:
-        turn, was_open = self._turns.take_ending()
-        if turn is None:
-            return
-        if was_open:  # the main thread's calls still open end with it
-            self._tools.close_main(end_ns)
-        self._content.pass_on_notifications(turn)
-        if error is not None and turn.error_type is None:
-            turn.error_type = exception_type(error)
-        self._ender.end(turn, end_ns)
+        self._on_writer("could not end a turn span", self._tree.end_turn, error, at_ns or time.time_ns())
 
     # -- what the harness tells later -------------------------------------------------
 
     def set_session_id(self, session_id: str) -> None:
         """The harness told its session id after the run began: spans and later entries get it."""
         try:
+            book = self._tree.book
             with self._lock:
-                if session_id == self._book.session_id:
+                if session_id == book.session_id:
                     return
-                self._book.session_id = session_id
-            self._on_writer("could not set the session id", self._set_span_session_id, session_id)
+                book.session_id = session_id
+            self._on_writer("could not set the session id", self._tree.set_session_id, session_id)
             self.emitter.set_session_id(session_id)
         except Exception as exc:
             self._report("could not set the session id", exc)
 
-    def _set_span_session_id(self, session_id: str) -> None:
-        for slot in (self._book.root, *self._turns.open_turns(), *self._tools.open_slots()):
-            slot.span.set_attribute(attr.GEN_AI_CONVERSATION_ID, session_id)
-
     @property
     def session_id(self) -> str | None:
-        return self._book.session_id
+        return self._tree.book.session_id
 
     def describe_agent(
         self,
@@ -348,21 +317,18 @@ class AgentRun:
         tools it may call (`{"name", "description"?, "parameters"?}`). Content: the root and
         every chat span carry them where the content settings let them. Never raises."""
         self._on_writer(
-            "could not describe the agent", self._content.describe, system_instructions, tool_definitions
+            "could not describe the agent", self._tree.describe_agent, system_instructions, tool_definitions
         )
 
     def set_provider(self, provider: str) -> None:
         """The provider (`gen_ai.provider.name`), learned after the run began (`run` learns it
         from the lines the agent prints): the root's, and every span's opened from now on."""
-        self._on_writer("could not set the provider", self._set_provider, provider)
-
-    def _set_provider(self, provider: str) -> None:
-        self._book.set_provider(provider, self._turns.open_turns())
+        self._on_writer("could not set the provider", self._tree.set_provider, provider)
 
     def describe(self, key: str, value: str | int | float | bool) -> None:
         """Add an attribute to the run's root span (what only the end of the run tells)."""
         try:
-            self._book.root.span.set_attribute(key, value)
+            self._root.span.set_attribute(key, value)
         except Exception as exc:
             self._report("could not set a root span attribute", exc)
 
@@ -371,19 +337,12 @@ class AgentRun:
         request model where the run has none, and the response model of turns whose entries
         name none. For a subagent's `source`: its chat span's, where its entries name none (a
         Codex subagent's thread says its model in its own `turn_context`)."""
-        self._on_writer("could not note the model", self._note_model, model, source)
-
-    def _note_model(self, model: str, source: str) -> None:
-        if source == MAIN_SOURCE:
-            self._turns.note_harness_model(model)
-        else:
-            note_subagent_model(self._tools.subagents.get(source), model)
+        self._on_writer("could not note the model", self._tree.note_model, model, source)
 
     def count_no_more(self, message_ids: Iterable[str]) -> None:
         """Messages another run counted (a session's run before this one): their lines that come
         here add nothing to this run's usage."""
-        with self._lock:
-            self._usage.count_no_more(message_ids)
+        self._tree.count_no_more(message_ids)
 
     # -- the run's end ----------------------------------------------------------------
 
@@ -395,8 +354,8 @@ class AgentRun:
         self._finished = True
         try:
             end_time = at_ns or time.time_ns()
-            self._on_writer("could not end the run's spans", self._close_run_spans, error, end_time)
-            root = self._book.root
+            self._on_writer("could not end the run's spans", self._tree.close, error, end_time)
+            root = self._root
             # The root's `transcript.span` record comes before `transcript.stop`, the run's last,
             # and the root span ends after it: `transcript.stop` is one of its events.
             token = otel_context.attach(root.context)
@@ -408,46 +367,17 @@ class AgentRun:
         except Exception as exc:
             self._report("could not end the run's spans", exc)
 
-    def _close_run_spans(self, error: BaseException | None, end_ns: int) -> None:
-        """On the writer, where `finish()` was called: every span but the root's ends, the root gets
-        its last attributes and `transcript.span` record, and what ends later keeps none."""
-        try:
-            while self._turns.any_open():
-                self._end_turn(error, end_ns)
-            self._tools.close_all(end_ns)
-            root = self._book.root
-            root.usage = self._usage.root_totals()
-            if error is not None:
-                root.error_type = exception_type(error)
-                record_exception(self.emitter.pipeline, root.span, error, end_ns)
-            self._ender.complete_when_written(root, end_ns, ends=False)
-        finally:
-            self._ender.spans_closed = True
-
     def unexported_usage(self) -> tuple[dict[str, int], dict[str, int]]:
         """What the root span and the open `chat` spans have counted so far, none of it exported
         until they end; asked once the writer has written all that was queued (a watch keeping
         its positions), so that a run taking the session over after a crash can report it."""
-        with self._lock:
-            root = self._usage.root_totals()
-            chat: Counter[str] = Counter()
-            chats = [*self._turns.open_turns(), *(s.chat for s in self._tools.subagents.values() if s.chat)]
-            for slot in chats:
-                chat.update(slot.usage)
-        return dict(root), dict(chat)
+        return self._tree.unexported_usage()
 
     def take_over(self, root: Mapping[str, int], chat: Mapping[str, int]) -> None:
         """This run goes on from a run of the session that never ended (its process was killed)
         and had counted `root` on its root span and `chat` on its open `chat` spans, none of it
         exported: the root reports `root` too, the turn open now (the caller opens one) `chat`."""
-        self._on_writer("could not take the run over", self._take_over, dict(root), dict(chat))
-
-    def _take_over(self, root: dict[str, int], chat: dict[str, int]) -> None:
-        self._usage.carry(root)
-        turn = self._turns.current
-        if turn is not None:
-            for key, count in chat.items():
-                turn.usage[key] += count
+        self._on_writer("could not take the run over", self._tree.take_over, dict(root), dict(chat))
 
     # -- on the writer ----------------------------------------------------------------
 
