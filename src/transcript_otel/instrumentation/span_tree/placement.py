@@ -42,6 +42,8 @@ from transcript_otel.records.queued import EntryPlacement
 _MESSAGE_ENTRIES: Final = frozenset(
     {EntryType.ASSISTANT_MESSAGE.value, EntryType.THINKING.value, EntryType.TOOL_USE.value}
 )
+# Entries that may end spans: a tool's result, a system event telling that work ended.
+_ENDING_ENTRIES: Final = frozenset({ENTRY_TOOL_RESULT, ENTRY_SYSTEM_EVENT})
 # What a harness reports as its turn ends: its usage, or why it failed.
 TURN_REPORTS: Final = frozenset({EntryType.TOKEN_USAGE.value, EntryType.ERROR.value})
 
@@ -79,10 +81,11 @@ class EntryPlacer(EntryPlacement):
             except Exception as exc:
                 self._report("could not place an entry in its span", exc)
                 return self._book.root.context
-            try:
-                self._end_what_it_ends(entry_type, detail, slot, timestamp_ns)
-            except Exception as exc:
-                self._report("could not end a tool span", exc)
+            if entry_type in _ENDING_ENTRIES:
+                try:
+                    self._end_what_it_ends(entry_type, detail, slot, timestamp_ns)
+                except Exception as exc:
+                    self._report("could not end a tool span", exc)
         return slot.context
 
     def _place(self, entry_type: Any, source: Any, detail: Any, timestamp_ns: int) -> SpanSlot:
