@@ -32,10 +32,7 @@ from typing import Any, Final
 
 from transcript_otel.cli.relay import protocol
 from transcript_otel.instrumentation.span_tree.agent_run import (
-    TURN_CONTENT,
-    TURN_REPORTS,
     AgentRun,
-    starts_new_turn,
 )
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.lines import (
@@ -45,7 +42,6 @@ from transcript_otel.mappings.lines import (
     effective_name,
     resume_after,
 )
-from transcript_otel.model.entries import MAIN_SOURCE
 
 _logger = logging.getLogger(__name__)
 
@@ -262,20 +258,7 @@ class LineRecorder:
             self._learn_provider()
         if not self._decided:
             self._decide()
-        turns = self._turns
-        ends_turn = False
-        for entry in entries:
-            if turns and starts_new_turn(entry):
-                run.turn_boundary()
-            main = entry.source == MAIN_SOURCE
-            reports_turn = main and entry.entry_type in TURN_REPORTS
-            # A turn's report opens it too: a turn may fail before the model said anything.
-            if main and (entry.entry_type in TURN_CONTENT or (turns and reports_turn)):
-                run.begin_turn()
-            run.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
-            ends_turn |= reports_turn
-        if turns and ends_turn:  # after the whole report: an error that follows the usage fails the turn
-            run.end_turn()
+        run.record_in_turns(entries, reports_end_turns=self._turns)
 
     def _learn_provider(self) -> None:
         """The run's provider from the adapter that reads the output (`auto`'s choice, once it

@@ -31,10 +31,8 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from transcript_otel.instrumentation.span_tree.agent_run import (
-    TURN_CONTENT,
     AgentRun,
     message_of,
-    starts_new_turn,
 )
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper, source_of
@@ -220,20 +218,10 @@ class SdkRun:
             self._record(entries, now_ns)
 
     def _record(self, entries: list[MappedEntry], timestamp_ns: int) -> None:
-        for entry in entries:
-            if starts_new_turn(entry):
-                self.run.turn_boundary(timestamp_ns)
-            if entry.source == MAIN_SOURCE:
-                self._recorded_main = True
-                if entry.entry_type in TURN_CONTENT:
-                    self.run.begin_turn(timestamp_ns)
-            self.run.record(
-                entry.entry_type,
-                source=entry.source,
-                detail=entry.detail,
-                raw=entry.raw,
-                timestamp_ns=timestamp_ns,
-            )
+        # Each turn's `result` ends it (`_message`), not the entries' usage reports.
+        self.run.record_in_turns(entries, timestamp_ns, reports_end_turns=False)
+        if not self._recorded_main:
+            self._recorded_main = any(entry.source == MAIN_SOURCE for entry in entries)
 
     def _say_what_went_on_unread(self) -> None:
         """A client that stops reading while calls run in the background (it left the `async

@@ -1,37 +1,13 @@
 """One instrumented agent run: its transcript emitter and its GenAI span tree.
 
-An `AgentRun` lives for one `evaluate()`. Every canonical entry of the run goes
-through `record()`, which places it in the span it belongs to and emits it with
-that span's context, so its log record and span event land there:
-
-* `invoke_agent {prompt}`: the root span (`gen_ai.agent.name` = prompt name,
-  `gen_ai.conversation.id` = session id, provider, model, token totals);
-* `chat {model}`: one per turn (the prompt sent to the model and everything until
-  the turn completes), with the turn's model, response facts (`TurnFacts`) and token
-  usage, ERROR and `error.type` when the turn failed;
-* `execute_tool {name}`: from a `tool_use` entry to the `tool_result` with the same
-  call id, ERROR when the result says the tool failed; a `Task`/`Agent` call is a
-  transfer to the subagent it names;
-* `invoke_agent {subagent type}`: a subagent's entries (source `subagent:<id>`),
-  nested under the `Task`/`Agent` tool call that launched it.
-
-Only the root span is made on the agent's thread (its context is current during
-the run, for whatever the agent traces itself). Everything else happens on the
-pipeline's writer thread, in queue order, so the agent pays for one `deque.append`
-per entry (starting an SDK span alone costs far more): the run's `EntryPlacer` places
-its entries, and turns, session ids and the run's end are deferred actions
-(`TranscriptEmitter.after_written()`) on its `SpanTree`. Spans keep the agent's
-times: a span starts at the timestamp of the entry (or call) that opened it and
-ends at that of the entry (or call) that ended it, once the span events of
-everything emitted inside it are added.
-Nothing here raises into the agent: failures become `transcript.error` records.
-
-`AgentRun` is what the agent's thread calls; its `SpanTree` (`tree`) is what the writer
-changes, made of objects that each own their state: the `SpanBook` (`book`), the
-`TurnTracker` (`turns`), the `ToolTracker` (`tools`), the `UsageLedger` (`usage`), the
-`ContentKeeper` (`content`), the `SpanEnder` (`completion`) and the `EntryPlacer`
-(`placement`, by the harness's `TurnPolicy`, `policy`). `slots` has one type per kind of
-open span, `details` the readers of entry details.
+An `AgentRun` lives for one `evaluate()`. Every canonical entry of the run goes through
+`record()`, which emits it with the span it belongs to as its context, so its log record and
+span event land there (the spans: this package's docstring). Only the root span is made on
+the agent's thread (its context is current during the run, for whatever the agent traces
+itself); the agent pays for one `deque.append` per entry, and the run's `SpanTree` (`tree`)
+places each entry and does what turns, session ids and the run's end ask, on the writer, in
+queue order (`TranscriptEmitter.after_written()`). Nothing here raises into the agent:
+failures become `transcript.error` records.
 """
 
 from __future__ import annotations
@@ -50,8 +26,7 @@ from opentelemetry import trace
 
 from transcript_otel.capture.emitter import TranscriptEmitter
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.instrumentation.span_tree.book import SUBAGENT_CALL_ID, TRANSCRIPT_ADAPTER, SpanBook
-from transcript_otel.instrumentation.span_tree.completion import GEN_AI_USAGE_COST, USAGE_COST_USD
+from transcript_otel.instrumentation.span_tree.book import SpanBook
 from transcript_otel.instrumentation.span_tree.details import (
     failure_detail,
     message_of,
@@ -59,33 +34,11 @@ from transcript_otel.instrumentation.span_tree.details import (
 )
 from transcript_otel.instrumentation.span_tree.placement import TURN_REPORTS
 from transcript_otel.instrumentation.span_tree.policy import TurnPolicy
-from transcript_otel.instrumentation.span_tree.tools import (
-    GEN_AI_TRANSFER_MODE,
-    GEN_AI_TRANSFER_TARGET_NAME,
-    TRANSFER_RETURNS_TO_CALLER,
-)
 from transcript_otel.instrumentation.span_tree.tree import SpanTree
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.model.entries import MAIN_SOURCE, DetailInRaw, EntryType, RawJson
-from transcript_otel.otel.attributes import TURN_NUMBER
 
-__all__ = [
-    "GEN_AI_TRANSFER_MODE",
-    "GEN_AI_TRANSFER_TARGET_NAME",
-    "GEN_AI_USAGE_COST",
-    "SUBAGENT_CALL_ID",
-    "TRANSCRIPT_ADAPTER",
-    "TRANSFER_RETURNS_TO_CALLER",
-    "TURN_CONTENT",
-    "TURN_NUMBER",
-    "TURN_REPORTS",
-    "USAGE_COST_USD",
-    "AgentRun",
-    "TurnPolicy",
-    "current_run",
-    "message_of",
-    "starts_new_turn",
-]
+__all__ = ["AgentRun", "TurnPolicy", "current_run", "message_of"]
 
 # Entries of the main thread that belong in a turn: a harness without turn events opens
 # one for the first of them (and its usage report, or the run's end, closes it).
@@ -225,6 +178,33 @@ class AgentRun:
         for entry in entries:
             if entry is not None:
                 self.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
+
+    def record_in_turns(
+        self, entries: Iterable[MappedEntry], timestamp_ns: int | None = None, *, reports_end_turns: bool
+    ) -> None:
+        """`record()` each entry in the turns it implies: an entry that begins a turn (Claude
+        Code's `init`, `turn_started`) announces one, the main thread's content opens one. With
+        `reports_end_turns`, a turn's report (usage, error) opens one too (a turn may fail
+        before the model said anything) and ends it after the last of `entries` (an error that
+        follows the usage fails the turn)."""
+        ends_turn = False
+        for entry in entries:
+            if starts_new_turn(entry):
+                self.turn_boundary(timestamp_ns)
+            if entry.source == MAIN_SOURCE:
+                reports_turn = reports_end_turns and entry.entry_type in TURN_REPORTS
+                if reports_turn or entry.entry_type in TURN_CONTENT:
+                    self.begin_turn(timestamp_ns)
+                ends_turn |= reports_turn
+            self.record(
+                entry.entry_type,
+                source=entry.source,
+                detail=entry.detail,
+                raw=entry.raw,
+                timestamp_ns=timestamp_ns,
+            )
+        if ends_turn:
+            self.end_turn(at_ns=timestamp_ns)
 
     def record_later(
         self, mapping: Callable[[AgentRun, Any], Iterable[MappedEntry | None]], native: Any
