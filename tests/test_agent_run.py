@@ -840,6 +840,36 @@ def test_claude_stream_json_chats_get_the_model_and_their_responses(start: Start
     assert picked(only(spans, "invoke_agent general-purpose")) == {}
 
 
+def test_a_turns_result_names_its_model_only_where_no_response_did(start: Start) -> None:
+    """weakincentives' fallback when the CLI's session file was never read: the answer's text
+    alone, then the SDK's `result`, whose `modelUsage` names the one model: the chat span's
+    request and response model. Where a message named the model, the result does not change it."""
+    driver = start(adapter="claude_agent_sdk", model=None)
+
+    def result(model_usage: dict[str, Any]) -> dict[str, Any]:
+        return {"sdk_entry": {"type": "result", "stop_reason": "end_turn", "modelUsage": model_usage}}
+
+    driver.run.begin_turn()
+    driver.run.record("assistant_message", detail={"text": "OK."})
+    driver.run.record("token_usage", detail=result({"claude-opus-5-5": {"inputTokens": 3}}))
+    driver.run.end_turn()
+    driver.run.begin_turn()
+    answer = {"sdk_entry": {"type": "assistant", "message": {"model": "claude-opus-5-5", "id": "msg_1"}}}
+    driver.run.record("assistant_message", detail=answer)
+    driver.run.record("token_usage", detail=result({"claude-sonnet-5": {"inputTokens": 3}}))
+    driver.run.end_turn()
+    spans = driver.finish()
+    first, second = sorted(
+        spans["chat claude-opus-5-5"], key=lambda s: str((s.attributes or {})["transcript.turn"])
+    )
+    assert picked(first) == {
+        "gen_ai.request.model": "claude-opus-5-5",
+        "gen_ai.response.model": "claude-opus-5-5",
+        "gen_ai.response.finish_reasons": ("stop",),
+    }
+    assert picked(second)["gen_ai.response.model"] == "claude-opus-5-5"  # the message's
+
+
 def test_claude_stream_json_tools_name_their_agent_and_the_launcher_its_transfer(start: Start) -> None:
     spans = replay(start, "claude-stream-json", "claude-stream-json.jsonl")
     session = "dc1b2197-f9d0-47e4-9d02-2c424b9929d4"

@@ -73,7 +73,7 @@ def test_finish_reason_maps_stop_reasons_to_the_conventions_values(
 def test_claude_sdk_messages_and_result() -> None:
     """claude-agent-sdk on the real CLI: each message's model and id (the answers the model
     served: its messages with words); the CLI streams them with no stop reason, each result
-    has one."""
+    has one, and the one model its `modelUsage` names."""
     entries = mirrored_entries("claude-sdk-parallel-subagents.jsonl")
     model = "claude-opus-5-5"
     assert facts_told(entries) == [
@@ -81,10 +81,10 @@ def test_claude_sdk_messages_and_result() -> None:
         ("assistant_message", "subagent:toolu_agent_a", ResponseFacts(model, "msg_scripted_0005")),
         ("assistant_message", "subagent:toolu_agent_b", ResponseFacts(model, "msg_scripted_0006")),
         ("assistant_message", "main", ResponseFacts(model, "msg_scripted_0007")),
-        ("token_usage", "main", ResponseFacts(finish_reason="stop")),
-        ("token_usage", "main", ResponseFacts(finish_reason="stop")),
+        ("token_usage", "main", ResponseFacts(model, finish_reason="stop")),
+        ("token_usage", "main", ResponseFacts(model, finish_reason="stop")),
         ("assistant_message", "main", ResponseFacts(model, "msg_scripted_0008")),
-        ("token_usage", "main", ResponseFacts(finish_reason="stop")),
+        ("token_usage", "main", ResponseFacts(model, finish_reason="stop")),
     ]
 
 
@@ -115,8 +115,8 @@ def test_claude_stream_json_line_fixture() -> None:
             ResponseFacts("claude-opus-5-5", "msg_scripted_0004"),
         ),
         ("assistant_message", "main", ResponseFacts("claude-opus-5-5", "msg_scripted_0005")),
-        ("token_usage", "main", ResponseFacts(finish_reason="stop")),
-        ("token_usage", "main", ResponseFacts(finish_reason="stop")),
+        ("token_usage", "main", ResponseFacts("claude-opus-5-5", finish_reason="stop")),
+        ("token_usage", "main", ResponseFacts("claude-opus-5-5", finish_reason="stop")),
     ]
 
 
@@ -132,7 +132,26 @@ def test_real_claude_cli_responses(scenario: str) -> None:
         else:
             assert entry_type == "token_usage"
             failed = any(kind == "error" for kind, _, _ in entries)
-            assert facts == ResponseFacts(finish_reason="error" if failed else "stop")
+            assert facts.finish_reason == ("error" if failed else "stop")
+            assert facts.model in ("claude-opus-5-5", None)  # None: no model was called
+
+
+@pytest.mark.parametrize(
+    ("model_usage", "model"),
+    [
+        ({"claude-opus-5-5": {"inputTokens": 3}}, "claude-opus-5-5"),
+        ({"claude-opus-5-5": {}, "claude-haiku-5": {}}, None),  # a subagent on another model
+        ({}, None),
+        ({"<synthetic>": {}}, None),
+        (["claude-opus-5-5"], None),
+        (None, None),
+    ],
+)
+def test_a_result_names_the_model_only_where_its_usage_names_one(model_usage: Any, model: str | None) -> None:
+    """A `result`'s `modelUsage` is the session's usage by model: with one model, that is the model
+    that answered; with several, which one answered the turn is not said."""
+    result = {"type": "result", "subtype": "success", "stop_reason": "end_turn", "modelUsage": model_usage}
+    assert response_facts("token_usage", {"sdk_entry": result}) == ResponseFacts(model, finish_reason="stop")
 
 
 def test_a_synthetic_message_tells_no_response() -> None:

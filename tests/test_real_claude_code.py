@@ -728,6 +728,10 @@ def test_weakincentives_claude_adapter_keeps_the_runs_usage_when_the_session_fil
     assert found["gen_ai.usage.input_tokens"] == expected["input_tokens"] > 0
     assert found["gen_ai.usage.output_tokens"] == expected["output_tokens"] > 0
     assert found["gen_ai.usage.cost"] == result["total_cost_usd"]
+    # The model: the one the result's `modelUsage` names (the fallback's text names none).
+    (model,) = result["modelUsage"]
+    assert found["gen_ai.response.model"] == found["gen_ai.request.model"] == model
+    assert chat.name == f"chat {model}"
 
 
 # A working directory whose project folder name Claude Code cuts at 200 characters (and hashes).

@@ -87,14 +87,25 @@ def _assistant_facts(detail: Any) -> ResponseFacts:
 
 def _usage_facts(detail: Any) -> ResponseFacts:
     """Claude's `result`: the turn's stop reason (`error` when the result reports a failure: its
-    `stop_reason` is then the CLI's own message's or the last call's); WINK 0.24 chat adapters:
+    `stop_reason` is then the CLI's own message's or the last call's) and the model its
+    `modelUsage` names, where it names one; WINK 0.24 chat adapters:
     `detail.model`; RTF1: `detail.usage.model`. Codex reports no model in its entries."""
     result = _claude_result(detail)
     if result is not None:
         failed = result.get("is_error") is True
         reason = _ERROR_FINISH_REASON if failed else finish_reason(result.get("stop_reason"))
-        return ResponseFacts(finish_reason=reason)
+        return ResponseFacts(model=_only_model(result.get("modelUsage")), finish_reason=reason)
     return ResponseFacts(model=_text(detail, "model") or _text(mapping_at(detail, "usage"), "model"))
+
+
+def _only_model(model_usage: Any) -> str | None:
+    """The one model a Claude `result`'s `modelUsage` names (the session's usage by model); None
+    where it names several (a subagent on another model: which one answered is not said)."""
+    if isinstance(model_usage, Mapping) and len(model_usage) == 1:
+        (model,) = model_usage
+        if isinstance(model, str) and model and model != _SYNTHETIC_MODEL:
+            return model
+    return None
 
 
 def response_facts(entry_type: Any, detail: Any) -> ResponseFacts:

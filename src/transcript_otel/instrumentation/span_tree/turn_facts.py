@@ -42,13 +42,18 @@ class TurnFacts:
     reported_finish_reason: str | None = None
     message_finish_reason: str | None = None
     last_output_was_tool_call: bool = False
+    # A response (not the turn's report, not the harness) named `response_model`.
+    model_from_response: bool = False
 
     def note_response(self, facts: ResponseFacts, *, reports_turn: bool) -> bool:
         """Keep what a model response (or the turn's report) says; True when this made the
         request model known (the first model that answered a turn that had none)."""
         learned_request_model = False
-        if facts.model is not None:
+        # A turn's report names the model only where no response of the turn did (a session's
+        # model named by its usage, where the messages were never read).
+        if facts.model is not None and not (reports_turn and self.model_from_response):
             self.response_model = facts.model
+            self.model_from_response = not reports_turn
             if self.request_model is None:
                 self.request_model = facts.model
                 learned_request_model = True
