@@ -39,7 +39,8 @@ from transcript_otel.sessions.files import (
     file_identity,
     find_sessions,
 )
-from transcript_otel.sessions.follow import FilePosition, SessionFollower
+from transcript_otel.sessions.follow import SessionFollower
+from transcript_otel.sessions.followed_file import FilePosition
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.regular import open_regular
 from transcript_otel.sessions.rewrites import fingerprint
