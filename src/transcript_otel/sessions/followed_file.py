@@ -4,7 +4,8 @@ A `FilePosition` is what the watch keeps of a file (`watch_state`): its inode, t
 read to and the lines before it. A `FollowedFile` is a file being read (`follow`): its position
 moves past the complete lines read (`complete_lines`), a partial last line waits for its
 newline, and a line longer than a record may be is passed over. One read takes at most
-`READ_BYTES`, so a long backlog is taken in steps.
+`READ_BYTES`, so a long backlog is taken in steps. `position_at_end` is where a file is
+taken up from its end.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import IO, Any, Final
 
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
 from transcript_otel.sessions.regular import open_regular
+from transcript_otel.sessions.rewrites import fingerprint
 
 # Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat
 # (`SessionFollower.behind`: the watch polls it again at once).
 READ_BYTES: Final = 1 << 20
+_TAIL_BYTES: Final = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -71,6 +74,27 @@ def _inode(path: Path) -> int:
         return os.stat(path).st_ino
     except FileNotFoundError:
         return 0
+
+
+def position_at_end(path: Path) -> FilePosition:
+    """Where `path`'s last whole line ends, where a watch's first start takes the file up: a
+    line still being written is not the past (read from its start once whole, not from the
+    middle); with what tells the file from one written anew (`rewrites.py`)."""
+    try:
+        with open_regular(path) as stream:
+            status = os.fstat(stream.fileno())
+            inode, end = status.st_ino, status.st_size
+            while end > 0:
+                start = max(0, end - _TAIL_BYTES)
+                stream.seek(start)
+                newline = stream.read(end - start).rfind(b"\n")
+                if newline >= 0:
+                    offset = start + newline + 1  # (whose file it is: read at its first new line)
+                    return FilePosition(inode, offset, tail=fingerprint(stream, offset))
+                end = start
+            return FilePosition(inode, 0)
+    except OSError:  # gone meanwhile (or not a file now): a file that comes back is read from its start
+        return FilePosition(0, 0)
 
 
 def counted(path: Path, position: FilePosition) -> FilePosition:
