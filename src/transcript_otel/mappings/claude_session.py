@@ -65,7 +65,7 @@ from transcript_otel.mappings._claude_session_entries import (
     thinking_first,
 )
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
-from transcript_otel.mappings.claude_stream import RunningCost
+from transcript_otel.mappings.claude_cost import RunningCost
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
