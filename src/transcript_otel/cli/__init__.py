@@ -94,7 +94,7 @@ class _Warnings:
             self.more += 1
             return
         self.shown += 1
-        from transcript_otel.reading.text import visible
+        from transcript_otel.reading.escapes import visible
 
         print(f"transcript-otel: warning: {visible(str(message))}", file=sys.stderr)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from transcript_otel.cli.read_commands import number_at_least
-from transcript_otel.reading.text import usd_text, visible_name
+from transcript_otel.reading.escapes import visible_name
+from transcript_otel.reading.text import usd_text
 from transcript_otel.records.serialize import iso_timestamp
 
 if TYPE_CHECKING:

@@ -138,8 +138,8 @@ def add_summary(commands: Any) -> None:
 
 def run_summary(args: argparse.Namespace, out: TextIO) -> int:
     from transcript_otel.reading.digest import RunDigest
+    from transcript_otel.reading.escapes import visible
     from transcript_otel.reading.sources import open_run
-    from transcript_otel.reading.text import visible
 
     digest = RunDigest.of(open_run(args.run).records())
     if args.json:
