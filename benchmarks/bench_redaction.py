@@ -30,7 +30,8 @@ from harness import Stat, loop_ns_per_call, perf_ns, repeat
 from results import Row
 from transcript_otel.records import redaction
 from transcript_otel.records.literal_search import PythonLiteralSearch
-from transcript_otel.records.redaction import _LEFTMOST_LITERALS, _LITERALS, BUILTIN_RULES, Redactor
+from transcript_otel.records.redaction import _LEFTMOST_LITERALS, _LITERALS, Redactor
+from transcript_otel.records.redaction_rules import BUILTIN_RULES
 
 SECTION = "3c. redaction on the writer, per entry (detail JSON + raw, one thread)"
 LOOSE_LITERALS: Final = (

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from transcript_otel import read_records
 from transcript_otel.genai.attributes import session_usage, usage_attributes
-from transcript_otel.mappings.claude_stream import summed_model_usage
+from transcript_otel.mappings.claude_cost import summed_model_usage
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.sessions.files import find_sessions
 from transcript_otel.sessions.importer import import_session

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
 from transcript_otel import TranscriptPipeline
-from transcript_otel.cli.capture import LineRecorder
+from transcript_otel.cli.line_recorder import LineRecorder
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings import MappedEntry
 from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper

@@ -25,7 +25,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 from opentelemetry.sdk.trace import ReadableSpan
 
 from transcript_otel import TranscriptPipeline
-from transcript_otel.cli.capture import LineRecorder
+from transcript_otel.cli.line_recorder import LineRecorder
 from transcript_otel.genai import metrics as genai_metrics
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings.lines import select_adapter

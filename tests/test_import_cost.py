@@ -29,7 +29,8 @@ from transcript_otel.instrumentation.claude_agent_sdk import ClaudeAgentSdkInstr
 from transcript_otel.instrumentation.weakincentives import WeakincentivesInstrumentor
 from transcript_otel.otel.suppression import suppress_instrumentation
 from transcript_otel.records.prepared import PreparedRecord
-from transcript_otel.records.redaction import BUILTIN_RULES, _hidden_literals, _literal_targets
+from transcript_otel.records.redaction import _hidden_literals, _literal_targets
+from transcript_otel.records.redaction_rules import BUILTIN_RULES
 from transcript_otel.sinks import Sink
 
 # Each adds milliseconds to every agent process: wrapt (through

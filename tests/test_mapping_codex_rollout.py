@@ -863,7 +863,7 @@ def test_calls_that_never_end_are_not_kept_without_bound() -> None:
     for index in range(10_050):
         mapper.line(item({"type": "function_call", "name": "x", "call_id": f"c{index}"}))
         mapper.line(typed({**COMMAND, "id": f"t{index}"}))  # answered with no output line
-    assert len(mapper._calls) == len(mapper._answered) == 10_000
+    assert len(mapper._tool_calls._calls) == len(mapper._tool_calls._answered) == 10_000
 
 
 LINE_TYPES = [

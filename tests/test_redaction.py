@@ -20,7 +20,8 @@ from transcript_otel.exports.bundle.writer import write_bundle
 from transcript_otel.model.entries import RawJson
 from transcript_otel.reading.reconstruct import read_records
 from transcript_otel.records import redaction
-from transcript_otel.records.redaction import BUILTIN_RULES, BuiltinRule, Redactor, marker
+from transcript_otel.records.redaction import Redactor, marker
+from transcript_otel.records.redaction_rules import BUILTIN_RULES, BuiltinRule
 from transcript_otel.sinks import JsonlMirror, OTelLogSink, SpanEventSink
 
 from conftest import OTelHarness
@@ -295,7 +296,7 @@ NAMES = [
     "AccountKey=", "SharedAccessKey=", "AWS_SECRET_ACCESS_KEY", "API_KEY=", "-----BEGIN ", "github_pat_",
     "GH_TOKEN=", "CLIENT_SECRET=", "aws_secret_access_key",
 ]  # fmt: skip
-# What separates a literal a match follows from the match (the gaps of `_before` in redaction.py).
+# What separates a literal a match follows from the match (the gaps of `_before` in redaction_rules.py).
 GAPS = [" ", "\t", "\\t", "=", " = ", "'", '"', '\\"']
 FRAGMENTS = st.sampled_from(
     [

@@ -22,8 +22,9 @@ import pytest
 from transcript_otel.capture import defaults
 from transcript_otel.capture.defaults import set_pipeline
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.cli import capture
-from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
+from transcript_otel.cli import capture, line_recorder
+from transcript_otel.cli.capture import OutputCapture
+from transcript_otel.cli.line_recorder import LineCounts, LineRecorder
 from transcript_otel.cli.relay import capture_copy, protocol
 from transcript_otel.cli.run_command import end_run
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
@@ -397,7 +398,7 @@ def test_a_stuck_writer_is_waited_for_only_while_it_writes(
 ) -> None:
     """Once the output is over the run waits for its transcript to be written, but not for a
     writer that writes nothing (a hung disk), nor once the wrapper is told to stop."""
-    monkeypatch.setattr(capture, "WRITER_STALL_S", 0.2)
+    monkeypatch.setattr(line_recorder, "WRITER_STALL_S", 0.2)
     stuck = StuckSink()
     _, recorder = run_on([stuck, JsonlMirror(runs_dir)], make_pipeline, otel, monkeypatch)
     recorder.feed(b"a line\n")

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transcript_otel.records.non_finite import has_non_finite_float
 from transcript_otel.records.serialize import (
     dumps,
-    has_non_finite_float,
     iso_timestamp,
     loads,
     null_count,

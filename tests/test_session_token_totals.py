@@ -22,8 +22,8 @@ import pytest
 
 from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.genai.attributes import session_usage, tool_identity, usage_attributes
+from transcript_otel.mappings.claude_cost import summed_model_usage
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
-from transcript_otel.mappings.claude_stream import summed_model_usage
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.sessions.watch import Watcher

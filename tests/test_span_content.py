@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from transcript_otel import TranscriptPipeline
 from transcript_otel.capture import defaults
 from transcript_otel.capture.defaults import set_pipeline
-from transcript_otel.cli.capture import LineRecorder
+from transcript_otel.cli.line_recorder import LineRecorder
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings.lines import select_adapter
 from transcript_otel.records.content import ContentPolicy, GenAiContent

@@ -23,7 +23,7 @@ from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.reading.lines import MAX_RECORD_BYTES
 from transcript_otel.reading.text import entry_text
 from transcript_otel.sessions.files import find_sessions
-from transcript_otel.sessions.follow import READ_BYTES
+from transcript_otel.sessions.followed_file import READ_BYTES
 from transcript_otel.sessions.importer import import_session
 from transcript_otel.sessions.watch import Watcher
 from transcript_otel.sessions.watch_state import WatchState

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from transcript_otel.reading.lines import TranscriptReadWarning
-from transcript_otel.sessions.follow import FilePosition, SessionFollower
+from transcript_otel.sessions.follow import SessionFollower
+from transcript_otel.sessions.followed_file import FilePosition
 from transcript_otel.sessions.state_lock import StateInUseError
 from transcript_otel.sessions.watch import Watcher
 from transcript_otel.sessions.watch_state import MAX_GONE, WatchState, saved_state

@@ -18,7 +18,7 @@ import pytest
 from transcript_otel import TranscriptPipeline, read_records
 from transcript_otel.cli.without_sdk import recorded_for_the_mirror
 from transcript_otel.genai.attributes import session_usage
-from transcript_otel.mappings.claude_stream import summed_model_usage
+from transcript_otel.mappings.claude_cost import summed_model_usage
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.sessions.changes import KernelChanges
 from transcript_otel.sessions.watch import Watcher

@@ -20,6 +20,7 @@ from transcript_otel.cli import (
     completion_command,
     export_commands,
     import_command,
+    list_command,
     read_commands,
     watch_command,
 )
@@ -70,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     read_commands.add_show(commands)
     read_commands.add_summary(commands)
     read_commands.add_validate(commands)
-    read_commands.add_list(commands)
+    list_command.add_list(commands)
     export_commands.add_bundle(commands)
     export_commands.add_export(commands)
     export_commands.add_replay(commands)
@@ -93,7 +94,7 @@ class _Warnings:
             self.more += 1
             return
         self.shown += 1
-        from transcript_otel.reading.text import visible
+        from transcript_otel.reading.escapes import visible
 
         print(f"transcript-otel: warning: {visible(str(message))}", file=sys.stderr)
 

@@ -28,7 +28,7 @@ from transcript_otel.instrumentation.cli_logs import (
     codex_sessions_dir,
 )
 from transcript_otel.otlp.sdk_presence import SENDING_DISABLED, sdk_disabled, sdk_installed
-from transcript_otel.reading.text import visible, visible_name
+from transcript_otel.reading.escapes import visible, visible_name
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk

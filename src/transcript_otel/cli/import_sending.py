@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from transcript_otel.reading.text import visible, visible_name
+from transcript_otel.reading.escapes import visible, visible_name
 
 
 class RunSender:

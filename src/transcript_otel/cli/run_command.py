@@ -19,7 +19,7 @@ entry as a JSONL line, and as a log record and span event where an exporter take
 `transcript.error` in the transcript and one line on stderr after the command's output.
 The command line tells the run what the output does not: `codex exec`'s prompt and model
 (`ExecCommand`), `claude`'s prompt and system prompt (`ClaudeCommand`); the line adapter that reads
-the output tells its provider (`capture.ADAPTER_PROVIDERS`).
+the output tells its provider (`line_recorder.ADAPTER_PROVIDERS`).
 
 The wrapper exits with the command's exit status; when the command is killed by a
 signal, the wrapper kills itself with the same signal. When our stdout closes
@@ -48,8 +48,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
 from transcript_otel.cli import relay
-from transcript_otel.cli.capture import LineCounts, LineRecorder, OutputCapture
+from transcript_otel.cli.capture import OutputCapture
 from transcript_otel.cli.claude_command import ClaudeCommand
+from transcript_otel.cli.line_recorder import LineCounts, LineRecorder
 from transcript_otel.cli.relay import protocol
 from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed_thread_usage
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy

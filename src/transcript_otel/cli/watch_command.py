@@ -184,7 +184,7 @@ def _say_following(state: WatchState) -> Callable[[SessionFiles], None]:
 def _say_each_warning() -> None:
     """Each warning said as it comes, not the first ten (as a reading command's): a watch runs for
     months, and says each thing once (a file that is not a regular file, one that cannot be read)."""
-    from transcript_otel.reading.text import visible
+    from transcript_otel.reading.escapes import visible
 
     def show(message: Warning | str, *_: object, **__: object) -> None:
         print(f"transcript-otel: warning: {visible(str(message))}", file=sys.stderr, flush=True)

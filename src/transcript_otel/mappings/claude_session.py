@@ -26,7 +26,7 @@ for the same conversation on stdout (`claude -p --output-format stream-json`), w
 | `attachment` `max_turns_reached` | `error`, `detail.exception` = `error_max_turns` |
 | `attachment` `queued_command`, a prompt | `user_message`, `text` = what the person typed while the |
 | | agent worked (terminal UI): handed to the model with its next request, in the same turn |
-| `attachment`, context (`_CONTEXT_ATTACHMENTS`) | nothing: what the CLI injects before a request |
+| `attachment`, context (`_claude_session_entries`) | nothing: what the CLI injects before a request |
 | `attachment`, another kind | `system_event` `attachment`, `detail.attachment_type` |
 | `cost-state` | `token_usage`: `turn_cost_usd`, `session_usage` (main); `ends_turn`; nothing |
 | | more for one repeating the last one's totals (the terminal UI writes it again on leaving) |
@@ -51,15 +51,22 @@ the block split out of it); the first entry of a line carries the line as `raw`.
 from __future__ import annotations
 
 import math
-import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
-from transcript_otel.mappings._claude_blocks import content_blocks, is_block, type_of, with_content
+from transcript_otel.mappings._claude_blocks import content_blocks, type_of
+from transcript_otel.mappings._claude_session_entries import (
+    attachment_entries,
+    error_entry,
+    is_text,
+    manual_compaction,
+    notification_detail,
+    thinking_first,
+)
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
-from transcript_otel.mappings.claude_stream import RunningCost
-from transcript_otel.mappings.claude_transcript import MESSAGE_OF_BLOCKS, ClaudeTranscriptMapper
+from transcript_otel.mappings.claude_cost import RunningCost
+from transcript_otel.mappings.claude_transcript import ClaudeTranscriptMapper
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.records.serialize import parse_json
@@ -95,22 +102,6 @@ _BOOKKEEPING: Final = frozenset(
         "file-history-snapshot",
     }
 )
-# Attachments that are context the CLI injects before a request (the model's view, not a turn).
-_CONTEXT_ATTACHMENTS: Final = frozenset(
-    {
-        "environment",
-        "model",
-        "deferred_tools_delta",
-        "agent_listing_delta",
-        "skill_listing",
-        "auto_mode",
-        "session_context",
-        "date",
-        "remote_session_change",
-        "prompt_snapshot",
-    }
-)
-_THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 _SYNTHETIC_MODEL: Final = "<synthetic>"
 _SYSTEM_SUBTYPES: Final = {"api_error": "api_retry", "compact_boundary": COMPACTION}
 _TURN_OVER: Final = "turn_duration"  # written by the terminal UI as a prompt's turn ends
@@ -118,11 +109,6 @@ _COMMAND_OUTPUT: Final = ("<local-command-stdout>", "<local-command-stderr>")
 _NOTIFICATION_TAG: Final = "<task-notification>"
 # `/compact` is written after the boundary it made: the boundary opens its turn, not the echo.
 _COMPACT_COMMAND: Final = "<command-name>/compact</command-name>"
-
-
-def _tag(text: str, name: str) -> str | None:
-    found = re.search(f"<{name}>(.*?)</{name}>", text, re.DOTALL)
-    return found.group(1).strip() if found else None
 
 
 class ClaudeSessionMapper:
@@ -190,7 +176,7 @@ class ClaudeSessionMapper:
         if kind == "user":
             return self._user(entry, line, source, said)
         if kind == "attachment":
-            return said._replace(entries=_attachment(entry, line, source))
+            return said._replace(entries=attachment_entries(entry, line, source))
         if kind == "system":
             subtype = entry.get("subtype")
             detail: dict[str, Any] = {"sdk_entry": entry}
@@ -200,7 +186,7 @@ class ClaudeSessionMapper:
             main = source == MAIN_SOURCE
             return said._replace(
                 entries=[event],
-                opens_turn=_manual_compaction(entry) and main,
+                opens_turn=manual_compaction(entry) and main,
                 ends_turn=subtype == _TURN_OVER and main,  # the terminal UI's turn is over
             )
         if kind == "summary":
@@ -212,12 +198,12 @@ class ClaudeSessionMapper:
         message = entry.get("message")
         model = message.get("model") if isinstance(message, dict) else None
         if entry.get("isApiErrorMessage") is True or model == _SYNTHETIC_MODEL:
-            words = " ".join(b["text"] for b in content_blocks(entry) or [] if _is_text(b))
-            return said._replace(entries=[_error(entry, "api_error", words, line, source)])
+            words = " ".join(b["text"] for b in content_blocks(entry) or [] if is_text(b))
+            return said._replace(entries=[error_entry(entry, "api_error", words, line, source)])
         self._count_message(message)
         entries: list[MappedEntry] = []
         for mapped in self._transcript.parsed(entry, line, source):
-            entries += _thinking_first(mapped) if mapped.entry_type == "assistant_message" else [mapped]
+            entries += thinking_first(mapped) if mapped.entry_type == "assistant_message" else [mapped]
         if entries and entries[0].raw is None:  # a line of tool calls only: its first call keeps it
             entries[0] = entries[0]._replace(raw=line)
         return said._replace(entries=entries, model=model if isinstance(model, str) and model else None)
@@ -235,7 +221,7 @@ class ClaudeSessionMapper:
         if (isinstance(origin, dict) and origin.get("kind") == "task-notification") or text.startswith(
             _NOTIFICATION_TAG
         ):
-            detail = _notification(entry, text)
+            detail = notification_detail(entry, text)
             event = MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)
             return said._replace(entries=[event], opens_turn=source == MAIN_SOURCE)
         entries = self._transcript.parsed(entry, line, source)
@@ -378,97 +364,3 @@ def _token_counts(tokens: Any) -> bool:
 
 def _finite_number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value) and value >= 0
-
-
-def _error(entry: dict[str, Any], error_type: str, words: str, line: str, source: str) -> MappedEntry:
-    """An `error` as the run's failure is told (`error.type` = `error_type`, as stdout's `result`
-    says it), the line kept as `sdk_entry`."""
-    detail = {"sdk_entry": entry, "exception": {"type": error_type, "message": words}}
-    return MappedEntry(EntryType.ERROR.value, detail, line, source)
-
-
-def _manual_compaction(entry: dict[str, Any]) -> bool:
-    metadata = entry.get("compactMetadata")
-    return (
-        entry.get("subtype") == "compact_boundary"
-        and isinstance(metadata, dict)
-        and metadata.get("trigger") == "manual"
-    )
-
-
-def _is_text(block: Any) -> bool:
-    return is_block(block, "text") and isinstance(block.get("text"), str)
-
-
-def _is_thinking(block: Any) -> bool:
-    return type_of(block) in _THINKING_BLOCKS
-
-
-def _thinking_first(mapped: MappedEntry) -> list[MappedEntry]:
-    """An `assistant_message` as stdout's mapping splits it: a `thinking` per thinking block,
-    then the message with the other blocks (if any); the first entry keeps `raw`."""
-    entry = mapped.detail["sdk_entry"]
-    blocks = content_blocks(entry) or []
-    if not any(map(_is_thinking, blocks)):
-        return [mapped]
-    entries = [
-        MappedEntry(EntryType.THINKING.value, {"sdk_entry": block}, None, mapped.source)
-        for block in blocks
-        if _is_thinking(block)
-    ]
-    others = [block for block in blocks if not _is_thinking(block)]
-    if others:
-        entries.append(
-            mapped._replace(detail={**mapped.detail, "sdk_entry": with_content(entry, others)}, raw=None)
-        )
-    else:  # a line of thinking only (a message's first, perhaps): it keeps the message's usage
-        _keep_message(entries[0].detail, entry.get("message"))
-    entries[0] = entries[0]._replace(raw=mapped.raw)
-    return entries
-
-
-def _keep_message(detail: dict[str, Any], message: Any) -> None:
-    """`detail.claude_message`: the id and usage of the message a split-off block is of."""
-    if isinstance(message, dict):
-        detail[MESSAGE_OF_BLOCKS] = {"id": message.get("id"), "usage": message.get("usage")}
-
-
-def _notification(entry: dict[str, Any], text: str) -> dict[str, Any]:
-    """A background task's end, as stdout's `system/task_notification` says it: the call whose
-    subagent ended, whether it failed, and its result as the words."""
-    detail: dict[str, Any] = {"sdk_entry": entry, "subtype": "task_notification"}
-    call_id, status, result = _tag(text, "tool-use-id"), _tag(text, "status"), _tag(text, "result")
-    if call_id:
-        detail["background_call_ended"] = call_id
-        if status not in (None, "completed"):
-            detail["is_error"] = True
-    if result is not None:
-        detail["text"] = result
-    return detail
-
-
-def _attachment(entry: dict[str, Any], line: str, source: str) -> list[MappedEntry]:
-    attachment = entry.get("attachment")
-    kind = type_of(attachment)
-    if kind in _CONTEXT_ATTACHMENTS:
-        return []
-    if kind == "max_turns_reached" and isinstance(attachment, dict):
-        words = f"Reached maximum number of turns ({attachment.get('maxTurns')})"
-        return [_error(entry, "error_max_turns", words, line, source)]
-    if kind == "queued_command" and isinstance(attachment, dict) and _typed_prompt(attachment):
-        detail = {"sdk_entry": entry, "text": attachment["prompt"]}
-        return [MappedEntry(EntryType.USER_MESSAGE.value, detail, line, source)]
-    detail = {"sdk_entry": entry, "subtype": "attachment", "attachment_type": kind}
-    return [MappedEntry(EntryType.SYSTEM_EVENT.value, detail, line, source)]
-
-
-def _typed_prompt(attachment: dict[str, Any]) -> bool:
-    """A `queued_command` that is a prompt a person typed (`commandMode: "prompt"`, from a human
-    where its origin is told), not a command or the CLI's own."""
-    origin = attachment.get("origin")
-    kind = origin.get("kind") if isinstance(origin, dict) else None
-    return (
-        attachment.get("commandMode") == "prompt"
-        and kind in (None, "human")
-        and isinstance(attachment.get("prompt"), str)
-    )

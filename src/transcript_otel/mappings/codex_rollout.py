@@ -56,7 +56,8 @@ result (not the `*_output` item, unless no typed item answers that call), `token
 
 `raw` is the line, on its first entry; the source is `main` (a subagent's thread is a file of
 its own, mapped by a mapper of its own: the importer gives its entries their source). The
-mapper keeps, bounded, the open calls' names and the calls a typed item answered.
+mapper keeps, bounded, the open calls' names and the calls a typed item answered
+(`_rollout_calls`).
 """
 
 from __future__ import annotations
@@ -64,21 +65,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from transcript_otel.mappings._entry import COMPACTION, MappedEntry, latest
-from transcript_otel.mappings._rollout_payload import (
-    COMMAND_TOOL,
-    call_input,
-    dig,
-    ends_aborted,
-    exited_badly,
-    nonempty_text,
-    part_texts,
-    payload_call_id,
-    rollout_tool_name,
-    typed_input,
-    typed_output,
-)
-from transcript_otel.mappings.codex_exec import codex_item_failed
+from transcript_otel.mappings._entry import COMPACTION, MappedEntry
+from transcript_otel.mappings._rollout_calls import TYPED_TOOLS, RolloutCalls
+from transcript_otel.mappings._rollout_payload import nonempty_text, part_texts
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json
@@ -87,14 +76,6 @@ _CALLS: Final = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 )
 _OUTPUTS: Final = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
-_TYPED_TOOLS: Final = {
-    "CommandExecution": COMMAND_TOOL,
-    "FileChange": "codex:file_change",
-    "WebSearch": "codex:web_search",
-    "McpToolCall": None,  # named after the MCP tool
-    "CollabAgentToolCall": None,  # named after the call it answers (`wait_agent`)
-    "DynamicToolCall": None,  # a tool the client offers (weakincentives' bridged tools): its own name
-}
 # Typed items the history already holds (the message, the reasoning, the compaction output).
 _TYPED_ELSEWHERE: Final = frozenset({"AgentMessage", "Reasoning", "ContextCompaction"})
 # Events of this and older versions that repeat what other lines hold, or only bookkeeping.
@@ -114,18 +95,8 @@ _QUIET_LINES: Final = frozenset({"world_state"})
 _MODEL_CONTEXT_ITEMS: Final = frozenset({"additional_tools"})
 # What a `SubAgentActivity` item tells of the subagent it started or saw complete.
 _SUBAGENT_KEYS: Final = ("agent_thread_id", "agent_path", "model")
-_MAX_CALLS: Final = 10_000
-# The latest calls `counted()` hands on, open or answered (a turn's calls at once, and more).
-_CALLS_HANDED_ON: Final = 64
 _META_KEYS: Final = ("cwd", "cli_version", "originator", "source", "model_provider")
 _UNKNOWN: Final = EntryType.UNKNOWN.value
-
-
-def _remember(calls: dict[str, Any], call_id: str, value: Any) -> None:
-    """Keep `call_id`, dropping the oldest beyond `_MAX_CALLS` (calls that never end cannot grow it)."""
-    calls[call_id] = value
-    if len(calls) > _MAX_CALLS:
-        del calls[next(iter(calls))]
 
 
 _Entries = list[tuple[EntryType, dict[str, Any]]]
@@ -149,17 +120,15 @@ class CodexRolloutMapper:
     """Maps the lines of one rollout file, in file order (one mapper per file)."""
 
     __slots__ = (
-        "_answered",
-        "_calls",
         "_compaction_shown",
         "_last_total",
         "_message_starts_turn",
+        "_tool_calls",
         "_usage_records",
     )
 
     def __init__(self) -> None:
-        self._calls: dict[str, str] = {}  # call id → tool name, for calls with no result yet
-        self._answered: dict[str, None] = {}  # calls a typed item answered, until their output or call
+        self._tool_calls = RolloutCalls()  # each call's one `tool_use` and one `tool_result`
         self._compaction_shown = False  # since the last `compacted` line
         self._message_starts_turn = False  # what the `inter_agent_communication_metadata` before said
         self._usage_records = False  # the file has `token_usage_record`s: `token_count` repeats them
@@ -172,8 +141,7 @@ class CodexRolloutMapper:
         return {
             "usage_records": self._usage_records,
             "last_total": self._last_total,
-            "calls": [[call_id, self._calls[call_id]] for call_id in latest(self._calls, _CALLS_HANDED_ON)],
-            "answered": latest(self._answered, _CALLS_HANDED_ON),
+            **self._tool_calls.counted(),
             "compaction_shown": self._compaction_shown,
             "message_starts_turn": self._message_starts_turn,
         }
@@ -184,21 +152,10 @@ class CodexRolloutMapper:
         flags: list[Any] = [
             counted.get(key) for key in ("usage_records", "compaction_shown", "message_starts_turn")
         ]
-        calls, answered = counted.get("calls"), counted.get("answered")
-        if not (
-            all(isinstance(flag, bool) for flag in flags)
-            and isinstance(calls, list)
-            and all(
-                isinstance(call, list) and len(call) == 2 and all(map(nonempty_text, call)) for call in calls
-            )
-            and isinstance(answered, list)
-            and all(map(nonempty_text, answered))
-        ):
+        if not (all(isinstance(flag, bool) for flag in flags) and self._tool_calls.go_on(counted)):
             return False
         self._usage_records, self._compaction_shown, self._message_starts_turn = flags
         self._last_total = counted.get("last_total")
-        self._calls = dict(calls)
-        self._answered = dict.fromkeys(answered)
         return True
 
     def line(self, line: str | bytes) -> SessionLine:
@@ -322,35 +279,9 @@ class CodexRolloutMapper:
             detail = {"subtype": subtype, "item_id": item.get("id")}
             detail.update({key: item[key] for key in _SUBAGENT_KEYS if item.get(key) is not None})
             return [(EntryType.SYSTEM_EVENT, detail)]
-        if not isinstance(kind, str) or kind not in _TYPED_TOOLS:
+        if not isinstance(kind, str) or kind not in TYPED_TOOLS:
             return [(EntryType.UNKNOWN, {"line_type": "item_completed", "item_type": kind})]
-        call_id = nonempty_text(item.get("id"))
-        server, tool = nonempty_text(item.get("server")), nonempty_text(item.get("tool"))
-        if kind == "CollabAgentToolCall":  # named as the model called it (`wait_agent`), else as exec
-            name = self._calls.get(call_id or "") or f"codex:{tool or 'collab'}"
-        elif kind == "DynamicToolCall":
-            name = self._calls.get(call_id or "") or tool or "codex:dynamic_tool"
-        else:
-            name = _TYPED_TOOLS[kind] or (f"{server}:{tool}" if server and tool else "codex:mcp")
-        entries: _Entries = []
-        if call_id is None or call_id not in self._calls:
-            if call_id is not None and call_id in self._answered:
-                del self._answered[call_id]  # its output came first and gave the result
-                return []
-            entries.append(_tool(EntryType.TOOL_USE, call_id, name, input=typed_input(item)))
-        if call_id is not None:
-            self._calls.pop(call_id, None)
-            _remember(self._answered, call_id, None)
-        failed = (
-            codex_item_failed(item)
-            or bool(item.get("error"))
-            or dig(item, "result", "isError") is True
-            or item.get("success") is False
-        )
-        result = _tool(
-            EntryType.TOOL_RESULT, call_id, name, is_error=failed, text=typed_output(item), item=item
-        )
-        return [*entries, result]
+        return self._tool_calls.typed(item, kind)
 
     def _counted(self, info: Any) -> _Entries:
         """A response's tokens where the file has no `token_usage_record` (Codex 0.140): the
@@ -398,33 +329,8 @@ class CodexRolloutMapper:
             return [(EntryType.THINKING, {"text": "\n\n".join(texts)})] if texts else []
         if kind == "agent_message":
             return [self._agent_message(payload)]
-        call_id = payload_call_id(payload)
         if kind in _CALLS:
-            if call_id is not None and call_id in self._answered:
-                # A hosted web search: Codex writes the typed item, which gave the call and its
-                # result, before the history's call (and no output follows).
-                del self._answered[call_id]
-                return []
-            name = rollout_tool_name(payload)
-            if call_id is not None:
-                _remember(self._calls, call_id, name)
-            return [_tool(EntryType.TOOL_USE, call_id, name, input=call_input(payload))]
+            return self._tool_calls.call(payload)
         if kind in _OUTPUTS:
-            if call_id is not None and call_id in self._answered:
-                del self._answered[call_id]  # a typed item gave the result
-                return []
-            if call_id is not None:
-                _remember(self._answered, call_id, None)  # a typed item after it gives nothing
-            called = self._calls.pop(call_id, None) if call_id is not None else None
-            output = payload.get("output", payload.get("tools"))
-            texts = part_texts(output)
-            said = {"text": "\n".join(texts)} if texts or isinstance(output, str) else {"output": output}
-            failed = ends_aborted(texts) or (called == COMMAND_TOOL and exited_badly(texts))
-            return [_tool(EntryType.TOOL_RESULT, call_id, called, is_error=failed, **said)]
+            return self._tool_calls.output(payload)
         return [(EntryType.UNKNOWN, {"line_type": "response_item", "payload_type": kind})]
-
-
-def _tool(
-    entry_type: EntryType, call_id: str | None, name: str | None, **said: Any
-) -> tuple[EntryType, dict[str, Any]]:
-    return entry_type, {"tool_use_id": call_id, "tool_name": name, **said}

@@ -31,16 +31,10 @@ from typing import Any, BinaryIO, Final, TextIO
 
 from transcript_otel.genai.attributes import tool_failed, tool_identity
 from transcript_otel.model.entries import MAIN_SOURCE, TranscriptEntry, TranscriptEvent
+from transcript_otel.reading.escapes import visible
 from transcript_otel.reading.lines import LineReader
 from transcript_otel.reading.reconstruct import entry_from_context
-from transcript_otel.reading.text import (
-    ROLES,
-    entry_text,
-    input_words,
-    shown_tool_input,
-    shown_tool_output,
-    visible,
-)
+from transcript_otel.reading.text import ROLES, entry_text, input_words, shown_tool_input, shown_tool_output
 from transcript_otel.reading.turn_end import TurnEnd
 from transcript_otel.records.serialize import loads
 

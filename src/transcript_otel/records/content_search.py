@@ -13,16 +13,10 @@ from typing import Final
 
 import orjson
 
+from transcript_otel.records.non_finite import has_non_finite_float, may_hold_non_finite
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.records.redaction import parts_holding_literals
-from transcript_otel.records.serialize import (
-    NON_FINITE_NOTE,
-    has_non_finite_float,
-    may_hold_non_finite,
-    null_count,
-    parts_holding_null,
-    preview,
-)
+from transcript_otel.records.serialize import NON_FINITE_NOTE, null_count, parts_holding_null, preview
 
 
 @dataclass(slots=True)

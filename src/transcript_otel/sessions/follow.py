@@ -1,15 +1,16 @@
 """Following one session as its CLI writes it: new lines recorded as they are appended.
 
 A `SessionFollower` reads each of the session's files from where it stopped (its byte
-offset and the lines before it), holds a partial last line until its newline is written, and
-records the new lines, merged in time order across the files, into a live run
-(`SessionRecorder`). A file replaced by another (another inode) that holds at least the lines
-read is the same log rewritten (a file's name is its session's: `codex migrate-rollouts`
-rewrites old rollouts so, a copy may be put back): it goes on after those lines. One that
-holds fewer, or a file truncated (shorter than the offset), is read again from its start, in
-a run of its own. The run ends when the session stays idle; it is made again, under another
-id, if the session goes on later, counting only what its runs before did not (what they
-counted is kept with the main file's position, so a watch started again goes on from it too).
+offset and the lines before it, `followed_file`), holds a partial last line until its
+newline is written, and records the new lines, merged in time order across the files,
+into a live run (`SessionRecorder`). A file replaced by another (another inode) that
+holds at least the lines read is the same log rewritten (a file's name is its session's:
+`codex migrate-rollouts` rewrites old rollouts so, a copy may be put back): it goes on
+after those lines. One that holds fewer, or a file truncated (shorter than the offset),
+is read again from its start, in a run of its own. The run ends when the session stays
+idle; it is made again, under another id, if the session goes on later, counting only
+what its runs before did not (what they counted is kept with the main file's position,
+so a watch started again goes on from it too).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import stat
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -30,6 +30,14 @@ from transcript_otel.instrumentation.cli_logs import last_line_holding
 from transcript_otel.model.entries import MAIN_SOURCE
 from transcript_otel.reading.lines import MAX_RECORD_BYTES, TranscriptReadWarning
 from transcript_otel.sessions.files import SessionFiles
+from transcript_otel.sessions.followed_file import (
+    FilePosition,
+    FollowedFile,
+    after_lines,
+    complete_lines,
+    counted,
+    read_position,
+)
 from transcript_otel.sessions.importer import session_id_from_name
 from transcript_otel.sessions.recorder import (
     HARNESSES,
@@ -43,46 +51,10 @@ from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 from transcript_otel.sessions.rewrites import fingerprint, head_session_id
 from transcript_otel.sessions.timeline import MapLine, TimedLine, in_time_order, never_raising, say_repaired
 
-# Bytes read from one file in one poll: a long backlog is taken in steps, memory stays flat
-# (`SessionFollower.behind`: the watch polls it again at once).
-READ_BYTES: Final = 1 << 20
 # The longest a burst waits for the writer to make room (the watch is our own process).
 WRITER_WAIT_S: Final = 60.0
 # The records a session's poll leaves queued for the writer, at most, before the next is read.
 ROUND_BACKLOG: Final = 64
-
-
-@dataclass(slots=True)
-class FilePosition:
-    """Where a file was read to: its inode (a replaced file has another), byte offset, and the
-    lines (newlines) before it, where known."""
-
-    inode: int
-    offset: int
-    lines: int | None = None
-    # A session's main file: what the session's runs counted up to here (`SessionFollower`).
-    carried: dict[str, Any] | None = None
-    # What tells the file read from one written anew (`rewrites.py`), where known: the bytes
-    # just before `offset` (other bytes there: written anew in place), and the session its
-    # first lines name ("": none; another: another session's file put in its place).
-    tail: str | None = None
-    session: str | None = None
-
-
-@dataclass(slots=True)
-class _OpenFile:
-    path: Path
-    source: str
-    position: FilePosition
-    latest_ns: int = 0  # the time of its last line: later lines without one keep it
-    lines: int = 0  # lines read, to number them
-    skipping: bool = False  # inside a line too long to hold, until its newline
-    # While skipping: where that line began, the position kept (a watch started again never
-    # begins inside a line: it passes over the whole line again).
-    line_start: int = 0
-    more: bool = False  # the last read stopped at `READ_BYTES`: the file may hold more already
-    unreadable: bool = False  # said once, until it can be read again
-    repaired: bool = False  # lines not UTF-8 read (`say_repaired`): said once
 
 
 class SessionFollower:
@@ -108,7 +80,7 @@ class SessionFollower:
         self._tracer = tracer
         self._pipeline = pipeline
         self._files = {
-            path: _OpenFile(path, source, _counted(path, _read_from(path, positions.get(path))))
+            path: FollowedFile(path, source, counted(path, read_position(path, positions.get(path))))
             for path, source in session.sources()
         }
         self._recorder: SessionRecorder | None = None
@@ -179,7 +151,7 @@ class SessionFollower:
         """A subagent file that appeared after the session was first seen (`position`: where it
         was recorded to before it went away; absent: from its start)."""
         if path not in self._files:
-            self._files[path] = _OpenFile(path, source, _counted(path, _read_from(path, position)))
+            self._files[path] = FollowedFile(path, source, counted(path, read_position(path, position)))
 
     def rewind(self, kept: dict[Path, FilePosition]) -> None:
         """Back to where each file was last kept (`kept`; a file not there: its start), when what
@@ -187,7 +159,7 @@ class SessionFollower:
         reads those lines again, into a run going on from what the runs before them counted."""
         self.finish()
         for path, file in self._files.items():
-            file.position = _read_from(path, kept.get(path) or FilePosition(file.position.inode, 0, 0))
+            file.position = read_position(path, kept.get(path) or FilePosition(file.position.inode, 0, 0))
             file.lines, file.skipping = 0, False
         main = kept.get(self.session.path)
         self._renew_mapper(main.carried if main is not None else None)
@@ -253,7 +225,7 @@ class SessionFollower:
         mapping = self._harness.mapper(last_report, self.session.path)
         return mapping, never_raising(mapping)
 
-    def _read(self, file: _OpenFile) -> list[bytes]:
+    def _read(self, file: FollowedFile) -> list[bytes]:
         """What `file` gained; nothing, and a warning once, while it cannot be read (the other
         files and sessions go on; the position stays, so nothing is lost once it can)."""
         file.more = False
@@ -270,7 +242,7 @@ class SessionFollower:
             file.unreadable = True
             return []
 
-    def _read_gained(self, file: _OpenFile) -> list[bytes]:
+    def _read_gained(self, file: FollowedFile) -> list[bytes]:
         try:
             status = os.stat(file.path)
         except FileNotFoundError:
@@ -290,21 +262,21 @@ class SessionFollower:
                 file.position.session = head_session_id(stream)
             read_from = file.position.offset
             stream.seek(read_from)
-            complete = _complete_lines(stream, file)
+            complete = complete_lines(stream, file)
             if file.position.offset != read_from or file.position.tail is None:
                 file.position.tail = fingerprint(stream, file.position.offset)
         file.unreadable = False
         self._skipped.discard(file.path)
         return [line for line in complete.split(b"\n") if line.strip()]
 
-    def _replaced(self, file: _OpenFile, stream: IO[bytes], inode: int) -> None:
+    def _replaced(self, file: FollowedFile, stream: IO[bytes], inode: int) -> None:
         """`file` is another inode now, or shorter than where it was read to: the same log
         rewritten goes on after the lines read; another record (fewer lines, another session's
         file, truncated) is read from its start, a run of its own."""
         now_of, was_of = head_session_id(stream), file.position.session
         other_session = bool(was_of and now_of) and now_of != was_of
         if inode != file.position.inode and not other_session:
-            after = _after_lines(file)
+            after = after_lines(file)
             if after is not None:  # the same log rewritten: on after the lines read
                 file.position = FilePosition(inode, after, file.position.lines, session=now_of)
                 file.skipping = False
@@ -315,7 +287,7 @@ class SessionFollower:
                 self._session_id = None  # the new run is that session's
         self._from_start(file, inode, now_of)
 
-    def _from_start(self, file: _OpenFile, inode: int, session: str | None) -> None:
+    def _from_start(self, file: FollowedFile, inode: int, session: str | None) -> None:
         """`file` read again from its start (its first lines naming `session`), into a run of
         its own (a main file read again from 0 has no earlier totals to go on from; a
         subagent's goes on from the session's)."""
@@ -325,7 +297,7 @@ class SessionFollower:
         if file.path == self.session.path:
             self._renew_mapper(None)
 
-    def _mapped(self, file: _OpenFile, index: int, lines: list[bytes]) -> Iterator[TimedLine]:
+    def _mapped(self, file: FollowedFile, index: int, lines: list[bytes]) -> Iterator[TimedLine]:
         """`lines` of `file` (its `index`-th), each mapped as it is asked for."""
         for line in lines:
             file.lines += 1
@@ -409,103 +381,3 @@ def _last_report(path: Path, before: int, marker: bytes | None) -> bytes | None:
             return last_line_holding(opened if opened.exists() else path, before, marker, MAX_RECORD_BYTES)
     except OSError:
         return None
-
-
-def _read_from(path: Path, kept: FilePosition | None) -> FilePosition:
-    """Where to read `path` from: a copy of `kept` (what is read moves it; the kept position
-    stays until those lines are written), or its start."""
-    if kept is None:
-        return FilePosition(_inode(path), 0)
-    return FilePosition(kept.inode, kept.offset, kept.lines, tail=kept.tail, session=kept.session)
-
-
-def _inode(path: Path) -> int:
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return 0
-
-
-def _counted(path: Path, position: FilePosition) -> FilePosition:
-    """`position` with the lines before its offset (counted once, where a state written before
-    they were kept does not say)."""
-    if position.lines is None:
-        position.lines = 0 if position.offset == 0 else _lines_before(path, position)
-    return position
-
-
-def _lines_before(path: Path, position: FilePosition) -> int | None:
-    try:
-        with open_regular(path) as stream:
-            if os.fstat(stream.fileno()).st_ino != position.inode:
-                return None
-            lines, left = 0, position.offset
-            while left > 0 and (chunk := stream.read(min(READ_BYTES, left))):
-                lines += chunk.count(b"\n")
-                left -= len(chunk)
-            return lines
-    except OSError:
-        return None
-
-
-def _after_lines(file: _OpenFile) -> int | None:
-    """The byte after the first `file.position.lines` lines of what is at `file.path` now; None
-    if it holds fewer (or the lines read are not known)."""
-    wanted = file.position.lines
-    if wanted is None:
-        return None
-    offset = 0
-    with open_regular(file.path) as stream:
-        while wanted > 0 and (chunk := stream.read(READ_BYTES)):
-            found = chunk.count(b"\n")
-            if found < wanted:
-                wanted -= found
-                offset += len(chunk)
-                continue
-            end = -1
-            for _ in range(wanted):
-                end = chunk.index(b"\n", end + 1)
-            return offset + end + 1
-    return offset if wanted == 0 else None
-
-
-def _complete_lines(stream: IO[bytes], file: _OpenFile) -> bytes:
-    """The complete lines from the file's offset (without their last newline), the offset moved
-    past them; a partial last line stays for the next poll. A line longer than a record may be
-    (`MAX_RECORD_BYTES`) is passed over, with a warning, as its newline comes."""
-    chunk = stream.read(READ_BYTES)
-    full = len(chunk) == READ_BYTES  # the last read stopped at its limit: there may be more
-    if file.skipping:
-        end = chunk.find(b"\n")
-        file.position.offset += len(chunk) if end < 0 else end + 1
-        if end < 0:
-            file.more = full
-            return b""
-        _passed(file.position, 1)
-        file.skipping = False
-        chunk = chunk[end + 1 :]
-    held = bytearray(chunk)
-    while b"\n" not in held and full:  # one line longer than a read
-        if len(held) > MAX_RECORD_BYTES:
-            warnings.warn(
-                f"{file.path}: skipped a line longer than {MAX_RECORD_BYTES} bytes", TranscriptReadWarning, 2
-            )
-            file.line_start = file.position.offset
-            file.position.offset += len(held)
-            file.skipping = file.more = True
-            return b""
-        chunk = stream.read(READ_BYTES)
-        full = len(chunk) == READ_BYTES
-        held += chunk
-    file.more = full
-    end = held.rfind(b"\n")
-    if end < 0:
-        return b""
-    file.position.offset += end + 1
-    _passed(file.position, held.count(b"\n", 0, end + 1))
-    return bytes(held[:end])
-
-
-def _passed(position: FilePosition, lines: int) -> None:
-    if position.lines is not None:
-        position.lines += lines

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.mappings.lines import stream_adapter_for
-from transcript_otel.reading.text import visible_name
+from transcript_otel.reading.escapes import visible_name
 from transcript_otel.records.serialize import parse_json
 from transcript_otel.sessions.regular import open_regular
 

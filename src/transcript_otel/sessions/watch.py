@@ -1,13 +1,14 @@
 """`transcript-otel watch`: every session the CLIs write, exported live as it is written.
 
-The `Watcher` polls in rounds, four a second: each session file written to in the last day
-every round (a stat; reading only what a file gained), older ones every `SLOW_POLL_S`, and
-each directory below the roots for files that appear (a directory's time changes when one is
-made in it). A session's lines go through its `SessionFollower` into the process's pipeline: the normal
-sinks, the JSONL mirror and OTLP. Where each file was recorded to is kept in the state
-directory once those lines are written, so a watch that stops and starts again goes on from
-there, exporting no line twice and leaving none out. A session idle for `idle_s` has its run
-ended; its next lines start another.
+The `Watcher` polls in rounds, four a second: each session file written to in the last
+day every round (a stat; reading only what a file gained), older ones every
+`SLOW_POLL_S`, and each directory below the roots for files that appear
+(`WatchedDirectories`: a directory's time changes when one is made in it). A session's
+lines go through its `SessionFollower` into the process's pipeline: the normal sinks,
+the JSONL mirror and OTLP. Where each file was recorded to is kept in the state
+directory once those lines are written, so a watch that stops and starts again goes on
+from there, exporting no line twice and leaving none out. A session idle for `idle_s`
+has its run ended; its next lines start another.
 
 At its first start the watch takes sessions up from their current end (their past is what
 `transcript-otel import` is for); files that appear later are read from their start, and so
@@ -17,8 +18,6 @@ are those of a root that was not there when the watch started (looked for every 
 from __future__ import annotations
 
 import contextlib
-import os
-import stat
 import threading
 import time
 import warnings
@@ -37,24 +36,16 @@ from transcript_otel.sessions.files import (
     SessionFiles,
     SessionKind,
     file_identity,
-    find_sessions,
 )
-from transcript_otel.sessions.follow import FilePosition, SessionFollower
-from transcript_otel.sessions.formats import Format, not_a_session
-from transcript_otel.sessions.regular import open_regular
-from transcript_otel.sessions.rewrites import fingerprint
+from transcript_otel.sessions.follow import SessionFollower
+from transcript_otel.sessions.followed_file import position_at_end
 from transcript_otel.sessions.watch_state import WatchState
+from transcript_otel.sessions.watched_directories import RECENT_S, SLOW_POLL_S, WatchedDirectories
 from transcript_otel.sinks.jsonl_write_failures import SINK_NAME as MIRROR
 
 POLL_S: Final = 0.25
-SLOW_POLL_S: Final = 5.0
-# A file written to within this long is polled at `POLL_S`; others at `SLOW_POLL_S`.
-RECENT_S: Final = 24 * 3600.0
 DEFAULT_IDLE_S: Final = 300.0
 _WRITE_WAIT_S: Final = 30.0
-_TAIL_BYTES: Final = 64 * 1024
-# A file as it was: inode, size, time written (None: it could not be looked at).
-_Seen = tuple[int, int, int] | None
 
 
 def _say(message: str) -> None:
@@ -82,10 +73,6 @@ class Watcher:
         `on_root`: of each of `roots` that was not there (`missing_roots`) as it appears."""
         self.roots = roots
         self._on_follow = on_follow
-        self._on_root = on_root
-        # Roots not there yet (a CLI never run on this machine): looked for every round, and
-        # followed once they are, their sessions from their start (`roots_appeared`).
-        self.missing_roots = [root for root in roots if not root.is_dir()]
         self.state = state
         self.idle_s = idle_s
         self._pipeline = pipeline
@@ -94,21 +81,11 @@ class Watcher:
         self._last_gain: dict[Path, float] = {}
         self._polled: dict[Path, float] = {}
         self._recent: dict[Path, bool] = {}  # by session file: written to lately, at its last poll
-        self._directories: dict[Path, int] = {}  # by directory: its time at the last look
-        self._directories_looked: dict[Path, float] = {}
         self._session_of_file: dict[Path, Path] = {}  # a session's file -> its main file
         # The main file each followed session's is, by device and inode: a file another path
         # leads to (a link, a hard link) is followed once, under the first path found.
         self._main_files: dict[FileIdentity, Path] = {}
         self._identity_of: dict[Path, FileIdentity] = {}
-        # Paths named like session files that are not regular files, said once (never read).
-        self._skipped: set[Path] = set()
-        # Files below the roots that are no session log (a saved stdout): what each is, said once.
-        self._refused: dict[Path, Format] = {}
-        # Directories holding a file whose first line, which says whose it is, is not whole yet
-        # (an empty file just made): each such file as it was then, the directory looked into
-        # again once one of them changed (not every round: a file may stay empty for good).
-        self._unsettled_in: dict[Path, dict[Path, _Seen]] = {}
         # Sessions whose lines the mirror could not write: read again from their kept positions
         # no sooner than this (`_rewind`).
         self._rewound: dict[Path, float] = {}
@@ -120,25 +97,30 @@ class Watcher:
         # only theirs: asking every follower costs a round as much as the sessions there are).
         self._unkept: set[Path] = set()
         self._changes = KernelChanges.open() if kernel_changes else None
+        self._directories = WatchedDirectories(roots, self._changes, on_root)
         self._last_sweep = time.monotonic()
         self.stopped = threading.Event()
         first_start = not state.started_before
         for path in [path for path in state.positions if not path.exists()]:
             state.forget(path)  # gone while the watch was not running
-        self._know_directories()
+        self._directories.know_all()
         unsettled: set[Path] = set()
-        for session in self._sessions_in(self.roots, unsettled):
+        for session in self._directories.sessions_in(self.roots, unsettled):
             if self._another_path_to_a_followed_file(session.path) is not None:
                 continue
             if first_start:  # its past is `import`'s: take it up from its end
                 for path, _ in session.sources():
-                    state.positions[path] = _end_of(path)
+                    state.positions[path] = position_at_end(path)
             self._follow(session)
         for path in [path for path in state.positions if path not in self._session_of_file]:
             state.forget(path)  # not followed now (not a session's yet, or another path to one)
-        for path in unsettled:
-            self._unsettled_in.setdefault(path.parent, {})[path] = _seen(path)
+        self._directories.note_unsettled(unsettled)
         self._save_positions(everything=True)  # (as the followers tell them: a round saves what it moved)
+
+    @property
+    def missing_roots(self) -> list[Path]:
+        """The roots not there yet (a CLI never run on this machine): looked for every round."""
+        return self._directories.missing_roots
 
     def run(self) -> None:
         while not self.stopped.is_set():
@@ -159,12 +141,12 @@ class Watcher:
             # Everything: polling, a sweep behind the kernel's word, or after it lost events.
             self._last_sweep = now
             everything = self._changes is not None
-            self._discover(self._due_directories(now, everything))
+            self._discover(self._directories.due(now, everything))
             polled = [path for path in self._followers if everything or self._due(path, now)]
         else:
             polled = self._changed_sessions(changed)
-        if self.missing_roots:
-            polled = list(dict.fromkeys([*polled, *self._discover(self._roots_appeared())]))
+        if self._directories.missing_roots:
+            polled = list(dict.fromkeys([*polled, *self._discover(self._directories.roots_appeared())]))
         polled += [path for path in self._behind if path not in polled]
         polled = [path for path in polled if self._rewound.get(path, now) <= now]
         polled += [path for path, at in self._rewound.items() if at <= now and path not in polled]
@@ -220,7 +202,7 @@ class Watcher:
             follower.finish()
         if self._changes is not None:
             self._changes.close()
-            self._changes = None
+            self._changes = self._directories.changes = None
         failures = self._pipeline.sink_failures[MIRROR]
         # As long as the writer gets on (a slow one ends thousands of runs): what it has not
         # written when the process exits is lost, so the positions past it are not kept.
@@ -283,7 +265,7 @@ class Watcher:
         if follower.session.kind is not SessionKind.CLAUDE_CODE:
             return
         directory = follower.session.path.with_suffix("") / SUBAGENTS_DIR
-        if _mtime(directory) != self._directories.get(directory, -1) or self._unsettled_changed(directory):
+        if self._directories.changed(directory, unknown=-1):
             self._discover([directory])
 
     def _forget(self, main: Path) -> None:
@@ -316,7 +298,7 @@ class Watcher:
     def _changed_sessions(self, changed: set[Path]) -> list[Path]:
         """The sessions whose files the kernel said changed; directories it said were made are
         looked into, and files not known yet found."""
-        new_directories = [path for path in changed if _is_directory(path) and path not in self._directories]
+        new_directories = [path for path in changed if self._directories.is_new(path)]
         sessions = dict.fromkeys(self._discover(new_directories) if new_directories else [])
         for path in changed:
             if path.suffix != ".jsonl":
@@ -341,96 +323,20 @@ class Watcher:
         a directory was made in them); new directories are looked into at once. The sessions
         found, or that gained a file."""
         touched: list[Path] = []
-        changed = [
-            d for d in directories if _mtime(d) != self._directories.get(d) or self._unsettled_changed(d)
-        ]
-        while changed:
-            directory = changed.pop()
-            self._know(directory)
-            seen = self._look_into(directory, changed)
-            unsettled: set[Path] = set()
-            sessions = self._sessions_in([directory], unsettled)
-            if unsettled:  # looked at again once they change: no new time of the directory says so
-                self._unsettled_in[directory] = {path: seen.get(path) or _seen(path) for path in unsettled}
+        for session in self._directories.sessions_made_in(directories):
+            follower = self._followers.get(session.path)
+            if follower is None:
+                if self._another_path_to_a_followed_file(session.path) is not None:
+                    continue
+                self._follow(session)
+                touched.append(session.path)
             else:
-                self._unsettled_in.pop(directory, None)
-            for session in sessions:
-                follower = self._followers.get(session.path)
-                if follower is None:
-                    if self._another_path_to_a_followed_file(session.path) is not None:
-                        continue
-                    self._follow(session)
-                    touched.append(session.path)
-                else:
-                    for path, source in session.subagents:
-                        if path not in self._session_of_file:
-                            follower.add_file(path, source, self.state.recall(path))
-                            self._session_of_file[path] = session.path
-                            touched.append(session.path)
+                for path, source in session.subagents:
+                    if path not in self._session_of_file:
+                        follower.add_file(path, source, self.state.recall(path))
+                        self._session_of_file[path] = session.path
+                        touched.append(session.path)
         return touched
-
-    def _look_into(self, directory: Path, changed: list[Path]) -> dict[Path, _Seen]:
-        """`directory`'s folders not known yet added to `changed`; its session-named files as they
-        are now, before they are read (one written meanwhile is looked at again)."""
-        seen: dict[Path, _Seen] = {}
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(directory):
-                # Not a link to a directory: `proj/loop -> ..` would be endless, a link to
-                # a folder a second copy of its sessions (as `import` does not either).
-                if entry.is_dir(follow_symlinks=False):
-                    if Path(entry.path) not in self._directories:
-                        changed.append(Path(entry.path))
-                elif entry.name.endswith(".jsonl"):
-                    seen[Path(entry.path)] = _seen(Path(entry.path))
-        return seen
-
-    def _unsettled_changed(self, directory: Path) -> bool:
-        """Whether a file of `directory` whose first line was not whole has changed since."""
-        files = self._unsettled_in.get(directory)
-        return files is not None and any(_seen(path) != seen for path, seen in files.items())
-
-    def _sessions_in(self, paths: list[Path], unsettled: set[Path]) -> list[SessionFiles]:
-        """`_sessions_in`'s, each file below them that is no session log said once."""
-        refused: dict[Path, Format] = {}
-        sessions = _sessions_in(paths, unsettled, self._skipped, refused)
-        for path, found in refused.items():
-            if self._refused.get(path) is not found:
-                self._refused[path] = found
-                _say(f"skipped {not_a_session(path, found)}")
-        return sessions
-
-    def _due_directories(self, now: float, everything: bool) -> list[Path]:
-        """The directories to look at this round: those changed in the last day every round (a
-        session being written, its project, its day), the others every `SLOW_POLL_S`."""
-        due: list[Path] = []
-        wall = time.time()
-        for directory, seen in self._directories.items():
-            recent = everything or (seen > 0 and wall - seen / 1e9 < RECENT_S)
-            if recent or now - self._directories_looked.get(directory, -SLOW_POLL_S) >= SLOW_POLL_S:
-                self._directories_looked[directory] = now
-                due.append(directory)
-        return due
-
-    def _roots_appeared(self) -> list[Path]:
-        """The missing roots that are there now (told to `on_root`): looked into from now on."""
-        appeared = [root for root in self.missing_roots if root.is_dir()]
-        for root in appeared:
-            self.missing_roots.remove(root)
-            if self._on_root is not None:
-                self._on_root(root)
-        return appeared
-
-    def _know_directories(self) -> None:
-        for root in self.roots:
-            if root.is_dir():
-                for directory, _, _ in os.walk(root):
-                    self._know(Path(directory))
-
-    def _know(self, directory: Path) -> None:
-        """Look at `directory` from now on: its time, and the kernel's word on its files."""
-        if directory not in self._directories and self._changes is not None:
-            self._changes.add(directory)  # where it will not, the sweeps find what changed
-        self._directories[directory] = _mtime(directory)
 
     def _another_path_to_a_followed_file(self, main: Path) -> Path | None:
         """The followed session's main file `main` is under another path (`main` a link to it, a
@@ -461,67 +367,14 @@ class Watcher:
             if path not in self.state.positions:
                 self.state.recall(path)  # a file that went away and is back goes on where it was
         follower = self._followers[session.path] = SessionFollower(
-            session, self.state.positions, tracer=self._tracer, pipeline=self._pipeline, skipped=self._skipped
+            session,
+            self.state.positions,
+            tracer=self._tracer,
+            pipeline=self._pipeline,
+            skipped=self._directories.skipped,
         )
         self._unkept.add(session.path)
         if follower.running:  # (taken over from a killed watch's run: it ends on idle too)
             self._last_gain[session.path] = time.monotonic()
         if self._on_follow is not None:
             self._on_follow(session)
-
-
-def _end_of(path: Path) -> FilePosition:
-    """Where `path`'s last whole line ends: a line still being written is not the past (read
-    from its start once whole, not from the middle); with what tells the file from one written
-    anew (`rewrites.py`)."""
-    try:
-        with open_regular(path) as stream:
-            status = os.fstat(stream.fileno())
-            inode, end = status.st_ino, status.st_size
-            while end > 0:
-                start = max(0, end - _TAIL_BYTES)
-                stream.seek(start)
-                newline = stream.read(end - start).rfind(b"\n")
-                if newline >= 0:
-                    offset = start + newline + 1  # (whose file it is: read at its first new line)
-                    return FilePosition(inode, offset, tail=fingerprint(stream, offset))
-                end = start
-            return FilePosition(inode, 0)
-    except OSError:  # gone meanwhile (or not a file now): a file that comes back is read from its start
-        return FilePosition(0, 0)
-
-
-def _seen(path: Path) -> _Seen:
-    try:
-        status = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return (status.st_ino, status.st_size, status.st_mtime_ns)
-
-
-def _mtime(path: Path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return -1
-
-
-def _sessions_in(
-    paths: list[Path],
-    unsettled: set[Path] | None = None,
-    skipped: set[Path] | None = None,
-    refused: dict[Path, Format] | None = None,
-) -> list[SessionFiles]:
-    """The sessions in `paths`; files not known to be a session's yet (being written) go in
-    `unsettled` (by default, none is left out); `skipped`, `refused`: as `find_sessions`'s."""
-    with contextlib.suppress(OSError):  # a directory removed meanwhile
-        return list(find_sessions([path for path in paths if path.exists()], unsettled, skipped, refused))
-    return []
-
-
-def _is_directory(path: Path) -> bool:
-    """Whether `path` is a directory itself, not a link to one."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except (OSError, ValueError):
-        return False

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from transcript_otel.reading.lines import TranscriptReadWarning
-from transcript_otel.sessions.follow import FilePosition
+from transcript_otel.sessions.followed_file import FilePosition
 from transcript_otel.sessions.regular import (
     NotRegularFileError,
     open_regular,
