@@ -1,5 +1,5 @@
 """Reading an entry's `detail` whatever its shape: the value down a path of keys (`value_at`),
-the mapping under a key (`mapping_at`).
+the mapping under a key (`mapping_at`), a value that is a non-empty string (`nonempty_text`).
 
 Each adapter shapes details its own way and a harness may print anything, so every reader of
 a detail goes through these: where a level is missing or not a mapping they answer None, and
@@ -39,3 +39,8 @@ def mapping_at(value: Any, key: str) -> Mapping[str, Any] | None:
     if type(found) is dict or (found is not None and isinstance(found, Mapping)):
         return found
     return None
+
+
+def nonempty_text(value: Any) -> str | None:
+    """`value` where it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None

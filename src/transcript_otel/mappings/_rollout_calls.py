@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from transcript_otel.genai.lookup import nonempty_text
 from transcript_otel.mappings._entry import latest
 from transcript_otel.mappings._rollout_payload import (
     COMMAND_TOOL,
@@ -20,7 +21,6 @@ from transcript_otel.mappings._rollout_payload import (
     dig,
     ends_aborted,
     exited_badly,
-    nonempty_text,
     part_texts,
     payload_call_id,
     rollout_tool_name,

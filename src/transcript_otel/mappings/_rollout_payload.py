@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from transcript_otel.genai.lookup import nonempty_text
 from transcript_otel.records.serialize import parse_json
 
 COMMAND_TOOL: Final = "codex:command"
@@ -63,10 +64,6 @@ def call_input(payload: dict[str, Any]) -> Any:
 
 def payload_call_id(payload: dict[str, Any]) -> str | None:
     return nonempty_text(payload.get("call_id", payload.get("id")))
-
-
-def nonempty_text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def dig(value: Any, *keys: str) -> Any:

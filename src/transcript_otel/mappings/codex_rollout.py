@@ -65,9 +65,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
+from transcript_otel.genai.lookup import nonempty_text
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.mappings._rollout_calls import TYPED_TOOLS, RolloutCalls
-from transcript_otel.mappings._rollout_payload import nonempty_text, part_texts
+from transcript_otel.mappings._rollout_payload import part_texts
 from transcript_otel.mappings.session_lines import SessionLine, timestamp_ns, utf8_text
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json

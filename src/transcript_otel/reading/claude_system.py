@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from transcript_otel.genai.lookup import nonempty_text
+
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' * (count != 1)}"
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _number(value: Any) -> int | None:
@@ -31,20 +29,22 @@ def _joined(*parts: str | None) -> str | None:
 
 def _init(message: Mapping[str, Any]) -> str | None:
     tools, servers = message.get("tools"), message.get("mcp_servers")
-    model = _text(message.get("model"))
+    model = nonempty_text(message.get("model"))
     return _joined(
         f"model {model}" if model else None,
         _plural(len(tools), "tool") if isinstance(tools, list) else None,
         _plural(len(servers), "MCP server") if isinstance(servers, list) and servers else None,
-        f"cwd {message['cwd']}" if _text(message.get("cwd")) else None,
-        f"permission mode {message['permissionMode']}" if _text(message.get("permissionMode")) else None,
+        f"cwd {message['cwd']}" if nonempty_text(message.get("cwd")) else None,
+        f"permission mode {message['permissionMode']}"
+        if nonempty_text(message.get("permissionMode"))
+        else None,
     )
 
 
 def _task(message: Mapping[str, Any]) -> str | None:
-    kind = _text(message.get("subagent_type"))
+    kind = nonempty_text(message.get("subagent_type"))
     where = ", in the background" if message.get("is_backgrounded") is True else ""
-    description = _text(message.get("description"))
+    description = nonempty_text(message.get("description"))
     if description is None:
         return None
     return f"{description} ({kind}{where})" if kind else description
@@ -54,9 +54,9 @@ def _progress(message: Mapping[str, Any]) -> str | None:
     found = message.get("usage")
     usage: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     tokens, uses = _number(usage.get("total_tokens")), _number(usage.get("tool_uses"))
-    last = _text(message.get("last_tool_name"))
+    last = nonempty_text(message.get("last_tool_name"))
     return _joined(
-        _text(message.get("description")),
+        nonempty_text(message.get("description")),
         _plural(tokens, "token") if tokens is not None else None,
         _plural(uses, "tool use") if uses is not None else None,
         f"last tool {last}" if last else None,
@@ -65,7 +65,7 @@ def _progress(message: Mapping[str, Any]) -> str | None:
 
 def _updated(message: Mapping[str, Any]) -> str | None:
     patch = message.get("patch")
-    return _text(patch.get("status")) if isinstance(patch, Mapping) else None
+    return nonempty_text(patch.get("status")) if isinstance(patch, Mapping) else None
 
 
 def _background(message: Mapping[str, Any]) -> str | None:
@@ -75,7 +75,7 @@ def _background(message: Mapping[str, Any]) -> str | None:
     if not tasks:
         return "none running"
     named = [
-        _text(task.get("description")) or _text(task.get("task_id")) or "?"
+        nonempty_text(task.get("description")) or nonempty_text(task.get("task_id")) or "?"
         for task in tasks
         if isinstance(task, Mapping)
     ]
@@ -85,7 +85,7 @@ def _background(message: Mapping[str, Any]) -> str | None:
 def _retry(message: Mapping[str, Any]) -> str | None:
     attempt, most = _number(message.get("attempt")), _number(message.get("max_retries"))
     delay, status = _number(message.get("retry_delay_ms")), message.get("error_status")
-    error = _text(message.get("error"))
+    error = nonempty_text(message.get("error"))
     cause = " ".join(str(part) for part in (status, error) if part is not None and part != "")
     return _joined(
         f"attempt {attempt}" + (f" of {most}" if most is not None else "") if attempt is not None else None,
@@ -100,7 +100,7 @@ def _logged_retry(message: Mapping[str, Any]) -> str | None:
     error: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     attempt, most = _number(message.get("retryAttempt")), _number(message.get("maxRetries"))
     delay = _number(message.get("retryInMs"))
-    cause = _text(error.get("formatted")) or _text(error.get("message"))
+    cause = nonempty_text(error.get("formatted")) or nonempty_text(error.get("message"))
     return _joined(
         f"attempt {attempt}" + (f" of {most}" if most is not None else "") if attempt is not None else None,
         f"in {delay} ms" if delay is not None else None,
@@ -117,7 +117,7 @@ def _turn_duration(message: Mapping[str, Any]) -> str | None:
 
 
 def _denied(message: Mapping[str, Any]) -> str | None:
-    tool, said = _text(message.get("tool_name")), _text(message.get("message"))
+    tool, said = nonempty_text(message.get("tool_name")), nonempty_text(message.get("message"))
     return f"{tool}: {said}" if tool and said else tool or said
 
 
@@ -127,7 +127,7 @@ def _thinking(message: Mapping[str, Any]) -> str | None:
 
 
 def _state(message: Mapping[str, Any]) -> str | None:
-    return _text(message.get("state"))
+    return nonempty_text(message.get("state"))
 
 
 _WORDS: Final[dict[str, Callable[[Mapping[str, Any]], str | None]]] = {

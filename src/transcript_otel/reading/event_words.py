@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+from transcript_otel.genai.lookup import nonempty_text
 
 
 def _joined(*parts: str | None) -> str:
@@ -23,17 +21,17 @@ def _joined(*parts: str | None) -> str:
 def _thread_started(detail: Mapping[str, Any]) -> str | None:
     if not any(key in detail for key in ("cli_version", "cwd", "originator")):
         return None  # `codex exec`'s `thread.started`: its thread id is the words
-    version, originator = _text(detail.get("cli_version")), _text(detail.get("originator"))
+    version, originator = nonempty_text(detail.get("cli_version")), nonempty_text(detail.get("originator"))
     codex = f"Codex {version}" if version else "Codex"
     source = detail.get("source")
     spawn = source.get("subagent") if isinstance(source, Mapping) else None
     spawn = spawn.get("thread_spawn") if isinstance(spawn, Mapping) else None
     subagent = None
     if isinstance(spawn, Mapping):
-        named = _text(spawn.get("agent_path")) or _text(spawn.get("agent_nickname")) or "?"
-        parent = _text(spawn.get("parent_thread_id"))
+        named = nonempty_text(spawn.get("agent_path")) or nonempty_text(spawn.get("agent_nickname")) or "?"
+        parent = nonempty_text(spawn.get("parent_thread_id"))
         subagent = f"subagent {named}" + (f" of thread {parent}" if parent else "")
-    cwd, provider = _text(detail.get("cwd")), _text(detail.get("model_provider"))
+    cwd, provider = nonempty_text(detail.get("cwd")), nonempty_text(detail.get("model_provider"))
     return _joined(
         f"{codex} ({originator})" if originator else codex,
         subagent,
@@ -43,23 +41,23 @@ def _thread_started(detail: Mapping[str, Any]) -> str | None:
 
 
 def _turn_aborted(detail: Mapping[str, Any]) -> str:
-    return _text(detail.get("reason")) or ""
+    return nonempty_text(detail.get("reason")) or ""
 
 
 def _forked(detail: Mapping[str, Any]) -> str:
-    parent = _text(detail.get("forked_from"))
+    parent = nonempty_text(detail.get("forked_from"))
     return f"from {parent}" if parent else ""
 
 
 def _subagent(detail: Mapping[str, Any]) -> str:
-    path, model = _text(detail.get("agent_path")), _text(detail.get("model"))
-    thread = _text(detail.get("agent_thread_id"))
+    path, model = nonempty_text(detail.get("agent_path")), nonempty_text(detail.get("model"))
+    thread = nonempty_text(detail.get("agent_thread_id"))
     named = path or thread or "?"
     return _joined(f"{named} ({model})" if model else named, f"thread {thread}" if path and thread else None)
 
 
 def _permission_mode(detail: Mapping[str, Any]) -> str:
-    return _text(detail.get("mode")) or ""
+    return nonempty_text(detail.get("mode")) or ""
 
 
 _WORDS: Final[dict[str, Callable[[Mapping[str, Any]], str | None]]] = {

@@ -12,6 +12,7 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
+from transcript_otel.genai.lookup import nonempty_text
 from transcript_otel.instrumentation.claude_agent_sdk._sdk_run import SdkRun
 from transcript_otel.instrumentation.cli_logs import resumed_cost_state
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy, current_run
@@ -114,5 +115,4 @@ def _resumed_cost_state(options: Any) -> bytes | None:
 
 
 def _text_option(options: Any, name: str) -> str | None:
-    value = getattr(options, name, None)
-    return value if isinstance(value, str) and value else None
+    return nonempty_text(getattr(options, name, None))
