@@ -173,11 +173,14 @@ class AgentRun:
                 at,
             )
 
-    def record_mapped(self, entries: Iterable[MappedEntry | None]) -> None:
+    def record_mapped(self, entries: Iterable[MappedEntry | None], timestamp_ns: int | None = None) -> None:
         """`record()` each entry a mapping produced (None: the event was not transcript content)."""
         for entry in entries:
             if entry is not None:
-                self.record(entry.entry_type, source=entry.source, detail=entry.detail, raw=entry.raw)
+                detail, raw = entry.detail, entry.raw
+                self.record(
+                    entry.entry_type, source=entry.source, detail=detail, raw=raw, timestamp_ns=timestamp_ns
+                )
 
     def record_in_turns(
         self, entries: Iterable[MappedEntry], timestamp_ns: int | None = None, *, reports_end_turns: bool
@@ -221,15 +224,7 @@ class AgentRun:
         self, at_ns: int, mapping: Callable[[AgentRun, Any], Iterable[MappedEntry | None]], native: Any
     ) -> None:
         try:
-            for entry in mapping(self, native):
-                if entry is not None:
-                    self.record(
-                        entry.entry_type,
-                        source=entry.source,
-                        detail=entry.detail,
-                        raw=entry.raw,
-                        timestamp_ns=at_ns,
-                    )
+            self.record_mapped(mapping(self, native), at_ns)
         except Exception as exc:
             self._report("could not map a native event", exc)
 
