@@ -55,8 +55,9 @@ def _said(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def _mirror(directory: Path) -> list[dict[str, Any]]:
-    """Every record of every run in the mirror, runs in the order they began."""
-    runs = [list(read_records(path)) for path in directory.glob("*.jsonl")]
+    """Every record of every run in the mirror, runs in the order they began (a run's file the
+    watch has just made holds no record yet: read while it runs, it is passed over)."""
+    runs = [records for path in directory.glob("*.jsonl") if (records := list(read_records(path)))]
     return [record for run in sorted(runs, key=lambda run: run[0]["timestamp"]) for record in run]
 
 
