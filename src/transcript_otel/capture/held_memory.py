@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
-from transcript_otel.capture.pipeline_state import DeferredMapping
+from transcript_otel.capture.shared import DeferredMapping
 from transcript_otel.model.entries import RawJson
 
 # The queued tuple of eight fields and its own timestamp int.
