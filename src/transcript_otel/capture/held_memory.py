@@ -4,7 +4,7 @@ The backlog holds the agent's own objects (`detail`, `raw`) until the writer run
 they hold is measured by walking them with `sys.getsizeof`, not guessed from their JSON:
 a dict of short strings takes several times its JSON, a long ASCII string about its
 length, non-ASCII text four times. A walk costs a call per object, so it is done for a
-few sampled entries only (`TranscriptPipeline`), and a long list is measured on
+few sampled entries only (`Backlog`), and a long list is measured on
 `_SAMPLED_ITEMS` of its items, spread over it, and scaled (a list of similar items is the
 common case): a large nested notification costs a fraction of its walk.
 """
