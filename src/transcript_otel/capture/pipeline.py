@@ -64,8 +64,9 @@ class TranscriptPipeline:
         GIL shared between two threads, no backlog to measure, since the caller's own pace
         bounds it), and nothing is ever dropped."""
         # Secrets go before any sink sees an entry (`redaction.py`); on by default. The writer
-        # reads this and `content_policy` from the pipeline as it prepares each record (they
-        # may be replaced while it runs); the span wiring reads them here too.
+        # reads this and `content_policy` here as it prepares each record (they may be replaced
+        # while it runs). Plain attributes, not the writer's behind a property: the span wiring
+        # reads them on the agent's thread, where a property would be a call.
         self.redactor = Redactor() if redactor is None else redactor
         # How much content every sink gets (`content.py`); everything by default.
         self.content_policy = ContentPolicy() if content_policy is None else content_policy

@@ -59,11 +59,10 @@ MAX_EXPORT_WAIT_S: Final = 1.0
 
 
 class ContentSettings(Protocol):
-    """What the records are made by: the pipeline's settings, which may change while it runs."""
+    """What the records are made by: the pipeline's redactor and content policy, read as each
+    record is prepared (they may be replaced while the writer runs)."""
 
-    # Secrets go before any sink sees an entry (`redaction.py`); on by default.
     redactor: Redactor
-    # How much content every sink gets (`content.py`); everything by default.
     content_policy: ContentPolicy
 
 
