@@ -18,7 +18,7 @@ import pytest
 
 from transcript_otel import TranscriptEmitter, TranscriptPipeline
 from transcript_otel.capture import pipeline as pipeline_module
-from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
+from transcript_otel.capture.shared import WAKE_THRESHOLD
 from transcript_otel.records.prepared import PreparedRecord
 from transcript_otel.sinks import JsonlMirror, Sink
 
@@ -399,7 +399,7 @@ def test_a_span_that_ends_past_the_bound_is_exported_and_its_missing_record_said
     run.record("user_message", detail={"text": "hi"})
     assert pipeline.flush(WRITTEN_WITHIN_S)
     limit = pipeline.backlog_limit
-    monkeypatch.setattr(pipeline, "_set_entry_bytes", lambda entry_bytes: None)  # no new measure
+    monkeypatch.setattr(pipeline._backlog, "_set_entry_bytes", lambda entry_bytes: None)  # no new measure
     pipeline.backlog_limit = 0  # as while the sinks fall behind
     run.end_turn()
     assert pipeline.flush(WRITTEN_WITHIN_S)

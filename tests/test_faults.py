@@ -58,7 +58,7 @@ DEFAULT_BOUND_S = 5.0  # TRANSCRIPT_OTEL_SHUTDOWN_TIMEOUT's default: flush and s
 BOUND_SLACK_S = 2.0  # interpreter start-up/teardown and a loaded 2-core machine
 CHILD_TIMEOUT_S = 60.0  # a hang fails the scenario here
 FILE_SIZE_LIMIT = 20_000  # bytes: the mirror fills it after ~30 lines
-MIRROR_WARNING = "transcript-otel: sink 'jsonl': "  # pipeline._warn_once, the one warning per sink
+MIRROR_WARNING = "transcript-otel: sink 'jsonl': "  # SinkWriting._warn_once, the one warning per sink
 
 AGENT = f"""
 import atexit, json, os, threading, time
@@ -439,7 +439,7 @@ def test_unwritable_mirror_warns_once_and_otlp_goes_on(outcomes: dict[str, Outco
     assert len(warnings) == 1, outcome.describe()
     (warning,) = warnings
     if SCENARIOS[scenario].file_size_limit is not None:
-        # pipeline._warn_once: "transcript-otel: sink 'jsonl': failed to flush: OSError: [Errno 27]
+        # SinkWriting._warn_once: "transcript-otel: sink 'jsonl': failed to flush: OSError: [Errno 27]
         # File too large (further failures become transcript.error records)"
         assert os.strerror(errno.EFBIG) in warning
         jsonl = Path(outcome.result["jsonl"])

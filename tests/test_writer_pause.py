@@ -18,7 +18,7 @@ import pytest
 
 import transcript_otel.capture.agent_activity as agent_activity
 from transcript_otel import TranscriptPipeline
-from transcript_otel.capture.pipeline_state import FlushRequest
+from transcript_otel.capture.shared import FlushRequest
 from transcript_otel.capture.writer import MAX_DEFER_S, PAUSE_S
 
 
@@ -50,7 +50,7 @@ def pipeline(make_pipeline: Callable[..., TranscriptPipeline]) -> Iterator[Trans
 def _with_clock(monkeypatch: pytest.MonkeyPatch, pipeline: TranscriptPipeline, clock: ScriptedClock) -> None:
     monkeypatch.setattr(time, "monotonic", lambda: clock.now)
     monkeypatch.setattr(agent_activity, "other_threads_cpu", lambda: clock.others_cpu)
-    monkeypatch.setattr(pipeline._flush_wanted, "wait", clock.wait)
+    monkeypatch.setattr(pipeline._writer._flush_wanted, "wait", clock.wait)
 
 
 def test_an_idle_agent_gets_its_records_written_after_one_look(
@@ -58,7 +58,7 @@ def test_an_idle_agent_gets_its_records_written_after_one_look(
 ) -> None:
     clock = ScriptedClock(busy=lambda now: 0.05)
     _with_clock(monkeypatch, pipeline, clock)
-    pipeline._wait_for_pause()
+    pipeline._writer._wait_for_pause()
     assert len(clock.looks) == 1
     assert clock.looks[0] - 1000.0 == pytest.approx(PAUSE_S)
 
@@ -69,7 +69,7 @@ def test_an_agent_at_work_without_recording_is_left_alone_until_it_waits(
     start = 1000.0
     clock = ScriptedClock(busy=lambda now: 1.0 if now < start + 0.1 else 0.0)  # ends its turn
     _with_clock(monkeypatch, pipeline, clock)
-    pipeline._wait_for_pause()
+    pipeline._writer._wait_for_pause()
     assert clock.looks[-1] >= start + 0.1  # not before the agent stopped working
     assert clock.looks[-1] < start + MAX_DEFER_S
     assert len(clock.looks) < 10  # it looks less often while the agent works
@@ -80,7 +80,7 @@ def test_an_agent_that_never_waits_gets_its_records_written_within_the_deadline(
 ) -> None:
     clock = ScriptedClock(busy=lambda now: 1.0)
     _with_clock(monkeypatch, pipeline, clock)
-    pipeline._wait_for_pause()
+    pipeline._writer._wait_for_pause()
     assert clock.looks[-1] == pytest.approx(1000.0 + MAX_DEFER_S)
 
 
@@ -96,6 +96,6 @@ def test_records_still_coming_keep_the_writer_waiting_whatever_the_cpu(
         return waited(timeout)
 
     _with_clock(monkeypatch, pipeline, clock)
-    monkeypatch.setattr(pipeline._flush_wanted, "wait", records_keep_coming)
-    pipeline._wait_for_pause()
+    monkeypatch.setattr(pipeline._writer._flush_wanted, "wait", records_keep_coming)
+    pipeline._writer._wait_for_pause()
     assert len(clock.looks) == 4  # three looks found new records, the fourth a pause

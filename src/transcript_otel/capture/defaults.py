@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
 from transcript_otel import environment_variables as env
-from transcript_otel.capture.backlog_bound import DEFAULT_MAX_BACKLOG_BYTES
+from transcript_otel.capture.backlog import DEFAULT_MAX_BACKLOG_BYTES
 from transcript_otel.capture.pipeline import DEFAULT_SHUTDOWN_TIMEOUT_S, TranscriptPipeline
 from transcript_otel.records.content import (
     DEFAULT_GENAI_CONTENT_MAX_LENGTH,

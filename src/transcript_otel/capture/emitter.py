@@ -2,9 +2,9 @@
 
 `emit()` runs on the agent's thread, so it does the least possible: a timestamp,
 the current OTel context, and one `deque.append` of a tuple, with no lock. Numbering,
-formatting, validation, encoding and I/O happen on the pipeline's writer thread
-(`transcript_otel.capture.pipeline`), in queue order. `emit()` never raises and never
-blocks; `detail` is kept by reference, so it must not be mutated after `emit()`.
+formatting, validation, encoding and I/O happen on the pipeline's writer thread, in queue
+order. `emit()` never raises and never blocks; `detail` is kept by reference, so it must not
+be mutated after `emit()`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from opentelemetry.context import Context, get_current
 from transcript_otel import environment_variables as env
 from transcript_otel.capture.defaults import get_pipeline
 from transcript_otel.capture.pipeline import TranscriptPipeline
-from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
+from transcript_otel.capture.shared import WAKE_THRESHOLD
 from transcript_otel.model.entries import (
     MAIN_SOURCE,
     DetailInRaw,
@@ -48,13 +48,16 @@ class TranscriptEmitter:
 
     __slots__ = (
         "__weakref__",
+        "_agent",
         "_backlog",
         "_emit_raw",
         "_enabled",
         "_pipeline",
+        "_queue",
         "_run",
         "_started",
         "_stopped",
+        "_writer",
     )
 
     def __init__(
@@ -89,11 +92,13 @@ class TranscriptEmitter:
         if run_id is not None:
             self._run.run_id = run_id
         self._pipeline = pipeline if pipeline is not None else get_pipeline()
-        self._backlog = self._pipeline.backlog
-        self._started = False
-        self._stopped = False
+        # The parts the hot path reads (the backlog's `limit`, the writer's `acting`), held here:
+        # an attribute each, no call.
+        agent = self._agent = self._pipeline.agent_side
+        self._backlog, self._queue, self._writer = agent.backlog, agent.backlog.items, agent.writer
+        self._started = self._stopped = False
         if self._enabled:
-            self._pipeline.register_run(self._run)
+            self._agent.register_run(self._run)
             if problems:
                 self._report("; ".join(problems))
         _EMITTERS.add(self)
@@ -157,14 +162,14 @@ class TranscriptEmitter:
             # Emitted by a deferred action on the writer (`map_on_writer`): written in its place,
             # within the bound that admitted the action, and before `transcript.stop` if the
             # action was queued before `stop()`.
-            in_action = self._pipeline.acting and self._pipeline.acts_here()
+            in_action = self._writer.acting and self._writer.acts_here()
             if self._stopped and (self._run.stop_reached or not in_action):
                 self._report(f"a {entry_type!r} entry emitted after stop() was refused: the run has ended")
                 return
-            backlog = self._backlog
-            if not in_action and len(backlog) >= self._pipeline.backlog_limit:
+            queue = self._queue
+            if not in_action and len(queue) >= self._backlog.limit:
                 self._run.note_drop()
-                self._pipeline.wake_and_sample()  # the backlog's measure may have changed too
+                self._agent.wake_and_sample()  # the backlog's measure may have changed too
                 return
             item = (
                 _ENTRY,
@@ -177,13 +182,13 @@ class TranscriptEmitter:
                 get_current() if context is None else context,
             )
             if in_action:
-                self._pipeline.submit_next(item)
+                self._agent.submit_next(item)
                 return
             # One append, atomic under the GIL: queue order is the order of the sequence
             # numbers the writer gives, for entries of one source from any thread or task.
-            backlog.append(item)
-            if len(backlog) >= WAKE_THRESHOLD:
-                self._pipeline.wake_and_sample()
+            queue.append(item)
+            if len(queue) >= WAKE_THRESHOLD:
+                self._agent.wake_and_sample()
         except Exception as exc:  # non-blocking invariant: report, skip the entry
             self._report_exception("emit failed", exc)
 
@@ -211,13 +216,13 @@ class TranscriptEmitter:
         """
         if self._enabled and not self._stopped:
             self._stopped = True
-            if self._pipeline.acting and self._pipeline.acts_here():
+            if self._writer.acting and self._writer.acts_here():
                 self._run.stop_reached = True  # the record goes next: nothing after it
             self._submit(TranscriptEvent.STOP, None, timestamp_ns=timestamp_ns)
             if not wait:
                 return self._run.summary()
             try:
-                self._pipeline.flush(timeout_s)
+                self._agent.flush(timeout_s)
             except Exception as exc:
                 self._report_exception("flush at stop failed", exc)
         return self._run.summary()
@@ -229,7 +234,7 @@ class TranscriptEmitter:
         become its span events. Returns False on timeout.
         """
         try:
-            return self._pipeline.flush(timeout_s)
+            return self._agent.flush(timeout_s)
         except Exception as exc:
             self._report_exception("flush failed", exc)
             return False
@@ -241,7 +246,7 @@ class TranscriptEmitter:
         events without the agent waiting for the writer. Never raises.
         """
         try:
-            self._pipeline.after_pending(action)
+            self._agent.after_pending(action)
         except Exception as exc:
             self._report_exception("could not defer an action", exc)
 
@@ -254,11 +259,11 @@ class TranscriptEmitter:
             if self._stopped:
                 self._report("an event queued for mapping after stop() was refused: the run has ended")
                 return
-            if len(self._backlog) >= self._pipeline.backlog_limit:
+            if len(self._queue) >= self._backlog.limit:
                 self._run.note_drop()
-                self._pipeline.wake_and_sample()
+                self._agent.wake_and_sample()
                 return
-            self._pipeline.defer_mapping(action, native)
+            self._agent.defer_mapping(action, native)
         except Exception as exc:
             self._report_exception("could not defer an action", exc)
 
@@ -284,7 +289,7 @@ class TranscriptEmitter:
         `transcript.stop` came before the span's end (then it does not ask)."""
         if not self._enabled:
             return False
-        if len(self._backlog) < self._pipeline.backlog_limit:
+        if len(self._queue) < self._backlog.limit:
             return True
         self._run.note_span_record_drop()
         return False
@@ -297,7 +302,7 @@ class TranscriptEmitter:
         transcript, ahead of what was emitted since. Check `keeps_span_records()` first.
         """
         try:
-            self._pipeline.submit_next(self._item(TranscriptEvent.SPAN, fields, context, end_time_ns))
+            self._agent.submit_next(self._item(TranscriptEvent.SPAN, fields, context, end_time_ns))
         except Exception as exc:
             self._report_exception("could not record a span", exc)
 
@@ -317,7 +322,7 @@ class TranscriptEmitter:
         try:
             self._submit(TranscriptEvent.ERROR, {"error": message, **fields})
         except Exception:
-            self._pipeline.internal_errors += 1
+            self._writer.internal_errors += 1
 
     def _submit(
         self,
@@ -327,7 +332,7 @@ class TranscriptEmitter:
         *,
         timestamp_ns: int | None = None,
     ) -> None:
-        self._pipeline.submit(self._item(event, extra, context, timestamp_ns))
+        self._agent.submit(self._item(event, extra, context, timestamp_ns))
 
     def _item(
         self,
@@ -364,7 +369,7 @@ class TranscriptEmitter:
             forked_from_run_id=old.run_id,
         )
         if self._enabled:
-            self._pipeline.register_run(self._run)
+            self._agent.register_run(self._run)
             if self._started and not self._stopped:
                 self._run.held_start = self._item(
                     TranscriptEvent.START, {"forked_from_run_id": old.run_id}, None

@@ -4,7 +4,7 @@ The backlog holds the agent's own objects (`detail`, `raw`) until the writer run
 they hold is measured by walking them with `sys.getsizeof`, not guessed from their JSON:
 a dict of short strings takes several times its JSON, a long ASCII string about its
 length, non-ASCII text four times. A walk costs a call per object, so it is done for a
-few sampled entries only (`TranscriptPipeline`), and a long list is measured on
+few sampled entries only (`Backlog`), and a long list is measured on
 `_SAMPLED_ITEMS` of its items, spread over it, and scaled (a list of similar items is the
 common case): a large nested notification costs a fraction of its walk.
 """
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
-from transcript_otel.capture.pipeline_state import DeferredMapping
+from transcript_otel.capture.shared import DeferredMapping
 from transcript_otel.model.entries import RawJson
 
 # The queued tuple of eight fields and its own timestamp int.

@@ -1,44 +1,50 @@
 """`TranscriptPipeline`: the backlog between the agent's thread and the sinks, and its writer.
 
-The agent thread only appends a tuple to a deque (see `TranscriptEmitter.emit`). One daemon
-thread, the writer (`writer.py`), does everything else: formatting, validation, JSON
-encoding, file I/O and OTel calls, handing batches to the sinks (`sink_writing.py`). The
-backlog is bounded by the memory it holds (`backlog_bound.py`); what the agent's thread
-and others call is in `agent_side.py`. This module puts the parts together and shuts a
-pipeline down; `registry.py` does it for every pipeline of the process at exit.
+The agent's thread only appends a tuple to a deque (see `TranscriptEmitter.emit`). One daemon
+thread, the writer, does everything else: formatting, validation, JSON encoding, file I/O and
+OTel calls. A pipeline is made of parts it holds, each owning its own state:
+
+- `Backlog` (`backlog.py`): the queue and its bound in bytes, kept as a limit in entries;
+- `SinkWriting` (`sink_writing.py`): the sinks, and what a failing one costs;
+- `BackgroundWriter` (`writer.py`): the thread that prepares the records and hands them to
+  the sinks, pausing for the agent (`GilPacing`, `gil_pacing.py`: when it lets go of the GIL);
+- `AgentSide` (`agent_side.py`): what the agent's thread and other producers call; an
+  emitter holds it.
+
+This module puts the parts together and shuts a pipeline down; `registry.py` does it for
+every pipeline of the process at exit.
 """
 
 from __future__ import annotations
 
-import functools
-import random
-import sys
-import threading
 import time
-import weakref
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_otel.capture.agent_side import AgentSide
-from transcript_otel.capture.backlog_bound import DEFAULT_MAX_BACKLOG_BYTES, INITIAL_ENTRY_BYTES
-from transcript_otel.capture.pipeline_state import YIELD_EVERY_S, DeferredAction, FlushRequest, logger
+from transcript_otel.capture.backlog import DEFAULT_MAX_BACKLOG_BYTES, Backlog
+from transcript_otel.capture.gil_pacing import GilPacing
 from transcript_otel.capture.registry import PIPELINES, ShutdownAction, run_all_before
-from transcript_otel.capture.writer import DEFAULT_FLUSH_INTERVAL_S
-from transcript_otel.model.entries import TranscriptEvent
+from transcript_otel.capture.shared import DeferredAction, FlushRequest, logger
+from transcript_otel.capture.sink_writing import SinkWriting
+from transcript_otel.capture.writer import DEFAULT_FLUSH_INTERVAL_S, BackgroundWriter
 from transcript_otel.records.content import ContentPolicy, GenAiContent
 from transcript_otel.records.queued import QueuedItem
 from transcript_otel.records.redaction import Redactor
+from transcript_otel.records.run import RunInfo
 from transcript_otel.sinks.base import Sink
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 5.0
 # Past the shutdown deadline, with the entries left given up: how long the writer may take to
-# write the runs' stops and the counts of what they lost (a few records: milliseconds, unless
-# a sink hangs).
+# write the runs' stops and the counts of what they lost (a few records, unless a sink hangs).
 STOP_GRACE_S: Final = 1.0
 
 
-class TranscriptPipeline(AgentSide):
+class TranscriptPipeline:
     """A byte-bounded backlog drained into `sinks` by one background thread (or by its caller)."""
 
     def __init__(
@@ -57,44 +63,146 @@ class TranscriptPipeline(AgentSide):
         them by calling `drain_here()` (an import, which has nothing else to do meanwhile: no
         GIL shared between two threads, no backlog to measure, since the caller's own pace
         bounds it), and nothing is ever dropped."""
-        self.sinks = list(sinks)
+        # Secrets go before any sink sees an entry (`redaction.py`); on by default. The writer
+        # reads this and `content_policy` here as it prepares each record (they may be replaced
+        # while it runs). Plain attributes, not the writer's behind a property: the span wiring
+        # reads them on the agent's thread, where a property would be a call.
         self.redactor = Redactor() if redactor is None else redactor
+        # How much content every sink gets (`content.py`); everything by default.
         self.content_policy = ContentPolicy() if content_policy is None else content_policy
         # Where GenAI content goes beside the transcript (spans, events), read by the span
         # wiring; only what `content_policy` keeps `full` goes anywhere.
         self.genai_content = GenAiContent() if genai_content is None else genai_content
-        self.max_backlog_bytes = max_backlog_bytes
-        self.flush_interval_s = flush_interval_s
-        self.shutdown_timeout_s = shutdown_timeout_s
-        self.backlog = deque()
-        self._entry_bytes = 0.0
-        self.drained_by_caller = drained_by_caller
-        self.backlog_limit = sys.maxsize if drained_by_caller else self._limit_for(INITIAL_ENTRY_BYTES)
-        self._samples_due = 0
-        self._random = random.Random(0)
-        self._measure_newest = False
-        self._unmeasured = 0
-        self._wake = threading.Event()
-        self._flush_wanted = threading.Event()
-        self._room = threading.Event()
-        self._flushes_pending = 0
-        self._lock = threading.Lock()
-        self._thread = None
-        self._closed = False
-        self._released = False
-        self._mirror_only = False
-        self._warned_sinks = set()
-        self._unflushed = []
+        pacing = GilPacing()
+        self._pacing = pacing
+        self._backlog = Backlog(max_backlog_bytes, unbounded=drained_by_caller)
+        self._sink_writing = SinkWriting(sinks, pacing, flush_each_batch=not drained_by_caller)
+        self._writer = BackgroundWriter(
+            self._backlog,
+            self._sink_writing,
+            pacing,
+            self,
+            flush_interval_s=flush_interval_s,
+            drained_by_caller=drained_by_caller,
+        )
+        # Internal: what the agent's thread calls; each emitter holds it.
+        self.agent_side = AgentSide(
+            self._backlog,
+            self._writer,
+            shutdown_timeout_s=shutdown_timeout_s,
+            drained_by_caller=drained_by_caller,
+        )
         self._on_shutdown: list[Callable[[], None]] = []
-        self._after_batch = []
-        self._next_records = []
-        self.acting = False
-        self._runs = weakref.WeakValueDictionary()
-        self._yield_at = 0.0
-        self.yield_every_s = YIELD_EVERY_S
-        self.internal_errors = 0
-        self.sink_failures = Counter()
         PIPELINES.add(self)
+
+    # -- what the parts own, read (and a few set) here -----------------------------------
+
+    @property
+    def sinks(self) -> list[Sink]:
+        return self._sink_writing.sinks
+
+    @property
+    def sink_failures(self) -> Counter[str]:
+        """Failures of each sink, by its name (each also a `transcript.error` for the others)."""
+        return self._sink_writing.failures
+
+    @property
+    def internal_errors(self) -> int:
+        """Failures of our own (a record that could not be built, a deferred action that raised)."""
+        return self._writer.internal_errors
+
+    @property
+    def backlog(self) -> deque[QueuedItem | FlushRequest | DeferredAction]:
+        """The queue between the producers and the writer (`len()` of it is cheap)."""
+        return self._backlog.items
+
+    @property
+    def backlog_limit(self) -> int:
+        """The backlog's bound in entries, following what an entry holds (`Backlog`)."""
+        return self._backlog.limit
+
+    @backlog_limit.setter
+    def backlog_limit(self, limit: int) -> None:
+        self._backlog.limit = limit
+
+    @property
+    def max_backlog_bytes(self) -> int:
+        return self._backlog.max_bytes
+
+    @property
+    def flush_interval_s(self) -> float:
+        return self._writer.flush_interval_s
+
+    @property
+    def shutdown_timeout_s(self) -> float:
+        """How long a flush waits by default, and a shutdown in all."""
+        return self.agent_side.shutdown_timeout_s
+
+    @shutdown_timeout_s.setter
+    def shutdown_timeout_s(self, timeout_s: float) -> None:
+        self.agent_side.shutdown_timeout_s = timeout_s
+
+    @property
+    def yield_every_s(self) -> float:
+        """How often the writer lets an agent's thread have the GIL; a process with no agent
+        thread in it (`transcript-otel run`, an import) sets it longer, or infinite."""
+        return self._pacing.every_s
+
+    @yield_every_s.setter
+    def yield_every_s(self, every_s: float) -> None:
+        self._pacing.every_s = every_s
+
+    @property
+    def closed(self) -> bool:
+        """Shut down: what is queued from now on is not written."""
+        return self._writer.closed
+
+    # -- what producers call: the agent side's, for callers that hold the pipeline ---------
+
+    def submit(self, item: QueuedItem) -> None:
+        """Queue a lifecycle record (`AgentSide.submit`)."""
+        self.agent_side.submit(item)
+
+    def flush(self, timeout_s: float | None = None, *, deep: bool = False) -> bool:
+        """Wait until every record queued before this call is written (`AgentSide.flush`)."""
+        return self.agent_side.flush(timeout_s, deep=deep)
+
+    def flush_while_writing(self, stall_s: float, stop: Callable[[], bool], look_s: float = 0.1) -> bool:
+        """`flush()` bounded by the writer's progress (`AgentSide.flush_while_writing`)."""
+        return self.agent_side.flush_while_writing(stall_s, stop, look_s)
+
+    def wait_for_room(self, timeout_s: float, at_most: int | None = None) -> bool:
+        """Wait until the backlog is at most half full (`AgentSide.wait_for_room`)."""
+        return self.agent_side.wait_for_room(timeout_s, at_most)
+
+    def after_pending(self, action: Callable[[], None]) -> None:
+        """Run `action` on the writer once everything queued before it is written
+        (`AgentSide.after_pending`)."""
+        self.agent_side.after_pending(action)
+
+    def report_failed_export(self, lost: Mapping[str, int], reason: str) -> None:
+        """Say in each run's transcript that an export of its records failed (`AgentSide`)."""
+        self.agent_side.report_failed_export(lost, reason)
+
+    def ensure_running(self) -> None:
+        """Start the writer thread, unless it runs already or the pipeline is closed."""
+        self._writer.ensure_running()
+
+    def drain_here(self) -> None:
+        """Write everything queued, on this thread (`BackgroundWriter.drain_here`)."""
+        self._writer.drain_here()
+
+    def local_path(self, run: RunInfo) -> str | None:
+        """The local file `run` is written to (the JSONL mirror's), if a sink writes one."""
+        return self._sink_writing.local_path(run)
+
+    def emit_genai_event(
+        self, name: str, attributes: Mapping[str, Any], context: Context, timestamp_ns: int
+    ) -> None:
+        """One OTel event through every OTel log sink, on the writer (`SinkWriting.emit_genai_event`)."""
+        self._sink_writing.emit_genai_event(name, attributes, context, timestamp_ns)
+
+    # -- shutting down -------------------------------------------------------------------
 
     def add_shutdown_callback(self, callback: Callable[[], None]) -> None:
         """Run `callback()` after the final drain at shutdown, bounded by its deadline."""
@@ -120,26 +228,20 @@ class TranscriptPipeline(AgentSide):
         the local copy. At the deadline the entries left are given up, never the runs'
         stops: each is written with the count of its run's entries lost (`dropped_entries`).
         """
-        if self._closed:
+        if self._writer.closed:
             return deadline
         remaining = max(0.0, deadline - time.monotonic())
         given_up = 0
         if not self.flush(remaining * 0.8):
-            self._mirror_only = True
+            self._sink_writing.mirror_only = True
             if not self.flush(max(0.0, deadline - time.monotonic())):
-                given_up = self._give_up_entries()
-                if self._records_left():  # the stops and the counts, past the deadline
+                given_up = self._backlog.give_up_entries()
+                if self._backlog.records_left():  # the stops and the counts, past the deadline
                     deadline = time.monotonic() + STOP_GRACE_S
                     self.flush(STOP_GRACE_S)
-        with self._lock:
-            self._closed = True
-            thread = self._thread
-        self.backlog_limit = 0  # anything emitted from now on is dropped and counted
-        self._flush_wanted.set()
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
-        left = self._records_left()
+        self._backlog.close()  # anything emitted from now on is dropped and counted
+        self._writer.close(deadline)
+        left = self._backlog.records_left()
         if given_up:
             logger.warning(
                 "transcript-otel: %d transcript entries were not written before the shutdown deadline; "
@@ -152,40 +254,11 @@ class TranscriptPipeline(AgentSide):
             )
         return deadline
 
-    def _records_left(self) -> int:
-        """Records in the backlog: the flush requests and deferred actions queued among them are
-        not. `list()` copies in one step, while a writer past the deadline may still be popping."""
-        return sum(1 for item in list(self.backlog) if not isinstance(item, (FlushRequest, DeferredAction)))
-
-    def _give_up_entries(self) -> int:
-        """Take the entries out of the backlog, each counted as dropped by its run, and leave
-        the rest (starts, stops, errors, flush requests, deferred actions) in order: the
-        writer then writes each run's count before its stop. How many were taken out."""
-        kept: list[QueuedItem | FlushRequest | DeferredAction] = []
-        given_up = 0
-        while True:
-            try:  # one item at a time: the writer may be taking items too
-                item = self.backlog.popleft()
-            except IndexError:
-                break
-            if type(item) is tuple and item[0] is TranscriptEvent.ENTRY:
-                item[1].note_drop()
-                given_up += 1
-            else:
-                kept.append(item)
-        self.backlog.extend(kept)
-        return given_up
-
     def release_actions(self, deadline: float) -> list[ShutdownAction]:
         """What releases the sinks and providers: once (a second shutdown has nothing to do)."""
-        if self._released:
+        if self._sink_writing.released:
             return []
-        self._released = True
-        remaining = max(0.0, deadline - time.monotonic())
-        actions = [
-            ShutdownAction(f"sink {sink.name}", functools.partial(sink.shutdown, remaining), sink.essential)
-            for sink in self.sinks
-        ]
+        actions = self._sink_writing.release_actions(max(0.0, deadline - time.monotonic()))
         actions += [
             ShutdownAction(getattr(callback, "__qualname__", repr(callback)), callback, essential=False)
             for callback in self._on_shutdown
@@ -194,15 +267,6 @@ class TranscriptPipeline(AgentSide):
 
     def after_fork_in_child(self) -> None:
         """The child inherits the parent's backlog and files but not its thread."""
-        self.backlog.clear()
-        self._wake = threading.Event()
-        self._flush_wanted = threading.Event()
-        self._room = threading.Event()
-        self._flushes_pending = 0
-        self._after_batch = []
-        self._next_records = []
-        self.acting = False
-        self._lock = threading.Lock()
-        self._thread = None
-        for sink in self.sinks:
-            self._guard(sink, lambda s: s.after_fork_in_child())
+        self._backlog.items.clear()
+        self._writer.after_fork_in_child()
+        self._sink_writing.after_fork_in_child()

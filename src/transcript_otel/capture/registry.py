@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import NamedTuple, Protocol
 
-from transcript_otel.capture.pipeline_state import logger
+from transcript_otel.capture.shared import logger
 from transcript_otel.otel.export_drops import run_before, set_failed_export_handler
 
 

@@ -1,19 +1,22 @@
 """Handing the writer's batches to the sinks, and what a failing sink costs: nothing but itself.
 
 Every sink takes a whole batch in turn, the JSONL mirror first. A sink that fails is warned
-about once (`logger`), counted in `sink_failures`, and its failures become `transcript.error`
+about once (`logger`), counted in `failures`, and its failures become `transcript.error`
 records written to the other sinks; in the mirror-only end of a shutdown only the essential
 sinks (the mirror) are written.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from transcript_otel.capture.pipeline_state import PipelineState, logger
+from transcript_otel.capture.gil_pacing import GilPacing
+from transcript_otel.capture.registry import ShutdownAction
+from transcript_otel.capture.shared import logger
 from transcript_otel.model.entries import TranscriptEvent
 from transcript_otel.otel.metrics import count_dropped
 from transcript_otel.records.prepared import PreparedRecord, error_record
@@ -24,18 +27,46 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
 
 
-class SinkWriting(PipelineState):
-    """The sinks, and how the writer writes to them."""
+class SinkWriting:
+    """The sinks, what failed in each, and how the writer writes to them."""
 
-    sinks: list[Sink]
-    sink_failures: Counter[str]
-    _warned_sinks: set[str]
-    # The end of a shutdown that ran out of time: only the mirror is written.
-    _mirror_only: bool
-    _released: bool  # the sinks are shut down
-    # Drained by its caller: the records written since the sinks were last flushed, which the
-    # caller flushes once it has drained (`flush_written`), not after every batch.
-    _unflushed: list[PreparedRecord]
+    def __init__(self, sinks: Iterable[Sink], pacing: GilPacing, *, flush_each_batch: bool) -> None:
+        """`flush_each_batch`: flush every sink after each batch; else the one thread that
+        drains the pipeline flushes them once it has drained (`flush_written`)."""
+        self.sinks = list(sinks)
+        self.failures: Counter[str] = Counter()  # by sink name
+        self._pacing = pacing
+        self._flush_each_batch = flush_each_batch
+        self._warned_sinks: set[str] = set()
+        # The end of a shutdown that ran out of time: only the mirror is written.
+        self.mirror_only = False
+        self.released = False  # the sinks are shut down
+        # The records written since the sinks were last flushed, without `flush_each_batch`.
+        self._unflushed: list[PreparedRecord] = []
+
+    def local_path(self, run: RunInfo) -> str | None:
+        """The local file `run` is written to (the JSONL mirror's), if a sink writes one."""
+        for sink in self.sinks:
+            try:
+                path = sink.local_path(run)
+            except Exception as exc:  # e.g. a directory that cannot be read: no path, a warning
+                self._warn_once(sink.name, f"could not name the run's file: {exc!r}")
+                continue
+            if path is not None:
+                return path
+        return None
+
+    def release_actions(self, timeout_s: float) -> list[ShutdownAction]:
+        """What shuts the sinks down, each within `timeout_s`; emitting stops from now on."""
+        self.released = True
+        return [
+            ShutdownAction(f"sink {sink.name}", functools.partial(sink.shutdown, timeout_s), sink.essential)
+            for sink in self.sinks
+        ]
+
+    def after_fork_in_child(self) -> None:
+        for sink in self.sinks:
+            self._guard(sink, lambda s: s.after_fork_in_child())
 
     def emit_genai_event(
         self, name: str, attributes: Mapping[str, Any], context: Context, timestamp_ns: int
@@ -46,7 +77,7 @@ class SinkWriting(PipelineState):
         record, so it counts in no run's entries, and it is not in the mirror. A no-op
         without an OTel log sink (log records switched off) and once the sinks are released.
         """
-        if self._released:
+        if self.released:
             return  # the sinks (and maybe the providers) are shut down
         # Here, not at the top: a pipeline without OTel log records need not load the logs API.
         from transcript_otel.sinks.otel_logs import OTelLogSink
@@ -60,7 +91,7 @@ class SinkWriting(PipelineState):
                 # An optional copy of what the spans carry: not worth a transcript.error.
                 logger.debug("transcript-otel: could not emit the %s event: %r", name, exc)
 
-    def _write_batch(self, batch: list[PreparedRecord]) -> None:
+    def write_batch(self, batch: list[PreparedRecord]) -> None:
         """Every sink takes the whole batch in turn, then flushes it; drained by its caller,
         the sinks are flushed once the caller has drained (`flush_written`): a span's end
         ends a batch, and an import's thousands of small batches each cost a `write()`.
@@ -69,17 +100,18 @@ class SinkWriting(PipelineState):
         after the batch; runs that stopped in the batch are closed last.
         """
         failures: list[tuple[Sink, PreparedRecord]] = []
+        pacing = self._pacing
         for sink in self._active_sinks():
             for record in batch:
                 try:
                     sink.write(record)
                 except Exception as exc:
                     failures.append((sink, self._failure_record(sink, record, exc)))
-                if time.perf_counter() >= self._yield_at:
-                    self._yield_gil()
-            if not self.drained_by_caller:
+                if time.perf_counter() >= pacing.due:
+                    pacing.yield_gil()
+            if self._flush_each_batch:
                 failures += self._flushed(sink, batch)
-        if self.drained_by_caller:
+        if not self._flush_each_batch:
             self._unflushed += batch
         self._report_failures(failures)
         for record in batch:
@@ -110,7 +142,7 @@ class SinkWriting(PipelineState):
                 self._guard(sink, lambda s: s.flush())
 
     def _active_sinks(self) -> list[Sink]:
-        if self._mirror_only:
+        if self.mirror_only:
             return [sink for sink in self.sinks if sink.essential]
         return self.sinks
 
@@ -130,7 +162,7 @@ class SinkWriting(PipelineState):
                 self._guard(sink, lambda s: s.write(report))
 
     def _failure_record(self, sink: Sink, record: PreparedRecord, exc: Exception) -> PreparedRecord:
-        self.sink_failures[sink.name] += 1
+        self.failures[sink.name] += 1
         count_dropped(1, sink.name)
         self._warn_once(sink.name, f"failed to write a record: {_described(exc)}")
         return error_record(
@@ -149,7 +181,7 @@ class SinkWriting(PipelineState):
         self, sink: Sink, action: str, exc: Exception, batch: list[PreparedRecord]
     ) -> list[PreparedRecord]:
         """One `transcript.error` per run of `batch` that `sink` may have lost."""
-        self.sink_failures[sink.name] += 1
+        self.failures[sink.name] += 1
         self._warn_once(sink.name, f"failed to {action}: {_described(exc)}")
         counts = Counter(record.run for record in batch)
         count_dropped(len(batch), sink.name)  # an upper bound: "may be missing"
@@ -165,7 +197,8 @@ class SinkWriting(PipelineState):
             for run, count in counts.items()
         ]
 
-    def _force_flush_sinks(self, timeout_s: float) -> None:
+    def force_flush(self, timeout_s: float) -> None:
+        """Ask every sink to push what it holds onward (the OTel SDK's exporters)."""
         for sink in self.sinks:
             self._guard(sink, lambda s: s.force_flush(timeout_s))
 
@@ -173,7 +206,7 @@ class SinkWriting(PipelineState):
         try:
             action(sink)
         except Exception as exc:
-            self.sink_failures[sink.name] += 1
+            self.failures[sink.name] += 1
             self._warn_once(sink.name, _described(exc))
 
     def _warn_once(self, sink_name: str, message: str) -> None:

@@ -48,7 +48,7 @@ def let_this_thread_wait(until: float) -> None:
     """This thread may wait for room in an export queue until `until` (`time.monotonic()`).
 
     The pipeline's writer sets it before each batch, while waiting costs the JSONL
-    mirror nothing (see `TranscriptPipeline._may_wait_for_export`); 0 ends it. Any other
+    mirror nothing (see `BackgroundWriter._may_wait_for_export`); 0 ends it. Any other
     thread (the agent's, emitting its own logs or ending its own spans through the
     same providers) is never made to wait: what does not fit is dropped.
     """

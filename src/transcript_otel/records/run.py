@@ -42,7 +42,7 @@ class RunInfo:
     first_ns: int | None = None
     last_ns: int | None = None
     # A forked child's `transcript.start` (a queued item), written before the run's first
-    # other record; none comes, and neither is written (`TranscriptPipeline._prepare`).
+    # other record; none comes, and neither is written (`BackgroundWriter._prepare`).
     held_start: tuple[Any, ...] | None = None
     # The run a forked child continues from. Its file always carries the child's run id: the
     # parent may have named the plain name after the fork without having created it yet.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from transcript_otel.capture.defaults import pipeline_from_environment
-from transcript_otel.capture.pipeline_state import WAKE_THRESHOLD
+from transcript_otel.capture.shared import WAKE_THRESHOLD
 from transcript_otel.model.entries import TranscriptSummary
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sessions.files import SessionFiles, SessionKind
