@@ -188,6 +188,40 @@ def test_no_import_circle() -> None:
     assert circles == [], f"modules that import each other: {circles}"
 
 
+# -- objects composed, modules small ------------------------------------------------------------
+
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines() -> None:
+    """One job a module: a module that outgrows this has two."""
+    lengths = {_module_name(path): len(path.read_text(encoding="utf-8").splitlines()) for path in _modules()}
+    assert {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES} == {}
+
+
+def _our_classes(tree: ast.Module) -> set[str]:
+    """The names a module binds to classes of ours: those it defines and those it imports from us."""
+    names = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("transcript_otel"):
+            names.update(alias.asname or alias.name for alias in node.names if alias.name[:1].isupper())
+    return names
+
+
+def test_no_class_derives_from_two_of_ours() -> None:
+    """Objects composed, not mixin lattices: a class has at most one base of this package's."""
+    lattices = []
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        ours = _our_classes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(base) for base in node.bases]
+                if sum(base.split(".")[-1] in ours for base in bases) >= 2:
+                    lattices.append(f"{_module_name(path)}.{node.name}({', '.join(bases)})")
+    assert lattices == []
+
+
 # -- what of each subpackage is public -------------------------------------------------------------
 
 REPO = PACKAGE_DIR.parents[1]
