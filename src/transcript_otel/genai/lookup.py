@@ -1,5 +1,6 @@
 """Reading an entry's `detail` whatever its shape: the value down a path of keys (`value_at`),
-the mapping under a key (`mapping_at`), a value that is a non-empty string (`nonempty_text`).
+the mapping under a key (`mapping_at`, `mapping_or_empty`), a value that is a non-empty
+string (`nonempty_text`).
 
 Each adapter shapes details its own way and a harness may print anything, so every reader of
 a detail goes through these: where a level is missing or not a mapping they answer None, and
@@ -39,6 +40,11 @@ def mapping_at(value: Any, key: str) -> Mapping[str, Any] | None:
     if type(found) is dict or (found is not None and isinstance(found, Mapping)):
         return found
     return None
+
+
+def mapping_or_empty(value: Any, key: str) -> Mapping[str, Any]:
+    """`mapping_at(value, key)`, or an empty mapping: for readers that go on reading keys."""
+    return mapping_at(value, key) or {}
 
 
 def nonempty_text(value: Any) -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from transcript_otel.genai.attributes import cost_usd, session_usage, tool_identity, usage_attributes
+from transcript_otel.genai.lookup import mapping_or_empty
 from transcript_otel.mappings.claude_stream import result_error_type
 from transcript_otel.otel.attributes import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
@@ -92,14 +93,11 @@ def _block_text(block: Any) -> str | None:
     return None
 
 
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    found = value.get(key) if isinstance(value, Mapping) else None
-    return found if isinstance(found, Mapping) else {}
-
-
 def _codex_item(detail: Mapping[str, Any]) -> Mapping[str, Any]:
     """Codex's item: an app-server notification's, or a `codex exec --json` event's."""
-    return _mapping(_mapping(detail, "notification"), "item") or _mapping(_mapping(detail, "event"), "item")
+    return mapping_or_empty(mapping_or_empty(detail, "notification"), "item") or mapping_or_empty(
+        mapping_or_empty(detail, "event"), "item"
+    )
 
 
 def _codex_item_text(item: Mapping[str, Any]) -> str | None:
@@ -143,10 +141,10 @@ def _codex_words(detail: Mapping[str, Any]) -> str | None:
     """What Codex said in a warning, an error or a diff: app-server notifications
     (`message`, `error.message` + `additionalDetails`, `diff`) and `codex exec` events
     (`message`, `error.message`, an `error` item's `message`)."""
-    for said in (_mapping(detail, "notification"), _mapping(detail, "event")):
-        error = _mapping(said, "error")
+    for said in (mapping_or_empty(detail, "notification"), mapping_or_empty(detail, "event")):
+        error = mapping_or_empty(said, "error")
         words = [text_of(error.get("message")), text_of(error.get("additionalDetails"))]
-        words += [text_of(said.get("message")), text_of(_mapping(said, "item").get("message"))]
+        words += [text_of(said.get("message")), text_of(mapping_or_empty(said, "item").get("message"))]
         words += [text_of(said.get("thread_id"))]  # `codex exec`'s `thread.started`
         said_words = [word for word in words if word]
         if said_words:  # the message, with what Codex added to it in parentheses
@@ -166,7 +164,7 @@ def _usage_text(detail: Mapping[str, Any]) -> str | None:
     words = [_tokens_text("tokens", usage), _tokens_text("session total", session) if not usage else None]
     words.append(usd_text(cost) if cost else None)
     said = [word for word in words if word]
-    if not said and _mapping(detail, "sdk_entry").get("type") == "cost-state":
+    if not said and mapping_or_empty(detail, "sdk_entry").get("type") == "cost-state":
         return "session total: no tokens, no cost"  # the session's model calls all failed
     return " · ".join(said) if said else None
 
@@ -188,7 +186,7 @@ def _tokens_text(label: str, usage: Mapping[str, int]) -> str | None:
 
 
 def _error_text(detail: Mapping[str, Any]) -> str | None:
-    exception = _mapping(detail, "exception")
+    exception = mapping_or_empty(detail, "exception")
     if exception:
         causes = exception.get("causes")
         chain = [f"{exception.get('type', 'Exception')}: {exception.get('message', '')}"]
@@ -199,13 +197,13 @@ def _error_text(detail: Mapping[str, Any]) -> str | None:
                 if isinstance(c, Mapping)
             ]
         return "\n".join(chain)
-    turn_error = _mapping(_mapping(_mapping(detail, "notification"), "turn"), "error")
+    turn_error = mapping_or_empty(mapping_or_empty(mapping_or_empty(detail, "notification"), "turn"), "error")
     if turn_error:
         return text_of(turn_error.get("message")) or compact_json(turn_error)
     codex_said = _codex_words(detail)
     if codex_said:
         return codex_said
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_or_empty(detail, "sdk_entry")
     if entry.get("type") == "result":
         return _result_error_text(entry)
     return None
@@ -242,20 +240,20 @@ def entry_text(entry_type: str, detail: Any) -> str:
         words = _system_words(detail)
         subtype = detail["subtype"].replace("_", " ")
         return f"{subtype}: {words}" if words else subtype
-    notification = _mapping(detail, "notification")
+    notification = mapping_or_empty(detail, "notification")
     item = _codex_item(detail)
     candidates: list[Any] = [detail.get("text")]
     if entry_type == "tool_use":
         candidates += [_tool_call_text(detail, notification)]
     if entry_type == "tool_result":
-        candidates += [text_of(detail.get("content")), text_of(_mapping(detail, "result"))]
+        candidates += [text_of(detail.get("content")), text_of(mapping_or_empty(detail, "result"))]
     if item:
         candidates.append(_codex_item_text(item))
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_or_empty(detail, "sdk_entry")
     if entry:
-        message = _mapping(entry, "message")
+        message = mapping_or_empty(entry, "message")
         candidates += [text_of(message.get("content")), _block_text(entry)]
-    chat = _mapping(detail, "message")
+    chat = mapping_or_empty(detail, "message")
     if chat:
         candidates.append(text_of(chat.get("content")))
     for candidate in candidates:
@@ -270,13 +268,13 @@ def _system_words(detail: Mapping[str, Any]) -> str | None:
     ours = event_words(detail)
     if ours is not None:
         return ours
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_or_empty(detail, "sdk_entry")
     if entry.get("type") == "system":
         claude_said = system_words(entry)
         if claude_said:
             return claude_said
-    item = _mapping(_mapping(detail, "notification"), "item")
-    said = _mapping(entry, "message").get("content")  # the CLI's own words (an API error's text)
+    item = mapping_or_empty(mapping_or_empty(detail, "notification"), "item")
+    said = mapping_or_empty(entry, "message").get("content")  # the CLI's own words (an API error's text)
     for value in (detail.get("text"), entry.get("summary"), entry.get("content"), item.get("text"), said):
         found = text_of(value)
         if found:
@@ -313,14 +311,14 @@ def shown_tool_input(detail: Any) -> Any:
         return None
     if "input" in detail:
         return detail["input"]
-    notification = _mapping(detail, "notification")
+    notification = mapping_or_empty(detail, "notification")
     if "arguments" in notification:
         return notification["arguments"]
     item = _codex_item(detail)
     for key in ("arguments", "command", "changes", "query"):
         if key in item:
             return {key: item[key]}
-    entry = _mapping(detail, "sdk_entry")
+    entry = mapping_or_empty(detail, "sdk_entry")
     return entry.get("input")
 
 
@@ -348,7 +346,7 @@ def shown_tool_output(detail: Mapping[str, Any]) -> str:
         found = text_of(item.get("result")) or text_of(item.get("error"))
         if found:
             return found
-    items = _mapping(detail, "result").get("contentItems")  # Codex bridged tools
+    items = mapping_or_empty(detail, "result").get("contentItems")  # Codex bridged tools
     found = text_of(items) or result_words(detail)
     if found:
         return found
@@ -357,7 +355,7 @@ def shown_tool_output(detail: Mapping[str, Any]) -> str:
 
 def assistant_parts(detail: Mapping[str, Any]) -> tuple[str | None, str]:
     """(thinking, text) of an assistant message: a Claude message's blocks apart, else its words."""
-    content = _mapping(_mapping(detail, "sdk_entry"), "message").get("content")
+    content = mapping_or_empty(mapping_or_empty(detail, "sdk_entry"), "message").get("content")
     if not isinstance(content, list):
         return None, entry_text("assistant_message", detail)
     thoughts: list[str] = []

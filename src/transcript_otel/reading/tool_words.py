@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from transcript_otel.genai.lookup import mapping_or_empty
+
 NO_OUTPUT: Final = "(no output)"
-
-
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    found = value.get(key) if isinstance(value, Mapping) else None
-    return found if isinstance(found, Mapping) else {}
 
 
 def _found_tools(output: list[Any]) -> str:
@@ -34,7 +31,7 @@ def _found_tools(output: list[Any]) -> str:
 
 
 def _web_search(item: Mapping[str, Any]) -> str | None:
-    action = _mapping(item, "action")
+    action = mapping_or_empty(item, "action")
     kind = action.get("type")
     if kind == "open_page" and isinstance(action.get("url"), str):
         return f"opened {action['url']}"
@@ -45,7 +42,7 @@ def _web_search(item: Mapping[str, Any]) -> str | None:
 
 
 def _waited(item: Mapping[str, Any]) -> str:
-    states = _mapping(item, "agents_states")
+    states = mapping_or_empty(item, "agents_states")
     heard = [
         f"{agent}: {state.get('status', '?') if isinstance(state, Mapping) else state}"
         for agent, state in states.items()
@@ -56,7 +53,7 @@ def _waited(item: Mapping[str, Any]) -> str:
 
 def _empty(detail: Mapping[str, Any]) -> bool:
     """Whether the places a harness puts output hold nothing (an empty string or list)."""
-    claude = _mapping(detail, "sdk_entry").get("content", detail.get("content"))
+    claude = mapping_or_empty(detail, "sdk_entry").get("content", detail.get("content"))
     told = [detail.get("text"), detail.get("output"), claude]
     present = [value for value in told if value is not None]
     return bool(present) and all(value in ("", []) for value in present)
@@ -67,7 +64,7 @@ def result_words(detail: Mapping[str, Any]) -> str | None:
     output = detail.get("output")
     if detail.get("tool_name") == "tool_search" and isinstance(output, list):
         return _found_tools(output)
-    item = _mapping(detail, "item")
+    item = mapping_or_empty(detail, "item")
     kind = item.get("type")
     if kind in ("WebSearch", "web_search", "webSearch"):
         searched = _web_search(item)
