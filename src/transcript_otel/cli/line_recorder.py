@@ -134,11 +134,12 @@ class LineRecorder:
     def feed_lines(self, lines: Sequence[bytes], start: int, stop: int) -> int:
         """`feed()` `lines[start:stop]` in order while the backlog has room (`wait_for_room`:
         past its bound, entries would be dropped); the index of the first line not taken."""
-        pipeline = self.run.emitter.pipeline
-        backlog = pipeline.backlog
+        # The Backlog itself, not the pipeline's properties: its `limit` is read at every line.
+        bound = self.run.emitter.pipeline.agent_side.backlog
+        backlog = bound.items
         blocks = self._blocks
         for index in range(start, stop):
-            if len(backlog) > min(MAX_LAG_ENTRIES, pipeline.backlog_limit // 2):
+            if len(backlog) > min(MAX_LAG_ENTRIES, bound.limit // 2):
                 return index
             line = lines[index]
             if not self._decided or (self._text and (line.find(_BEGIN) >= 0 or blocks.held)):
