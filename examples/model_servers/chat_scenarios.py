@@ -76,7 +76,9 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
     # Every attempt fails with HTTP 500: the CLI retries, then gives up.
     "error_500": {"scripted-error-500": [Step("never served", failures=(500,) * 20)]},
     # The first attempt gets a 429 (with retry-after), the next one the answer.
-    "rate_limit_429": {"scripted-rate-limit": [Step("Served after a 429.", failures=(429,), output_tokens=5)]},
+    "rate_limit_429": {
+        "scripted-rate-limit": [Step("Served after a 429.", failures=(429,), output_tokens=5)]
+    },
 }
 
 PROMPTS: Final = {

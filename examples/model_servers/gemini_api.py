@@ -62,6 +62,30 @@ def user_text(request: JsonObj) -> str:
     return "\n".join(texts)
 
 
+def request_summary(request: JsonObj) -> JsonObj:
+    """What the log keeps of a request: its contents' roles and part kinds, the tools offered,
+    the generation config (thinking included) and whether a system instruction came."""
+    contents = [
+        {"role": c.get("role"), "parts": sorted({key for part in c.get("parts") or [] for key in part})}
+        for c in request.get("contents") or []
+        if isinstance(c, dict)
+    ]
+    tools = [
+        d.get("name")
+        for tool in request.get("tools") or []
+        for d in (tool.get("functionDeclarations") or [])
+        if isinstance(d, dict)
+    ]
+    schemas = ("responseJsonSchema", "responseSchema")
+    config = {k: v for k, v in (request.get("generationConfig") or {}).items() if k not in schemas}
+    return {
+        "contents": contents,
+        "tools": tools,
+        "generationConfig": config,
+        "systemInstruction": "systemInstruction" in request,
+    }
+
+
 def model_turns(request: JsonObj) -> int:
     return sum(1 for c in request.get("contents") or [] if isinstance(c, dict) and c.get("role") == "model")
 
@@ -83,12 +107,19 @@ def usage_metadata(step: Step) -> JsonObj:
 
 
 def _call_part(call: Call) -> JsonObj:
-    return {"functionCall": {"name": SHELL_TOOL, "args": {"command": call.command, "description": call.description}}}
+    return {
+        "functionCall": {
+            "name": SHELL_TOOL,
+            "args": {"command": call.command, "description": call.description},
+        }
+    }
 
 
 def _parts(step: Step) -> list[JsonObj]:
     """The step's parts in the order the model streams them, one chunk each."""
-    parts: list[JsonObj] = [{"text": piece, "thought": True} for piece in pieces(step.thought or "", 40)] if step.thought else []
+    parts: list[JsonObj] = (
+        [{"text": piece, "thought": True} for piece in pieces(step.thought or "", 40)] if step.thought else []
+    )
     parts += [{"text": piece} for piece in pieces(step.text)] if step.text else []
     parts += [_call_part(call) for call in step.calls]
     if step.thought:
@@ -159,7 +190,9 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
 
         def _unknown(self) -> None:
             model.answers.log({"method": self.command, "path": self.path, "status": 404})
-            self.reply_json(404, {"error": {"code": 404, "message": f"no route {self.path}", "status": "NOT_FOUND"}})
+            self.reply_json(
+                404, {"error": {"code": 404, "message": f"no route {self.path}", "status": "NOT_FOUND"}}
+            )
 
         def do_GET(self) -> None:
             self._unknown()
@@ -167,7 +200,10 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             path = self.path.split("?", 1)[0]
             name, _, method = path.rpartition("/")[2].partition(":")
-            if not path.startswith("/v1beta/models/") or method not in ("generateContent", "streamGenerateContent"):
+            if not path.startswith("/v1beta/models/") or method not in (
+                "generateContent",
+                "streamGenerateContent",
+            ):
                 self._unknown()
                 return
             request = self.read_json()
@@ -175,17 +211,33 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 return
             response_id = uuid.uuid4().hex[:22]
             record: JsonObj = {"method": "POST", "path": self.path, "model": name, "response_id": response_id}
+            record["request"] = request_summary(request)
             if method == "generateContent":
                 text = utility_answer(request)
                 usage = {"promptTokenCount": 400, "candidatesTokenCount": 20, "totalTokenCount": 420}
-                model.answers.log({**record, "kind": "utility", "status": 200, "answer": text, "usage": usage})
-                candidate = {"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP", "index": 0}
-                body = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": name, "responseId": response_id}
+                model.answers.log(
+                    {**record, "kind": "utility", "status": 200, "answer": text, "usage": usage}
+                )
+                candidate = {
+                    "content": {"parts": [{"text": text}], "role": "model"},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+                body = {
+                    "candidates": [candidate],
+                    "usageMetadata": usage,
+                    "modelVersion": name,
+                    "responseId": response_id,
+                }
                 self.reply_json(200, body)
                 return
             key, steps = conversation(model.scenario, user_text(request))
             number = model_turns(request)
-            step = steps[min(number, len(steps) - 1)] if steps else Step("OK.", prompt_tokens=100, output_tokens=2)
+            step = (
+                steps[min(number, len(steps) - 1)]
+                if steps
+                else Step("OK.", prompt_tokens=100, output_tokens=2)
+            )
             attempt, _ = model.answers.attempt(key, number)
             record = {**record, "kind": "stream", "conversation": key, "step": number, "attempt": attempt}
             if attempt < len(step.failures):

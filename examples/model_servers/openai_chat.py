@@ -58,11 +58,29 @@ def _text(content: Any) -> str:
 
 def user_text(request: JsonObj) -> str:
     messages = request.get("messages") or []
-    return "\n".join(_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user")
+    return "\n".join(
+        _text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"
+    )
+
+
+def request_summary(request: JsonObj) -> JsonObj:
+    """What the log keeps of a request: its messages' roles (with tool calls, reasoning and tool
+    results marked), the tools offered and the other settings (not the messages' text)."""
+    messages = []
+    for message in request.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        marks = [k for k in ("tool_calls", "reasoning_content", "tool_call_id") if message.get(k)]
+        messages.append("+".join([str(message.get("role")), *marks]))
+    tools = [t.get("function", {}).get("name") for t in request.get("tools") or [] if isinstance(t, dict)]
+    settings = {k: v for k, v in request.items() if k not in ("messages", "tools")}
+    return {"messages": messages, "tools": tools, **settings}
 
 
 def assistant_turns(request: JsonObj) -> int:
-    return sum(1 for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
+    return sum(
+        1 for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant"
+    )
 
 
 def usage_of(step: Step) -> JsonObj:
@@ -99,11 +117,18 @@ def _deltas(step: Step) -> Iterator[JsonObj]:
 
 
 def _chunks(step: Step, model: str, completion_id: str, with_usage: bool) -> Iterator[bytes]:
-    shell = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    shell = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
     shell["system_fingerprint"] = "fp_scripted"
     finish = "tool_calls" if step.calls else "stop"
     for delta in _deltas(step):
-        yield _data({**shell, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]})
+        yield _data(
+            {**shell, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]}
+        )
     yield _data({**shell, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}]})
     if with_usage:
         yield _data({**shell, "choices": [], "usage": usage_of(step)})
@@ -120,10 +145,19 @@ def _completion(step: Step, model: str, completion_id: str) -> JsonObj:
         message["reasoning_content"] = step.thought
     if step.calls:
         message["tool_calls"] = [
-            {"id": c.call_id, "type": "function", "function": {"name": SHELL_TOOL, "arguments": _arguments(c)}}
+            {
+                "id": c.call_id,
+                "type": "function",
+                "function": {"name": SHELL_TOOL, "arguments": _arguments(c)},
+            }
             for c in step.calls
         ]
-    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if step.calls else "stop"}
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": "tool_calls" if step.calls else "stop",
+    }
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -175,17 +209,35 @@ def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 return
             completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
             name = str(request.get("model") or "")
-            record: JsonObj = {"method": "POST", "path": self.path, "model": name, "completion_id": completion_id}
+            record: JsonObj = {
+                "method": "POST",
+                "path": self.path,
+                "model": name,
+                "completion_id": completion_id,
+            }
+            record["request"] = request_summary(request)
+            key: str | None
             if not request.get("tools"):
                 key, number, step, kind = "title", 0, TITLE, "title"
             else:
                 key, steps = conversation(model.scenario, user_text(request))
                 number = assistant_turns(request)
-                step = steps[min(number, len(steps) - 1)] if steps else Step("OK.", prompt_tokens=100, output_tokens=2)
+                step = (
+                    steps[min(number, len(steps) - 1)]
+                    if steps
+                    else Step("OK.", prompt_tokens=100, output_tokens=2)
+                )
                 kind = "turn"
             attempt, _ = model.answers.attempt(key, number)
             stream = bool(request.get("stream"))
-            record = {**record, "kind": kind, "stream": stream, "conversation": key, "step": number, "attempt": attempt}
+            record = {
+                **record,
+                "kind": kind,
+                "stream": stream,
+                "conversation": key,
+                "step": number,
+                "attempt": attempt,
+            }
             if attempt < len(step.failures):
                 status = step.failures[attempt]
                 model.answers.log({**record, "status": status})
