@@ -58,14 +58,19 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
                 prompt_tokens=2000,
                 output_tokens=35,
             ),
-            Step("data.txt has 2 lines.", prompt_tokens=2300, cached_tokens=1800, output_tokens=8),
+            Step(
+                "data.txt has 2 lines: one and two.", prompt_tokens=2300, cached_tokens=1800, output_tokens=12
+            ),
         ]
     },
     "thinking": {
         "scripted-thinking": [
             Step(
                 "Paris.",
-                thought="The user asks for the capital of France. That is Paris; answer in one word.",
+                thought=(
+                    "**Recalling the capital**\n\n"
+                    "The user asks for the capital of France. That is Paris; answer in one word."
+                ),
                 prompt_tokens=1500,
                 cached_tokens=1000,
                 output_tokens=2,
