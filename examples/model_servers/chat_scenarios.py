@@ -78,6 +78,17 @@ SCENARIOS: Final[dict[str, dict[str, list[Step]]]] = {
             )
         ]
     },
+    # A command that fails (exit status 1, an error on stderr), then the answer.
+    "failing_shell": {
+        "scripted-failing-shell": [
+            Step(
+                calls=(Call("call_fail_1", "cat missing.txt", "Show missing.txt"),),
+                prompt_tokens=1800,
+                output_tokens=20,
+            ),
+            Step("missing.txt does not exist.", prompt_tokens=2000, cached_tokens=1600, output_tokens=7),
+        ]
+    },
     # Every attempt fails with HTTP 500: the CLI retries, then gives up.
     "error_500": {"scripted-error-500": [Step("never served", failures=(500,) * 20)]},
     # The first attempt gets a 429 (with retry-after), the next one the answer.
@@ -90,6 +101,7 @@ PROMPTS: Final = {
     "plain": "scripted-plain: what is the answer?",
     "shell": "scripted-shell: write two lines to data.txt and count them with the shell.",
     "thinking": "scripted-thinking: what is the capital of France?",
+    "failing_shell": "scripted-failing-shell: show missing.txt with the shell.",
     "error_500": "scripted-error-500: say hello.",
     "rate_limit_429": "scripted-rate-limit: say hello.",
 }

@@ -72,7 +72,7 @@ MODES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
 }
 # The run whose session storage is kept.
 SESSION_MODE = {"gemini": "stream-json", "opencode": "json"}
-# Scenarios that end with the CLI failing.
+# Scenarios that end with the CLI failing (a failing command is not one).
 FAILING = {"error_500"}
 TABLES = ("session", "message", "part", "session_message", "session_input", "event")
 JSON_COLUMNS = {"data", "model", "permission", "metadata", "summary_diffs", "revert", "prompt"}
