@@ -10,6 +10,9 @@ from typing import Final
 SESSIONS: Final = Path(__file__).resolve().parent / "fixtures" / "sessions"
 CLAUDE: Final = SESSIONS / "claude_code"
 CODEX: Final = SESSIONS / "codex"
+# The CLIs whose recorded sessions the importer reads. gemini/ and opencode/ (recorded by
+# tests/agents/record_gemini_opencode_fixtures.py) have no importer yet (issue 50).
+IMPORTED: Final = (CLAUDE, CODEX)
 CLAUDE_SCENARIOS: Final = (
     "tools",
     "foreground_subagent",

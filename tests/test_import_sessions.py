@@ -37,13 +37,10 @@ from transcript_otel.sessions.recorder import run_id_of
 
 from loopback import subprocess_env
 from receivers import TapCollector, run_to_completion
-from session_fixtures import SESSIONS, codex_threads
+from session_fixtures import IMPORTED, SESSIONS, codex_threads
 
 SCENARIOS = sorted(
-    f"{cli.name}/{scenario.name}"
-    for cli in SESSIONS.iterdir()
-    for scenario in cli.iterdir()
-    if scenario.is_dir()
+    f"{cli.name}/{scenario.name}" for cli in IMPORTED for scenario in cli.iterdir() if scenario.is_dir()
 )
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 
