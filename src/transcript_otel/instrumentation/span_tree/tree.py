@@ -61,10 +61,6 @@ class SpanTree:
             policy, book, self.turns, self._tools, self._usage, self.content, lock, report
         )
 
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock
-
     def end_turn(self, error: BaseException | None, end_ns: int) -> None:
         """The turn `end_turn()` ends: the oldest awaiting its result, else the open one, with
         the main thread's calls still open in it."""
