@@ -29,6 +29,12 @@ CLAUDE_CODE_CLI := $(AGENTS_DIR)/claude-code/node_modules/.bin/claude
 # Responses API of examples/model_servers/.
 CODEX_VERSION := 0.171.0
 CODEX_CLI := $(AGENTS_DIR)/codex/node_modules/.bin/codex
+# The real Gemini CLI (a node bundle from npm) and OpenCode (a native Bun binary from npm), run
+# against the scripted Gemini API and OpenAI-compatible chat API of examples/model_servers/.
+GEMINI_CLI_VERSION := 0.61.0
+GEMINI_CLI := $(AGENTS_DIR)/gemini-cli/node_modules/.bin/gemini
+OPENCODE_VERSION := 1.18.33
+OPENCODE_CLI := $(AGENTS_DIR)/opencode/node_modules/.bin/opencode
 # Every test of a real part this Makefile installs (the agent CLIs, Phoenix, rotel, Chromium,
 # promtool, zsh, util-linux `script`, check-jsonschema) fails without it instead of skipping
 # (tests/requirements_switch.py). `make test TRANSCRIPT_OTEL_REQUIRE_REAL=0` lets them skip.
@@ -79,8 +85,21 @@ $(CODEX_CLI): Makefile
 	$@ --version | grep -qx 'codex-cli $(CODEX_VERSION)'
 	touch $@
 
+$(GEMINI_CLI): Makefile
+	mkdir -p $(AGENTS_DIR)/gemini-cli
+	npm install --prefix $(AGENTS_DIR)/gemini-cli --no-audit --no-fund --loglevel=error \
+		@google/gemini-cli@$(GEMINI_CLI_VERSION)
+	HOME=$$(mktemp -d) $@ --version | grep -qx '$(GEMINI_CLI_VERSION)'
+	touch $@
+
+$(OPENCODE_CLI): Makefile
+	mkdir -p $(AGENTS_DIR)/opencode
+	npm install --prefix $(AGENTS_DIR)/opencode --no-audit --no-fund --loglevel=error opencode-ai@$(OPENCODE_VERSION)
+	HOME=$$(mktemp -d) $@ --version | grep -qx '$(OPENCODE_VERSION)'
+	touch $@
+
 ## agents: install the real agent CLIs the tests and the demo run (pinned npm versions, under .agents/)
-agents: $(CLAUDE_CODE_CLI) $(CODEX_CLI)
+agents: $(CLAUDE_CODE_CLI) $(CODEX_CLI) $(GEMINI_CLI) $(OPENCODE_CLI)
 
 ## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, claude_sdk/, codex/, a run)
 fixtures: agents $(TEST_VENV)/.installed
