@@ -11,6 +11,7 @@ import re
 from typing import Any, Final
 
 from transcript_otel.genai.lookup import nonempty_text
+from transcript_otel.mappings._rollout_payload import part_texts
 
 # The hidden first user message the CLI writes into every session (its workspace, the date):
 # what the CLI tells the model, not what a person asked.
@@ -29,15 +30,9 @@ _USAGE_NAMES: Final = (
 )
 
 
-def part_texts(content: Any) -> str:
+def message_text(content: Any) -> str:
     """A message's `content`: a string, or the `text`s of its parts joined."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
-    )
+    return "".join(part_texts(content))
 
 
 def function_responses(content: Any) -> list[dict[str, Any]]:
@@ -108,7 +103,7 @@ def tool_result_detail(call: dict[str, Any]) -> dict[str, Any]:
     return {
         "tool_use_id": call_id(call),
         "tool_name": nonempty_text(call.get("name")),
-        "is_error": status in _FAILED_STATUSES or exited_badly(text),
+        "is_error": status in _FAILED_STATUSES or shell_exited_badly(text),
         "status": status,
         "text": text,
         "display": call.get("resultDisplay"),
@@ -123,12 +118,12 @@ def response_result_detail(response: dict[str, Any]) -> dict[str, Any]:
     return {
         "tool_use_id": nonempty_text(response.get("id")),
         "tool_name": nonempty_text(response.get("name")),
-        "is_error": exited_badly(text),
+        "is_error": shell_exited_badly(text),
         "text": text,
     }
 
 
-def exited_badly(text: str) -> bool:
+def shell_exited_badly(text: str) -> bool:
     """A shell command's output says it exited with a code other than 0."""
     found = _EXIT_LINE.search(text)
     return found is not None and found.group(1) != "0"

@@ -49,7 +49,7 @@ from transcript_otel.mappings._gemini_parts import (
     call_id,
     function_responses,
     has_outcome,
-    part_texts,
+    message_text,
     response_result_detail,
     thinking_detail,
     tool_result_detail,
@@ -198,7 +198,7 @@ class GeminiSessionMapper:
         responses = function_responses(content)
         if responses:
             return _Said(self._responses(responses))
-        text = part_texts(content)
+        text = message_text(content)
         if text.startswith(SESSION_CONTEXT) or message_id in self._given:
             return _Said([])
         _remember(self._given, message_id, ["message"])
@@ -214,7 +214,7 @@ class GeminiSessionMapper:
             thinking = thinking_detail(message.get("thoughts"))
             if thinking is not None:
                 entries.append((EntryType.THINKING, thinking))
-            text = part_texts(message.get("content"))
+            text = message_text(message.get("content"))
             if text:
                 entries.append((EntryType.ASSISTANT_MESSAGE, {"text": text, "message_id": message_id}))
         usage = usage_detail(message.get("tokens"), message_id, model) if "usage" not in given else None
