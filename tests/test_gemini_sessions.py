@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from transcript_otel import TranscriptPipeline, check_invariants, read_records
+from transcript_otel import check_invariants, read_records
+from transcript_otel.cli import main
 from transcript_otel.mappings.session_lines import timestamp_ns
 from transcript_otel.model import span_records as fields
 from transcript_otel.model.entries import TranscriptEvent
@@ -28,10 +28,7 @@ from transcript_otel.sessions.gemini_home import gemini_sessions_dir
 from transcript_otel.sessions.importer import ImportedRun, import_session
 from transcript_otel.sessions.recorder import run_id_of
 from transcript_otel.sessions.watch import Watcher
-from transcript_otel.sessions.watch_state import WatchState
-from transcript_otel.sinks import JsonlMirror
 
-from loopback import subprocess_env
 from session_fixtures import GEMINI, GEMINI_SCENARIOS, gemini_served, gemini_session_file
 
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
@@ -218,83 +215,32 @@ def test_damaged_lines_are_unknown_entries_and_the_rest_is_read(tmp_path: Path) 
     assert kept == [(e["entry_type"], e["detail"]) for e in whole]
 
 
-def test_a_gemini_session_is_told_by_its_header_and_imported_when_named(tmp_path: Path) -> None:
+def test_a_gemini_session_is_told_by_its_header_and_imported_when_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = gemini_session_file("plain")
     assert format_of(*read_head(path)) is Format.GEMINI
     copy = tmp_path / "anything.jsonl"
     shutil.copy(path, copy)
-    runs = tmp_path / "runs"
-    done = _cli("import", "--jobs", "1", "--jsonl-dir", str(runs), str(copy))
-    assert done.returncode == 0, done.stderr
-    assert "(4 entries)" in done.stdout
+    assert main(["import", "--jobs", "1", "--jsonl-dir", str(tmp_path / "runs"), str(copy)]) == 0
+    assert "(4 entries)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("variable", ["HOME", "GEMINI_CLI_HOME"])
-def test_import_gemini_reads_every_session_of_the_cli_home(variable: str, tmp_path: Path) -> None:
+def test_import_gemini_reads_every_session_of_the_cli_home(
+    variable: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's home is `GEMINI_CLI_HOME` where set, else HOME (its bundle's `homedir()`)."""
     home = tmp_path / "home"
     for scenario in GEMINI_SCENARIOS:
         shutil.copytree(GEMINI / scenario / "home", home, dirs_exist_ok=True)
-    assert gemini_sessions_dir(
-        {variable: str(home), "HOME": str(home if variable == "HOME" else tmp_path)}
-    ) == (home / ".gemini" / "tmp")
+    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(variable, str(home))
+    assert gemini_sessions_dir() == home / ".gemini" / "tmp"
     runs = tmp_path / "runs"
-    environment = {"HOME": str(tmp_path / "elsewhere"), variable: str(home)}
-    done = _cli(
-        "import", "--gemini", "--jobs", "1", "--jsonl-dir", str(runs), env=subprocess_env(**environment)
-    )
-    assert done.returncode == 0, done.stderr
+    assert main(["import", "--gemini", "--jobs", "1", "--jsonl-dir", str(runs)]) == 0
     assert len(list(runs.glob("*_gemini_*.jsonl"))) == len(GEMINI_SCENARIOS)
-
-
-def _cli(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *arguments],
-        capture_output=True,
-        text=True,
-        env=env or subprocess_env(),
-        timeout=120,
-        check=False,
-    )
-
-
-class _Watching:
-    """A watcher of `tmp_path/home` and its pipeline (polling: a round reads what was appended)."""
-
-    def __init__(self, watcher: Watcher, pipeline: TranscriptPipeline) -> None:
-        self.watcher = watcher
-        self.pipeline = pipeline
-
-    def round(self) -> None:
-        """One round, its records written to the mirror."""
-        self.watcher.poll_once()
-        assert self.pipeline.flush(60.0)
-
-
-@pytest.fixture
-def polling_watch(
-    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
-) -> Iterator[Callable[[], _Watching]]:
-    """Watchers of `tmp_path/home` (one after the other: a restart), state kept in
-    `tmp_path/watch.json`, runs in the mirror `tmp_path/runs`."""
-    from opentelemetry import trace
-
-    made: list[Watcher] = []
-
-    def start() -> _Watching:
-        pipeline = make_pipeline([JsonlMirror(tmp_path / "runs")])
-        watcher = Watcher(
-            [tmp_path / "home"],
-            WatchState(tmp_path / "watch.json"),
-            pipeline=pipeline,
-            tracer=trace.get_tracer(__name__),
-            kernel_changes=False,
-        )
-        made.append(watcher)
-        return _Watching(watcher, pipeline)
-
-    yield start
-    for watcher in made:
-        watcher.close()
 
 
 def _mirror(directory: Path) -> list[dict[str, Any]]:
@@ -308,11 +254,11 @@ def _entry_count(directory: Path) -> int:
 
 @pytest.mark.parametrize("scenario", GEMINI_SCENARIOS)
 def test_a_session_written_line_by_line_is_watched_as_its_import_gives_it(
-    scenario: str, tmp_path: Path, polling_watch: Callable[[], _Watching]
+    scenario: str, tmp_path: Path, polling_watcher: Callable[[], Watcher]
 ) -> None:
     source = gemini_session_file(scenario)
     (tmp_path / "home").mkdir()
-    watching = polling_watch()
+    watcher = polling_watcher()
     target = tmp_path / "home" / ".gemini" / "tmp" / "work" / "chats" / source.name
     target.parent.mkdir(parents=True)
     runs = tmp_path / "runs"
@@ -321,21 +267,21 @@ def test_a_session_written_line_by_line_is_watched_as_its_import_gives_it(
         before = _entry_count(runs)
         with target.open("ab") as out:
             out.write(line)
-        watching.round()
+        watcher.poll_once()  # (which writes what it read before it returns)
         added = [e["entry_type"] for e in _entries(_mirror(runs))[before:]]
         record = json.loads(line)
         if record.get("id") in seen and "toolCalls" in record:
             # The model's message written again once its tool ran: only the call is new.
             assert added == ["tool_use", "tool_result"]
         seen.add(record.get("id"))
-    watching.watcher.close()
+    watcher.close()
     records = _mirror(runs)
     assert [r["event"] for r in records].count(TranscriptEvent.START.value) == 1
     assert _said(records) == _said(_records(_import(GEMINI / scenario, tmp_path / "imported")))
 
 
 def test_a_watch_restarted_between_a_message_and_its_rewrite_gives_no_entry_twice(
-    tmp_path: Path, polling_watch: Callable[[], _Watching]
+    tmp_path: Path, polling_watcher: Callable[[], Watcher]
 ) -> None:
     source = gemini_session_file("shell")
     lines = source.read_bytes().splitlines(keepends=True)
@@ -343,11 +289,11 @@ def test_a_watch_restarted_between_a_message_and_its_rewrite_gives_no_entry_twic
     target = tmp_path / "home" / "chats" / source.name
     target.parent.mkdir(parents=True)
     for part in (lines[:rewrite], lines[rewrite:]):
-        watching = polling_watch()
+        watcher = polling_watcher()
         with target.open("ab") as out:
             out.write(b"".join(part))
-        watching.round()
-        watching.watcher.close()
+        watcher.poll_once()
+        watcher.close()
     records = _mirror(tmp_path / "runs")
     starts = [r for r in records if r["event"] == TranscriptEvent.START.value]
     assert len(starts) == 2  # a run each

@@ -32,12 +32,16 @@ from requirements_switch import require
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
+sys.path.insert(0, str(ROOT / "tests" / "agents"))
+
+from captured_run import run_cli  # noqa: E402
 from chat_scenarios import prompt_for  # noqa: E402
 from gemini_offline import model_server, offline_environment  # noqa: E402
 
 INSTALLED_CLI = ROOT / ".agents" / "gemini-cli" / "node_modules" / ".bin" / "gemini"
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
 SCENARIO = "shell"
+ARGUMENTS = ("--output-format", "stream-json", "--approval-mode", "yolo")
 SPAN_USAGE = {
     "gen_ai.usage.input_tokens": "promptTokenCount",
     "gen_ai.usage.output_tokens": "candidatesTokenCount",
@@ -108,25 +112,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
         assert f"waiting for {home / '.gemini' / 'tmp'}" in watch.stdout.readline()
         with model_server(SCENARIO, scratch) as model:
             environment = offline_environment(model, home) | {"PWD": str(work), "TMPDIR": str(tmp)}
-            done = subprocess.run(
-                [
-                    str(cli),
-                    "-p",
-                    prompt_for(SCENARIO),
-                    "--output-format",
-                    "stream-json",
-                    "--approval-mode",
-                    "yolo",
-                ],
-                env=environment,
-                cwd=work,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
-            )
-            served = model.served()
+            command = [
+                str(cli),
+                "-p",
+                prompt_for(SCENARIO),
+                "--output-format",
+                "stream-json",
+                "--approval-mode",
+                "yolo",
+            ]
+            done = run_cli(command, model, environment, work, timeout=300)
         (session,) = (home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
         imported_dir = scratch / "imported"
         imported = subprocess.run(
@@ -144,9 +139,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
         stopped = watch.wait(60)
     assert stopped == 0, watch.stderr.read() if watch.stderr else ""
     return LiveRun(
-        done.returncode,
+        done.exit_code,
         done.stdout,
-        served,
+        done.served,
         session,
         _records(scratch / "watched"),
         _records(imported_dir),
