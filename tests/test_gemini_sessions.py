@@ -18,6 +18,7 @@ import pytest
 
 from transcript_otel import check_invariants, read_records
 from transcript_otel.cli import main
+from transcript_otel.mappings.gemini_session import GeminiSessionMapper
 from transcript_otel.mappings.session_lines import timestamp_ns
 from transcript_otel.model import span_records as fields
 from transcript_otel.model.entries import TranscriptEvent
@@ -300,3 +301,26 @@ def test_a_watch_restarted_between_a_message_and_its_rewrite_gives_no_entry_twic
     header = json.loads(lines[0])
     assert {start["context"]["session_id"] for start in starts} == {header["sessionId"]}
     assert _said(records) == _said(_records(_import(GEMINI / "shell", tmp_path / "imported")))
+
+
+@pytest.mark.parametrize(
+    "counted",
+    [
+        {},
+        {"given": "x", "listed": [], "unanswered": [], "results": []},
+        {"given": [["m", "x"]], "listed": []},
+    ],
+)
+def test_a_mapper_goes_on_only_from_what_a_mapper_counted(counted: dict[str, Any]) -> None:
+    """What a watch's state kept of a session's mapping, damaged: not gone on from (the next run
+    maps the lines after it afresh)."""
+    mapper = GeminiSessionMapper()
+    assert mapper.go_on(counted) is False
+    assert mapper.counted() == GeminiSessionMapper().counted()
+    lines = gemini_session_file("shell").read_bytes().splitlines()
+    for line in lines[:5]:
+        mapper.line(line)
+    going_on = GeminiSessionMapper()
+    assert going_on.go_on(json.loads(json.dumps(mapper.counted()))) is True
+    rewrite = next(line for line in lines if b'"toolCalls"' in line)
+    assert [entry.entry_type for entry in going_on.line(rewrite).entries] == ["tool_use", "tool_result"]

@@ -273,13 +273,14 @@ class GeminiSessionMapper:
     def _removed(self, removed: list[str]) -> _Entries:
         """Messages gone from the session's list: a prompt not answered is a failed turn."""
         entries: _Entries = []
+        others: list[str] = []
         for key in removed:
             del self._listed[key]
             prompt = self._unanswered.pop(key, None)
-            if prompt is not None:
+            if prompt is None:
+                others.append(key)
+            else:
                 entries.append((EntryType.ERROR, {"text": _WITHDRAWN, "message_id": key, "prompt": prompt}))
-        others = [entry[1]["message_id"] for entry in entries]
-        others = [key for key in removed if key not in others]
         if others:
             entries.append((EntryType.SYSTEM_EVENT, {"subtype": "messages_removed", "message_ids": others}))
         return entries
