@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 SESSIONS: Final = Path(__file__).resolve().parent / "fixtures" / "sessions"
 CLAUDE: Final = SESSIONS / "claude_code"
 CODEX: Final = SESSIONS / "codex"
-# The CLIs whose recorded sessions the importer reads. gemini/ and opencode/ (recorded by
-# tests/agents/record_gemini_opencode_fixtures.py) have no importer yet (issue 50).
+# The CLIs whose recorded sessions (recorded by record_session_fixtures.py, with a `meta.json`
+# each) the generic import tests read. gemini/ (recorded by record_gemini_opencode_fixtures.py,
+# what was served in tests/fixtures/line_streams/gemini/) has tests of its own:
+# test_gemini_sessions.py. opencode/ has no importer yet (issue 50).
 IMPORTED: Final = (CLAUDE, CODEX)
+GEMINI: Final = SESSIONS / "gemini"
+GEMINI_SCENARIOS: Final = ("plain", "shell", "failing_shell", "thinking", "error_500", "rate_limit_429")
+_LINE_STREAMS: Final = SESSIONS.parent / "line_streams"
 CLAUDE_SCENARIOS: Final = (
     "tools",
     "foreground_subagent",
@@ -92,3 +97,16 @@ def codex_threads(scenario: str) -> tuple[str, str]:
         [meta["id"] for meta in metas if "parent_thread_id" in meta],
     )
     return str(root), str(child)
+
+
+def gemini_session_file(scenario: str) -> Path:
+    """The session file the Gemini CLI wrote in the scenario's run (`-o stream-json`)."""
+    (path,) = (GEMINI / scenario / "home" / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
+    return path
+
+
+def gemini_served(scenario: str) -> list[dict[str, Any]]:
+    """The main model's answers the scripted Gemini API served in that run, with their usage (the
+    router's call, which the CLI records in no session, left out)."""
+    meta = json.loads((_LINE_STREAMS / "gemini" / f"{scenario}.stream-json.meta.json").read_text())
+    return [call for call in meta["served"] if call.get("kind") == "stream" and call.get("status") == 200]

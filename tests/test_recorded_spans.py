@@ -28,9 +28,9 @@ from transcript_otel.sessions.recorded_spans import (
     span_limits,
 )
 
-from session_fixtures import IMPORTED, SESSIONS
+from session_fixtures import GEMINI, IMPORTED, SESSIONS
 
-SCENARIOS = sorted(f"{cli.name}/{s.name}" for cli in IMPORTED for s in cli.iterdir() if s.is_dir())
+SCENARIOS = sorted(f"{cli.name}/{s.name}" for cli in (*IMPORTED, GEMINI) for s in cli.iterdir() if s.is_dir())
 LIMITS = {
     "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "6",
     "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "24",

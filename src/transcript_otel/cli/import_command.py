@@ -31,6 +31,7 @@ from transcript_otel.otlp.sdk_presence import SENDING_DISABLED, sdk_disabled, sd
 from transcript_otel.reading.escapes import visible, visible_name
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.formats import Format, not_a_session
+from transcript_otel.sessions.gemini_home import gemini_sessions_dir
 from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk
 from transcript_otel.sinks.jsonl_files import default_directory
 
@@ -91,6 +92,9 @@ def add_import(commands: Any) -> None:
         help="every Codex session, archived ones too ($CODEX_HOME or ~/.codex)",
     )
     parser.add_argument(
+        "--gemini", action="store_true", help="every Gemini CLI session ($GEMINI_CLI_HOME or ~/.gemini/tmp)"
+    )
+    parser.add_argument(
         "--jsonl-dir",
         type=Path,
         help=f"the mirror to import into (default: ${env.TRANSCRIPT_OTEL_JSONL_DIR}, else "
@@ -134,13 +138,14 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
     for wanted, roots, name in (
         (args.claude_code, [claude_projects_dir()], "Claude Code"),
         (args.codex, [codex_sessions_dir(), codex_archived_dir()], "Codex"),  # archived ones too
+        (args.gemini, [gemini_sessions_dir()], "Gemini CLI"),
     ):
         found = [root for root in roots if root.is_dir()] if wanted else []
         paths += found
         if wanted and not found:
             print(f"transcript-otel import: no {name} sessions at {visible_name(roots[0])}", file=sys.stderr)
-    if not paths and not (args.claude_code or args.codex):
-        raise ValueError("name session files or directories, or --claude-code / --codex")
+    if not paths and not (args.claude_code or args.codex or args.gemini):
+        raise ValueError("name session files or directories, or --claude-code / --codex / --gemini")
     directory = args.jsonl_dir or Path(env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR) or default_directory())
     sends = args.endpoint is not None or bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

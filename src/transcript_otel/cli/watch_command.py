@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from transcript_otel import environment_variables as env
 from transcript_otel.instrumentation.cli_logs import claude_projects_dir, codex_sessions_dir
+from transcript_otel.sessions.gemini_home import gemini_sessions_dir
 from transcript_otel.sinks.jsonl_files import default_directory
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ def add_watch(commands: Any) -> None:
         "--claude-code", action="store_true", help="$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects"
     )
     parser.add_argument("--codex", action="store_true", help="$CODEX_HOME/sessions or ~/.codex/sessions")
+    parser.add_argument("--gemini", action="store_true", help="$GEMINI_CLI_HOME/.gemini/tmp or ~/.gemini/tmp")
     parser.add_argument(
         "--jsonl-dir",
         type=Path,
@@ -110,8 +112,9 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     roots = list(args.paths)
     roots += [claude_projects_dir()] if args.claude_code else []
     roots += [codex_sessions_dir()] if args.codex else []
+    roots += [gemini_sessions_dir()] if args.gemini else []
     if not roots:
-        raise ValueError("name directories to follow, or --claude-code / --codex")
+        raise ValueError("name directories to follow, or --claude-code / --codex / --gemini")
     # First: a state another watch holds stops this one before anything is set up.
     state = WatchState(args.state or default_directory().parent / "watch.json")
     # Where the runs go, as the variables say it (the pipeline and `configure` read them).

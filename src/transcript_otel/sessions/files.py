@@ -47,6 +47,7 @@ FileIdentity = tuple[int, int] | Path
 class SessionKind(StrEnum):
     CLAUDE_CODE = "claude_code"
     CODEX = "codex"
+    GEMINI = "gemini"
 
 
 class NotASessionError(ValueError):
@@ -133,6 +134,8 @@ def file_identity(path: Path) -> FileIdentity:
 
 
 def _session_of(path: Path, folders: _Folders, found: Format) -> SessionFiles | None:
+    if found is Format.GEMINI:  # one file (a subagent's, in `chats/<parent>/`, a session of its own)
+        return SessionFiles(SessionKind.GEMINI, path)
     if path.parent.name == SUBAGENTS_DIR and found is Format.CLAUDE_CODE:
         main = path.parent.parent.with_suffix(".jsonl")  # <session>/subagents/ -> <session>.jsonl
         return _main_session(main, folders, alone=None)

@@ -317,9 +317,9 @@ class SessionFollower:
         self._recorder.apply(timed)
 
     def _start(self, named: str | None, at_ns: int) -> SessionRecorder:
-        if self._session_id is None:
-            self._session_id = named or session_id_from_name(self.session)
         main = self._files[self.session.path].position
+        if self._session_id is None:  # (a Gemini session's file name holds 8 characters of its id)
+            self._session_id = named or main.session or session_id_from_name(self.session)
         # Where the main file was taken up names the run: the same session followed again from
         # another point is another run, never a second copy of this one.
         again = f":again:{self._read_again}" if self._read_again else ""  # (a file at one inode twice)

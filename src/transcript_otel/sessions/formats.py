@@ -7,6 +7,7 @@ another name, a saved stdout named like a log), so `import` and `watch` ask its 
 - `CLAUDE_CODE`: session-log lines, a `type` (`user`, `assistant`, `queue-operation`, `mode`, ...)
   and `sessionId`; before them perhaps lines that name no session (`summary` with `leafUuid`,
   `file-history-snapshot`);
+- `GEMINI`: a Gemini CLI session, its header `sessionId`, `projectHash`, `startTime`, ... first;
 - `CLAUDE_STREAM_JSON`: `claude -p --output-format stream-json`, `system`/`init` ... with
   `session_id` (under claude-agent-sdk a `control_response` first: `mappings.lines.stream_adapter_for`);
 - `CODEX_EXEC_JSON`: `codex exec --json`, `thread.started`, `turn.*`, `item.*` events;
@@ -33,6 +34,7 @@ MAX_HEAD_BYTES: Final = 1 << 20
 MAX_HEAD_LINES: Final = 16
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _ROLLOUT_KEYS: Final = frozenset({"timestamp", "type", "payload"})
+_GEMINI_HEADER_KEYS: Final = frozenset({"sessionId", "projectHash", "startTime"})
 # Claude Code session-log lines that name no session (by `type`: a key each has).
 _CLAUDE_UNNAMED: Final = {"summary": "leafUuid", "file-history-snapshot": "snapshot"}
 
@@ -42,6 +44,7 @@ class Format(Enum):
 
     CLAUDE_CODE = "a Claude Code session log"
     CODEX = "a Codex session log (rollout)"
+    GEMINI = "a Gemini CLI session log"
     CLAUDE_STREAM_JSON = "Claude Code's stdout (`claude -p --output-format stream-json`)"
     CODEX_EXEC_JSON = "Codex's stdout (`codex exec --json`)"
     TRANSCRIPT_RUN = "a run of transcript-otel's mirror"
@@ -55,7 +58,7 @@ class Format(Enum):
 
     @property
     def is_session(self) -> bool:
-        return self in (Format.CLAUDE_CODE, Format.CODEX)
+        return self in (Format.CLAUDE_CODE, Format.CODEX, Format.GEMINI)
 
     @property
     def may_become_a_session(self) -> bool:
@@ -69,6 +72,7 @@ _DECISIVE: Final = frozenset(
     {
         Format.CODEX,
         Format.CLAUDE_CODE,
+        Format.GEMINI,
         Format.CLAUDE_STREAM_JSON,
         Format.CODEX_EXEC_JSON,
         Format.TRANSCRIPT_RUN,
@@ -146,6 +150,8 @@ def _line_format(raw: bytes) -> Format | None:
         return Format.CODEX
     if isinstance(kind, str) and isinstance(value.get("sessionId"), str):
         return Format.CLAUDE_CODE
+    if value.keys() >= _GEMINI_HEADER_KEYS and isinstance(value["projectHash"], str):
+        return Format.GEMINI
     if isinstance(kind, str) and _CLAUDE_UNNAMED.get(kind) in value:
         return None
     if isinstance(event, str) and event.startswith("transcript.") and "context" in value:

@@ -26,6 +26,7 @@ from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPo
 from transcript_otel.mappings._entry import COMPACTION, MappedEntry
 from transcript_otel.mappings.claude_session import ClaudeSessionMapper
 from transcript_otel.mappings.codex_rollout import CodexRolloutMapper
+from transcript_otel.mappings.gemini_session import gemini_lines
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.reading.text import entry_text
@@ -194,6 +195,7 @@ HARNESSES: Final = {
         "claude_code_session", "claude-code", "anthropic", _ClaudeLines, COST_STATE_MARKER, True
     ),
     SessionKind.CODEX: Harness("codex_session", "codex", "openai", _CodexLines, None, False),
+    SessionKind.GEMINI: Harness("gemini_session", "gemini", "gcp.gemini", gemini_lines, None, False),
 }
 
 
