@@ -27,7 +27,6 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 from transcript_otel.reading.digest import RunDigest
 
@@ -37,7 +36,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 import opencode_cli  # noqa: E402
-from captured_run import CapturedRun  # noqa: E402
+from captured_run import CapturedRun, record_mirrored  # noqa: E402
 from chat_scenarios import prompt_for  # noqa: E402
 from opencode_cli import record, stored  # noqa: E402
 from opencode_offline import xdg  # noqa: E402
@@ -105,18 +104,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, OpenCodeRun]:
     class Runs(dict[str, OpenCodeRun]):
         def __missing__(self, scenario: str) -> OpenCodeRun:
             scratch = tmp_path_factory.mktemp(scenario)
-            mirror = scratch / "runs"
-            recorded = record(scenario, scratch, WRAPPER, {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)})
-            (path,) = mirror.glob("*.jsonl")
-            run = OpenCodeRun(
-                scenario,
-                list(read_records(path)),
-                recorded.served,
-                recorded.stdout,
-                recorded.stderr,
-                recorded.exit_code,
-                PROMPT_NAME,
-                tables=stored(scratch / "home"),
+            recorded, records = record_mirrored(record, scenario, scratch, WRAPPER)
+            run = OpenCodeRun.of(
+                scenario, recorded, records, prompt_name=PROMPT_NAME, tables=stored(scratch / "home")
             )
             self[scenario] = run
             return run

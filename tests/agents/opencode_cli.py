@@ -14,7 +14,6 @@ the model served.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
-from captured_run import Recorded, record_main, run_cli, scratch_dirs  # noqa: E402
+from captured_run import Recorded, installed_cli, record_main, run_cli, scratch_dirs  # noqa: E402
 from chat_scenarios import prompt_for  # noqa: E402
 from opencode_offline import MODEL, PROVIDER, model_server, offline_environment, xdg  # noqa: E402
 from record_gemini_opencode_fixtures import opencode_tables  # noqa: E402
@@ -34,9 +33,7 @@ INSTALLED_CLI = ROOT / ".agents" / "opencode" / "node_modules" / ".bin" / "openc
 
 def cli_path() -> Path | None:
     """The real `opencode` binary, if installed (`make agents`)."""
-    named = os.environ.get(CLI_VARIABLE)
-    path = Path(named) if named else INSTALLED_CLI
-    return path if path.exists() else None
+    return installed_cli(CLI_VARIABLE, INSTALLED_CLI)
 
 
 def run_arguments(scenario: str) -> list[str]:

@@ -32,9 +32,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import MappedEntry, line_entries, typed_event
 from transcript_otel.model.entries import EntryType
-from transcript_otel.records.serialize import parse_json
 
 NAME: Final = "opencode-json"
 EVENT_TYPES: Final = frozenset({"step_start", "text", "reasoning", "tool_use", "step_finish", "error"})
@@ -106,21 +105,14 @@ class OpenCodeJsonAdapter:
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
             return []
-        try:
-            event = parse_json(line)
-        except (ValueError, RecursionError) as exc:
-            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            reason = "an opencode event must be a JSON object with a string 'type'"
-            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason, "event": event}, line)]
+        event = typed_event(line, "an opencode event")
+        if isinstance(event, MappedEntry):
+            return [event]
         session_id = event.get("sessionID")
         if isinstance(session_id, str) and session_id:
             self.session_id = session_id
         self.timestamp_ns = _time_ns(event.get("timestamp")) or self.timestamp_ns
-        return [
-            MappedEntry(entry_type.value, detail, line if index == 0 else None)
-            for index, (entry_type, detail) in enumerate(_entries(event))
-        ]
+        return line_entries(line, _entries(event))
 
     def flush(self) -> list[MappedEntry]:
         return []
