@@ -85,7 +85,7 @@ def step_usage(tokens: Any) -> dict[str, int]:
     return usage
 
 
-def tool_failed(state: Mapping[str, Any]) -> bool:
+def _state_failed(state: Mapping[str, Any]) -> bool:
     """Whether a tool part's `state` says its call failed: not `completed`, or a command that
     exited with another status than 0."""
     exit_code = _int(_mapping(state, "metadata").get("exit"))
@@ -161,7 +161,7 @@ def _tool(event: dict[str, Any], part: dict[str, Any]) -> list[tuple[EntryType, 
     exit_code = _int(_mapping(state, "metadata").get("exit"))
     if exit_code is not None:
         result["exit_code"] = exit_code
-    result["is_error"] = tool_failed(state)
+    result["is_error"] = _state_failed(state)
     return [(EntryType.TOOL_USE, call), (EntryType.TOOL_RESULT, result)]
 
 
