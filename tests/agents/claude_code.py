@@ -13,7 +13,6 @@ stream, then what the model served (for recording fixtures by hand).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
-from captured_run import Recorded, older_cli, record_main, run_cli, scratch_dirs  # noqa: E402
+from captured_run import Recorded, installed_cli, older_cli, record_main, run_cli, scratch_dirs  # noqa: E402
 from claude_offline import model_server, offline_environment  # noqa: E402
 from claude_scenarios import prompt_for  # noqa: E402
 from scripted_http import ModelServer  # noqa: E402
@@ -34,9 +33,7 @@ INSTALLED_CLI = ROOT / ".agents" / "claude-code" / "node_modules" / ".bin" / "cl
 
 def cli_path() -> Path | None:
     """The real `claude` binary, if installed (`make agents`)."""
-    named = os.environ.get(CLI_VARIABLE)
-    path = Path(named) if named else INSTALLED_CLI
-    return path if path.exists() else None
+    return installed_cli(CLI_VARIABLE, INSTALLED_CLI)
 
 
 def cli_at(version: str) -> Path:

@@ -12,7 +12,6 @@ served (for recording fixtures by hand).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
-from captured_run import Recorded, older_cli, record_main, run_cli, scratch_dirs  # noqa: E402
+from captured_run import Recorded, installed_cli, older_cli, record_main, run_cli, scratch_dirs  # noqa: E402
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 
@@ -39,9 +38,7 @@ USAGE_PATHS = {
 
 def cli_path() -> Path | None:
     """The real `codex` binary, if installed (`make agents`)."""
-    named = os.environ.get(CLI_VARIABLE)
-    path = Path(named) if named else INSTALLED_CLI
-    return path if path.exists() else None
+    return installed_cli(CLI_VARIABLE, INSTALLED_CLI)
 
 
 def require_cli() -> Path:

@@ -40,9 +40,10 @@ not do (lines it could not keep up with, a failing mirror, records a dead backen
 never took) is printed on stderr after the command's output.
 
 adapters: rtf1 (@@RALPH@@ lines), codex-json (codex exec --json),
-claude-stream-json (claude -p --output-format stream-json), plain (every line is
-assistant text), auto (the default: chosen from the first lines; ${ADAPTER_VARIABLE}
-sets another default).
+claude-stream-json (claude -p --output-format stream-json), opencode-json
+(opencode run --format json), plain (every line is assistant text), auto (the
+default: chosen from the command line or the first lines; ${ADAPTER_VARIABLE} sets
+another default).
 
 example:
   transcript-otel run --prompt-name fix-tests -- codex exec --json "fix the failing tests"

@@ -4,13 +4,17 @@ adapter (`mappings.lines`) and recorded as entries through the run's `AgentRun`.
 `LineRecorder` opens a turn before main content and ends it at a turn's usage, names the
 run's session and provider as the adapter learns them, and keeps capture at most
 `MAX_LAG_ENTRIES` ahead of the writer (`LineRecorder.feed_lines` stops where the backlog
-has no room; `LineRecorder.wait_for_room` waits for it). `PrivateKeyBlocks` joins a private
-key printed across lines, so that redaction sees it whole. `LineCounts` is the account of
-the lines the run did not record, reported at its end (`LineRecorder.end`).
+has no room; `LineRecorder.wait_for_room` waits for it). An adapter whose lines say when they
+were printed (`timestamp_ns`) times its entries so, never before the run began nor before what
+it recorded already.
+`PrivateKeyBlocks` joins a private key printed across lines, so that redaction sees it whole.
+`LineCounts` is the account of the lines the run did not record, reported at its end
+(`LineRecorder.end`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -107,6 +111,10 @@ class LineRecorder:
         self._text = True
         self._turns = False
         self._names_sessions = True
+        self._timed = False  # its lines say when they were printed (`timestamp_ns`)
+        # No entry is timed before this: the run's start, what was recorded since (the prompt, a
+        # line that said no time; a replayed stream's old times are not the run's).
+        self._not_before_ns = time.time_ns()
         self._decide()
 
     def _decide(self) -> None:
@@ -118,6 +126,7 @@ class LineRecorder:
         self._turns = capabilities_of(adapter).turns
         # The text adapters name no session (`auto` asks its choice, so it may until it chose).
         self._names_sessions = chosen is None or hasattr(chosen, "session_id")
+        self._timed = hasattr(chosen, "timestamp_ns")
 
     def go_on_from(self, totals_of: Callable[[str], bytes | Mapping[str, Any] | None]) -> None:
         """The command resumes a session its output names (`codex exec resume --last` says which
@@ -151,6 +160,7 @@ class LineRecorder:
     def record(self, entries: Sequence[MappedEntry]) -> None:
         """Entries known before the command prints anything (its prompt, from its command line)."""
         self._record(entries)
+        self._not_before_ns = time.time_ns()
 
     def wait_for_room(self, timeout_s: float) -> bool:
         """Wait, up to `timeout_s`, until the backlog is at most half full and capture at most
@@ -189,7 +199,10 @@ class LineRecorder:
 
     def _map(self, line: bytes) -> None:
         try:
-            self._record(self._reader.feed(line.decode("utf-8", "backslashreplace")))
+            entries = self._reader.feed(line.decode("utf-8", "backslashreplace"))
+            if not self._decided:  # `auto` chose by this line: whether its lines are timed
+                self._decide()
+            self._record(entries, getattr(self._reader, "timestamp_ns", None) if self._timed else None)
         except Exception as exc:  # adapters never raise; a bug here must not stop the capture
             self.run.emitter.error(f"could not map a line: {type(exc).__name__}: {exc}")
         if self._totals_of is not None:
@@ -217,9 +230,10 @@ class LineRecorder:
         except Exception as exc:  # adapters never raise; a bug here must not stop the capture
             self.run.emitter.error(f"could not {what}: {type(exc).__name__}: {exc}")
 
-    def _record(self, entries: Sequence[MappedEntry]) -> None:
-        """Record the entries, opening a turn before main content and ending it at a turn's
-        usage; first the session the adapter named and the provider it tells, if new."""
+    def _record(self, entries: Sequence[MappedEntry], at_ns: int | None = None) -> None:
+        """Record the entries (at `at_ns`, else now), opening a turn before main content and
+        ending it at a turn's usage; first the session the adapter named and the provider it
+        tells, if new."""
         run = self.run
         if self._names_sessions:
             session_id = getattr(self.adapter, "session_id", None)
@@ -229,7 +243,11 @@ class LineRecorder:
             self._learn_provider()
         if not self._decided:
             self._decide()
-        run.record_in_turns(entries, reports_end_turns=self._turns)
+        if at_ns is not None:
+            at_ns = self._not_before_ns = max(at_ns, self._not_before_ns)
+        run.record_in_turns(entries, at_ns, reports_end_turns=self._turns)
+        if at_ns is None and self._timed and entries:
+            self._not_before_ns = time.time_ns()
 
     def _learn_provider(self) -> None:
         """The run's provider from the adapter that reads the output (`auto`'s choice, once it

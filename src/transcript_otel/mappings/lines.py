@@ -10,6 +10,7 @@ cannot map is an `unknown` entry holding the line and the reason. Each declares 
 | `rtf1` | `@@RALPH@@ {json}` lines among plain text (`mappings.rtf1`) |
 | `codex-json` | `codex exec --json` (`mappings.codex_exec`) |
 | `claude-stream-json` | `claude -p --output-format stream-json` (`mappings.claude_stream`) |
+| `opencode-json` | `opencode run --format json` (`mappings.opencode_run`) |
 | `plain` | anything: every non-blank line is assistant text |
 | `auto` | one of the above, chosen by `select_adapter()` |
 
@@ -19,7 +20,8 @@ the first non-blank line (so nothing waits): `codex-json` if it is an event of
 `codex exec` (`thread.started`, `turn.started`, `item.*`, ...), `claude-stream-json`
 if it is a Claude message (`system`, `assistant`, `user`, `result` with a
 `session_id`) or a control message (`control_response`, `control_request`: a CLI
-driven by claude-agent-sdk opens its stdout with its answer to `initialize`), else
+driven by claude-agent-sdk opens its stdout with its answer to `initialize`),
+`opencode-json` if it is an OpenCode event (`is_opencode_event`), else
 `rtf1`, which reads plain text as `plain` does and also understands `@@RALPH@@` lines
 wherever they start.
 """
@@ -33,6 +35,7 @@ from typing import Any, Final, Protocol
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
+from transcript_otel.mappings.opencode_run import OpenCodeJsonAdapter, is_opencode_event
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 from transcript_otel.model.entries import EntryType, RawJson
 from transcript_otel.records.serialize import parse_json
@@ -117,12 +120,14 @@ CAPABILITIES: Final = {
     "rtf1": Capabilities(roles=True, tool_events=True, usage_events=True, turns=False),
     "codex-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
     "claude-stream-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
+    "opencode-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
     "plain": Capabilities(roles=False, tool_events=False, usage_events=False, turns=False),
 }
 _FACTORIES: Final[dict[str, Callable[[], LineAdapter]]] = {
     "rtf1": Rtf1Adapter,
     "codex-json": CodexExecAdapter,
     "claude-stream-json": ClaudeStreamJsonAdapter,
+    "opencode-json": OpenCodeJsonAdapter,
     "plain": PlainAdapter,
 }
 ADAPTER_NAMES: Final = (*_FACTORIES, "auto")
@@ -145,6 +150,8 @@ def stream_adapter_for(line: str) -> str:
         return "codex-json"
     if (kind in _CLAUDE_MESSAGES and "session_id" in value) or kind in _CLAUDE_CONTROL:
         return "claude-stream-json"
+    if is_opencode_event(value):
+        return "opencode-json"
     return "rtf1"
 
 
@@ -201,12 +208,15 @@ def resume_after(adapter: LineAdapter, totals: bytes | Mapping[str, Any]) -> Non
         adapter.resume_after(totals)
 
 
-def select_adapter(name: str | None, environ: dict[str, str] | None = None) -> LineAdapter:
-    """The adapter `name`, else the one `TRANSCRIPT_OTEL_LINE_ADAPTER` names, else `auto`.
+def select_adapter(
+    name: str | None, environ: dict[str, str] | None = None, default: str | None = None
+) -> LineAdapter:
+    """The adapter `name`, else the one `TRANSCRIPT_OTEL_LINE_ADAPTER` names, else `default`
+    (the one a command line says its output needs), else `auto`.
 
     Raises `ValueError` naming the known adapters for an unknown name.
     """
-    chosen = name or (environ or {}).get(ADAPTER_VARIABLE) or "auto"
+    chosen = name or (environ or {}).get(ADAPTER_VARIABLE) or default or "auto"
     if chosen == "auto":
         return AutoAdapter()
     factory = _FACTORIES.get(chosen)
