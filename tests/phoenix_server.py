@@ -11,6 +11,7 @@ Spans are read back over REST; cost and sessions only GraphQL gives (`graphql()`
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,24 @@ class Phoenix:
                 cost = ((summary or {}).get("total") or {}).get("cost")
                 costs[span_id] = float(cost) if cost is not None else None
         return costs
+
+    def price_model(self, name: str, dollars_per_million: Mapping[str, float]) -> None:
+        """Phoenix prices spans of model `name` (exactly) at `dollars_per_million` per token type
+        (`input`, `output`, `cache_read`, `cache_write`): a model its table does not know, priced
+        as a user would in its settings (GraphQL `createModel`)."""
+        prompt_types = {"input", "cache_read", "cache_write", "audio"}
+        costs = [
+            {
+                "tokenType": token_type,
+                "costPerMillionTokens": price,
+                "kind": "PROMPT" if token_type in prompt_types else "COMPLETION",
+            }
+            for token_type, price in dollars_per_million.items()
+        ]
+        self.graphql(
+            "mutation($input: CreateModelMutationInput!) { createModel(input: $input) { model { id } } }",
+            {"input": {"name": name, "namePattern": f"^{re.escape(name)}$", "costs": costs}},
+        )
 
     def sessions(self, project: str) -> list[dict[str, Any]]:
         """The project's sessions as Phoenix's UI lists them (GraphQL `Project.sessions`): each

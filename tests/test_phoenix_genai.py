@@ -4,19 +4,21 @@ their inputs and outputs, and the run as a session.
 One real run per adapter, all at once: the weakincentives Codex adapter on the real Codex CLI
 (`examples/codex_agent.py`, weakincentives 0.27), the weakincentives Claude adapter on the real
 Claude Code CLI (`tests/agents/wink_driver.py`, 0.27), claude-agent-sdk's `query()` on the real
-Claude Code CLI with two parallel subagents (`examples/claude_sdk_agent.py`), and
-`transcript-otel run` around `claude -p --output-format stream-json` and around `codex exec
---json`. Only the models are scripted (`examples/model_servers/`). Each run exports its spans
-to a Phoenix project of its own (traces only: Phoenix takes no OTLP logs) with the `phoenix`
-backend profile, which adds OpenInference's `input.value`/`output.value`, and keeps its JSONL
-mirror. The tests read each trace back over Phoenix's REST API, its cost and sessions over
-GraphQL, and compare them with the mirror.
+Claude Code CLI with two parallel subagents (`examples/claude_sdk_agent.py`), and `transcript-otel
+run` around `claude -p --output-format stream-json`, around `codex exec --json` and around
+`opencode run --format json` (whose model Phoenix's price table does not know: the test prices it
+in Phoenix at OpenCode's own prices, and Phoenix's cost must equal OpenCode's). Only the models are
+scripted (`examples/model_servers/`). Each run exports its spans to a Phoenix project of its own
+(traces only: Phoenix takes no OTLP logs) with the `phoenix` backend profile, which adds
+OpenInference's `input.value`/`output.value`, and keeps its JSONL mirror. The tests read each trace
+back over Phoenix's REST API, its cost and sessions over GraphQL, and compare them with the mirror.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 import time
@@ -42,6 +44,8 @@ sys.path.insert(0, str(TESTS / "agents"))
 import claude_code  # noqa: E402
 import claude_offline  # noqa: E402
 import codex_cli  # noqa: E402
+import opencode_cli  # noqa: E402
+import opencode_offline  # noqa: E402
 
 pytestmark = [pytest.mark.receiver, pytest.mark.otlp]
 
@@ -154,6 +158,15 @@ def produce_run_codex_exec(workdir: Path, environment: dict[str, str]) -> Produc
     return Produced(output, recorded.prompt)
 
 
+def produce_run_opencode(workdir: Path, environment: dict[str, str]) -> Produced:
+    """`transcript-otel run -- opencode run --format json --thinking` (a bash call), which prices
+    each step itself from its configuration's prices."""
+    recorded = opencode_cli.record("shell", workdir, run_wrapper("opencode"), environment)
+    output = recorded.stdout + recorded.stderr
+    assert recorded.exit_code == 0, output[-4000:]
+    return Produced(output, recorded.prompt)
+
+
 @dataclass(frozen=True)
 class Adapter:
     """One adapter's real run: how it is made, and what it needs."""
@@ -162,6 +175,9 @@ class Adapter:
     needs: Callable[[], str | None]  # why it cannot run here, or None
     wink: bool = False
     has_tools: bool = True
+    # A model Phoenix's price table does not know, priced in Phoenix as the harness priced it
+    # (model name, dollars per million tokens by type): Phoenix's cost must equal the harness's.
+    priced_as: tuple[str, dict[str, float]] | None = None
 
 
 def claude_missing() -> str | None:
@@ -173,6 +189,12 @@ def claude_missing() -> str | None:
 def codex_missing() -> str | None:
     if codex_cli.cli_path() is None:
         return f"the real Codex CLI is not installed (`make agents`, or {codex_cli.CLI_VARIABLE})"
+    return None
+
+
+def opencode_missing() -> str | None:
+    if opencode_cli.cli_path() is None:
+        return f"the real OpenCode CLI is not installed (`make agents`, or {opencode_cli.CLI_VARIABLE})"
     return None
 
 
@@ -189,6 +211,9 @@ ADAPTERS: dict[str, Adapter] = {
     "claude-agent-sdk": Adapter(produce_claude_sdk, claude_sdk_missing),
     "run-claude-code": Adapter(produce_run_claude_code, claude_missing),
     "run-codex-exec": Adapter(produce_run_codex_exec, codex_missing),
+    "run-opencode": Adapter(
+        produce_run_opencode, opencode_missing, priced_as=(opencode_offline.MODEL, opencode_offline.COST)
+    ),
 }
 PER_ADAPTER = pytest.mark.parametrize(
     "adapter",
@@ -339,6 +364,10 @@ def runs(
             outcomes[name] = Failed(reason, missing=True)
     if any(ADAPTERS[name].wink for name in ready):
         wink_python(WINK_VERSION)  # built (or renewed) once, before the runs share it
+    for name in ready:
+        priced_as = ADAPTERS[name].priced_as
+        if priced_as is not None:
+            phoenix.price_model(*priced_as)
     if not ready:
         return outcomes
     with ThreadPoolExecutor(len(ready)) as pool:
@@ -467,6 +496,14 @@ def test_chat_spans_are_priced_llm_calls(run: AdapterRun, phoenix: Phoenix) -> N
     }
     problems = check_spans(chats, checks)
     assert not problems, report(problems, run) + f"\ncosts: {costs}"
+    if ADAPTERS[run.adapter].priced_as is not None:
+        # Priced in Phoenix at the harness's own prices, each call costs what the harness said.
+        said = {span["span_id"]: span["attributes"].get("gen_ai.usage.cost") for span in run.mirrored_spans}
+        compared = [(span["name"], costs[span["id"]], said[span["context"]["span_id"]]) for span in chats]
+        assert all(isinstance(said_cost, float) for _, _, said_cost in compared), compared
+        assert all(math.isclose(cost or 0.0, said_cost, rel_tol=1e-9) for _, cost, said_cost in compared), (
+            compared
+        )
 
 
 @PER_ADAPTER

@@ -361,3 +361,20 @@ def test_a_notification_waits_for_the_turn_that_calls_the_model(replay: Replay, 
     assert third_input == [["background done"]]
     all_inputs = [str(attributes(turn).get("gen_ai.input.messages")) for turn in turns(spans)]
     assert not [text for text in all_inputs if "foreground done" in text]
+
+
+def test_where_each_step_is_a_turn_the_next_step_reads_the_tool_results(replay: Replay) -> None:
+    # OpenCode prints each model call as a step: the call after a tool's is the one that reads
+    # its result, so that call's chat span has the result as its input; the first call's has not.
+    first, second = turns(replay("opencode/shell.json.jsonl", "opencode-json"))
+    (read,) = messages(second, "gen_ai.input.messages")
+    assert read["role"] == "tool"
+    (response,) = read["parts"]
+    assert (response["type"], response["id"], response["response"]) == (
+        "tool_call_response",
+        "call_shell_1",
+        "2 data.txt\n",
+    )
+    assert texts(messages(second, "gen_ai.output.messages")[0]) == ["data.txt has 2 lines: one and two."]
+    first_input = attributes(first).get("gen_ai.input.messages")
+    assert "tool_call_response" not in str(first_input)

@@ -2,8 +2,10 @@
 
 Each entry's content goes to the spans that will say it: a subagent's and its chat span's,
 else the root's and the turn's. Background tasks' notifications are what Claude Code begins
-its next turn with: a turn's input, kept until a turn calls the model with them. Nothing is
-kept unless the content rules (`span_content`) let content go on spans.
+its next turn with: a turn's input, kept until a turn calls the model with them. So are tool
+results a turn ended on, unanswered: where each model call is a turn of its own (OpenCode's
+steps), the next call reads them. Nothing is kept unless the content rules (`span_content`) let
+content go on spans.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class ContentKeeper:
         self.description = AgentDescription()
         # Background tasks' notifications no model call has read yet.
         self._unread: dict[str, str] = {}
+        # The main turn's tool results since its last answer: the next model call's input.
+        self._unanswered: list[Any] = []
 
     def keep(
         self,
@@ -68,11 +72,15 @@ class ContentKeeper:
                 elif awaited(call_id):
                     self._unread[call_id] = summary  # else: its result told it already
             return
-        if entry_type == ENTRY_TOOL_RESULT and self._unread:
-            call_id, _ = tool_identity(detail)
-            self._unread.pop(call_id or "", None)
+        if entry_type == ENTRY_TOOL_RESULT:
+            if self._unread:
+                call_id, _ = tool_identity(detail)
+                self._unread.pop(call_id or "", None)
+            if turn is not None and len(self._unanswered) < MAX_KNOWN_LAUNCHERS:
+                self._unanswered.append(detail)
         if entry_type == ENTRY_ASSISTANT_MESSAGE and turn is not None:
             turn.answered = True
+            self._unanswered.clear()
         add_content(entry_type, detail, root, turn)
 
     def keeps(self, entry_type: str) -> bool:
@@ -81,7 +89,12 @@ class ContentKeeper:
         return self.rules is not None and self.rules.keeps(entry_type)
 
     def deliver_notifications(self, turn: ChatSlot) -> None:
-        """A new turn begins with the notifications no model call has read yet."""
+        """A new turn begins with the tool results the last turn ended on unanswered, and the
+        notifications no model call has read yet."""
+        if self._unanswered:
+            for detail in self._unanswered:
+                add_content(ENTRY_TOOL_RESULT, detail, turn)
+            self._unanswered.clear()
         if self._unread:
             turn.notified, self._unread = self._unread, {}
             for summary in turn.notified.values():
