@@ -18,8 +18,10 @@ entry as a JSONL line, and as a log record and span event where an exporter take
 (`configure()` makes those only then). What capture could not keep up with is counted and reported once: one
 `transcript.error` in the transcript and one line on stderr after the command's output.
 The command line tells the run what the output does not: `codex exec`'s prompt and model
-(`ExecCommand`), `claude`'s prompt and system prompt (`ClaudeCommand`); the line adapter that reads
-the output tells its provider (`line_recorder.ADAPTER_PROVIDERS`).
+(`ExecCommand`), `claude`'s prompt and system prompt (`ClaudeCommand`), `gemini`'s prompt where
+its format does not print it, its model and, by its output format, the adapter that reads it
+(`GeminiCommand`); the line adapter that reads the output tells its provider
+(`line_recorder.ADAPTER_PROVIDERS`).
 
 The wrapper exits with the command's exit status; when the command is killed by a
 signal, the wrapper kills itself with the same signal. When our stdout closes
@@ -40,9 +42,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -56,6 +58,8 @@ from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
+from transcript_otel.mappings.gemini_command import PROVIDER as GEMINI_PROVIDER
+from transcript_otel.mappings.gemini_command import GeminiCommand
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
     LineAdapter,
@@ -120,7 +124,11 @@ def _with_trace_context(run: AgentRun) -> dict[str, str]:
     return environment
 
 
-def _adapter(adapter_name: str | None) -> LineAdapter:
+def _adapter(adapter_name: str | None, named_by_command: str | None = None) -> LineAdapter:
+    """The adapter asked for (`--adapter`, else the variable), else the one the command's own
+    options name (`gemini -o json`), else `auto`."""
+    if adapter_name is None and not os.environ.get(ADAPTER_VARIABLE):
+        adapter_name = named_by_command
     try:
         return select_adapter(adapter_name, dict(os.environ))
     except ValueError as exc:  # only a bad variable can get here: the flag is checked by argparse
@@ -128,27 +136,24 @@ def _adapter(adapter_name: str | None) -> LineAdapter:
         return select_adapter("auto")
 
 
-def _exec_command(command: Sequence[str]) -> ExecCommand | None:
-    try:
-        return ExecCommand.of(command, os.environ)
-    except Exception:  # a command line we misread must not stop the capture
-        _logger.debug("transcript-otel: could not read the codex exec command line", exc_info=True)
-        return None
+_Facts = TypeVar("_Facts")
 
 
-def _claude_command(command: Sequence[str]) -> ClaudeCommand | None:
+def _read_command(read: Callable[[], _Facts | None], program: str) -> _Facts | None:
+    """What `read()` finds in the command line (None: not `program`'s, or misread)."""
     try:
-        return ClaudeCommand.of(command)
+        return read()
     except Exception:  # a command line we misread must not stop the capture
-        _logger.debug("transcript-otel: could not read the claude command line", exc_info=True)
+        _logger.debug("transcript-otel: could not read the %s command line", program, exc_info=True)
         return None
 
 
 def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str]) -> LineRecorder | None:
     try:
-        adapter = _adapter(adapter_name)
-        codex_exec = _exec_command(command)
-        claude = _claude_command(command)
+        codex_exec = _read_command(lambda: ExecCommand.of(command, os.environ), "codex exec")
+        claude = _read_command(lambda: ClaudeCommand.of(command), "claude")
+        gemini = _read_command(lambda: GeminiCommand.of(command), "gemini")
+        adapter = _adapter(adapter_name, None if gemini is None else gemini.adapter)
         tracer = trace.get_tracer("transcript_otel.cli", __version__, schema_url=SEMCONV_SCHEMA_URL)
         token = otel_context.attach(_caller_context())
         try:
@@ -160,8 +165,8 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
                 # Formats with usage report it per turn; claude-stream-json names subagents
                 # `subagent:{call id}`.
                 policy=TurnPolicy.STREAM_JSON,
-                provider=None if codex_exec is None else "openai",
-                model=None if codex_exec is None else codex_exec.model,
+                provider="openai" if codex_exec else GEMINI_PROVIDER if gemini else None,
+                model=codex_exec.model if codex_exec else gemini.model if gemini else None,
             )
         finally:
             otel_context.detach(token)
@@ -169,12 +174,18 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         # holds what capture has not read), so the writer does not let go of it on its own
         # (each let-go costs it the kernel's timer slack); the switch interval hands it over.
         run.emitter.pipeline.yield_every_s = math.inf
-        recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None)
+        recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None or gemini is not None)
         if claude is not None and claude.system_instructions is not None:
             run.describe_agent(system_instructions=claude.system_instructions)
         _go_on_from_resumed(recorder, claude, codex_exec)
         prompt = (
-            codex_exec.prompt if codex_exec is not None else claude.prompt if claude is not None else None
+            codex_exec.prompt
+            if codex_exec is not None
+            else claude.prompt
+            if claude is not None
+            else gemini.unprinted_prompt
+            if gemini is not None
+            else None
         )
         if prompt is not None:  # the agent's output does not repeat it
             recorder.record([MappedEntry(EntryType.USER_MESSAGE.value, {"text": prompt})])

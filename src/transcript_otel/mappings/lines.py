@@ -10,6 +10,8 @@ cannot map is an `unknown` entry holding the line and the reason. Each declares 
 | `rtf1` | `@@RALPH@@ {json}` lines among plain text (`mappings.rtf1`) |
 | `codex-json` | `codex exec --json` (`mappings.codex_exec`) |
 | `claude-stream-json` | `claude -p --output-format stream-json` (`mappings.claude_stream`) |
+| `gemini-stream-json` | `gemini -p --output-format stream-json` (`mappings.gemini_stream`) |
+| `gemini-json` | `gemini -p --output-format json` (`mappings.gemini_json`) |
 | `plain` | anything: every non-blank line is assistant text |
 | `auto` | one of the above, chosen by `select_adapter()` |
 
@@ -19,8 +21,10 @@ the first non-blank line (so nothing waits): `codex-json` if it is an event of
 `codex exec` (`thread.started`, `turn.started`, `item.*`, ...), `claude-stream-json`
 if it is a Claude message (`system`, `assistant`, `user`, `result` with a
 `session_id`) or a control message (`control_response`, `control_request`: a CLI
-driven by claude-agent-sdk opens its stdout with its answer to `initialize`), else
-`rtf1`, which reads plain text as `plain` does and also understands `@@RALPH@@` lines
+driven by claude-agent-sdk opens its stdout with its answer to `initialize`),
+`gemini-stream-json` if it is Gemini CLI's `init` (with a `session_id`), `gemini-json` if it
+is a `{` alone (a pretty-printed object: `gemini-json` hands on as plain lines what is not
+Gemini's), else `rtf1`, which reads plain text as `plain` does and also understands `@@RALPH@@` lines
 wherever they start.
 """
 
@@ -33,6 +37,8 @@ from typing import Any, Final, Protocol
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
+from transcript_otel.mappings.gemini_json import GeminiJsonAdapter, starts_document
+from transcript_otel.mappings.gemini_stream import GeminiStreamJsonAdapter, starts_stream
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 from transcript_otel.model.entries import EntryType, RawJson
 from transcript_otel.records.serialize import parse_json
@@ -117,12 +123,16 @@ CAPABILITIES: Final = {
     "rtf1": Capabilities(roles=True, tool_events=True, usage_events=True, turns=False),
     "codex-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
     "claude-stream-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
+    "gemini-stream-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
+    "gemini-json": Capabilities(roles=False, tool_events=False, usage_events=True, turns=True),
     "plain": Capabilities(roles=False, tool_events=False, usage_events=False, turns=False),
 }
 _FACTORIES: Final[dict[str, Callable[[], LineAdapter]]] = {
     "rtf1": Rtf1Adapter,
     "codex-json": CodexExecAdapter,
     "claude-stream-json": ClaudeStreamJsonAdapter,
+    "gemini-stream-json": GeminiStreamJsonAdapter,
+    "gemini-json": GeminiJsonAdapter,
     "plain": PlainAdapter,
 }
 ADAPTER_NAMES: Final = (*_FACTORIES, "auto")
@@ -145,6 +155,10 @@ def stream_adapter_for(line: str) -> str:
         return "codex-json"
     if (kind in _CLAUDE_MESSAGES and "session_id" in value) or kind in _CLAUDE_CONTROL:
         return "claude-stream-json"
+    if starts_stream(kind, value):
+        return "gemini-stream-json"
+    if starts_document(line):
+        return "gemini-json"
     return "rtf1"
 
 
