@@ -1,0 +1,84 @@
+"""The real Gemini CLI against the scripted Gemini API (`examples/model_servers/gemini_api.py`).
+
+The CLI is the npm package pinned in the Makefile (`make agents` installs it under `.agents/`);
+`TRANSCRIPT_OTEL_GEMINI_CLI` names another binary. Each run gets a throwaway `HOME`, `TMPDIR`
+and working directory (`gemini_offline`).
+
+    python tests/agents/gemini_cli.py SCENARIO
+
+runs one scenario with `gemini -p PROMPT --output-format stream-json` and prints the stream,
+then what the model served.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
+
+from captured_run import Recorded, record_main, run_cli, scratch_dirs  # noqa: E402
+from chat_scenarios import prompt_for  # noqa: E402
+from gemini_offline import model_server, offline_environment  # noqa: E402
+
+GEMINI_CLI_VERSION = "0.61.0"
+CLI_VARIABLE = "TRANSCRIPT_OTEL_GEMINI_CLI"
+INSTALLED_CLI = ROOT / ".agents" / "gemini-cli" / "node_modules" / ".bin" / "gemini"
+ROUTER_MODEL = "gemini-3.5-flash-lite"
+MAIN_MODEL = "gemini-3.8-flash"
+
+
+def cli_path() -> Path | None:
+    """The real `gemini` binary, if installed (`make agents`)."""
+    named = os.environ.get(CLI_VARIABLE)
+    path = Path(named) if named else INSTALLED_CLI
+    return path if path.exists() else None
+
+
+def served_usage(served: list[dict[str, Any]], model: str) -> dict[str, int]:
+    """What the scripted API answered `model`'s requests with (the ones it answered: a 429 or
+    500 has no usage), summed, in the names the transcript's usage has: input is the whole
+    prompt, output counts the thoughts as the conventions count reasoning."""
+    totals = dict.fromkeys(
+        ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens"), 0
+    )
+    for answer in served:
+        usage: Mapping[str, Any] = answer.get("usage") or {}
+        if answer.get("model") != model or answer.get("status") != 200:
+            continue
+        thoughts = usage.get("thoughtsTokenCount", 0)
+        totals["input_tokens"] += usage["promptTokenCount"]
+        totals["cached_input_tokens"] += usage.get("cachedContentTokenCount", 0)
+        totals["output_tokens"] += usage["candidatesTokenCount"] + thoughts
+        totals["reasoning_output_tokens"] += thoughts
+    return totals
+
+
+def record(
+    scenario: str,
+    scratch: Path,
+    output_format: str = "stream-json",
+    command_prefix: tuple[str, ...] = (),
+    environment: dict[str, str] | None = None,
+) -> Recorded:
+    """Run `gemini -p PROMPT --output-format FORMAT --approval-mode yolo` on one scenario (under
+    `command_prefix`, e.g. `transcript-otel run --`, with `environment` added to the offline one)."""
+    cli = cli_path()
+    if cli is None:
+        raise RuntimeError(f"no Gemini CLI: run `make agents` or set {CLI_VARIABLE}")
+    home, work = scratch_dirs(scratch)
+    tmp = scratch / "tmp"  # the CLI writes its error reports to os.tmpdir()
+    tmp.mkdir(exist_ok=True)
+    with model_server(scenario, scratch) as model:
+        arguments = ["-p", prompt_for(scenario), "--output-format", output_format, "--approval-mode", "yolo"]
+        command = [*command_prefix, str(cli), *arguments]
+        offline = {**offline_environment(model, home), "TMPDIR": str(tmp), **(environment or {})}
+        return run_cli(command, model, offline, work)
+
+
+if __name__ == "__main__":
+    record_main(record)
