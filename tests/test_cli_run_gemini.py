@@ -1,0 +1,198 @@
+"""`transcript-otel run -- gemini ...` on what the real Gemini CLI 0.61.0 printed: a `gemini` on
+disk replays a recorded run (`tests/fixtures/line_streams/gemini/`: its stdout byte for byte, its
+stderr, its exit status), so the adapter, the command line's facts and the span tree are checked
+against every output mode without the CLI (`test_real_gemini.py` runs the real one)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_otel import read_records
+from transcript_otel.model.invariants import check_invariants
+
+from loopback import subprocess_env
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "agents"))
+
+from captured_run import CapturedRun  # noqa: E402
+from gemini_cli import MAIN_MODEL, ROUTER_MODEL, served_usage  # noqa: E402
+
+FIXTURES = TESTS / "fixtures" / "line_streams" / "gemini"
+EXTENSIONS = {"stream-json": "jsonl", "json": "json", "text": "txt"}
+PROMPT_NAME = "gemini-run"
+WRAPPER = [sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME, "--"]
+SPAN_USAGE = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
+}
+
+
+def meta(scenario: str, mode: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((FIXTURES / f"{scenario}.{mode}.meta.json").read_text())
+    return found
+
+
+def replay(
+    scenario: str, mode: str, tmp_path: Path, command: list[str] | None = None, program: str = "gemini"
+) -> CapturedRun:
+    """Run a `gemini` (or `program`) that replays the recorded run under `transcript-otel run`,
+    with its recorded arguments (or `command`)."""
+    recorded = meta(scenario, mode)
+    (tmp_path / "stderr.txt").write_text(recorded["stderr"])
+    stdout = FIXTURES / f"{scenario}.{mode}.{EXTENSIONS[mode]}"
+    gemini = tmp_path / "bin" / program
+    gemini.parent.mkdir()
+    gemini.write_text(
+        f"#!/bin/sh\ncat {shlex.quote(str(stdout))}\ncat {shlex.quote(str(tmp_path / 'stderr.txt'))} >&2\n"
+        f"exit {recorded['exit_code']}\n"
+    )
+    gemini.chmod(0o755)
+    arguments = [str(gemini), *recorded["arguments"]] if command is None else [str(gemini), *command]
+    mirror = tmp_path / "runs"
+    completed = subprocess.run(
+        [*WRAPPER, *arguments],
+        capture_output=True,
+        env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(mirror)),
+        timeout=120,
+        check=False,
+    )
+    assert completed.stdout == stdout.read_bytes()  # passed through unchanged
+    assert completed.stderr.decode().startswith(recorded["stderr"])
+    assert completed.returncode == recorded["exit_code"]
+    (path,) = mirror.glob("*.jsonl")
+    records = list(read_records(path))
+    assert check_invariants(records) == []
+    return CapturedRun(
+        scenario,
+        records,
+        recorded["served"],
+        completed.stdout.decode(),
+        completed.stderr.decode(),
+        completed.returncode,
+        PROMPT_NAME,
+    )
+
+
+def usage_of(span: dict[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int]:
+    attributes = span["attributes"]
+    return {name: attributes.get(key.replace("gen_ai.usage.", prefix), 0) for name, key in SPAN_USAGE.items()}
+
+
+def totals(served: list[dict[str, Any]]) -> dict[str, int]:
+    main, router = served_usage(served, MAIN_MODEL), served_usage(served, ROUTER_MODEL)
+    return {name: main[name] + router[name] for name in main}
+
+
+def test_stream_json_shell_makes_the_chat_and_tool_spans_with_the_main_models_tokens(tmp_path: Path) -> None:
+    run = replay("shell", "stream-json", tmp_path)
+    assert [e["entry_type"] for e in run.entries] == [
+        "system_event",
+        "user_message",
+        "assistant_message",
+        "tool_use",
+        "tool_result",
+        "assistant_message",
+        "token_usage",
+    ]
+    assert run.entries[1]["detail"]["text"] == meta("shell", "stream-json")["arguments"][1]  # once
+    root = run.root
+    assert root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
+    assert root["attributes"]["gen_ai.conversation.id"] == run.messages[0]["session_id"]
+    assert root["attributes"]["transcript.line_adapter"] == "gemini-stream-json"
+    (chat,) = run.chat_spans()
+    assert chat["name"] == f"chat {MAIN_MODEL}"
+    assert chat["attributes"]["gen_ai.request.model"] == MAIN_MODEL
+    assert chat["attributes"]["gen_ai.response.model"] == MAIN_MODEL
+    assert chat["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
+    assert usage_of(chat) == served_usage(run.served, MAIN_MODEL)
+    # The run's totals are what the CLI printed: the router's call included, counted once.
+    assert usage_of(root, "transcript.usage.") == totals(run.served)
+    (tool,) = run.named("execute_tool")
+    (call,) = [m for m in run.messages if m["type"] == "tool_use"]
+    assert tool["name"] == "execute_tool run_shell_command"
+    assert tool["attributes"]["gen_ai.tool.call.id"] == call["tool_id"]
+    assert run.parent(tool)["span_id"] == chat["span_id"]
+    assert tool["status"] == "UNSET"
+
+
+def test_stream_json_failure_keeps_the_exit_status_and_fails_the_turn(tmp_path: Path) -> None:
+    run = replay("error_500", "stream-json", tmp_path)
+    errors = [e["detail"] for e in run.entries if e["entry_type"] == "error"]
+    (result,) = [m for m in run.messages if m["type"] == "result"]
+    assert [detail.get("event") for detail in errors] == [result, None]
+    assert errors[1]["exception"] == {"type": "CommandFailed", "message": "exited with status 244"}
+    (chat,) = run.chat_spans()
+    assert chat["name"] == f"chat {MAIN_MODEL}"
+    assert chat["status"] == "ERROR"
+    assert usage_of(chat) == dict.fromkeys(SPAN_USAGE, 0)  # the main model answered nothing
+    assert usage_of(run.root, "transcript.usage.") == totals(run.served)  # the router did
+    assert run.root["status"] == "ERROR"
+
+
+@pytest.mark.parametrize("scenario", ["shell", "thinking"])
+def test_json_records_the_prompt_from_the_command_line_and_the_last_answer(
+    scenario: str, tmp_path: Path
+) -> None:
+    run = replay(scenario, "json", tmp_path)
+    document = json.loads(run.stdout)
+    prompt = meta(scenario, "json")["arguments"][1]
+    assert [(e["entry_type"], e["detail"].get("text")) for e in run.entries] == [
+        ("user_message", prompt),
+        ("assistant_message", document["response"]),
+        ("token_usage", None),
+    ]
+    assert run.root["attributes"]["gen_ai.conversation.id"] == document["session_id"]
+    assert run.root["attributes"]["transcript.line_adapter"] == "gemini-json"
+    (chat,) = run.chat_spans()
+    assert chat["name"] == f"chat {MAIN_MODEL}"
+    assert usage_of(chat) == served_usage(run.served, MAIN_MODEL)
+    assert usage_of(run.root, "transcript.usage.") == totals(run.served)
+    assert run.named("execute_tool") == []  # json prints no tool call
+
+
+def test_json_failure_prints_nothing_and_the_run_fails_with_the_exit_status(tmp_path: Path) -> None:
+    run = replay("error_500", "json", tmp_path)
+    assert run.stdout == ""
+    assert [(e["entry_type"], e["detail"].get("text")) for e in run.entries] == [
+        ("user_message", "scripted-error-500: say hello."),
+        ("error", None),
+    ]
+    assert run.entries[1]["detail"]["exception"]["message"] == "exited with status 244"
+    assert run.root["status"] == "ERROR"
+    # The CLI's own error object went to its stderr, passed through untouched.
+    assert '"code": 500' in run.stderr
+
+
+def test_text_records_the_prompt_and_the_lines(tmp_path: Path) -> None:
+    run = replay("shell", "text", tmp_path)
+    assert [(e["entry_type"], e["detail"]["text"]) for e in run.entries] == [
+        ("user_message", meta("shell", "text")["arguments"][1]),
+        ("assistant_message", "I will count the lines."),
+        ("assistant_message", "data.txt has 2 lines: one and two."),
+    ]
+    assert run.root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
+
+
+@pytest.mark.parametrize(
+    ("mode", "adapter"), [("stream-json", "gemini-stream-json"), ("json", "gemini-json")]
+)
+def test_the_output_alone_tells_the_format(mode: str, adapter: str, tmp_path: Path) -> None:
+    """Not a `gemini` command line (a script that runs it): the output's first line tells."""
+    run = replay("plain", mode, tmp_path, command=[], program="agent.sh")
+    root = run.root
+    assert root["attributes"]["transcript.line_adapter"] == adapter
+    assert root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
+    counted = Counter(e["entry_type"] for e in run.entries)
+    assert counted["token_usage"] == 1
+    assert counted["unknown"] == 0
