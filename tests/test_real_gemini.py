@@ -1,0 +1,176 @@
+"""The real Gemini CLI (npm, pinned in the Makefile) under `transcript-otel run`, offline.
+
+The model is scripted (`examples/model_servers/gemini_api.py`, in `gemini_offline`'s throwaway
+HOME and TMPDIR); the agent is the real `gemini` 0.61.0. Scenario `shell` runs three times, each
+once for the whole module: `--output-format stream-json` under `run` and directly (the agent
+must behave the same instrumented), and `--output-format json` under `run`. The tests compare
+the JSONL mirror (entries and `transcript.span` records) with what the model served and what the
+CLI printed; `test_mapping_gemini.py` and `test_cli_run_gemini.py` cover every recorded scenario.
+
+Without the CLI (`make agents`) these tests skip, or fail where the Makefile requires them
+(`TRANSCRIPT_OTEL_REQUIRE_REAL`, tests/requirements_switch.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from transcript_otel import read_records
+from transcript_otel.model.invariants import check_invariants
+from transcript_otel.reading.digest import RunDigest
+
+from requirements_switch import require
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "agents"))
+
+import gemini_cli  # noqa: E402
+from captured_run import CapturedRun, Recorded  # noqa: E402
+from chat_scenarios import prompt_for  # noqa: E402
+from gemini_cli import MAIN_MODEL, ROUTER_MODEL, record, served_usage  # noqa: E402
+
+PROMPT_NAME = "gemini-cli"
+WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME, "--")
+SCENARIO = "shell"
+SPAN_USAGE = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
+}
+# What differs from run to run in what the CLI prints: ids, times, durations.
+VARYING = frozenset({"timestamp", "session_id", "tool_id", "duration_ms"})
+
+
+def require_cli() -> Path:
+    reason = f"the real Gemini CLI is not installed (`make agents`, or {gemini_cli.CLI_VARIABLE})"
+    return require(gemini_cli.cli_path(), reason)
+
+
+def captured(output_format: str, scratch: Path) -> CapturedRun:
+    mirror = scratch / "runs"
+    recorded = record(SCENARIO, scratch, output_format, WRAPPER, {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)})
+    (path,) = mirror.glob("*.jsonl")
+    return CapturedRun(
+        SCENARIO,
+        list(read_records(path)),
+        recorded.served,
+        recorded.stdout,
+        recorded.stderr,
+        recorded.exit_code,
+        PROMPT_NAME,
+    )
+
+
+@pytest.fixture(scope="module")
+def stream_run(tmp_path_factory: pytest.TempPathFactory) -> CapturedRun:
+    require_cli()
+    return captured("stream-json", tmp_path_factory.mktemp("stream-json"))
+
+
+@pytest.fixture(scope="module")
+def direct_run(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    require_cli()
+    return record(SCENARIO, tmp_path_factory.mktemp("direct"), "stream-json")
+
+
+@pytest.fixture(scope="module")
+def json_run(tmp_path_factory: pytest.TempPathFactory) -> CapturedRun:
+    require_cli()
+    return captured("json", tmp_path_factory.mktemp("json"))
+
+
+def without_varying(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: without_varying(item) for key, item in value.items() if key not in VARYING}
+    return value
+
+
+def span_usage(span: dict[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int]:
+    attributes = span["attributes"]
+    return {name: attributes.get(key.replace("gen_ai.usage.", prefix), 0) for name, key in SPAN_USAGE.items()}
+
+
+def printed_totals(served: list[dict[str, Any]]) -> dict[str, int]:
+    main, router = served_usage(served, MAIN_MODEL), served_usage(served, ROUTER_MODEL)
+    return {name: main[name] + router[name] for name in main}
+
+
+def test_the_cli_behaves_the_same_under_run(stream_run: CapturedRun, direct_run: Recorded) -> None:
+    assert stream_run.exit_code == direct_run.exit_code == 0, stream_run.stderr[-2000:]
+    direct = [json.loads(line) for line in direct_run.stdout.splitlines()]
+    assert [without_varying(m) for m in stream_run.messages] == [without_varying(m) for m in direct]
+    assert [(s["model"], s["status"]) for s in stream_run.served] == [
+        (s["model"], s["status"]) for s in direct_run.served
+    ]
+
+
+def test_the_mirror_has_the_prompt_the_paired_call_and_the_answer(stream_run: CapturedRun) -> None:
+    assert check_invariants(stream_run.records) == []
+    entries = stream_run.entries
+    assert [e["entry_type"] for e in entries] == [
+        "system_event",
+        "user_message",
+        "assistant_message",
+        "tool_use",
+        "tool_result",
+        "assistant_message",
+        "token_usage",
+    ]
+    assert entries[1]["detail"]["text"] == prompt_for(SCENARIO)
+    call, result = entries[3]["detail"], entries[4]["detail"]
+    assert call["tool_name"] == result["tool_name"] == "run_shell_command"
+    assert call["tool_use_id"] == result["tool_use_id"]
+    assert call["input"]["command"] == "printf 'one\\ntwo\\n' > data.txt && wc -l data.txt"
+    assert (result["content"], result["is_error"]) == ("2 data.txt", False)  # the real shell's count
+    assert entries[5]["detail"]["text"] == "data.txt has 2 lines: one and two."
+    usage = entries[6]["detail"]
+    assert usage["model"] == MAIN_MODEL
+    assert usage["usage"] == served_usage(stream_run.served, MAIN_MODEL)
+    assert usage["session_usage"] == printed_totals(stream_run.served)
+
+
+def test_the_spans_are_the_run_the_main_models_chat_and_the_shell_call(stream_run: CapturedRun) -> None:
+    root = stream_run.root
+    assert root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
+    assert root["attributes"]["gen_ai.conversation.id"] == stream_run.messages[0]["session_id"]
+    assert span_usage(root, "transcript.usage.") == printed_totals(stream_run.served)  # router included
+    (chat,) = stream_run.chat_spans()
+    assert chat["name"] == f"chat {MAIN_MODEL}"
+    assert stream_run.parent(chat)["span_id"] == root["span_id"]
+    attributes = chat["attributes"]
+    assert attributes["gen_ai.operation.name"] == "chat"
+    assert attributes["gen_ai.provider.name"] == "gcp.gemini"
+    assert attributes["gen_ai.request.model"] == attributes["gen_ai.response.model"] == MAIN_MODEL
+    assert span_usage(chat) == served_usage(stream_run.served, MAIN_MODEL)
+    (tool,) = stream_run.named("execute_tool")
+    assert tool["name"] == "execute_tool run_shell_command"
+    assert tool["attributes"]["gen_ai.tool.call.id"] == stream_run.entries[3]["detail"]["tool_use_id"]
+    assert stream_run.parent(tool)["span_id"] == chat["span_id"]
+    assert tool["status"] == "UNSET"
+    digest = RunDigest.of(stream_run.records)
+    assert digest.tokens["input"] == printed_totals(stream_run.served)["input_tokens"]
+
+
+def test_json_output_gives_the_prompt_the_last_answer_and_the_usage(json_run: CapturedRun) -> None:
+    assert json_run.exit_code == 0, json_run.stderr[-2000:]
+    assert check_invariants(json_run.records) == []
+    document = json.loads(json_run.stdout)  # passed through whole: one object, no newline after it
+    assert not json_run.stdout.endswith("\n")
+    assert [(e["entry_type"], e["detail"].get("text")) for e in json_run.entries] == [
+        ("user_message", prompt_for(SCENARIO)),  # from the command line
+        ("assistant_message", document["response"]),
+        ("token_usage", None),
+    ]
+    (chat,) = json_run.chat_spans()
+    assert chat["name"] == f"chat {MAIN_MODEL}"
+    assert span_usage(chat) == served_usage(json_run.served, MAIN_MODEL)
+    assert span_usage(json_run.root, "transcript.usage.") == printed_totals(json_run.served)
+    assert json_run.root["attributes"]["gen_ai.conversation.id"] == document["session_id"]
