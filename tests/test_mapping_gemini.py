@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from transcript_otel import CANONICAL_ENTRY_TYPES
 from transcript_otel.genai.attributes import session_usage, tool_identity, usage_attributes
 from transcript_otel.genai.facts import response_facts
 from transcript_otel.mappings._entry import MappedEntry
@@ -19,6 +22,8 @@ from transcript_otel.mappings.gemini_json import GeminiJsonAdapter
 from transcript_otel.mappings.gemini_stream import MAX_HELD_CHARS, GeminiStreamJsonAdapter
 from transcript_otel.mappings.lines import LineAdapter, select_adapter, stream_adapter_for
 from transcript_otel.reading.text import entry_text
+
+from helpers import JSONISH
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
@@ -342,6 +347,35 @@ def test_lines_after_the_object_are_plain_text() -> None:
     entries = mapped(GeminiJsonAdapter(), printed("plain", "json") + "\nwarning: shutting down\n")
     assert types(entries) == ["assistant_message", "token_usage", "assistant_message"]
     assert entries[-1].detail == {"text": "warning: shutting down"}
+
+
+EVENTS = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(["init", "message", "tool_use", "tool_result", "error", "result"]) | JSONISH,
+        "role": st.sampled_from(["user", "assistant"]) | JSONISH,
+        "delta": st.just(True) | JSONISH,
+        "content": JSONISH,
+        "tool_id": st.just("t") | JSONISH,
+        "status": st.sampled_from(["success", "error"]) | JSONISH,
+        "stats": st.fixed_dictionaries({"models": st.dictionaries(st.text(max_size=3), JSONISH, max_size=2)})
+        | JSONISH,
+    }
+)
+LINES = (
+    EVENTS.map(json.dumps)
+    | EVENTS.map(lambda event: json.dumps(event, indent=2))
+    | st.sampled_from(["{", "}", ""])
+    | st.text(max_size=40)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINES, max_size=8))
+def test_any_lines_map_without_raising(lines: list[str]) -> None:
+    for adapter in (GeminiStreamJsonAdapter(), GeminiJsonAdapter()):
+        text = "\n".join(lines)
+        entries = mapped(adapter, text)
+        assert all(entry.entry_type in CANONICAL_ENTRY_TYPES for entry in entries)
 
 
 # -- the command line ----------------------------------------------------------------------------------
