@@ -11,11 +11,9 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 
 from loopback import subprocess_env
@@ -23,24 +21,21 @@ from loopback import subprocess_env
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
-from captured_run import CapturedRun  # noqa: E402
-from gemini_cli import MAIN_MODEL, ROUTER_MODEL, served_usage  # noqa: E402
+from captured_run import CapturedRun, Recorded  # noqa: E402
+from gemini_cli import (  # noqa: E402
+    FIXTURES,
+    MAIN_MODEL,
+    SHELL_ENTRY_TYPES,
+    SPAN_USAGE,
+    meta,
+    printed_totals,
+    served_usage,
+    span_usage,
+)
 
-FIXTURES = TESTS / "fixtures" / "line_streams" / "gemini"
 EXTENSIONS = {"stream-json": "jsonl", "json": "json", "text": "txt"}
 PROMPT_NAME = "gemini-run"
 WRAPPER = [sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME, "--"]
-SPAN_USAGE = {
-    "input_tokens": "gen_ai.usage.input_tokens",
-    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
-    "output_tokens": "gen_ai.usage.output_tokens",
-    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
-}
-
-
-def meta(scenario: str, mode: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads((FIXTURES / f"{scenario}.{mode}.meta.json").read_text())
-    return found
 
 
 def replay(
@@ -70,41 +65,17 @@ def replay(
     assert completed.stdout == stdout.read_bytes()  # passed through unchanged
     assert completed.stderr.decode().startswith(recorded["stderr"])
     assert completed.returncode == recorded["exit_code"]
-    (path,) = mirror.glob("*.jsonl")
-    records = list(read_records(path))
-    assert check_invariants(records) == []
-    return CapturedRun(
-        scenario,
-        records,
-        recorded["served"],
-        completed.stdout.decode(),
-        completed.stderr.decode(),
-        completed.returncode,
-        PROMPT_NAME,
+    output = Recorded(
+        completed.stdout.decode(), completed.stderr.decode(), completed.returncode, recorded["served"], ""
     )
-
-
-def usage_of(span: dict[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int]:
-    attributes = span["attributes"]
-    return {name: attributes.get(key.replace("gen_ai.usage.", prefix), 0) for name, key in SPAN_USAGE.items()}
-
-
-def totals(served: list[dict[str, Any]]) -> dict[str, int]:
-    main, router = served_usage(served, MAIN_MODEL), served_usage(served, ROUTER_MODEL)
-    return {name: main[name] + router[name] for name in main}
+    run = CapturedRun.from_mirror(scenario, output, mirror, PROMPT_NAME)
+    assert check_invariants(run.records) == []
+    return run
 
 
 def test_stream_json_shell_makes_the_chat_and_tool_spans_with_the_main_models_tokens(tmp_path: Path) -> None:
     run = replay("shell", "stream-json", tmp_path)
-    assert [e["entry_type"] for e in run.entries] == [
-        "system_event",
-        "user_message",
-        "assistant_message",
-        "tool_use",
-        "tool_result",
-        "assistant_message",
-        "token_usage",
-    ]
+    assert [e["entry_type"] for e in run.entries] == SHELL_ENTRY_TYPES
     assert run.entries[1]["detail"]["text"] == meta("shell", "stream-json")["arguments"][1]  # once
     root = run.root
     assert root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
@@ -115,9 +86,9 @@ def test_stream_json_shell_makes_the_chat_and_tool_spans_with_the_main_models_to
     assert chat["attributes"]["gen_ai.request.model"] == MAIN_MODEL
     assert chat["attributes"]["gen_ai.response.model"] == MAIN_MODEL
     assert chat["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
-    assert usage_of(chat) == served_usage(run.served, MAIN_MODEL)
+    assert span_usage(chat) == served_usage(run.served, MAIN_MODEL)
     # The run's totals are what the CLI printed: the router's call included, counted once.
-    assert usage_of(root, "transcript.usage.") == totals(run.served)
+    assert span_usage(root, "transcript.usage.") == printed_totals(run.served)
     (tool,) = run.named("execute_tool")
     (call,) = [m for m in run.messages if m["type"] == "tool_use"]
     assert tool["name"] == "execute_tool run_shell_command"
@@ -135,8 +106,8 @@ def test_stream_json_failure_keeps_the_exit_status_and_fails_the_turn(tmp_path: 
     (chat,) = run.chat_spans()
     assert chat["name"] == f"chat {MAIN_MODEL}"
     assert chat["status"] == "ERROR"
-    assert usage_of(chat) == dict.fromkeys(SPAN_USAGE, 0)  # the main model answered nothing
-    assert usage_of(run.root, "transcript.usage.") == totals(run.served)  # the router did
+    assert span_usage(chat) == dict.fromkeys(SPAN_USAGE, 0)  # the main model answered nothing
+    assert span_usage(run.root, "transcript.usage.") == printed_totals(run.served)  # the router did
     assert run.root["status"] == "ERROR"
 
 
@@ -156,8 +127,8 @@ def test_json_records_the_prompt_from_the_command_line_and_the_last_answer(
     assert run.root["attributes"]["transcript.line_adapter"] == "gemini-json"
     (chat,) = run.chat_spans()
     assert chat["name"] == f"chat {MAIN_MODEL}"
-    assert usage_of(chat) == served_usage(run.served, MAIN_MODEL)
-    assert usage_of(run.root, "transcript.usage.") == totals(run.served)
+    assert span_usage(chat) == served_usage(run.served, MAIN_MODEL)
+    assert span_usage(run.root, "transcript.usage.") == printed_totals(run.served)
     assert run.named("execute_tool") == []  # json prints no tool call
 
 

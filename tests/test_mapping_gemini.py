@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -28,23 +27,11 @@ from helpers import JSONISH
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
-from gemini_cli import MAIN_MODEL, ROUTER_MODEL, served_usage  # noqa: E402
+from gemini_cli import FIXTURES, MAIN_MODEL, ROUTER_MODEL, SHELL_ENTRY_TYPES, SPAN_USAGE, meta, served_usage  # noqa: E402
 
-FIXTURES = TESTS / "fixtures" / "line_streams" / "gemini"
 SCENARIOS = sorted({path.name.split(".")[0] for path in FIXTURES.glob("*.meta.json")})
 EXTENSIONS = {"stream-json": "jsonl", "json": "json", "text": "txt"}
 FAILING = {"error_500"}
-SPAN_NAMES = {
-    "input_tokens": "gen_ai.usage.input_tokens",
-    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
-    "output_tokens": "gen_ai.usage.output_tokens",
-    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
-}
-
-
-def meta(scenario: str, mode: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads((FIXTURES / f"{scenario}.{mode}.meta.json").read_text())
-    return found
 
 
 def printed(scenario: str, mode: str) -> str:
@@ -58,7 +45,7 @@ def mapped(adapter: LineAdapter, text: str) -> list[MappedEntry]:
 
 
 def as_span_usage(usage: dict[str, int]) -> dict[str, int]:
-    return {SPAN_NAMES[name]: count for name, count in usage.items()}
+    return {SPAN_USAGE[name]: count for name, count in usage.items()}
 
 
 def types(entries: list[MappedEntry]) -> list[str]:
@@ -106,15 +93,7 @@ def test_stream_json_assistant_chunks_join_into_one_message_per_step(scenario: s
 
 def test_stream_json_shell_pairs_the_call_and_its_result() -> None:
     entries = mapped(GeminiStreamJsonAdapter(), printed("shell", "stream-json"))
-    assert types(entries) == [
-        "system_event",
-        "user_message",
-        "assistant_message",
-        "tool_use",
-        "tool_result",
-        "assistant_message",
-        "token_usage",
-    ]
+    assert types(entries) == SHELL_ENTRY_TYPES
     call, result = entries[3].detail, entries[4].detail
     assert tool_identity(call) == tool_identity(result)
     call_id, name = tool_identity(call)

@@ -22,7 +22,6 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 from transcript_otel.reading.digest import RunDigest
 
@@ -34,17 +33,18 @@ sys.path.insert(0, str(TESTS / "agents"))
 import gemini_cli  # noqa: E402
 from captured_run import CapturedRun, Recorded  # noqa: E402
 from chat_scenarios import prompt_for  # noqa: E402
-from gemini_cli import MAIN_MODEL, ROUTER_MODEL, record, served_usage  # noqa: E402
+from gemini_cli import (  # noqa: E402
+    MAIN_MODEL,
+    SHELL_ENTRY_TYPES,
+    printed_totals,
+    record,
+    served_usage,
+    span_usage,
+)
 
 PROMPT_NAME = "gemini-cli"
 WRAPPER = (sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME, "--")
 SCENARIO = "shell"
-SPAN_USAGE = {
-    "input_tokens": "gen_ai.usage.input_tokens",
-    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
-    "output_tokens": "gen_ai.usage.output_tokens",
-    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
-}
 # What differs from run to run in what the CLI prints: ids, times, durations.
 VARYING = frozenset({"timestamp", "session_id", "tool_id", "duration_ms"})
 
@@ -57,16 +57,7 @@ def require_cli() -> Path:
 def captured(output_format: str, scratch: Path) -> CapturedRun:
     mirror = scratch / "runs"
     recorded = record(SCENARIO, scratch, output_format, WRAPPER, {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)})
-    (path,) = mirror.glob("*.jsonl")
-    return CapturedRun(
-        SCENARIO,
-        list(read_records(path)),
-        recorded.served,
-        recorded.stdout,
-        recorded.stderr,
-        recorded.exit_code,
-        PROMPT_NAME,
-    )
+    return CapturedRun.from_mirror(SCENARIO, recorded, mirror, PROMPT_NAME)
 
 
 @pytest.fixture(scope="module")
@@ -93,16 +84,6 @@ def without_varying(value: Any) -> Any:
     return value
 
 
-def span_usage(span: dict[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int]:
-    attributes = span["attributes"]
-    return {name: attributes.get(key.replace("gen_ai.usage.", prefix), 0) for name, key in SPAN_USAGE.items()}
-
-
-def printed_totals(served: list[dict[str, Any]]) -> dict[str, int]:
-    main, router = served_usage(served, MAIN_MODEL), served_usage(served, ROUTER_MODEL)
-    return {name: main[name] + router[name] for name in main}
-
-
 def test_the_cli_behaves_the_same_under_run(stream_run: CapturedRun, direct_run: Recorded) -> None:
     assert stream_run.exit_code == direct_run.exit_code == 0, stream_run.stderr[-2000:]
     direct = [json.loads(line) for line in direct_run.stdout.splitlines()]
@@ -115,15 +96,7 @@ def test_the_cli_behaves_the_same_under_run(stream_run: CapturedRun, direct_run:
 def test_the_mirror_has_the_prompt_the_paired_call_and_the_answer(stream_run: CapturedRun) -> None:
     assert check_invariants(stream_run.records) == []
     entries = stream_run.entries
-    assert [e["entry_type"] for e in entries] == [
-        "system_event",
-        "user_message",
-        "assistant_message",
-        "tool_use",
-        "tool_result",
-        "assistant_message",
-        "token_usage",
-    ]
+    assert [e["entry_type"] for e in entries] == SHELL_ENTRY_TYPES
     assert entries[1]["detail"]["text"] == prompt_for(SCENARIO)
     call, result = entries[3]["detail"], entries[4]["detail"]
     assert call["tool_name"] == result["tool_name"] == "run_shell_command"

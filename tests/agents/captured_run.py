@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from transcript_otel import read_records
+
 
 @dataclass
 class Recorded:
@@ -107,6 +109,20 @@ class CapturedRun:
     stderr: str = ""
     exit_code: int | None = None
     prompt_name: str = ""
+
+    @classmethod
+    def from_mirror(cls, scenario: str, recorded: Recorded, mirror: Path, prompt_name: str) -> CapturedRun:
+        """The run `recorded` under `transcript-otel run`, whose JSONL mirror (one run) is in `mirror`."""
+        (path,) = mirror.glob("*.jsonl")
+        return cls(
+            scenario,
+            list(read_records(path)),
+            recorded.served,
+            recorded.stdout,
+            recorded.stderr,
+            recorded.exit_code,
+            prompt_name,
+        )
 
     @property
     def messages(self) -> list[dict[str, Any]]:

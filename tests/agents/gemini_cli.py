@@ -12,6 +12,7 @@ then what the model served.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -30,6 +31,27 @@ CLI_VARIABLE = "TRANSCRIPT_OTEL_GEMINI_CLI"
 INSTALLED_CLI = ROOT / ".agents" / "gemini-cli" / "node_modules" / ".bin" / "gemini"
 ROUTER_MODEL = "gemini-3.5-flash-lite"
 MAIN_MODEL = "gemini-3.8-flash"
+# What the CLI printed and what the model served, per scenario and output mode (the recorder:
+# tests/agents/record_gemini_opencode_fixtures.py).
+FIXTURES = ROOT / "tests" / "fixtures" / "line_streams" / "gemini"
+# The transcript's usage names → a chat span's attributes (the run's: `transcript.usage.*`).
+SPAN_USAGE = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "reasoning_output_tokens": "gen_ai.usage.reasoning.output_tokens",
+}
+# The entries of scenario `shell` in stream-json: the prompt, the words before the call, the
+# call and its result paired, the answer, the usage.
+SHELL_ENTRY_TYPES = [
+    "system_event",
+    "user_message",
+    "assistant_message",
+    "tool_use",
+    "tool_result",
+    "assistant_message",
+    "token_usage",
+]
 
 
 def cli_path() -> Path | None:
@@ -56,6 +78,25 @@ def served_usage(served: list[dict[str, Any]], model: str) -> dict[str, int]:
         totals["output_tokens"] += usage["candidatesTokenCount"] + thoughts
         totals["reasoning_output_tokens"] += thoughts
     return totals
+
+
+def printed_totals(served: list[dict[str, Any]]) -> dict[str, int]:
+    """What the CLI prints as its totals: the main model's usage and the router's."""
+    main, router = served_usage(served, MAIN_MODEL), served_usage(served, ROUTER_MODEL)
+    return {name: main[name] + router[name] for name in main}
+
+
+def span_usage(span: dict[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int]:
+    """A span's token counts in the transcript's usage names (`prefix`: the run's totals are
+    `transcript.usage.`)."""
+    attributes = span["attributes"]
+    return {name: attributes.get(key.replace("gen_ai.usage.", prefix), 0) for name, key in SPAN_USAGE.items()}
+
+
+def meta(scenario: str, mode: str) -> dict[str, Any]:
+    """A recorded run's `.meta.json`: arguments, exit status, stderr, what the model served."""
+    found: dict[str, Any] = json.loads((FIXTURES / f"{scenario}.{mode}.meta.json").read_text())
+    return found
 
 
 def record(

@@ -6,6 +6,7 @@ import itertools
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType, RawJson
+from transcript_otel.records.serialize import parse_json
 
 # The `system_event` subtype of a Codex subagent's end (rollouts and the app-server alike), on
 # which its span ends.
@@ -29,6 +30,15 @@ def assistant_line(line: str) -> list[MappedEntry]:
     """A line of plain output: assistant text (`raw` is the line); nothing for a blank line."""
     text = line.rstrip("\r\n")
     return [MappedEntry(_ASSISTANT_MESSAGE, {"text": text}, line)] if text.strip() else []
+
+
+def parsed_line(line: str) -> tuple[Any, MappedEntry | None]:
+    """A line's JSON value, or `(None, an unknown entry)` saying why it is not JSON (the line as
+    its `raw`)."""
+    try:
+        return parse_json(line), None
+    except (ValueError, RecursionError) as exc:
+        return None, MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)
 
 
 def latest(remembered: dict[str, Any], most: int) -> list[str]:

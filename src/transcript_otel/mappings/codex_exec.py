@@ -41,9 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import MappedEntry, parsed_line
 from transcript_otel.model.entries import EntryType
-from transcript_otel.records.serialize import parse_json
 
 TOOL_ITEMS: Final = {
     "command_execution": "codex:command",
@@ -126,10 +125,9 @@ class CodexExecAdapter:
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
             return []
-        try:
-            event = parse_json(line)
-        except (ValueError, RecursionError) as exc:
-            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
+        event, unreadable = parsed_line(line)
+        if unreadable is not None:
+            return [unreadable]
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             reason = "a codex exec event must be a JSON object with a string 'type'"
             return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason, "event": event}, line)]

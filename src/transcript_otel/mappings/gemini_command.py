@@ -69,32 +69,38 @@ class GeminiCommand:
             start = 2
         else:
             return None
-        options: dict[str, str] = {}
-        positional: list[str] = []
-        words = list(command[start:])
-        at = 0
-        while at < len(words):
-            word = words[at]
-            at += 1
-            if word == "--":
-                positional += words[at:]
-                break
-            if not word.startswith("-") or word == "-":
-                positional.append(word)
-                continue
-            name, equals, value = word.partition("=")
-            if not equals and name in _VALUE_OPTIONS and at < len(words):
-                value, at = words[at], at + 1
-            elif not equals and name in _LIST_OPTIONS:
-                while at < len(words) and not words[at].startswith("-"):
-                    at += 1
-            options.setdefault(name, value)
+        options, positional = _scanned(command[start:])
         if positional[:1] and positional[0] in _SUBCOMMANDS:
             return None
         prompt = options.get("-p", options.get("--prompt")) or " ".join(positional) or None
         output_format = options.get("-o", options.get("--output-format")) or "text"
         model = options.get("-m", options.get("--model")) or None
         return cls(prompt, output_format, model)
+
+
+def _scanned(words: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """The first value of each option, and the positional words, as yargs reads `words`: an
+    option takes the next word (`--name=value`: its own), a list option every word up to the
+    next option; after `--`, every word is positional."""
+    options: dict[str, str] = {}
+    positional: list[str] = []
+    pending = list(reversed(words))  # the next word last: taken with pop()
+    while pending:
+        word = pending.pop()
+        if word == "--":
+            positional.extend(reversed(pending))
+            break
+        if not word.startswith("-") or word == "-":
+            positional.append(word)
+            continue
+        name, equals, value = word.partition("=")
+        if not equals and name in _VALUE_OPTIONS and pending:
+            value = pending.pop()
+        elif not equals and name in _LIST_OPTIONS:
+            while pending and not pending[-1].startswith("-"):
+                pending.pop()
+        options.setdefault(name, value)
+    return options, positional
 
 
 def _package(word: str) -> str:

@@ -33,10 +33,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._entry import MappedEntry, parsed_line
 from transcript_otel.mappings.gemini_usage import stream_usage_detail
 from transcript_otel.model.entries import EntryType
-from transcript_otel.records.serialize import parse_json
 
 NAME: Final = "gemini-stream-json"
 # Tool ids whose name is remembered for their result; beyond this many, the oldest go.
@@ -50,13 +49,6 @@ def starts_stream(kind: str | None, value: dict[str, Any]) -> bool:
     """Whether a stream whose first event is `value` (of type `kind`) is Gemini CLI's: `init`
     with a `session_id`, which no other stream `run` reads opens with."""
     return kind == "init" and "session_id" in value
-
-
-def unreadable(line: str, reason: str, event: Any = None) -> MappedEntry:
-    detail: dict[str, Any] = {"parse_error": reason}
-    if event is not None:
-        detail["event"] = event
-    return MappedEntry(EntryType.UNKNOWN.value, detail, line)
 
 
 class GeminiStreamJsonAdapter:
@@ -76,15 +68,13 @@ class GeminiStreamJsonAdapter:
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
             return []
-        try:
-            event = parse_json(line)
-        except (ValueError, RecursionError) as exc:
-            return [*self.flush(), unreadable(line, f"invalid JSON: {exc}")]
+        event, not_json = parsed_line(line)
+        if not_json is not None:
+            return [*self.flush(), not_json]
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            return [
-                *self.flush(),
-                unreadable(line, "a stream-json event must be a JSON object with a string 'type'", event),
-            ]
+            reason = "a stream-json event must be a JSON object with a string 'type'"
+            detail = {"parse_error": reason, "event": event}
+            return [*self.flush(), MappedEntry(EntryType.UNKNOWN.value, detail, line)]
         if event["type"] == "message" and event.get("role") == "assistant" and event.get("delta") is True:
             return self._hold(event, line)
         entries = self.flush()

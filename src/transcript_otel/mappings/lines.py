@@ -34,13 +34,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from transcript_otel.mappings._entry import MappedEntry, assistant_line
+from transcript_otel.mappings._entry import MappedEntry, assistant_line, parsed_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.gemini_json import GeminiJsonAdapter, starts_document
 from transcript_otel.mappings.gemini_stream import GeminiStreamJsonAdapter, starts_stream
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
-from transcript_otel.model.entries import EntryType, RawJson
+from transcript_otel.model.entries import RawJson
 from transcript_otel.records.serialize import parse_json
 
 ADAPTER_VARIABLE: Final = "TRANSCRIPT_OTEL_LINE_ADAPTER"
@@ -95,10 +95,9 @@ class ClaudeStreamJsonAdapter:
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
             return []
-        try:
-            message = parse_json(line)
-        except (ValueError, RecursionError) as exc:
-            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
+        message, unreadable = parsed_line(line)
+        if unreadable is not None:
+            return [unreadable]
         if isinstance(message, dict) and isinstance(message.get("session_id"), str) and message["session_id"]:
             self.session_id = message["session_id"]
         entries = self._mapper.message(message)
