@@ -167,3 +167,41 @@ def test_the_output_alone_tells_the_format(mode: str, adapter: str, tmp_path: Pa
     counted = Counter(e["entry_type"] for e in run.entries)
     assert counted["token_usage"] == 1
     assert counted["unknown"] == 0
+
+
+# A key the model streams across chunks (made up, as in test_cli_run.py).
+PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZWQy\n"
+    "NTUxOQAAACBmYWtlIGtleSBmb3IgdGVzdHMgb25seSBub3QgcmVhbCBhdCBhbGwAAAAAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+def test_a_private_key_streamed_across_chunks_reaches_no_sink(tmp_path: Path) -> None:
+    """The recorded `plain` stream with its answer's chunk replaced by the key, cut in three:
+    joined, the key is redacted whole, and no chunk's line is kept as `raw`."""
+    recorded = [json.loads(line) for line in (FIXTURES / "plain.stream-json.jsonl").read_text().splitlines()]
+    (answer,) = [event for event in recorded if event.get("delta")]
+    at = recorded.index(answer)
+    pieces = [PRIVATE_KEY[:40], PRIVATE_KEY[40:100], PRIVATE_KEY[100:]]
+    recorded[at : at + 1] = [{**answer, "content": piece} for piece in pieces]
+    stream = tmp_path / "stream.jsonl"
+    stream.write_text("".join(json.dumps(event) + "\n" for event in recorded))
+    mirror = tmp_path / "runs"
+    completed = subprocess.run(
+        [*WRAPPER, "cat", str(stream)],
+        capture_output=True,
+        env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(mirror)),
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0
+    (path,) = mirror.glob("*.jsonl")
+    mirrored = path.read_text()
+    for line in PRIVATE_KEY.splitlines()[1:3]:
+        assert line[:24] not in mirrored
+    run = CapturedRun.from_mirror("plain", Recorded("", "", 0, [], ""), mirror, PROMPT_NAME)
+    (said,) = [e["detail"] for e in run.entries if e["entry_type"] == "assistant_message"]
+    assert said["text"].startswith("[REDACTED:private_key:")
+    assert said["deltas"] == 3

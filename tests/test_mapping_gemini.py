@@ -70,9 +70,10 @@ def test_stream_json_is_chosen_by_content_and_every_line_maps(scenario: str) -> 
         ("user_message", None),
     ]
     assert first[1].detail["text"] == meta(scenario, "stream-json")["arguments"][1]
-    # Every line is kept: as the raw of its entry, the chunks' lines as the raw of their message.
-    raws = "\n".join(str(entry.raw).rstrip("\n") for entry in entries if entry.raw is not None)
-    assert raws.splitlines() == text.splitlines()
+    # Every line but the answer's chunks is the raw of its entry; the chunks are in the text.
+    chunks = [line for line, event in zip(text.splitlines(), events, strict=True) if event.get("delta")]
+    raws = [str(entry.raw).rstrip("\n") for entry in entries if entry.raw is not None]
+    assert raws == [line for line in text.splitlines() if line not in chunks]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -89,6 +90,10 @@ def test_stream_json_assistant_chunks_join_into_one_message_per_step(scenario: s
     said = [e.detail for e in entries if e.entry_type == "assistant_message"]
     assert [detail["text"] for detail in said] == expected
     assert [detail["deltas"] for detail in said] == [len(chunks) for chunks in steps if chunks]
+    firsts = [
+        e["timestamp"] for i, e in enumerate(events) if e.get("delta") and not events[i - 1].get("delta")
+    ]
+    assert [detail["timestamp"] for detail in said] == firsts
 
 
 def test_stream_json_shell_pairs_the_call_and_its_result() -> None:

@@ -6,9 +6,9 @@ Gemini CLI 0.61.0 prints one JSON event per line (docs/gemini-opencode-notes.md)
   id; its `model` is what was asked for, `auto` unless `--model` named one);
 * `message` role `user` → `user_message` (`text`: the prompt);
 * `message` role `assistant` with `delta: true`: one line per streamed chunk. Consecutive
-  chunks are one `assistant_message` (`text` joined, `deltas` their count, `raw` the lines),
-  made when anything else comes (a tool call, the result) or at the end of the stream; a
-  message without `delta` is one of its own;
+  chunks are one `assistant_message` (`text` joined, `deltas` their count, `timestamp` the
+  first one's), made when anything else comes (a tool call, the result) or at the end of the
+  stream; a message without `delta` is one of its own;
 * `tool_use` → `tool_use` (`tool_use_id` = `tool_id`, `tool_name`, `input` = `parameters`);
   `tool_result` → `tool_result` (`content`: its `output`, else its error's message; `is_error`
   when `status` is `error`), named after its `tool_use`. A command that exits non-zero is a
@@ -25,8 +25,10 @@ Not in the stream, so not in the transcript: thoughts (the CLI prints no line fo
 token count is in `reasoning_output_tokens`), per-step usage, the model of each message, cost,
 and the requests the CLI retried (a 429 it recovered from leaves no trace on stdout).
 
-`detail.event` is the event as printed and `raw` its line (the chunks' lines for a joined
-assistant message).
+`detail.event` is the event as printed and `raw` its line. A joined assistant message has no
+`raw`: a secret the model streamed across chunks would be cut across their lines, where
+redaction (which reads one entry at a time) cannot see it whole; in `text` it is whole. The
+chunks' lines are only that text in JSON framing, with their times.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class GeminiStreamJsonAdapter:
         self.session_id: str | None = None
         self._asked_model: str | None = None
         self._chunks: list[str] = []
-        self._chunk_lines: list[str] = []
+        self._first_chunk_at: Any = None
         self._held_chars = 0
         self._tool_names: dict[str, str] = {}
 
@@ -76,7 +78,7 @@ class GeminiStreamJsonAdapter:
             detail = {"parse_error": reason, "event": event}
             return [*self.flush(), MappedEntry(EntryType.UNKNOWN.value, detail, line)]
         if event["type"] == "message" and event.get("role") == "assistant" and event.get("delta") is True:
-            return self._hold(event, line)
+            return self._hold(event)
         entries = self.flush()
         return entries + [
             MappedEntry(entry_type.value, detail, line if index == 0 else None)
@@ -87,17 +89,19 @@ class GeminiStreamJsonAdapter:
         """The assistant chunks held, as one message (none held: nothing)."""
         if not self._chunks:
             return []
-        text, lines = "".join(self._chunks), "\n".join(self._chunk_lines)
-        detail = {"text": text, "deltas": len(self._chunks)}
-        self._chunks, self._chunk_lines, self._held_chars = [], [], 0
-        return [MappedEntry(EntryType.ASSISTANT_MESSAGE.value, detail, lines)]
+        detail = {"text": "".join(self._chunks), "deltas": len(self._chunks)}
+        if self._first_chunk_at is not None:
+            detail["timestamp"] = self._first_chunk_at
+        self._chunks, self._first_chunk_at, self._held_chars = [], None, 0
+        return [MappedEntry(EntryType.ASSISTANT_MESSAGE.value, detail)]
 
-    def _hold(self, event: dict[str, Any], line: str) -> list[MappedEntry]:
+    def _hold(self, event: dict[str, Any]) -> list[MappedEntry]:
         content = event.get("content")
         chunk = content if isinstance(content, str) else ""
         written = self.flush() if self._held_chars + len(chunk) > MAX_HELD_CHARS else []
+        if not self._chunks:
+            self._first_chunk_at = event.get("timestamp")
         self._chunks.append(chunk)
-        self._chunk_lines.append(line.rstrip("\r\n"))
         self._held_chars += len(chunk)
         return written
 
