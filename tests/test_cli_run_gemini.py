@@ -35,14 +35,19 @@ from gemini_cli import (  # noqa: E402
 
 EXTENSIONS = {"stream-json": "jsonl", "json": "json", "text": "txt"}
 PROMPT_NAME = "gemini-run"
-WRAPPER = [sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME, "--"]
+WRAPPER = [sys.executable, "-m", "transcript_otel.cli", "run", "--prompt-name", PROMPT_NAME]
 
 
 def replay(
-    scenario: str, mode: str, tmp_path: Path, command: list[str] | None = None, program: str = "gemini"
+    scenario: str,
+    mode: str,
+    tmp_path: Path,
+    command: list[str] | None = None,
+    program: str = "gemini",
+    options: tuple[str, ...] = (),
 ) -> CapturedRun:
-    """Run a `gemini` (or `program`) that replays the recorded run under `transcript-otel run`,
-    with its recorded arguments (or `command`)."""
+    """Run a `gemini` (or `program`) that replays the recorded run under `transcript-otel run
+    [options]`, with its recorded arguments (or `command`)."""
     recorded = meta(scenario, mode)
     (tmp_path / "stderr.txt").write_text(recorded["stderr"])
     stdout = FIXTURES / f"{scenario}.{mode}.{EXTENSIONS[mode]}"
@@ -56,7 +61,7 @@ def replay(
     arguments = [str(gemini), *recorded["arguments"]] if command is None else [str(gemini), *command]
     mirror = tmp_path / "runs"
     completed = subprocess.run(
-        [*WRAPPER, *arguments],
+        [*WRAPPER, *options, "--", *arguments],
         capture_output=True,
         env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(mirror)),
         timeout=120,
@@ -155,18 +160,33 @@ def test_text_records_the_prompt_and_the_lines(tmp_path: Path) -> None:
     assert run.root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
 
 
-@pytest.mark.parametrize(
-    ("mode", "adapter"), [("stream-json", "gemini-stream-json"), ("json", "gemini-json")]
-)
-def test_the_output_alone_tells_the_format(mode: str, adapter: str, tmp_path: Path) -> None:
+def test_stream_json_alone_tells_its_format(tmp_path: Path) -> None:
     """Not a `gemini` command line (a script that runs it): the output's first line tells."""
-    run = replay("plain", mode, tmp_path, command=[], program="agent.sh")
-    root = run.root
-    assert root["attributes"]["transcript.line_adapter"] == adapter
-    assert root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
+    run = replay("plain", "stream-json", tmp_path, command=[], program="agent.sh")
+    assert run.root["attributes"]["transcript.line_adapter"] == "gemini-stream-json"
+    assert run.root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
     counted = Counter(e["entry_type"] for e in run.entries)
     assert counted["token_usage"] == 1
     assert counted["unknown"] == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "adapter"), [((), "rtf1"), (("--adapter", "gemini-json"), "gemini-json")]
+)
+def test_json_alone_is_read_as_text_unless_the_adapter_is_named(
+    options: tuple[str, ...], adapter: str, tmp_path: Path
+) -> None:
+    """A `{` alone opens any JSON: without a `gemini` command line, json is Gemini's only when
+    `--adapter` says so (no provider is guessed)."""
+    run = replay("plain", "json", tmp_path, command=[], program="agent.sh", options=options)
+    assert run.root["attributes"]["transcript.line_adapter"] == adapter
+    counted = Counter(e["entry_type"] for e in run.entries)
+    if adapter == "rtf1":
+        assert "gen_ai.provider.name" not in run.root["attributes"]
+        assert counted == {"assistant_message": len(run.stdout.splitlines())}
+    else:
+        assert run.root["attributes"]["gen_ai.provider.name"] == "gcp.gemini"
+        assert counted == {"assistant_message": 1, "token_usage": 1}
 
 
 # A key the model streams across chunks (made up, as in test_cli_run.py).
@@ -190,7 +210,7 @@ def test_a_private_key_streamed_across_chunks_reaches_no_sink(tmp_path: Path) ->
     stream.write_text("".join(json.dumps(event) + "\n" for event in recorded))
     mirror = tmp_path / "runs"
     completed = subprocess.run(
-        [*WRAPPER, "cat", str(stream)],
+        [*WRAPPER, "--", "cat", str(stream)],
         capture_output=True,
         env=subprocess_env(TRANSCRIPT_OTEL_JSONL_DIR=str(mirror)),
         timeout=120,

@@ -197,9 +197,9 @@ def test_json_object_maps_to_the_last_steps_answer_and_usage(scenario: str) -> N
     text = printed(scenario, "json")
     assert not text.endswith("\n")  # printed at exit with no newline after it
     document = json.loads(text)
-    adapter = select_adapter("auto")
+    adapter = select_adapter("gemini-json")
     entries = mapped(adapter, text)
-    assert stream_adapter_for(text.splitlines()[0]) == "gemini-json"
+    assert stream_adapter_for(text.splitlines()[0]) == "rtf1"  # a `{` alone: any JSON's
     assert adapter.session_id == document["session_id"]  # type: ignore[attr-defined]
     assert types(entries) == ["assistant_message", "token_usage"]
     assert entries[0].detail == {"text": document["response"], "last_step_only": True}
@@ -317,7 +317,7 @@ def test_a_cut_json_object_is_kept_as_plain_lines() -> None:
 
 def test_another_programs_object_is_read_as_plain_lines() -> None:
     text = '{\n  "name": "package",\n  "version": "1.0.0"\n}\nafter\n'
-    entries = mapped(select_adapter("auto"), text)
+    entries = mapped(GeminiJsonAdapter(), text)
     assert [e.detail["text"] for e in entries] == [
         "{",
         '  "name": "package",',

@@ -14,11 +14,15 @@ that `}` (or the end of the stream), then maps the object:
   failures per tool name) and `stats.files` stay in `detail.stats`;
 * `error` (an object that reports one) → `error`.
 
-The prompt is not in the object: `run` records it from the command line. On failure the CLI
+`run` chooses this adapter from the command line (`gemini -o json`), never from the output
+alone: a `{` on a line of its own opens any pretty-printed JSON, and taking it for Gemini's
+would name every such program's provider `gcp.gemini` and hold its output until the object
+ends (a script that runs `gemini -o json` wants `--adapter gemini-json`). The prompt is not in
+the object: `run` records it from the command line. On failure the CLI
 prints nothing on stdout (its error object goes to stderr, after stack traces, where `run`
 does not read): the run's error is then the exit status. The first entry's `raw` is the
 printed text. What is not a JSON object with one of those keys (another program's output
-opening with a `{` line) is handed on as plain lines, one `assistant_message` each, as the
+under this adapter) is handed on as plain lines, one `assistant_message` each, as the
 `plain` adapter would have; so is a document cut short by the end of the stream that does not
 parse, or one that grows past `MAX_HELD_BYTES` (then the lines after it follow as plain too).
 """

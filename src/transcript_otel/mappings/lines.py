@@ -22,10 +22,9 @@ the first non-blank line (so nothing waits): `codex-json` if it is an event of
 if it is a Claude message (`system`, `assistant`, `user`, `result` with a
 `session_id`) or a control message (`control_response`, `control_request`: a CLI
 driven by claude-agent-sdk opens its stdout with its answer to `initialize`),
-`gemini-stream-json` if it is Gemini CLI's `init` (with a `session_id`), `gemini-json` if it
-is a `{` alone (a pretty-printed object: `gemini-json` hands on as plain lines what is not
-Gemini's), else `rtf1`, which reads plain text as `plain` does and also understands `@@RALPH@@` lines
-wherever they start.
+`gemini-stream-json` if it is Gemini CLI's `init` (with a `session_id`), else `rtf1`,
+which reads plain text as `plain` does and also understands `@@RALPH@@` lines wherever they
+start. (`gemini-json` is never guessed: `transcript-otel run` chooses it by the command line.)
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from typing import Any, Final, Protocol
 from transcript_otel.mappings._entry import MappedEntry, assistant_line, parsed_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
-from transcript_otel.mappings.gemini_json import GeminiJsonAdapter, starts_document
+from transcript_otel.mappings.gemini_json import GeminiJsonAdapter
 from transcript_otel.mappings.gemini_stream import GeminiStreamJsonAdapter, starts_stream
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 from transcript_otel.model.entries import RawJson
@@ -156,8 +155,6 @@ def stream_adapter_for(line: str) -> str:
         return "claude-stream-json"
     if starts_stream(kind, value):
         return "gemini-stream-json"
-    if starts_document(line):
-        return "gemini-json"
     return "rtf1"
 
 
