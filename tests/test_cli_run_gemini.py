@@ -11,9 +11,11 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from transcript_otel import read_records
 from transcript_otel.model.invariants import check_invariants
 
 from loopback import subprocess_env
@@ -73,9 +75,15 @@ def replay(
     output = Recorded(
         completed.stdout.decode(), completed.stderr.decode(), completed.returncode, recorded["served"], ""
     )
-    run = CapturedRun.from_mirror(scenario, output, mirror, PROMPT_NAME)
+    run = CapturedRun.of(scenario, output, mirrored(mirror), prompt_name=PROMPT_NAME)
     assert check_invariants(run.records) == []
     return run
+
+
+def mirrored(mirror: Path) -> list[dict[str, Any]]:
+    """The records of the one run the mirror holds."""
+    (path,) = mirror.glob("*.jsonl")
+    return list(read_records(path))
 
 
 def test_stream_json_shell_makes_the_chat_and_tool_spans_with_the_main_models_tokens(tmp_path: Path) -> None:
@@ -218,10 +226,9 @@ def test_a_private_key_streamed_across_chunks_reaches_no_sink(tmp_path: Path) ->
     )
     assert completed.returncode == 0
     (path,) = mirror.glob("*.jsonl")
-    mirrored = path.read_text()
     for line in PRIVATE_KEY.splitlines()[1:3]:
-        assert line[:24] not in mirrored
-    run = CapturedRun.from_mirror("plain", Recorded("", "", 0, [], ""), mirror, PROMPT_NAME)
+        assert line[:24] not in path.read_text()
+    run = CapturedRun.of("plain", Recorded("", "", 0, [], ""), mirrored(mirror), prompt_name=PROMPT_NAME)
     (said,) = [e["detail"] for e in run.entries if e["entry_type"] == "assistant_message"]
     assert said["text"].startswith("[REDACTED:private_key:")
     assert said["deltas"] == 3

@@ -383,6 +383,8 @@ def test_any_lines_map_without_raising(lines: list[str]) -> None:
         ),
         (["gemini", "--include-directories", "a", "b", "-y", "-p", "q"], ("q", "text", None, None, "q")),
         (["gemini", "-p", "q", "--", "-not-an-option"], ("q", "text", None, None, "q")),
+        (["gemini", "--unknown-option", "which", "words"], (None, "text", None, None, None)),
+        (["gemini", "-y", "--no-sandbox", "list", "files"], ("list files", "text", None, None, "list files")),
     ],
 )
 def test_gemini_command_reads_prompt_format_and_model(
@@ -390,7 +392,8 @@ def test_gemini_command_reads_prompt_format_and_model(
 ) -> None:
     found = GeminiCommand.of(command)
     assert found is not None
-    assert (found.prompt, found.output_format, found.model, found.adapter, found.unprinted_prompt) == facts
+    assert (found.typed_prompt, found.output_format, found.model, found.adapter, found.prompt) == facts
+    assert found.provider == "gcp.gemini"
 
 
 @pytest.mark.parametrize(

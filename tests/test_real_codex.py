@@ -99,7 +99,16 @@ def exec_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CapturedRun
             scratch = tmp_path_factory.mktemp(scenario)
             mirror = scratch / "runs"
             recorded = record(scenario, scratch, WRAPPER, {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)})
-            run = CapturedRun.from_mirror(scenario, recorded, mirror, PROMPT_NAME)
+            (path,) = mirror.glob("*.jsonl")
+            run = CapturedRun(
+                scenario,
+                list(read_records(path)),
+                recorded.served,
+                recorded.stdout,
+                recorded.stderr,
+                recorded.exit_code,
+                PROMPT_NAME,
+            )
             self[scenario] = run
             return run
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "agents"))
 
 import gemini_cli  # noqa: E402
-from captured_run import CapturedRun, Recorded  # noqa: E402
+from captured_run import CapturedRun, Recorded, record_mirrored  # noqa: E402
 from chat_scenarios import prompt_for  # noqa: E402
 from gemini_cli import (  # noqa: E402
     MAIN_MODEL,
@@ -55,9 +56,10 @@ def require_cli() -> Path:
 
 
 def captured(output_format: str, scratch: Path) -> CapturedRun:
-    mirror = scratch / "runs"
-    recorded = record(SCENARIO, scratch, output_format, WRAPPER, {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)})
-    return CapturedRun.from_mirror(SCENARIO, recorded, mirror, PROMPT_NAME)
+    recorded, records = record_mirrored(
+        partial(record, output_format=output_format), SCENARIO, scratch, WRAPPER
+    )
+    return CapturedRun.of(SCENARIO, recorded, records, prompt_name=PROMPT_NAME)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +71,7 @@ def stream_run(tmp_path_factory: pytest.TempPathFactory) -> CapturedRun:
 @pytest.fixture(scope="module")
 def direct_run(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     require_cli()
-    return record(SCENARIO, tmp_path_factory.mktemp("direct"), "stream-json")
+    return record(SCENARIO, tmp_path_factory.mktemp("direct"))
 
 
 @pytest.fixture(scope="module")

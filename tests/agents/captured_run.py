@@ -7,15 +7,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
-
-from transcript_otel import read_records
+from typing import Any, Protocol, Self
 
 
 @dataclass
@@ -55,6 +54,14 @@ def older_cli(root: Path, package: str, version: str) -> Path:
             f"no {package} {version}: npm install --prefix .agents/{name}-{version} {package}@{version}"
         )
     return path
+
+
+def installed_cli(variable: str, installed: Path) -> Path | None:
+    """A real CLI's binary, if there: the one `variable` names, else the one `make agents`
+    installed."""
+    named = os.environ.get(variable)
+    path = Path(named) if named else installed
+    return path if path.exists() else None
 
 
 def package_binary(package: str) -> str:
@@ -98,6 +105,27 @@ def record_main(record: Callable[[str, Path], Recorded]) -> None:
         record(sys.argv[1], Path(scratch)).print()
 
 
+class Records(Protocol):
+    """A scenario's `record()` (`codex_cli.record`, `opencode_cli.record`...)."""
+
+    def __call__(
+        self, scenario: str, scratch: Path, command_prefix: tuple[str, ...], environment: dict[str, str]
+    ) -> Recorded: ...
+
+
+def record_mirrored(
+    record: Records, scenario: str, scratch: Path, wrapper: tuple[str, ...]
+) -> tuple[Recorded, list[dict[str, Any]]]:
+    """One scenario run under `wrapper` (`transcript-otel run ... --`): what it did, and the
+    records of the one JSONL mirror file the run wrote."""
+    from transcript_otel import read_records
+
+    mirror = scratch / "runs"
+    recorded = record(scenario, scratch, wrapper, {"TRANSCRIPT_OTEL_JSONL_DIR": str(mirror)})
+    (path,) = mirror.glob("*.jsonl")
+    return recorded, list(read_records(path))
+
+
 @dataclass
 class CapturedRun:
     """One scenario's run: what the CLI did and what the mirror holds (spans included)."""
@@ -111,17 +139,10 @@ class CapturedRun:
     prompt_name: str = ""
 
     @classmethod
-    def from_mirror(cls, scenario: str, recorded: Recorded, mirror: Path, prompt_name: str) -> CapturedRun:
-        """The run `recorded` under `transcript-otel run`, whose JSONL mirror (one run) is in `mirror`."""
-        (path,) = mirror.glob("*.jsonl")
+    def of(cls, scenario: str, recorded: Recorded, records: list[dict[str, Any]], **more: Any) -> Self:
+        """The run of `scenario` that `recorded` is, with the records its mirror holds."""
         return cls(
-            scenario,
-            list(read_records(path)),
-            recorded.served,
-            recorded.stdout,
-            recorded.stderr,
-            recorded.exit_code,
-            prompt_name,
+            scenario, records, recorded.served, recorded.stdout, recorded.stderr, recorded.exit_code, **more
         )
 
     @property

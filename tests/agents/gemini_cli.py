@@ -13,7 +13,6 @@ then what the model served.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
 
-from captured_run import Recorded, record_main, run_cli, scratch_dirs  # noqa: E402
+from captured_run import Recorded, installed_cli, record_main, run_cli, scratch_dirs  # noqa: E402
 from chat_scenarios import prompt_for  # noqa: E402
 from gemini_offline import model_server, offline_environment  # noqa: E402
 
@@ -56,9 +55,7 @@ SHELL_ENTRY_TYPES = [
 
 def cli_path() -> Path | None:
     """The real `gemini` binary, if installed (`make agents`)."""
-    named = os.environ.get(CLI_VARIABLE)
-    path = Path(named) if named else INSTALLED_CLI
-    return path if path.exists() else None
+    return installed_cli(CLI_VARIABLE, INSTALLED_CLI)
 
 
 def served_usage(served: list[dict[str, Any]], model: str) -> dict[str, int]:
@@ -102,9 +99,9 @@ def meta(scenario: str, mode: str) -> dict[str, Any]:
 def record(
     scenario: str,
     scratch: Path,
-    output_format: str = "stream-json",
     command_prefix: tuple[str, ...] = (),
     environment: dict[str, str] | None = None,
+    output_format: str = "stream-json",
 ) -> Recorded:
     """Run `gemini -p PROMPT --output-format FORMAT --approval-mode yolo` on one scenario (under
     `command_prefix`, e.g. `transcript-otel run --`, with `environment` added to the offline one)."""

@@ -58,7 +58,6 @@ from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
-from transcript_otel.mappings.gemini_command import PROVIDER as GEMINI_PROVIDER
 from transcript_otel.mappings.gemini_command import GeminiCommand
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
@@ -124,13 +123,9 @@ def _with_trace_context(run: AgentRun) -> dict[str, str]:
     return environment
 
 
-def _adapter(adapter_name: str | None, named_by_command: str | None = None) -> LineAdapter:
-    """The adapter asked for (`--adapter`, else the variable), else the one the command's own
-    options name (`gemini -o json`), else `auto`."""
-    if adapter_name is None and not os.environ.get(ADAPTER_VARIABLE):
-        adapter_name = named_by_command
+def _adapter(adapter_name: str | None, default: str | None = None) -> LineAdapter:
     try:
-        return select_adapter(adapter_name, dict(os.environ))
+        return select_adapter(adapter_name, dict(os.environ), default)
     except ValueError as exc:  # only a bad variable can get here: the flag is checked by argparse
         print(f"transcript-otel run: {ADAPTER_VARIABLE}: {exc}; using auto", file=sys.stderr)
         return select_adapter("auto")
@@ -139,12 +134,12 @@ def _adapter(adapter_name: str | None, named_by_command: str | None = None) -> L
 _Facts = TypeVar("_Facts")
 
 
-def _read_command(read: Callable[[], _Facts | None], program: str) -> _Facts | None:
-    """What `read()` finds in the command line (None: not `program`'s, or misread)."""
+def _read_command(read: Callable[[], _Facts | None], agent: str) -> _Facts | None:
+    """What `read()` finds on the command line, None where it finds nothing or fails."""
     try:
         return read()
     except Exception:  # a command line we misread must not stop the capture
-        _logger.debug("transcript-otel: could not read the %s command line", program, exc_info=True)
+        _logger.debug("transcript-otel: could not read the %s command line", agent, exc_info=True)
         return None
 
 
@@ -165,8 +160,8 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
                 # Formats with usage report it per turn; claude-stream-json names subagents
                 # `subagent:{call id}`.
                 policy=TurnPolicy.STREAM_JSON,
-                provider="openai" if codex_exec else GEMINI_PROVIDER if gemini else None,
-                model=codex_exec.model if codex_exec else gemini.model if gemini else None,
+                provider="openai" if codex_exec is not None else gemini.provider if gemini else None,
+                model=codex_exec.model if codex_exec is not None else gemini.model if gemini else None,
             )
         finally:
             otel_context.detach(token)
@@ -178,15 +173,8 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         if claude is not None and claude.system_instructions is not None:
             run.describe_agent(system_instructions=claude.system_instructions)
         _go_on_from_resumed(recorder, claude, codex_exec)
-        prompt = (
-            codex_exec.prompt
-            if codex_exec is not None
-            else claude.prompt
-            if claude is not None
-            else gemini.unprinted_prompt
-            if gemini is not None
-            else None
-        )
+        said = codex_exec or claude or gemini  # the one of them that `command` runs, if any
+        prompt = None if said is None else said.prompt
         if prompt is not None:  # the agent's output does not repeat it
             recorder.record([MappedEntry(EntryType.USER_MESSAGE.value, {"text": prompt})])
         return recorder

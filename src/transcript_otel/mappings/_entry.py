@@ -24,6 +24,7 @@ class MappedEntry(NamedTuple):
 
 
 _ASSISTANT_MESSAGE: Final = EntryType.ASSISTANT_MESSAGE.value
+_UNKNOWN: Final = EntryType.UNKNOWN.value
 
 
 def assistant_line(line: str) -> list[MappedEntry]:
@@ -32,17 +33,29 @@ def assistant_line(line: str) -> list[MappedEntry]:
     return [MappedEntry(_ASSISTANT_MESSAGE, {"text": text}, line)] if text.strip() else []
 
 
-def parsed_line(line: str) -> tuple[Any, MappedEntry | None]:
-    """A line's JSON value, or `(None, an unknown entry)` saying why it is not JSON (the line as
-    its `raw`)."""
-    try:
-        return parse_json(line), None
-    except (ValueError, RecursionError) as exc:
-        return None, MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)
-
-
 def latest(remembered: dict[str, Any], most: int) -> list[str]:
     """The keys of `remembered` added last (`most` at most), oldest first: what a mapping hands
     on to the one that goes on after it, without copying all it remembers."""
     newest = list(itertools.islice(reversed(remembered), most))
     return newest[::-1]
+
+
+def typed_event(line: str, an_event: str) -> dict[str, Any] | MappedEntry:
+    """A JSON line's object with a string `type`, else the `unknown` entry that says why it is
+    not one (`an_event`: what it should have been, "a codex exec event")."""
+    try:
+        event = parse_json(line)
+    except (ValueError, RecursionError) as exc:
+        return MappedEntry(_UNKNOWN, {"parse_error": f"invalid JSON: {exc}"}, line)
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        reason = f"{an_event} must be a JSON object with a string 'type'"
+        return MappedEntry(_UNKNOWN, {"parse_error": reason, "event": event}, line)
+    return event
+
+
+def line_entries(line: str, mapped: list[tuple[EntryType, dict[str, Any]]]) -> list[MappedEntry]:
+    """What one line maps to, the line as the raw of the first entry."""
+    return [
+        MappedEntry(entry_type.value, detail, line if index == 0 else None)
+        for index, (entry_type, detail) in enumerate(mapped)
+    ]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry, parsed_line
+from transcript_otel.mappings._entry import MappedEntry, line_entries, typed_event
 from transcript_otel.model.entries import EntryType
 
 TOOL_ITEMS: Final = {
@@ -125,16 +125,8 @@ class CodexExecAdapter:
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
             return []
-        event, unreadable = parsed_line(line)
-        if unreadable is not None:
-            return [unreadable]
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            reason = "a codex exec event must be a JSON object with a string 'type'"
-            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": reason, "event": event}, line)]
-        return [
-            MappedEntry(entry_type.value, detail, line if index == 0 else None)
-            for index, (entry_type, detail) in enumerate(self._event(event))
-        ]
+        event = typed_event(line, "a codex exec event")
+        return [event] if isinstance(event, MappedEntry) else line_entries(line, self._event(event))
 
     def flush(self) -> list[MappedEntry]:
         return []

@@ -2,8 +2,10 @@
 
 Gemini CLI 0.61.0 (`gemini --help`) takes the prompt from `-p/--prompt` or its positional words
 (joined by spaces), the output format from `-o/--output-format` (`text`, the default, `json`,
-`stream-json`) and the model from `-m/--model`. Only stream-json repeats the prompt: for the
-other formats `run` records it from here. A subcommand (`gemini mcp ...`) runs no prompt.
+`stream-json`) and the model from `-m/--model`, read as its yargs reads them
+(`mappings.yargs_words`). Only stream-json repeats the prompt: for the other formats `run`
+records it from here. A subcommand (`gemini mcp ...`) runs no prompt. What the CLI reads from a
+piped stdin and puts before the prompt is not seen here.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import Final
 
 from transcript_otel.mappings.gemini_json import NAME as JSON_ADAPTER
 from transcript_otel.mappings.gemini_stream import NAME as STREAM_ADAPTER
+from transcript_otel.mappings.yargs_words import scan_yargs
 
 # `gen_ai.provider.name` of the Gemini API (API-key auth; Vertex AI would be `gcp.vertex_ai`).
 PROVIDER: Final = "gcp.gemini"
 _ADAPTERS: Final = {"json": JSON_ADAPTER, "stream-json": STREAM_ADAPTER}
-# The options of `gemini` 0.61.0 that take one word, and those that take every word up to the
-# next option (yargs arrays).
+# The options of `gemini` 0.61.0 (`gemini --help`) that take one word, those that take every
+# word up to the next option (yargs arrays), and its booleans.
 _VALUE_OPTIONS: Final = frozenset(
     {
         "-m", "--model", "-p", "--prompt", "-i", "--prompt-interactive", "-w", "--worktree",
@@ -34,6 +37,13 @@ _LIST_OPTIONS: Final = frozenset(
         "--extensions", "--include-directories",
     }
 )  # fmt: skip
+_FLAGS: Final = frozenset(
+    {
+        "-d", "--debug", "--skip-trust", "-s", "--sandbox", "-y", "--yolo", "--acp",
+        "--experimental-acp", "-l", "--list-extensions", "--list-sessions", "--screen-reader",
+        "--raw-output", "--accept-raw-output-risk", "-v", "--version", "-h", "--help",
+    }
+)  # fmt: skip
 _SUBCOMMANDS: Final = frozenset(
     {"mcp", "extensions", "extension", "skills", "skill", "hooks", "hook", "gemma"}
 )
@@ -43,21 +53,28 @@ _PACKAGES: Final = frozenset({"gemini", "@google/gemini-cli"})
 
 @dataclass(frozen=True, slots=True)
 class GeminiCommand:
-    """The prompt (`-p`, else the positional words), the output format and the model asked for."""
+    """What a `gemini` command line says: the prompt typed (`-p`, else the positional words;
+    None where an option `gemini` 0.61.0 does not know makes them unclear), the output format
+    and the model asked for."""
 
-    prompt: str | None
+    typed_prompt: str | None
     output_format: str
     model: str | None
+
+    @property
+    def prompt(self) -> str | None:
+        """The prompt for `run` to record: the typed one, where the output does not print it
+        (every format but stream-json)."""
+        return None if self.output_format == "stream-json" else self.typed_prompt
+
+    @property
+    def provider(self) -> str:
+        return PROVIDER
 
     @property
     def adapter(self) -> str | None:
         """The line adapter for its output format (None for `text`: the plain reading)."""
         return _ADAPTERS.get(self.output_format)
-
-    @property
-    def unprinted_prompt(self) -> str | None:
-        """The prompt where the output does not print it (every format but stream-json)."""
-        return None if self.output_format == "stream-json" else self.prompt
 
     @classmethod
     def of(cls, command: Sequence[str]) -> GeminiCommand | None:
@@ -69,38 +86,12 @@ class GeminiCommand:
             start = 2
         else:
             return None
-        options, positional = _scanned(command[start:])
+        options, positional, known = scan_yargs(command[start:], _VALUE_OPTIONS, _LIST_OPTIONS, _FLAGS)
         if positional[:1] and positional[0] in _SUBCOMMANDS:
             return None
-        prompt = options.get("-p", options.get("--prompt")) or " ".join(positional) or None
+        typed = options.get("-p", options.get("--prompt")) or (" ".join(positional) if known else None)
         output_format = options.get("-o", options.get("--output-format")) or "text"
-        model = options.get("-m", options.get("--model")) or None
-        return cls(prompt, output_format, model)
-
-
-def _scanned(words: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """The first value of each option, and the positional words, as yargs reads `words`: an
-    option takes the next word (`--name=value`: its own), a list option every word up to the
-    next option; after `--`, every word is positional."""
-    options: dict[str, str] = {}
-    positional: list[str] = []
-    pending = list(reversed(words))  # the next word last: taken with pop()
-    while pending:
-        word = pending.pop()
-        if word == "--":
-            positional.extend(reversed(pending))
-            break
-        if not word.startswith("-") or word == "-":
-            positional.append(word)
-            continue
-        name, equals, value = word.partition("=")
-        if not equals and name in _VALUE_OPTIONS and pending:
-            value = pending.pop()
-        elif not equals and name in _LIST_OPTIONS:
-            while pending and not pending[-1].startswith("-"):
-                pending.pop()
-        options.setdefault(name, value)
-    return options, positional
+        return cls(typed or None, output_format, options.get("-m", options.get("--model")) or None)
 
 
 def _package(word: str) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry, assistant_line
+from transcript_otel.mappings._entry import MappedEntry, assistant_line, line_entries
 from transcript_otel.mappings.gemini_usage import json_usage_detail
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json
@@ -88,10 +88,7 @@ class GeminiJsonAdapter:
         if not isinstance(document, dict) or not _KEYS.intersection(document):
             return self._as_plain()
         self._held, self._size = [], 0
-        return [
-            MappedEntry(entry_type.value, detail, text if index == 0 else None)
-            for index, (entry_type, detail) in enumerate(self._document(document))
-        ]
+        return line_entries(text, self._document(document))
 
     def _as_plain(self) -> list[MappedEntry]:
         held, self._held, self._size = self._held, [], 0

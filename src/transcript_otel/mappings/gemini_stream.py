@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry, parsed_line
+from transcript_otel.mappings._entry import MappedEntry, line_entries, typed_event
 from transcript_otel.mappings.gemini_usage import stream_usage_detail
 from transcript_otel.model.entries import EntryType
 
@@ -70,20 +70,12 @@ class GeminiStreamJsonAdapter:
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
             return []
-        event, not_json = parsed_line(line)
-        if not_json is not None:
-            return [*self.flush(), not_json]
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            reason = "a stream-json event must be a JSON object with a string 'type'"
-            detail = {"parse_error": reason, "event": event}
-            return [*self.flush(), MappedEntry(EntryType.UNKNOWN.value, detail, line)]
+        event = typed_event(line, "a stream-json event")
+        if isinstance(event, MappedEntry):
+            return [*self.flush(), event]
         if event["type"] == "message" and event.get("role") == "assistant" and event.get("delta") is True:
             return self._hold(event)
-        entries = self.flush()
-        return entries + [
-            MappedEntry(entry_type.value, detail, line if index == 0 else None)
-            for index, (entry_type, detail) in enumerate(self._event(event))
-        ]
+        return self.flush() + line_entries(line, self._event(event))
 
     def flush(self) -> list[MappedEntry]:
         """The assistant chunks held, as one message (none held: nothing)."""

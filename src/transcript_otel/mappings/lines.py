@@ -33,13 +33,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from transcript_otel.mappings._entry import MappedEntry, assistant_line, parsed_line
+from transcript_otel.mappings._entry import MappedEntry, assistant_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
 from transcript_otel.mappings.gemini_json import GeminiJsonAdapter
 from transcript_otel.mappings.gemini_stream import GeminiStreamJsonAdapter, starts_stream
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
-from transcript_otel.model.entries import RawJson
+from transcript_otel.model.entries import EntryType, RawJson
 from transcript_otel.records.serialize import parse_json
 
 ADAPTER_VARIABLE: Final = "TRANSCRIPT_OTEL_LINE_ADAPTER"
@@ -94,9 +94,10 @@ class ClaudeStreamJsonAdapter:
     def feed(self, line: str) -> list[MappedEntry]:
         if not line.strip():
             return []
-        message, unreadable = parsed_line(line)
-        if unreadable is not None:
-            return [unreadable]
+        try:
+            message = parse_json(line)
+        except (ValueError, RecursionError) as exc:
+            return [MappedEntry(EntryType.UNKNOWN.value, {"parse_error": f"invalid JSON: {exc}"}, line)]
         if isinstance(message, dict) and isinstance(message.get("session_id"), str) and message["session_id"]:
             self.session_id = message["session_id"]
         entries = self._mapper.message(message)
@@ -211,12 +212,15 @@ def resume_after(adapter: LineAdapter, totals: bytes | Mapping[str, Any]) -> Non
         adapter.resume_after(totals)
 
 
-def select_adapter(name: str | None, environ: dict[str, str] | None = None) -> LineAdapter:
-    """The adapter `name`, else the one `TRANSCRIPT_OTEL_LINE_ADAPTER` names, else `auto`.
+def select_adapter(
+    name: str | None, environ: dict[str, str] | None = None, default: str | None = None
+) -> LineAdapter:
+    """The adapter `name`, else the one `TRANSCRIPT_OTEL_LINE_ADAPTER` names, else `default`
+    (the one a command line says its output needs), else `auto`.
 
     Raises `ValueError` naming the known adapters for an unknown name.
     """
-    chosen = name or (environ or {}).get(ADAPTER_VARIABLE) or "auto"
+    chosen = name or (environ or {}).get(ADAPTER_VARIABLE) or default or "auto"
     if chosen == "auto":
         return AutoAdapter()
     factory = _FACTORIES.get(chosen)
