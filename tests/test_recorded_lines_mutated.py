@@ -24,6 +24,7 @@ from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex import CodexMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
+from transcript_otel.mappings.gemini_stream import GeminiStreamJsonAdapter
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import CANONICAL_ENTRY_TYPES, TranscriptEvent
 from transcript_otel.records.serialize import dumps
@@ -153,6 +154,11 @@ def _codex_exec_json() -> Callable[[bytes], Any]:
     return lambda line: adapter.feed(line.decode())
 
 
+def _gemini_stream_json() -> Callable[[bytes], Any]:
+    adapter = GeminiStreamJsonAdapter()
+    return lambda line: adapter.feed(line.decode()) + adapter.flush()
+
+
 def _codex_app_server() -> Callable[[bytes], Any]:
     """Each line as the weakincentives client hands it to `_process_notification`."""
     mapper = CodexMapper()
@@ -171,6 +177,7 @@ STREAMS: Final = {
     "claude stream-json": ("claude_code/*.jsonl", _claude_stream_json),
     "codex exec --json": ("codex/exec/*.jsonl", _codex_exec_json),
     "codex app-server": ("codex/app-server/*.jsonl", _codex_app_server),
+    "gemini stream-json": ("line_streams/gemini/*.stream-json.jsonl", _gemini_stream_json),
 }
 
 

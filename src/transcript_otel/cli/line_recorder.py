@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.gemini_command import PROVIDER as GEMINI_PROVIDER
 from transcript_otel.mappings.lines import (
     AutoAdapter,
     LineAdapter,
@@ -89,7 +90,12 @@ _END: Final = b"-----END "
 MAX_BLOCK_BYTES: Final = 64 << 10
 _TEXT_ADAPTERS: Final = frozenset({"plain", "rtf1"})  # JSON adapters' lines hold a block whole
 # The provider (`gen_ai.provider.name`) of the agents whose output a line adapter reads.
-ADAPTER_PROVIDERS: Final = {"claude-stream-json": "anthropic", "codex-json": "openai"}
+ADAPTER_PROVIDERS: Final = {
+    "claude-stream-json": "anthropic",
+    "codex-json": "openai",
+    "gemini-stream-json": GEMINI_PROVIDER,
+    "gemini-json": GEMINI_PROVIDER,
+}
 
 
 class LineRecorder:

@@ -19,8 +19,9 @@ entry as a JSONL line, and as a log record and span event where an exporter take
 `transcript.error` in the transcript and one line on stderr after the command's output.
 The command line tells the run what the output does not: `codex exec`'s prompt and model
 (`ExecCommand`), `claude`'s prompt and system prompt (`ClaudeCommand`), `opencode run`'s prompt,
-model, provider and output format (`OpenCodeCommand`); the line adapter that reads the output
-tells its provider (`line_recorder.ADAPTER_PROVIDERS`).
+model, provider and output format (`OpenCodeCommand`), `gemini`'s prompt where its format does
+not print it, its model and, by its output format, the adapter that reads it (`GeminiCommand`);
+the line adapter that reads the output tells its provider (`line_recorder.ADAPTER_PROVIDERS`).
 
 The wrapper exits with the command's exit status; when the command is killed by a
 signal, the wrapper kills itself with the same signal. When our stdout closes
@@ -58,6 +59,7 @@ from transcript_otel.instrumentation.cli_logs import resumed_cost_state, resumed
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.codex_exec import ExecCommand
+from transcript_otel.mappings.gemini_command import GeminiCommand
 from transcript_otel.mappings.lines import (
     ADAPTER_VARIABLE,
     LineAdapter,
@@ -147,7 +149,9 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         codex_exec = _read_command(lambda: ExecCommand.of(command, os.environ), "codex exec")
         claude = _read_command(lambda: ClaudeCommand.of(command), "claude")
         opencode = _read_command(lambda: OpenCodeCommand.of(command), "opencode run")
-        adapter = _adapter(adapter_name, None if opencode is None else opencode.adapter)
+        gemini = _read_command(lambda: GeminiCommand.of(command), "gemini")
+        named = opencode or gemini  # the one of them that names its adapter, provider and model
+        adapter = _adapter(adapter_name, None if named is None else named.adapter)
         tracer = trace.get_tracer("transcript_otel.cli", __version__, schema_url=SEMCONV_SCHEMA_URL)
         token = otel_context.attach(_caller_context())
         try:
@@ -159,8 +163,8 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
                 # Formats with usage report it per turn; claude-stream-json names subagents
                 # `subagent:{call id}`.
                 policy=TurnPolicy.STREAM_JSON,
-                provider="openai" if codex_exec is not None else opencode.provider if opencode else None,
-                model=codex_exec.model if codex_exec is not None else opencode.model if opencode else None,
+                provider="openai" if codex_exec is not None else named.provider if named else None,
+                model=codex_exec.model if codex_exec is not None else named.model if named else None,
             )
         finally:
             otel_context.detach(token)
@@ -168,11 +172,11 @@ def _start_run(prompt_name: str, adapter_name: str | None, command: Sequence[str
         # holds what capture has not read), so the writer does not let go of it on its own
         # (each let-go costs it the kernel's timer slack); the switch interval hands it over.
         run.emitter.pipeline.yield_every_s = math.inf
-        recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None or opencode is not None)
+        recorder = LineRecorder(run, adapter, provider_known=codex_exec is not None or named is not None)
         if claude is not None and claude.system_instructions is not None:
             run.describe_agent(system_instructions=claude.system_instructions)
         _go_on_from_resumed(recorder, claude, codex_exec)
-        said = codex_exec or claude or opencode  # the one of them that `command` runs, if any
+        said = codex_exec or claude or named  # the one of them that `command` runs, if any
         prompt = None if said is None else said.prompt
         if prompt is not None:  # the agent's output does not repeat it
             recorder.record([MappedEntry(EntryType.USER_MESSAGE.value, {"text": prompt})])

@@ -11,6 +11,8 @@ cannot map is an `unknown` entry holding the line and the reason. Each declares 
 | `codex-json` | `codex exec --json` (`mappings.codex_exec`) |
 | `claude-stream-json` | `claude -p --output-format stream-json` (`mappings.claude_stream`) |
 | `opencode-json` | `opencode run --format json` (`mappings.opencode_run`) |
+| `gemini-stream-json` | `gemini -p --output-format stream-json` (`mappings.gemini_stream`) |
+| `gemini-json` | `gemini -p --output-format json` (`mappings.gemini_json`) |
 | `plain` | anything: every non-blank line is assistant text |
 | `auto` | one of the above, chosen by `select_adapter()` |
 
@@ -21,9 +23,10 @@ the first non-blank line (so nothing waits): `codex-json` if it is an event of
 if it is a Claude message (`system`, `assistant`, `user`, `result` with a
 `session_id`) or a control message (`control_response`, `control_request`: a CLI
 driven by claude-agent-sdk opens its stdout with its answer to `initialize`),
-`opencode-json` if it is an OpenCode event (`is_opencode_event`), else
-`rtf1`, which reads plain text as `plain` does and also understands `@@RALPH@@` lines
-wherever they start.
+`opencode-json` if it is an OpenCode event (`is_opencode_event`), `gemini-stream-json` if
+it is Gemini CLI's `init` (with a `session_id`), else `rtf1`, which reads plain text as `plain`
+does and also understands `@@RALPH@@` lines wherever they start. (`gemini-json` is never
+guessed: `transcript-otel run` chooses it by the command line.)
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from typing import Any, Final, Protocol
 from transcript_otel.mappings._entry import MappedEntry, assistant_line
 from transcript_otel.mappings.claude_stream import ClaudeStreamMapper
 from transcript_otel.mappings.codex_exec import CodexExecAdapter
+from transcript_otel.mappings.gemini_json import GeminiJsonAdapter
+from transcript_otel.mappings.gemini_stream import GeminiStreamJsonAdapter, starts_stream
 from transcript_otel.mappings.opencode_run import OpenCodeJsonAdapter, is_opencode_event
 from transcript_otel.mappings.rtf1 import Rtf1Adapter
 from transcript_otel.model.entries import EntryType, RawJson
@@ -121,6 +126,8 @@ CAPABILITIES: Final = {
     "codex-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
     "claude-stream-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
     "opencode-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
+    "gemini-stream-json": Capabilities(roles=True, tool_events=True, usage_events=True, turns=True),
+    "gemini-json": Capabilities(roles=False, tool_events=False, usage_events=True, turns=True),
     "plain": Capabilities(roles=False, tool_events=False, usage_events=False, turns=False),
 }
 _FACTORIES: Final[dict[str, Callable[[], LineAdapter]]] = {
@@ -128,6 +135,8 @@ _FACTORIES: Final[dict[str, Callable[[], LineAdapter]]] = {
     "codex-json": CodexExecAdapter,
     "claude-stream-json": ClaudeStreamJsonAdapter,
     "opencode-json": OpenCodeJsonAdapter,
+    "gemini-stream-json": GeminiStreamJsonAdapter,
+    "gemini-json": GeminiJsonAdapter,
     "plain": PlainAdapter,
 }
 ADAPTER_NAMES: Final = (*_FACTORIES, "auto")
@@ -152,6 +161,8 @@ def stream_adapter_for(line: str) -> str:
         return "claude-stream-json"
     if is_opencode_event(value):
         return "opencode-json"
+    if starts_stream(kind, value):
+        return "gemini-stream-json"
     return "rtf1"
 
 
