@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from transcript_otel.genai.lookup import nonempty_text
 from transcript_otel.mappings._rollout_payload import part_texts
+from transcript_otel.mappings.gemini_usage import session_tokens_usage
 
 # The hidden first user message the CLI writes into every session (its workspace, the date):
 # what the CLI tells the model, not what a person asked.
@@ -20,14 +21,9 @@ SESSION_CONTEXT: Final = "<session_context>"
 # `status: "success"` (it ran), so the exit code tells the failure.
 _EXIT_LINE: Final = re.compile(r"^Exit Code: (-?\d+)$", re.MULTILINE)
 _FAILED_STATUSES: Final = frozenset({"error", "cancelled"})
-# The session's `tokens` in the conventions' names (`usage_attributes` reads them): `input`
-# is the whole prompt, cached tokens included; `output` the answer's, thoughts not included.
-_USAGE_NAMES: Final = (
-    ("input", "input_tokens"),
-    ("output", "output_tokens"),
-    ("cached", "cached_input_tokens"),
-    ("thoughts", "reasoning_output_tokens"),
-)
+# The session's `tokens` counts (`gemini_usage.session_tokens_usage` names them as `run` does:
+# output with the thoughts): `input` is the whole prompt, cached included; `output` without thoughts.
+_USAGE_KEYS: Final = ("input", "output", "cached", "thoughts")
 
 
 def message_text(content: Any) -> str:
@@ -71,10 +67,9 @@ def usage_detail(tokens: Any, message_id: str, model: str | None) -> dict[str, A
     """A `token_usage` entry's detail from a message's `tokens`, None where it holds none."""
     if not isinstance(tokens, dict):
         return None
-    usage = {name: tokens[key] for key, name in _USAGE_NAMES if type(tokens.get(key)) is int}
-    if not usage:
+    if not any(type(tokens.get(key)) is int for key in _USAGE_KEYS):
         return None
-    return {"usage": usage, "tokens": tokens, "message_id": message_id, "model": model}
+    return {"usage": session_tokens_usage(tokens), "tokens": tokens, "message_id": message_id, "model": model}
 
 
 def call_id(call: dict[str, Any]) -> str | None:

@@ -66,6 +66,16 @@ def json_tokens_usage(tokens: Mapping[str, Any]) -> dict[str, int]:
     )
 
 
+def session_tokens_usage(tokens: Mapping[str, Any]) -> dict[str, int]:
+    """A model message's `tokens` in the session file (`input` is the prompt, cached included)."""
+    return _usage(
+        _count(tokens, "input"),
+        _count(tokens, "cached"),
+        _count(tokens, "output"),
+        _count(tokens, "thoughts"),
+    )
+
+
 def _summed(usages: list[dict[str, int]]) -> dict[str, int]:
     return {key: sum(usage[key] for usage in usages) for key in _KEYS}
 
