@@ -92,7 +92,7 @@ class OpenCodeRowMapper:
             return SessionLine(
                 [MappedEntry(EntryType.UNKNOWN.value, detail, line.decode("utf-8", "replace"))]
             )
-        said = self._row(table, row)
+        said = self._row(table, row, started_only=record.get("until") == "start")
         text = line.decode("utf-8", "replace")
         entries = [
             MappedEntry(kind.value, detail, text if index == 0 else None)
@@ -103,14 +103,14 @@ class OpenCodeRowMapper:
             entries, at, said.opens_turn, said.ends_turn, said.model, said.session_id, provider=said.provider
         )
 
-    def _row(self, table: str, row: dict[str, Any]) -> _Said:
+    def _row(self, table: str, row: dict[str, Any], started_only: bool) -> _Said:
         data = _object(row.get("data"))
         if table == "session":
             return self._session(row)
         if table == "message":
             return self._message(row, data)
         if table == "part":
-            return self._part(row, data)
+            return self._part(row, data, started_only)
         return _Said([(EntryType.UNKNOWN, {"line_type": table})], _ms(row.get("time_created")))
 
     def _once(self, key: str) -> bool:
@@ -163,7 +163,7 @@ class OpenCodeRowMapper:
         model, provider = nonempty_text(data.get("modelID")), nonempty_text(data.get("providerID"))
         return _Said(entries, at, ends_turn=ends, model=model, provider=provider)
 
-    def _part(self, row: dict[str, Any], data: dict[str, Any]) -> _Said:
+    def _part(self, row: dict[str, Any], data: dict[str, Any], started_only: bool) -> _Said:
         kind = data.get("type")
         at = _ms(row.get("time_created"))
         user = self._roles.get(str(row.get("message_id"))) == "user"
@@ -178,7 +178,7 @@ class OpenCodeRowMapper:
             entry_type = EntryType.ASSISTANT_MESSAGE if kind == "text" else EntryType.THINKING
             return _Said([(entry_type, {"text": data.get("text")})], _ms(time.get("end")) or at)
         if kind == "tool":
-            return self._tool(row, data, at)
+            return self._tool(row, data, at, started_only)
         if kind in ("step-start", "step-finish"):
             if not self._once(str(row["id"])):
                 return _Said([])
@@ -190,7 +190,7 @@ class OpenCodeRowMapper:
             return _Said([])
         return _Said([(EntryType.UNKNOWN, {"line_type": "part", "part_type": kind})], at)
 
-    def _tool(self, row: dict[str, Any], data: dict[str, Any], at: int | None) -> _Said:
+    def _tool(self, row: dict[str, Any], data: dict[str, Any], at: int | None, started_only: bool) -> _Said:
         state = _object(data.get("state"))
         status = state.get("status")
         times = _object(state.get("time"))
@@ -201,7 +201,7 @@ class OpenCodeRowMapper:
                 (EntryType.TOOL_USE, {"tool_use_id": call, "tool_name": name, "input": state.get("input")})
             )
             at = _ms(times.get("start")) or at
-        if status in _ENDED and self._once(f"{row['id']}:result"):
+        if status in _ENDED and not started_only and self._once(f"{row['id']}:result"):
             metadata = _object(state.get("metadata"))
             exit_status = metadata.get("exit")
             failed = status == "error" or (isinstance(exit_status, int) and exit_status != 0)

@@ -82,14 +82,10 @@ def read_only(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def is_opencode_database(path: Path) -> bool:
-    """Whether `path` is an SQLite database with OpenCode's tables (False where it cannot be read)."""
-    try:
-        with read_only(path) as connection:
-            names = {
-                row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-    except OpenCodeDatabaseError:
-        return False
+    """Whether the SQLite file `path` has OpenCode's tables. Raises `OpenCodeDatabaseError` where
+    it cannot be read now (locked): not known to be anyone's."""
+    with read_only(path) as connection:
+        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     return names >= TABLES
 
 
@@ -97,6 +93,20 @@ def sessions(connection: sqlite3.Connection) -> list[SessionRow]:
     """Every session, oldest first."""
     query = "SELECT id, parent_id, time_updated FROM session ORDER BY time_created, id"
     return [SessionRow(*row) for row in connection.execute(query)]
+
+
+def changed_sessions(connection: sqlite3.Connection, since_ms: int) -> dict[str, int]:
+    """The sessions whose rows (the session's, its messages', its parts') were updated at
+    `since_ms` or later, oldest session first, each with the latest such update (epoch ms)."""
+    query = """
+        SELECT session.id, max(changed.updated) FROM (
+            SELECT id AS session_id, time_updated AS updated FROM session WHERE time_updated >= :since
+            UNION ALL SELECT session_id, time_updated FROM message WHERE time_updated >= :since
+            UNION ALL SELECT session_id, time_updated FROM part WHERE time_updated >= :since
+        ) AS changed JOIN session ON session.id = changed.session_id
+        GROUP BY session.id ORDER BY session.time_created, session.id
+    """
+    return dict(connection.execute(query, {"since": since_ms}).fetchall())
 
 
 def session_lines(connection: sqlite3.Connection, session_id: str, since_ms: int = 0) -> list[bytes]:
@@ -118,17 +128,42 @@ def session_lines(connection: sqlite3.Connection, session_id: str, since_ms: int
     finally:
         connection.row_factory = None
         connection.execute("COMMIT")
-    by_message: dict[str, list[sqlite3.Row]] = {}
+    by_message: dict[str, list[tuple[int, str, bytes]]] = {}
     for part in parts:
-        by_message.setdefault(part["message_id"], []).append(part)
-    lines = [_line("session", session)]
+        by_message.setdefault(part["message_id"], []).extend(_part_lines(_values(part)))
+    lines = [_line("session", _values(session))]
     for message in messages:
-        own = [_line("part", part) for part in by_message.get(message["id"], [])]
-        changed = message["time_updated"] >= since_ms
-        said = [_line("message", message)] if changed else []
-        user = _role(message) == "user"
+        own = [line for _, _, line in sorted(by_message.get(message["id"], []))]
+        values = _values(message)
+        said = [_line("message", values)] if message["time_updated"] >= since_ms else []
+        user = isinstance(values["data"], dict) and values["data"].get("role") == "user"
         lines += [*said, *own] if user else [*own, *said]
     return lines
+
+
+def _part_lines(part: dict[str, Any]) -> list[tuple[int, str, bytes]]:
+    """A part's lines, each at the time it tells of: a text or reasoning when it ended; a tool
+    that ended twice, as it started (`"until": "start"`: what a watch reading it then saw) and as
+    it ended, so that an import gives its entries in the order a watch does."""
+    data = part["data"] if isinstance(part["data"], dict) else {}
+    kind, created = data.get("type"), part["time_created"]
+    ends = data.get("time") if kind in ("text", "reasoning") else None
+    if kind != "tool":
+        return [(_time(ends, "end") or created, part["id"], _line("part", part))]
+    state = data.get("state")
+    times = state.get("time") if isinstance(state, dict) else None
+    started, ended = _time(times, "start"), _time(times, "end")
+    if started is None or ended is None:
+        return [(started or created, part["id"], _line("part", part))]
+    return [
+        (started, part["id"], _line("part", part, until="start")),
+        (ended, part["id"], _line("part", part)),
+    ]
+
+
+def _time(times: Any, key: str) -> int | None:
+    value = times.get(key) if isinstance(times, dict) else None
+    return value if isinstance(value, int) else None
 
 
 def rows_timeline(lines: list[bytes], map_line: MapLine, number_from: int = 0) -> Iterator[TimedLine]:
@@ -140,9 +175,13 @@ def rows_timeline(lines: list[bytes], map_line: MapLine, number_from: int = 0) -
         yield TimedLine(latest, 0, number, MAIN_SOURCE, said, len(line))
 
 
-def _line(table: str, row: sqlite3.Row) -> bytes:
-    values = {key: _parsed(key, row[key]) for key in row.keys()}  # noqa: SIM118 (a Row iterates its values)
-    return json.dumps({"table": table, "row": values}, ensure_ascii=False, separators=(",", ":")).encode()
+def _values(row: sqlite3.Row) -> dict[str, Any]:
+    return {key: _parsed(key, row[key]) for key in row.keys()}  # noqa: SIM118 (a Row iterates its values)
+
+
+def _line(table: str, values: dict[str, Any], until: str | None = None) -> bytes:
+    line = {"table": table, "row": values, **({"until": until} if until else {})}
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _parsed(column: str, value: Any) -> Any:
@@ -153,11 +192,3 @@ def _parsed(column: str, value: Any) -> Any:
         return json.loads(value)
     except ValueError:
         return value
-
-
-def _role(message: sqlite3.Row) -> Any:
-    try:
-        data = json.loads(message["data"])
-    except (TypeError, ValueError):
-        return None
-    return data.get("role") if isinstance(data, dict) else None
