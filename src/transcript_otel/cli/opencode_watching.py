@@ -33,8 +33,8 @@ def following_opencode(
             flush=True,
         ),
     )
-    there = "following" if database.is_file() else "waiting for"
-    print(f"transcript-otel watch: {there} OpenCode's database {database}", file=out, flush=True)
+    waiting = "" if database.is_file() else " (not there yet: looked for every round)"
+    print(f"transcript-otel watch: following OpenCode's database {database}{waiting}", file=out, flush=True)
     thread = threading.Thread(
         target=watcher.run, args=(stopped,), name="transcript-otel-opencode", daemon=True
     )

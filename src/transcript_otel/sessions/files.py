@@ -34,9 +34,8 @@ from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.records.serialize import parse_json
 from transcript_otel.sessions.formats import Format, format_of, not_a_session, read_head
-from transcript_otel.sessions.opencode import session_ids
 from transcript_otel.sessions.opencode_db import DATABASE_NAME as OPENCODE_DATABASE
-from transcript_otel.sessions.opencode_db import is_opencode_database
+from transcript_otel.sessions.opencode_db import is_opencode_database, session_ids
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 
 SUBAGENTS_DIR: Final = "subagents"

@@ -19,7 +19,6 @@ from transcript_otel.sessions.opencode_db import (
     read_only,
     rows_timeline,
     session_lines,
-    sessions,
 )
 from transcript_otel.sessions.timeline import MapLine, TimedLine
 
@@ -57,9 +56,3 @@ def database_timeline(session: SessionFiles, map_line: MapLine) -> Iterator[Time
     with read_only(session.path) as connection:
         lines = session_lines(connection, session.session_id)
     return rows_timeline(lines, map_line)
-
-
-def session_ids(path: Path) -> list[str]:
-    """The sessions in OpenCode's database `path`, oldest first. Raises `OpenCodeDatabaseError`."""
-    with read_only(path) as connection:
-        return [row.id for row in sessions(connection)]

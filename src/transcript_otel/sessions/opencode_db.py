@@ -95,6 +95,12 @@ def sessions(connection: sqlite3.Connection) -> list[SessionRow]:
     return [SessionRow(*row) for row in connection.execute(query)]
 
 
+def session_ids(path: Path) -> list[str]:
+    """The sessions in OpenCode's database `path`, oldest first. Raises `OpenCodeDatabaseError`."""
+    with read_only(path) as connection:
+        return [row.id for row in sessions(connection)]
+
+
 def changed_sessions(connection: sqlite3.Connection, since_ms: int) -> dict[str, int]:
     """The sessions whose rows (the session's, its messages', its parts') were updated at
     `since_ms` or later, oldest session first, each with the latest such update (epoch ms)."""
