@@ -34,10 +34,11 @@ from transcript_otel.model.entries import TranscriptEvent
 from requirements_switch import require
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "model_servers"))
+sys.path[:0] = [str(ROOT / "examples" / "model_servers"), str(ROOT / "tests" / "agents")]
 
 from chat_scenarios import prompt_for  # noqa: E402
 from opencode_offline import model_server, offline_environment  # noqa: E402
+from record_gemini_opencode_fixtures import run as run_cli  # noqa: E402
 
 SCENARIO = "shell"  # (never error_500 live: OpenCode retries it for ~75 s)
 CLI = ROOT / ".agents" / "opencode" / "node_modules" / ".bin" / "opencode"
@@ -46,7 +47,9 @@ TRANSCRIPT_OTEL = [sys.executable, "-m", "transcript_otel.cli"]
 
 @dataclass(frozen=True)
 class LiveRun:
-    cli: subprocess.CompletedProcess[str]
+    cli: dict[
+        str, Any
+    ]  # `record_gemini_opencode_fixtures.run`'s: stdout, stderr, exit_code, outside_connects
     watched: list[dict[str, Any]]
     imported: list[dict[str, Any]]
     import_status: subprocess.CompletedProcess[str]
@@ -85,15 +88,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
     with model_server(SCENARIO, scratch) as model:
         environment = {**offline_environment(model, home, work), "TMPDIR": str(tmp)}
         with live_watch("--opencode", scratch / "watch.json", scratch / "watched", environment) as watch:
-            ran = subprocess.run(
+            # (under strace where there is one: its connects, to check that it stayed offline)
+            ran = run_cli(
                 [str(cli), "run", "--format", "default", prompt_for(SCENARIO)],
-                env=environment,
-                cwd=work,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
+                environment,
+                work,
+                scratch,
+                "cli",
             )
             served = [call for call in model.served() if call.get("kind") != "title"]
             # Each step's usage is exported as its message completes: the last one too.
@@ -122,10 +123,11 @@ def _spans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_the_cli_watched_exits_0_and_prints_what_it_prints_unwatched(live: LiveRun) -> None:
-    assert live.cli.returncode == 0, live.cli.stderr
+    assert live.cli["exit_code"] == 0, live.cli["stderr"]
     recorded = (ROOT / "tests/fixtures/line_streams/opencode" / f"{SCENARIO}.default.txt").read_text()
-    assert live.cli.stdout == recorded
-    assert "Error" not in live.cli.stderr
+    assert live.cli["stdout"] == recorded
+    assert "Error" not in live.cli["stderr"]
+    assert live.cli["outside_connects"] == []
 
 
 def test_the_watch_and_the_import_agree_with_the_rows_the_cli_stored(live: LiveRun) -> None:

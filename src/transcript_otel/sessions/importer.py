@@ -25,7 +25,7 @@ from transcript_otel.model.entries import TranscriptSummary
 from transcript_otel.records.run import RunInfo
 from transcript_otel.sessions.files import SessionFiles, SessionKind
 from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, run_id_of
-from transcript_otel.sessions.timeline import TimedLine
+from transcript_otel.sessions.timeline import TimedLine, timeline
 from transcript_otel.sinks.jsonl_files import run_file_name
 
 # An import has no agent waiting on it: the writer gets the time it needs to write it all.
@@ -59,7 +59,8 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
     and a failure of ours a `transcript.error` record, never an exception.
     """
     harness = HARNESSES[session.kind]
-    lines = harness.lines(session, harness.line_mapper(None, session.path))
+    map_line = harness.line_mapper(None, session.path)
+    lines = harness.lines(session, map_line) if harness.lines else timeline(session.sources(), map_line)
     # The run began at the first time a line tells (older files open with undated lines):
     # never the file's modification time while any line has one.
     head: list[TimedLine] = []

@@ -29,7 +29,6 @@ from opentelemetry import trace
 from transcript_otel.capture.pipeline import TranscriptPipeline
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.sessions.files import SessionKind
-from transcript_otel.sessions.opencode import OpenCodeLines
 from transcript_otel.sessions.opencode_db import (
     OpenCodeDatabaseError,
     changed_sessions,
@@ -38,7 +37,6 @@ from transcript_otel.sessions.opencode_db import (
     session_lines,
 )
 from transcript_otel.sessions.recorder import HARNESSES, SessionRecorder, WentBefore, run_id_of
-from transcript_otel.sessions.timeline import never_raising
 
 POLL_S: Final = 0.25
 # Rows updated this long before the last one read are read again (a row's time is when it
@@ -50,10 +48,9 @@ _WRITE_WAIT_S: Final = 30.0
 class _Session:
     """One session followed: its mapper (for the watch's life), its run while it is active."""
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, database: Path) -> None:
         self.session_id = session_id
-        self.lines = OpenCodeLines(None, Path())
-        self.map_line = never_raising(self.lines)
+        self.map_line = HARNESSES[SessionKind.OPENCODE].line_mapper(None, database)
         self.recorder: SessionRecorder | None = None
         self.went_before = WentBefore()
         self.from_start = True  # its first run records it from its first row (the import's run id)
@@ -141,7 +138,7 @@ class OpenCodeWatcher:
                 if followed is not None:
                     read += self._record(followed, session_lines(connection, session_id, since))
                     continue
-                followed = self._sessions[session_id] = _Session(session_id)
+                followed = self._sessions[session_id] = _Session(session_id, self.database)
                 lines = session_lines(connection, session_id)
                 if self._on_follow is not None:
                     self._on_follow(session_id)

@@ -34,7 +34,7 @@ from transcript_otel.sessions.files import SessionFiles, SessionKind
 from transcript_otel.sessions.forks import claude_fork
 from transcript_otel.sessions.opencode import OpenCodeLines, database_timeline
 from transcript_otel.sessions.recorded_spans import PlainResource, recording_tracer
-from transcript_otel.sessions.timeline import MapLine, TimedLine, never_raising, timeline
+from transcript_otel.sessions.timeline import MapLine, TimedLine, never_raising
 
 # Run ids of recorded sessions: uuid5 of this namespace and `{kind}:{session id}[:{offset}]`.
 _RUN_NAMESPACE: Final = uuid.UUID("8f3a7f4e-2b1c-5d6e-9a0b-1c2d3e4f5a6b")
@@ -118,10 +118,8 @@ class Harness(NamedTuple):
     # Prompts queued while the model was busy are sent together (Claude Code): a prompt while
     # the open turn's model has not answered yet joins that turn. (Codex starts each turn itself.)
     prompts_join_an_unanswered_turn: bool
-    # A session's lines, mapped, in time order: its files' lines, or (OpenCode) its rows.
-    lines: Callable[[SessionFiles, MapLine], Iterator[TimedLine]] = lambda session, map_line: timeline(
-        session.sources(), map_line
-    )
+    # A session's lines, mapped, in time order, where they are not its files' (OpenCode: its rows).
+    lines: Callable[[SessionFiles, MapLine], Iterator[TimedLine]] | None = None
 
     def line_mapper(self, last_report: bytes | None, main_file: Path) -> MapLine:
         """A mapper of one session's lines, which never raises (`never_raising`)."""
