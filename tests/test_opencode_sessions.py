@@ -304,3 +304,39 @@ def test_a_watch_waits_for_a_database_not_there_yet(
     watcher.close()
     records = [r for path in (tmp_path / "watched").glob("*.jsonl") for r in read_records(path)]
     assert _said(records) == _said(_imported("plain", tmp_path / "import"))
+
+
+def test_a_watch_started_again_records_what_was_written_while_it_was_stopped(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> None:
+    """Stopped after the first model step, started again after the session went on: the second
+    run holds the rest, nothing twice, nothing left out."""
+    database, position = tmp_path / "opencode.db", tmp_path / "watch.opencode.json"
+    rows = list(event_rows("shell"))
+    first_step = next(
+        index
+        for index, (table, row) in enumerate(rows)
+        if table == "message" and row["data"]["role"] == "assistant" and "completed" in row["data"]["time"]
+    )
+
+    def watcher() -> OpenCodeWatcher:
+        pipeline = make_pipeline([JsonlMirror(tmp_path / "watched")])
+        tracer = derived_id_tracer(str(len(list(tmp_path.glob("watched/*")))), "opencode")
+        return OpenCodeWatcher(database, pipeline=pipeline, tracer=tracer, idle_s=3600.0, position=position)
+
+    with writing(database, None) as connection:
+        first = watcher()
+        first.poll_once()  # (before the session: it records it from its start)
+        for table, row in rows[: first_step + 1]:
+            upsert(connection, table, row)
+            first.poll_once()
+        first.close()
+        for table, row in rows[first_step + 1 :]:
+            upsert(connection, table, row)  # while no watch runs
+        second = watcher()
+        second.poll_once()
+        second.close()
+    runs = [list(read_records(path)) for path in (tmp_path / "watched").glob("*.jsonl")]
+    assert len(runs) == 2
+    watched = [record for run in sorted(runs, key=lambda run: run[0]["timestamp"]) for record in run]
+    assert _said(watched) == _said(_imported("shell", tmp_path / "import"))

@@ -55,6 +55,7 @@ class LiveRun:
     import_status: subprocess.CompletedProcess[str]
     rows: dict[str, list[dict[str, Any]]]
     served: list[dict[str, Any]]
+    cli_log: str  # OpenCode's own log of the run
 
 
 def _rows(database: Path) -> dict[str, list[dict[str, Any]]]:
@@ -111,7 +112,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
     )
     (run,) = (scratch / "imported").glob("*.jsonl")
     database = home / ".local" / "share" / "opencode" / "opencode.db"
-    return LiveRun(ran, watched, list(read_records(run)), imported, _rows(database), served)
+    log = "".join(path.read_text() for path in (database.parent / "log").glob("*.log"))
+    return LiveRun(ran, watched, list(read_records(run)), imported, _rows(database), served, log)
 
 
 def _entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -128,6 +130,10 @@ def test_the_cli_watched_exits_0_and_prints_what_it_prints_unwatched(live: LiveR
     assert live.cli["stdout"] == recorded
     assert "Error" not in live.cli["stderr"]
     assert live.cli["outside_connects"] == []
+    # Its own log says no write of it waited on a lock (its busy timeout is 5 s).
+    assert live.cli_log
+    assert "locked" not in live.cli_log
+    assert "SQLITE_BUSY" not in live.cli_log
 
 
 def test_the_watch_and_the_import_agree_with_the_rows_the_cli_stored(live: LiveRun) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from pathlib import Path
 from typing import TextIO
 
 from opentelemetry import trace
@@ -15,10 +16,11 @@ from transcript_otel.sessions.opencode_watch import OpenCodeWatcher
 
 
 def following_opencode(
-    args: argparse.Namespace, tracer: trace.Tracer, stopped: threading.Event, out: TextIO
+    args: argparse.Namespace, tracer: trace.Tracer, state: Path, stopped: threading.Event, out: TextIO
 ) -> threading.Thread | None:
     """With `--opencode`, a thread following OpenCode's database until `stopped` (None without):
-    its rounds run beside the session files' (`Watcher`), into the same pipeline."""
+    its rounds run beside the session files' (`Watcher`), into the same pipeline; how far it read
+    is kept beside the watch's `state` (`watch.opencode.json`)."""
     if not args.opencode:
         return None
     database = opencode_database()
@@ -27,6 +29,7 @@ def following_opencode(
         pipeline=get_pipeline(),
         tracer=tracer,
         idle_s=args.idle,
+        position=state.with_suffix(".opencode.json"),
         on_follow=lambda session: print(
             f"transcript-otel watch: following opencode session {session} in {database}",
             file=sys.stderr,

@@ -123,7 +123,8 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     if not roots and not args.opencode:
         raise ValueError("name directories to follow, or --claude-code / --codex / --gemini / --opencode")
     # First: a state another watch holds stops this one before anything is set up.
-    state = WatchState(args.state or default_directory().parent / "watch.json")
+    state_file = args.state or default_directory().parent / "watch.json"
+    state = WatchState(state_file)
     # Where the runs go, as the variables say it (the pipeline and `configure` read them).
     if args.jsonl_dir is not None:
         os.environ[env.TRANSCRIPT_OTEL_JSONL_DIR] = str(args.jsonl_dir)
@@ -156,7 +157,9 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         signal.signal(stop, lambda *_: watcher.stopped.set())
     _say_roots(roots, watcher.missing_roots, out)
-    opencode = following_opencode(args, tracer or trace.get_tracer(_TRACER_NAME), watcher.stopped, out)
+    opencode = following_opencode(
+        args, tracer or trace.get_tracer(_TRACER_NAME), state_file, watcher.stopped, out
+    )
     try:
         watcher.run()
     finally:

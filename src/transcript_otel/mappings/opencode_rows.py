@@ -3,7 +3,7 @@
 A line is `{"table", "row"}`, a row of `session`, `message` or `part` with its JSON columns
 parsed (docs/session-logs.md, OpenCode 1.18.33). One `session` row is one run:
 
-* `session` → `system_event` `session_started` `{directory, version, agent, parent_id, slug}`
+* `session` → `system_event` `session_started` `{directory, version, parent_id, slug}`
   (once); its `id` is the session id, its `model.id` the model; a session with a `parent_id`
   (a subagent's, made by the `task` tool) is a run of its own, which that event names;
 * a user `message` → nothing itself; its `text` part → `user_message` `{text}`, opening the
@@ -40,9 +40,10 @@ from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json
 
 _MS: Final = 1_000_000
-# (Not its title: OpenCode names a session "New session - <time>" first, and a title request's
-# answer later; the row as first read is the entry's `raw`.)
-_SESSION_KEYS: Final = ("directory", "version", "agent", "parent_id", "slug")
+# What a session row says from its start. (Not its title nor its agent, set later: OpenCode
+# names a session "New session - <time>" first, the title request's answer after; the row as
+# first read is the entry's `raw`.)
+_SESSION_KEYS: Final = ("directory", "version", "parent_id", "slug")
 # A tool part's states that say it ended.
 _ENDED: Final = frozenset({"completed", "error"})
 # The finish reason of a step the model ended by calling tools (its turn goes on).

@@ -9,13 +9,17 @@ a little later), and each session's mapper gives each row's entries once, whatev
 times the row is read. A session's entries go into a live run (`SessionRecorder`), ended after
 `idle_s` without new entries; its next entries start another.
 
-At its start the watch takes the sessions already there up from where they are (their past
-is `import`'s): it reads them once and records only what changes after. A database that
+At its first start the watch takes the sessions already there up from where they are (their
+past is `import`'s): it reads them once and records only what changes after. Stopped, it keeps
+how far it read (the latest row time, in `position`); started again it records what was
+written since, each session's in a run of its own. A database that
 cannot be read (locked, being made, its `-shm` not there) is read again next round, said once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import threading
 import time
@@ -69,8 +73,14 @@ class OpenCodeWatcher:
         tracer: trace.Tracer,
         idle_s: float,
         on_follow: Callable[[str], None] | None = None,
+        position: Path | None = None,
     ) -> None:
+        """`position`: the file where the watch keeps how far it read the database, when it stops:
+        started again, it goes on from there (without one, or a first start: from where the
+        sessions are)."""
         self.database = database
+        self._position = position
+        self._resume_ms = _recalled(position, database)
         self.idle_s = idle_s
         self._pipeline = pipeline
         self._tracer = tracer
@@ -98,7 +108,8 @@ class OpenCodeWatcher:
             try:
                 read = self._read()
             except OpenCodeDatabaseError as exc:
-                if self._failing is None:
+                # (Its tables not made yet: OpenCode is making the database, read next round.)
+                if self._failing is None and "no such table" not in str(exc):
                     warnings.warn(f"{exc} (read again each round)", TranscriptReadWarning, stacklevel=2)
                 self._failing = str(exc)
             else:
@@ -113,7 +124,9 @@ class OpenCodeWatcher:
         for followed in self._sessions.values():
             if followed.recorder is not None:
                 self._end(followed)
-        self._pipeline.flush(_WRITE_WAIT_S)
+        written = self._pipeline.flush(_WRITE_WAIT_S)
+        if written and self._position is not None and self._started:
+            _keep(self._position, self.database, self._since_ms)
 
     def _files_seen(self) -> tuple[int, int, int, int] | None:
         """The database's and its WAL's sizes and times (None: no database yet): what changes when
@@ -144,8 +157,20 @@ class OpenCodeWatcher:
                     self._on_follow(session_id)
                 if self._started:
                     read += self._record(followed, lines)
-                else:  # there before the watch: taken up from where it is
-                    self._take_up(followed, lines)
+                    continue
+                # There before the watch: what it read before it stopped is mapped as given, the
+                # rows updated since are recorded (a first start: taken up from where it is).
+                # (Rows of the last millisecond read were read: a row updated in it after the stop
+                # is the one left out, where reading it again would give what it gave twice.)
+                resume = self._resume_ms
+                later = session_lines(connection, session_id, resume + 1) if resume else []
+                known = set(later)
+                earlier = [line for line in lines[1:] if line not in known]
+                if later and not earlier:  # made while the watch was stopped: recorded whole
+                    read += self._record(followed, lines)
+                    continue
+                self._take_up(followed, lines[:1] + earlier if later else lines)
+                read += self._record(followed, later)
         self._started = True
         self._since_ms = max(self._since_ms, *changed.values(), 0)
         return read
@@ -160,10 +185,11 @@ class OpenCodeWatcher:
     def _record(self, followed: _Session, lines: list[bytes]) -> int:
         timed = list(rows_timeline(lines, followed.map_line, followed.read))
         followed.read += len(lines)
-        if not any(line.said.entries for line in timed):
+        first = next((line for line in timed if line.said.entries), None)
+        if first is None:
             return 0
-        if followed.recorder is None:
-            followed.recorder = self._recorder(followed, timed[0].at_ns)
+        if followed.recorder is None:  # (begun at its first entry: the session row is older)
+            followed.recorder = self._recorder(followed, first.at_ns)
         for line in timed:
             followed.recorder.apply(line)
         followed.gained_at = time.monotonic()
@@ -189,3 +215,24 @@ class OpenCodeWatcher:
             followed.went_before = recorder.goes_on_as()
             recorder.finish()
             followed.recorder = None
+
+
+def _recalled(position: Path | None, database: Path) -> int | None:
+    """How far a watch that stopped read `database` (epoch ms of the last row), if it says."""
+    try:
+        kept = json.loads(position.read_text()) if position is not None else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("database") != str(database):
+        return None
+    until = kept.get("read_until_ms")
+    return until if isinstance(until, int) and until > 0 else None
+
+
+def _keep(position: Path, database: Path, until_ms: int) -> None:
+    """Where the watch stopped, written whole (a file that cannot be written: taken up again)."""
+    partial = position.with_name(f".{position.name}.writing")
+    with contextlib.suppress(OSError):
+        position.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps({"database": str(database), "read_until_ms": until_ms}) + "\n")
+        os.replace(partial, position)
