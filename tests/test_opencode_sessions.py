@@ -6,6 +6,7 @@ watched into the same entries, each once; the database is only ever read."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -217,10 +218,15 @@ def test_import_opencode_reads_the_database_where_opencode_keeps_it(tmp_path: Pa
     (data / "opencode").mkdir(parents=True)
     with writing(data / "opencode" / "opencode.db", "thinking"):
         done = _cli("import", "--opencode", "--jsonl-dir", str(tmp_path / "runs"), XDG_DATA_HOME=str(data))
+        # A folder holding it: its `opencode.db` is looked at, as `*.jsonl` files are.
+        below = _cli("import", str(data), "--json", "--jsonl-dir", str(tmp_path / "runs"))
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     assert line.startswith(f"{data / 'opencode' / 'opencode.db'} -> ")
     assert "(7 entries)" in line
+    assert below.returncode == 0, below.stderr
+    (session,) = json.loads(below.stdout)["sessions"]
+    assert (session["adapter"], session["entries"]) == ("opencode_session", 7)
 
 
 def test_a_database_locked_by_its_writer_is_a_clear_error(tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ HARNESSES: Final = {
     SessionKind.CODEX: Harness("codex_session", "codex", "openai", _CodexLines, None, False),
     SessionKind.GEMINI: Harness("gemini_session", "gemini", "gcp.gemini", gemini_lines, None, False),
     SessionKind.OPENCODE: Harness(
-        "opencode_session", "opencode", "opencode", OpenCodeLines, None, False, database_timeline
+        "opencode_session", "opencode", "opencode", OpenCodeLines, None, True, database_timeline
     ),
 }
 
