@@ -346,3 +346,28 @@ def test_a_watch_started_again_records_what_was_written_while_it_was_stopped(
     assert len(runs) == 2
     watched = [record for run in sorted(runs, key=lambda run: run[0]["timestamp"]) for record in run]
     assert _said(watched) == _said(_imported("shell", tmp_path / "import"))
+
+
+def test_a_subagents_session_is_a_run_of_its_own_that_names_its_parent(tmp_path: Path) -> None:
+    """The `task` tool makes a session with `parent_id` set (a column of `session`): here the
+    `plain` session's rows again as such a child of it."""
+    database = tmp_path / "opencode.db"
+    (parent,) = tables("plain")["session"]
+    with writing(database, "plain") as connection:
+        child_session = {**parent, "id": "ses_child", "parent_id": parent["id"]}
+        upsert(connection, "session", {**child_session, "time_created": parent["time_created"] + 1})
+        for table in ("message", "part"):
+            for row in tables("plain")[table]:
+                child = {**row, "id": f"{row['id']}_child", "session_id": "ses_child"}
+                if table == "part":
+                    child["message_id"] = f"{row['message_id']}_child"
+                upsert(connection, table, child)
+        sessions = list(find_sessions([database]))
+        assert [session.session_id for session in sessions] == [parent["id"], "ses_child"]
+        runs = [import_session(session, tmp_path / "runs" / str(n)) for n, session in enumerate(sessions)]
+    started = [
+        next(e["detail"] for e in _entries(list(read_records(run.path))) if e["entry_type"] == "system_event")
+        for run in runs
+    ]
+    assert [detail["parent_id"] for detail in started] == [None, parent["id"]]
+    assert runs[0].run_id != runs[1].run_id
