@@ -160,7 +160,9 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
                 f"transcript-otel import: no OpenCode sessions at {visible_name(database)}", file=sys.stderr
             )
     if not paths and not (args.claude_code or args.codex or args.gemini or args.opencode):
-        raise ValueError("name session files or directories, or --claude-code / --codex / --gemini / --opencode")
+        raise ValueError(
+            "name session files or directories, or --claude-code / --codex / --gemini / --opencode"
+        )
     directory = args.jsonl_dir or Path(env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR) or default_directory())
     sends = args.endpoint is not None or bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
