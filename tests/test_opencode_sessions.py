@@ -149,6 +149,13 @@ def test_the_tokens_are_what_the_model_served_and_the_cost_what_opencode_stored(
     paid = [(row["id"], row["data"]["cost"]) for row in steps if row["data"]["cost"]]
     assert [(report["message_id"], report["turn_cost_usd"]) for report in reports] == paid
     assert len(reports) == len(calls)  # one model step, one call served
+    # Each step a turn of its own, its `chat` span the call's usage and the step's stored cost.
+    counted_steps = [
+        (chat[fields.ATTRIBUTES]["gen_ai.usage.input_tokens"], chat[fields.ATTRIBUTES]["gen_ai.usage.cost"])
+        for chat in chats
+        if "gen_ai.usage.input_tokens" in chat[fields.ATTRIBUTES]
+    ]
+    assert counted_steps == [(u["prompt_tokens"], cost) for u, (_, cost) in zip(usage, paid, strict=True)]
 
 
 def test_a_failed_step_is_an_error_and_fails_its_turn(tmp_path: Path) -> None:

@@ -13,11 +13,8 @@ requires it (tests/requirements_switch.py).
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import subprocess
 import sys
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,41 +31,30 @@ from transcript_otel.model.entries import TranscriptEvent
 from requirements_switch import require
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "examples" / "model_servers"), str(ROOT / "tests" / "agents")]
+sys.path.insert(0, str(ROOT / "tests" / "agents"))
 
+import opencode_cli  # noqa: E402
+from captured_run import Recorded, run_cli, scratch_dirs  # noqa: E402
 from chat_scenarios import prompt_for  # noqa: E402
 from opencode_offline import model_server, offline_environment  # noqa: E402
-from record_gemini_opencode_fixtures import run as run_cli  # noqa: E402
 
 SCENARIO = "shell"  # (never error_500 live: OpenCode retries it for ~75 s)
-CLI = ROOT / ".agents" / "opencode" / "node_modules" / ".bin" / "opencode"
 TRANSCRIPT_OTEL = [sys.executable, "-m", "transcript_otel.cli"]
 
 
 @dataclass(frozen=True)
 class LiveRun:
-    cli: dict[
-        str, Any
-    ]  # `record_gemini_opencode_fixtures.run`'s: stdout, stderr, exit_code, outside_connects
+    cli: Recorded
     watched: list[dict[str, Any]]
     imported: list[dict[str, Any]]
     import_status: subprocess.CompletedProcess[str]
     rows: dict[str, list[dict[str, Any]]]
-    served: list[dict[str, Any]]
     cli_log: str  # OpenCode's own log of the run
 
-
-def _rows(database: Path) -> dict[str, list[dict[str, Any]]]:
-    """The rows the CLI stored, read as the import reads them (read-only, through the WAL)."""
-    with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as connection:
-        connection.row_factory = sqlite3.Row
-        rows = {
-            table: [dict(row) for row in connection.execute(f"SELECT * FROM {table} ORDER BY id")]
-            for table in ("session", "message", "part")
-        }
-    for row in rows["message"] + rows["part"]:
-        row["data"] = json.loads(row["data"])
-    return rows
+    @property
+    def served(self) -> list[dict[str, Any]]:
+        """The model calls answered, but the title request (whose tokens OpenCode stores nowhere)."""
+        return [call for call in self.cli.served if call.get("kind") != "title"]
 
 
 def _ended_runs(records: list[dict[str, Any]]) -> int:
@@ -81,25 +67,19 @@ def _token_reports(records: list[dict[str, Any]]) -> int:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
-    cli = require(CLI if CLI.exists() else None, "the real OpenCode CLI is not installed (`make agents`)")
+    cli = require(opencode_cli.cli_path(), "the real OpenCode CLI is not installed (`make agents`)")
     scratch = tmp_path_factory.mktemp("opencode")
-    home, work, tmp = scratch / "home", scratch / "work", scratch / "tmp"
-    for folder in (home, work, tmp):
-        folder.mkdir()
+    home, work = scratch_dirs(scratch)
+    (scratch / "tmp").mkdir()
     with model_server(SCENARIO, scratch) as model:
-        environment = {**offline_environment(model, home, work), "TMPDIR": str(tmp)}
+        environment = {**offline_environment(model, home, work), "TMPDIR": str(scratch / "tmp")}
         with live_watch("--opencode", scratch / "watch.json", scratch / "watched", environment) as watch:
-            # (under strace where there is one: its connects, to check that it stayed offline)
             ran = run_cli(
-                [str(cli), "run", "--format", "default", prompt_for(SCENARIO)],
-                environment,
-                work,
-                scratch,
-                "cli",
+                [str(cli), "run", "--format", "default", prompt_for(SCENARIO)], model, environment, work
             )
-            served = [call for call in model.served() if call.get("kind") != "title"]
+            steps = sum(call.get("kind") != "title" for call in ran.served)
             # Each step's usage is exported as its message completes: the last one too.
-            watch.wait_for(_token_reports, lambda reports: reports >= len(served))
+            watch.wait_for(_token_reports, lambda reports: reports >= steps)
     watched = watch.records()  # after the watch stopped, which ended the run
     assert _ended_runs(watched) == 1
     imported = subprocess.run(
@@ -111,9 +91,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
         check=False,
     )
     (run,) = (scratch / "imported").glob("*.jsonl")
-    database = home / ".local" / "share" / "opencode" / "opencode.db"
+    database = opencode_cli.database(home)
     log = "".join(path.read_text() for path in (database.parent / "log").glob("*.log"))
-    return LiveRun(ran, watched, list(read_records(run)), imported, _rows(database), served, log)
+    return LiveRun(ran, watched, list(read_records(run)), imported, opencode_cli.stored(home), log)
 
 
 def _entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -125,11 +105,10 @@ def _spans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_the_cli_watched_exits_0_and_prints_what_it_prints_unwatched(live: LiveRun) -> None:
-    assert live.cli["exit_code"] == 0, live.cli["stderr"]
+    assert live.cli.exit_code == 0, live.cli.stderr
     recorded = (ROOT / "tests/fixtures/line_streams/opencode" / f"{SCENARIO}.default.txt").read_text()
-    assert live.cli["stdout"] == recorded
-    assert "Error" not in live.cli["stderr"]
-    assert live.cli["outside_connects"] == []
+    assert live.cli.stdout == recorded
+    assert "Error" not in live.cli.stderr
     # Its own log says no write of it waited on a lock (its busy timeout is 5 s).
     assert live.cli_log
     assert "locked" not in live.cli_log

@@ -13,14 +13,16 @@ parsed (docs/session-logs.md, OpenCode 1.18.33). One `session` row is one run:
   usage as the conventions count it (OpenCode's `input` leaves out the cache reads and writes,
   its `output` the reasoning: `prompt_tokens` = input + cache read + cache write,
   `completion_tokens` = output + reasoning) and its stored `cost` (`turn_cost_usd`); with an
-  `error`, an `error` entry `{text, error}`; a step that finished for a reason other than
-  `tool-calls`, or failed, ends the turn; `modelID` is the model;
+  `error`, an `error` entry `{text, error}`; it ends its turn; `modelID` is the model;
 * parts of an assistant message: `text` → `assistant_message` `{text}` and `reasoning` →
   `thinking` `{text}`, once finished (`time.end`); `tool` → `tool_use` `{tool_use_id (callID),
   tool_name, input}` once its input is known (running), and `tool_result` `{tool_use_id,
   tool_name, is_error, text}` once it completed or failed (a shell command whose
   `metadata.exit` is not 0 failed); `step-start` / `step-finish` → `system_event`
-  `step_started` / `step_finished` `{reason, tokens, cost}` (the usage is the message's);
+  `step_started` / `step_finished` `{reason, tokens, cost}` (the usage is the message's), the
+  former opening a turn: one turn, one `chat` span, per model step, as `run`'s `opencode-json`
+  makes them (the prompt's turn is the first step's: prompts join a turn its model has not
+  answered yet);
 * any other part or table → `unknown`; a line that is not such an object → `unknown` with
   `detail.parse_error`.
 
@@ -46,8 +48,6 @@ _MS: Final = 1_000_000
 _SESSION_KEYS: Final = ("directory", "version", "parent_id", "slug")
 # A tool part's states that say it ended.
 _ENDED: Final = frozenset({"completed", "error"})
-# The finish reason of a step the model ended by calling tools (its turn goes on).
-_TOOL_CALLS: Final = "tool-calls"
 
 _Entries = list[tuple[EntryType, dict[str, Any]]]
 
@@ -161,10 +161,9 @@ class OpenCodeRowMapper:
             entries.append(
                 (EntryType.ERROR, {"text": _error_text(error), "error": error, "message_id": row["id"]})
             )
-        ends = error is not None or data.get("finish") != _TOOL_CALLS
         at = _ms(time.get("completed")) or _ms(row.get("time_updated"))
         model, provider = nonempty_text(data.get("modelID")), nonempty_text(data.get("providerID"))
-        return _Said(entries, at, ends_turn=ends, model=model, provider=provider)
+        return _Said(entries, at, ends_turn=True, model=model, provider=provider)
 
     def _part(self, row: dict[str, Any], data: dict[str, Any], started_only: bool) -> _Said:
         kind = data.get("type")
@@ -188,7 +187,7 @@ class OpenCodeRowMapper:
             subtype = "step_started" if kind == "step-start" else "step_finished"
             detail: dict[str, Any] = {"subtype": subtype}
             detail.update((key, data[key]) for key in ("reason", "tokens", "cost") if key in data)
-            return _Said([(EntryType.SYSTEM_EVENT, detail)], at)
+            return _Said([(EntryType.SYSTEM_EVENT, detail)], at, opens_turn=kind == "step-start")
         if not self._once(str(row["id"])):
             return _Said([])
         return _Said([(EntryType.UNKNOWN, {"line_type": "part", "part_type": kind})], at)
