@@ -98,7 +98,7 @@ def test_a_tool_call_and_its_result_are_paired_and_a_failed_command_fails(
         "bash",
         tool["state"]["input"],
     )
-    assert (result["tool_use_id"], result["text"]) == (tool["callID"], tool["state"]["output"])
+    assert (result["tool_use_id"], result["output"]) == (tool["callID"], tool["state"]["output"])
     failed = tool["state"]["metadata"]["exit"] != 0
     assert result["is_error"] is failed
     assert failed is (scenario == "failing_shell")
@@ -161,8 +161,8 @@ def test_the_tokens_are_what_the_model_served_and_the_cost_what_opencode_stored(
 def test_a_failed_step_is_an_error_and_fails_its_turn(tmp_path: Path) -> None:
     records = _imported("error_500", tmp_path)
     (error,) = [e["detail"] for e in _entries(records) if e["entry_type"] == "error"]
-    assert error["error"]["data"]["statusCode"] == 500
-    assert "scripted 500" in error["text"]
+    assert (error["status_code"], error["exception"]["type"]) == (500, "APIError")
+    assert "scripted 500" in error["exception"]["message"]
     (chat,) = [s for s in _spans(records) if s[fields.NAME] == "chat scripted-chat"]
     assert chat["status"] == "ERROR"
     assert not any(key.startswith("gen_ai.usage.") for key in chat[fields.ATTRIBUTES])

@@ -9,16 +9,16 @@ parsed (docs/session-logs.md, OpenCode 1.18.33). One `session` row is one run:
 * a user `message` → nothing itself; its `text` part → `user_message` `{text}`, opening the
   turn: the text as stored, which `opencode run` wraps in double quotes when the prompt had a
   space;
-* an assistant `message` (one per model step), once completed → `token_usage` with the step's
-  usage as the conventions count it (OpenCode's `input` leaves out the cache reads and writes,
-  its `output` the reasoning: `prompt_tokens` = input + cache read + cache write,
-  `completion_tokens` = output + reasoning) and its stored `cost` (`turn_cost_usd`); with an
-  `error`, an `error` entry `{text, error}`; it ends its turn; `modelID` is the model;
+* an assistant `message` (one per model step), once completed → `token_usage` `{usage,
+  turn_cost_usd, finish_reason}` as `run`'s `opencode-json` makes it of the same step
+  (`opencode_run.step_usage`: OpenCode's `input` leaves out the cache reads and writes, its
+  `output` the reasoning) with the stored `cost`; with an `error`, an `error` entry `{exception,
+  status_code, error}`; it ends its turn; `modelID` is the model;
 * parts of an assistant message: `text` → `assistant_message` `{text}` and `reasoning` →
   `thinking` `{text}`, once finished (`time.end`); `tool` → `tool_use` `{tool_use_id (callID),
   tool_name, input}` once its input is known (running), and `tool_result` `{tool_use_id,
-  tool_name, is_error, text}` once it completed or failed (a shell command whose
-  `metadata.exit` is not 0 failed); `step-start` / `step-finish` → `system_event`
+  tool_name, status, output, exit_code, is_error}` once it completed or failed (a shell command
+  whose `metadata.exit` is not 0 failed); `step-start` / `step-finish` → `system_event`
   `step_started` / `step_finished` `{reason, tokens, cost}` (the usage is the message's), the
   former opening a turn: one turn, one `chat` span, per model step, as `run`'s `opencode-json`
   makes them (the prompt's turn is the first step's: prompts join a turn its model has not
@@ -33,10 +33,12 @@ streaming, a tool pending) gives nothing until it is. `raw` is the row, on its f
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final, NamedTuple
 
 from transcript_otel.genai.lookup import nonempty_text
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings.opencode_run import step_usage
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import EntryType
 from transcript_otel.records.serialize import parse_json
@@ -154,13 +156,18 @@ class OpenCodeRowMapper:
         if not self._once(f"{row['id']}:completed"):
             return _Said([])
         entries: _Entries = []
-        usage = step_usage(data)
-        if usage is not None:
-            entries.append((EntryType.TOKEN_USAGE, {**usage, "message_id": row["id"]}))
+        usage = step_usage(data.get("tokens"))
+        cost = data.get("cost")
+        cost = (
+            cost
+            if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost)
+            else 0
+        )
+        if any(usage.values()) or cost:  # (a failed step counted nothing)
+            detail = {"usage": usage, "turn_cost_usd": cost, "finish_reason": data.get("finish")}
+            entries.append((EntryType.TOKEN_USAGE, {**detail, "message_id": row["id"]}))
         if error is not None:
-            entries.append(
-                (EntryType.ERROR, {"text": _error_text(error), "error": error, "message_id": row["id"]})
-            )
+            entries.append((EntryType.ERROR, {**_error(error), "message_id": row["id"]}))
         at = _ms(time.get("completed")) or _ms(row.get("time_updated"))
         model, provider = nonempty_text(data.get("modelID")), nonempty_text(data.get("providerID"))
         return _Said(entries, at, ends_turn=True, model=model, provider=provider)
@@ -208,36 +215,13 @@ class OpenCodeRowMapper:
             exit_status = metadata.get("exit")
             failed = status == "error" or (isinstance(exit_status, int) and exit_status != 0)
             output = state.get("output") if status == "completed" else state.get("error")
-            detail = {"tool_use_id": call, "tool_name": name, "is_error": failed, "text": output}
-            if exit_status is not None:
+            detail = {"tool_use_id": call, "tool_name": name, "status": status, "output": output}
+            if isinstance(exit_status, int):
                 detail["exit_code"] = exit_status
+            detail["is_error"] = failed
             entries.append((EntryType.TOOL_RESULT, detail))
             at = _ms(times.get("end")) or at
         return _Said(entries, at)
-
-
-def step_usage(data: dict[str, Any]) -> dict[str, Any] | None:
-    """A model step's usage as a `token_usage` detail: the counts as the conventions take them
-    (input = the whole prompt the model got, output = all it wrote, reasoning included), the
-    stored counts, and the stored cost. None for a step that counted nothing (a failed one)."""
-    tokens = data.get("tokens")
-    if not isinstance(tokens, dict):
-        return None
-    cache = _object(tokens.get("cache"))
-    fresh, read, write = _count(tokens.get("input")), _count(cache.get("read")), _count(cache.get("write"))
-    output, reasoning = _count(tokens.get("output")), _count(tokens.get("reasoning"))
-    cost = data.get("cost")
-    cost = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0
-    if not any((fresh, read, write, output, reasoning, cost)):
-        return None
-    usage = {
-        "prompt_tokens": fresh + read + write,
-        "completion_tokens": output + reasoning,
-        "cached_input_tokens": read,
-        "cache_write_input_tokens": write,
-        "reasoning_tokens": reasoning,
-    }
-    return {"usage": usage, "tokens": tokens, "turn_cost_usd": cost}
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -245,18 +229,23 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _ms(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _error_text(error: Any) -> str:
-    """What an error says: its `data.message`, else its name."""
-    if not isinstance(error, dict):
-        return str(error)
-    data = error.get("data")
-    message = data.get("message") if isinstance(data, dict) else None
-    return str(message or error.get("name") or "error")
+def _error(error: Any) -> dict[str, Any]:
+    """A failed step's `error` (`{name, data: {message, statusCode, ...}}`) as `run`'s
+    `opencode-json` says it: an exception named after the error's class, the API's message."""
+    data = _object(error.get("data")) if isinstance(error, dict) else {}
+    name = error.get("name") if isinstance(error, dict) else None
+    message = data.get("message")
+    detail: dict[str, Any] = {
+        "exception": {
+            "type": name if isinstance(name, str) and name else "Error",
+            "message": message if isinstance(message, str) else "",
+        },
+        "error": error,
+    }
+    if isinstance(data.get("statusCode"), int):
+        detail["status_code"] = data["statusCode"]
+    return detail
