@@ -378,3 +378,29 @@ def test_a_subagents_session_is_a_run_of_its_own_that_names_its_parent(tmp_path:
     ]
     assert [detail["parent_id"] for detail in started] == [None, parent["id"]]
     assert runs[0].run_id != runs[1].run_id
+
+
+def test_a_session_idle_past_idle_s_has_its_run_ended_and_goes_on_in_another(
+    tmp_path: Path, make_pipeline: Callable[..., TranscriptPipeline]
+) -> None:
+    """`idle_s` this short ends the run at the round after each that recorded something: the
+    session goes on in other runs, which hold the rest, nothing twice."""
+    database = tmp_path / "opencode.db"
+    with writing(database, None) as connection:
+        watcher = OpenCodeWatcher(
+            database,
+            pipeline=make_pipeline([JsonlMirror(tmp_path / "watched")]),
+            tracer=derived_id_tracer("idle", "opencode"),
+            idle_s=1e-9,
+        )
+        watcher.poll_once()
+        for table, row in event_rows("shell"):
+            upsert(connection, table, row)
+            watcher.poll_once()
+            watcher.poll_once()  # (a round with nothing new: the run idle since the last ends)
+        watcher.close()
+    runs = [list(read_records(path)) for path in (tmp_path / "watched").glob("*.jsonl")]
+    assert len(runs) > 2
+    watched = [record for run in sorted(runs, key=lambda run: run[0]["timestamp"]) for record in run]
+    assert _said(watched) == _said(_imported("shell", tmp_path / "import"))
+    assert all(check_invariants(run) == [] for run in runs)

@@ -92,8 +92,15 @@ class OpenCodeWatcher:
         self._failing: str | None = None  # why the last read failed, said once
 
     def run(self, stopped: threading.Event) -> None:
+        """Rounds until `stopped`, then `close()`. A failure of ours in a round is said, and the
+        next round goes on (the session files' watch, beside it, is not stopped by it)."""
         while not stopped.is_set():
-            self.poll_once()
+            try:
+                self.poll_once()
+            except Exception as exc:
+                warnings.warn(
+                    f"{self.database}: a round failed: {exc!r}", TranscriptReadWarning, stacklevel=2
+                )
             stopped.wait(POLL_S)
         self.close()
 
