@@ -40,8 +40,11 @@ class LiveWatch:
 
 
 @contextmanager
-def live_watch(folder: Path, state: Path, runs: Path, environment: Mapping[str, str]) -> Iterator[LiveWatch]:
-    """`transcript-otel watch folder`, its mirror `runs`, following before the block begins."""
+def live_watch(
+    folder: Path | str, state: Path, runs: Path, environment: Mapping[str, str]
+) -> Iterator[LiveWatch]:
+    """`transcript-otel watch folder` (or an option: `--opencode`), its mirror `runs`, following
+    before the block begins."""
     command = [sys.executable, "-m", "transcript_otel.cli", "watch", str(folder), "--state", str(state)]
     env = {**environment, "TRANSCRIPT_OTEL_JSONL_DIR": str(runs)}
     watch = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)

@@ -13,7 +13,8 @@ CODEX: Final = SESSIONS / "codex"
 # The CLIs whose recorded sessions (recorded by record_session_fixtures.py, with a `meta.json`
 # each) the generic import tests read. gemini/ (recorded by record_gemini_opencode_fixtures.py,
 # what was served in tests/fixtures/line_streams/gemini/) has tests of its own:
-# test_gemini_sessions.py. opencode/ has no importer yet (issue 50).
+# test_gemini_sessions.py. opencode/ holds rows of its database:
+# tests/opencode_fixtures.py builds databases of them for test_opencode_sessions.py.
 IMPORTED: Final = (CLAUDE, CODEX)
 GEMINI: Final = SESSIONS / "gemini"
 GEMINI_SCENARIOS: Final = ("plain", "shell", "failing_shell", "thinking", "error_500", "rate_limit_429")

@@ -32,6 +32,7 @@ from transcript_otel.reading.escapes import visible, visible_name
 from transcript_otel.sessions.files import SessionFiles, find_sessions
 from transcript_otel.sessions.formats import Format, not_a_session
 from transcript_otel.sessions.gemini_home import gemini_sessions_dir
+from transcript_otel.sessions.opencode_db import opencode_database
 from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk
 from transcript_otel.sinks.jsonl_files import default_directory
 
@@ -67,7 +68,7 @@ _SAMPLER_NEEDS_THE_SDK: Final = (
     "leaves out: every span is recorded (pip install 'transcript-otel[otlp]')"
 )
 _EPILOG: Final = """examples:
-  transcript-otel import --claude-code --codex
+  transcript-otel import --claude-code --codex --opencode
   transcript-otel import ~/.claude/projects/-home-me-repo/0b6f...jsonl
   OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 transcript-otel import --codex"""
 
@@ -93,6 +94,12 @@ def add_import(commands: Any) -> None:
     )
     parser.add_argument(
         "--gemini", action="store_true", help="every Gemini CLI session ($GEMINI_CLI_HOME or ~/.gemini/tmp)"
+    )
+    parser.add_argument(
+        "--opencode",
+        action="store_true",
+        help="every OpenCode session ($OPENCODE_DB, else $XDG_DATA_HOME/opencode/opencode.db, "
+        "else ~/.local/share/opencode/opencode.db), read-only",
     )
     parser.add_argument(
         "--jsonl-dir",
@@ -144,8 +151,18 @@ def _run_import(args: argparse.Namespace, out: TextIO) -> int:
         paths += found
         if wanted and not found:
             print(f"transcript-otel import: no {name} sessions at {visible_name(roots[0])}", file=sys.stderr)
-    if not paths and not (args.claude_code or args.codex or args.gemini):
-        raise ValueError("name session files or directories, or --claude-code / --codex / --gemini")
+    if args.opencode:
+        database = opencode_database()
+        if database.is_file():
+            paths.append(database)
+        else:
+            print(
+                f"transcript-otel import: no OpenCode sessions at {visible_name(database)}", file=sys.stderr
+            )
+    if not paths and not (args.claude_code or args.codex or args.gemini or args.opencode):
+        raise ValueError(
+            "name session files or directories, or --claude-code / --codex / --gemini / --opencode"
+        )
     directory = args.jsonl_dir or Path(env.env_text(env.TRANSCRIPT_OTEL_JSONL_DIR) or default_directory())
     sends = args.endpoint is not None or bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

@@ -62,6 +62,12 @@ def add_watch(commands: Any) -> None:
     parser.add_argument("--codex", action="store_true", help="$CODEX_HOME/sessions or ~/.codex/sessions")
     parser.add_argument("--gemini", action="store_true", help="$GEMINI_CLI_HOME/.gemini/tmp or ~/.gemini/tmp")
     parser.add_argument(
+        "--opencode",
+        action="store_true",
+        help="OpenCode's database ($OPENCODE_DB, else $XDG_DATA_HOME/opencode/opencode.db, else "
+        "~/.local/share/opencode/opencode.db), read-only",
+    )
+    parser.add_argument(
         "--jsonl-dir",
         type=Path,
         help=f"the mirror to write the runs to (default: ${env.TRANSCRIPT_OTEL_JSONL_DIR}, else "
@@ -103,6 +109,7 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
 
     from transcript_otel.capture.defaults import get_pipeline
     from transcript_otel.capture.registry import shutdown_all
+    from transcript_otel.cli.opencode_watching import following_opencode
     from transcript_otel.cli.without_sdk import recorded_for_the_mirror, without_the_sdk
     from transcript_otel.otlp.setup import configure
     from transcript_otel.sessions.watch import Watcher
@@ -113,10 +120,11 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     roots += [claude_projects_dir()] if args.claude_code else []
     roots += [codex_sessions_dir()] if args.codex else []
     roots += [gemini_sessions_dir()] if args.gemini else []
-    if not roots:
-        raise ValueError("name directories to follow, or --claude-code / --codex / --gemini")
+    if not roots and not args.opencode:
+        raise ValueError("name directories to follow, or --claude-code / --codex / --gemini / --opencode")
     # First: a state another watch holds stops this one before anything is set up.
-    state = WatchState(args.state or default_directory().parent / "watch.json")
+    state_file = args.state or default_directory().parent / "watch.json"
+    state = WatchState(state_file)
     # Where the runs go, as the variables say it (the pipeline and `configure` read them).
     if args.jsonl_dir is not None:
         os.environ[env.TRANSCRIPT_OTEL_JSONL_DIR] = str(args.jsonl_dir)
@@ -149,9 +157,15 @@ def run_watch(args: argparse.Namespace, out: TextIO) -> int:
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         signal.signal(stop, lambda *_: watcher.stopped.set())
     _say_roots(roots, watcher.missing_roots, out)
+    opencode = following_opencode(
+        args, tracer or trace.get_tracer(_TRACER_NAME), state_file, watcher.stopped, out
+    )
     try:
         watcher.run()
     finally:
+        watcher.stopped.set()
+        if opencode is not None:
+            opencode.join()
         shutdown_all()
         state.close()
     return 0

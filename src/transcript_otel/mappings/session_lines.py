@@ -28,6 +28,7 @@ class SessionLine(NamedTuple):
     failure: str | None = None  # our mapping failed on the line (a bug): why, for a `transcript.error`
     # The line held bytes that are not UTF-8, read as U+FFFD (`utf8_text`): what, for a `transcript.error`.
     repaired: str | None = None
+    provider: str | None = None  # the model's provider, where the line names it (OpenCode's `providerID`)
 
 
 def utf8_text(line: bytes) -> tuple[str, str | None]:

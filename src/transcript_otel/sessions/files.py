@@ -9,6 +9,9 @@ a file of its own, whose `session_meta` names the session it belongs to (`sessio
 root thread's id, where its own is `id`), looked for beside the root's file and in the next
 day's folder.
 
+OpenCode: one SQLite database, `$XDG_DATA_HOME/opencode/opencode.db`, a session per row
+(`sessions.opencode`).
+
 Which CLI wrote a file is told by its content (`sessions.formats`), never by its name alone: a
 rollout copied under another name is a Codex session, a saved stdout named like a log none.
 """
@@ -31,6 +34,8 @@ from transcript_otel.model.entries import MAIN_SOURCE, subagent_source
 from transcript_otel.reading.lines import TranscriptReadWarning
 from transcript_otel.records.serialize import parse_json
 from transcript_otel.sessions.formats import Format, format_of, not_a_session, read_head
+from transcript_otel.sessions.opencode_db import DATABASE_NAME as OPENCODE_DATABASE
+from transcript_otel.sessions.opencode_db import is_opencode_database, session_ids
 from transcript_otel.sessions.regular import NotRegularFileError, open_regular
 
 SUBAGENTS_DIR: Final = "subagents"
@@ -48,6 +53,7 @@ class SessionKind(StrEnum):
     CLAUDE_CODE = "claude_code"
     CODEX = "codex"
     GEMINI = "gemini"
+    OPENCODE = "opencode"
 
 
 class NotASessionError(ValueError):
@@ -66,6 +72,7 @@ class SessionFiles:
     kind: SessionKind
     path: Path
     subagents: tuple[tuple[Path, str], ...] = ()
+    session_id: str | None = None  # which session of the file (OpenCode's database holds them all)
 
     def sources(self) -> list[tuple[Path, str]]:
         """Every file of the session with the source its entries belong to."""
@@ -86,7 +93,9 @@ def find_sessions(
     A file still empty or whose first line is not whole yet: with `unsettled` (files being
     written), added to it and no session yet; without, taken as it is (an empty file is none).
     A subagent's file named on its own is part of its session, not one of its own. Raises
-    `FileNotFoundError` for a path that does not exist.
+    `FileNotFoundError` for a path that does not exist. OpenCode's database (an SQLite file with
+    its tables, named or `opencode.db` below a directory) gives a session per `session` row; one
+    that cannot be read now raises `OpenCodeDatabaseError` (a watch leaves it to `opencode_watch`).
 
     Below a directory, links to directories are not gone into (a link to `..` would make the
     search endless, one to a folder another copy of it). A file is one file whatever paths lead
@@ -102,12 +111,20 @@ def find_sessions(
             raise FileNotFoundError(f"no such file or directory: {path}")
         named = not path.is_dir()
         candidates = [path] if named else sorted(path.rglob("*.jsonl"))
+        if not named and unsettled is None:  # (a watch follows OpenCode's database apart: `opencode_watch`)
+            candidates += sorted(path.rglob(OPENCODE_DATABASE))
         for candidate in candidates:
             if not folders.regular(candidate):
                 continue
             found = folders.format_of(candidate)
             if folders.unsettled is not None and found.may_become_a_session:
                 folders.unsettled.add(candidate)  # whose it is, is said next time
+                continue
+            if found is Format.SQLITE and unsettled is None and is_opencode_database(candidate):
+                if (identity := file_identity(candidate)) not in seen:
+                    seen.add(identity)
+                    for session_id in session_ids(candidate):
+                        yield SessionFiles(SessionKind.OPENCODE, candidate, session_id=session_id)
                 continue
             if not found.is_session:
                 if named:

@@ -59,7 +59,8 @@ def import_session(session: SessionFiles, directory: Path) -> ImportedRun:
     and a failure of ours a `transcript.error` record, never an exception.
     """
     harness = HARNESSES[session.kind]
-    lines = timeline(session.sources(), harness.line_mapper(None, session.path))
+    map_line = harness.line_mapper(None, session.path)
+    lines = harness.lines(session, map_line) if harness.lines else timeline(session.sources(), map_line)
     # The run began at the first time a line tells (older files open with undated lines):
     # never the file's modification time while any line has one.
     head: list[TimedLine] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -30,8 +30,9 @@ from transcript_otel.mappings.gemini_session import gemini_lines
 from transcript_otel.mappings.session_lines import SessionLine
 from transcript_otel.model.entries import MAIN_SOURCE, EntryType
 from transcript_otel.reading.text import entry_text
-from transcript_otel.sessions.files import SessionKind
+from transcript_otel.sessions.files import SessionFiles, SessionKind
 from transcript_otel.sessions.forks import claude_fork
+from transcript_otel.sessions.opencode import OpenCodeLines, database_timeline
 from transcript_otel.sessions.recorded_spans import PlainResource, recording_tracer
 from transcript_otel.sessions.timeline import MapLine, TimedLine, never_raising
 
@@ -117,6 +118,8 @@ class Harness(NamedTuple):
     # Prompts queued while the model was busy are sent together (Claude Code): a prompt while
     # the open turn's model has not answered yet joins that turn. (Codex starts each turn itself.)
     prompts_join_an_unanswered_turn: bool
+    # A session's lines, mapped, in time order, where they are not its files' (OpenCode: its rows).
+    lines: Callable[[SessionFiles, MapLine], Iterator[TimedLine]] | None = None
 
     def line_mapper(self, last_report: bytes | None, main_file: Path) -> MapLine:
         """A mapper of one session's lines, which never raises (`never_raising`)."""
@@ -196,6 +199,9 @@ HARNESSES: Final = {
     ),
     SessionKind.CODEX: Harness("codex_session", "codex", "openai", _CodexLines, None, False),
     SessionKind.GEMINI: Harness("gemini_session", "gemini", "gcp.gemini", gemini_lines, None, False),
+    SessionKind.OPENCODE: Harness(
+        "opencode_session", "opencode", "opencode", OpenCodeLines, None, True, database_timeline
+    ),
 }
 
 
@@ -306,6 +312,8 @@ class SessionRecorder:
         main = timed.source == MAIN_SOURCE
         if self._before.turn_open and main and _in_a_turn(said):
             self._go_on_with_turn(said, at)
+        if said.provider and main:
+            run.set_provider(said.provider)
         if said.model:
             run.note_model(said.model, timed.source)
             self._model = said.model if main else self._model
