@@ -53,12 +53,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
 MODEL_SERVERS = FAKE_AGENTS.parent / "model_servers"
-sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS), str(MODEL_SERVERS)]
+sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS), str(MODEL_SERVERS), str(HERE)]
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import APP_SERVER_SCENARIOS, MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 from fake_chat_server import ScriptedChatServer  # noqa: E402
 
 import codex_agent  # noqa: E402  (the demo's prompt with the WINK tool `echo`, and its launcher)
+import wink_acp  # noqa: E402
 from codex_agent import write_launcher  # noqa: E402
 
 REAL_CLAUDE_CLI = "WINK_DRIVER_CLAUDE_CLI"
@@ -73,6 +74,7 @@ MODULES = {
     "claude": "weakincentives.adapters.claude_agent_sdk",
     "openai": "weakincentives.adapters.openai",  # 0.18 to 0.24
     "litellm": "weakincentives.adapters.litellm",  # 0.18 to 0.24
+    **wink_acp.MODULES,  # 0.26+, on the real `opencode acp` and `gemini --acp`
 }
 CHAT_SCENARIOS = ("text", "tool", "parallel", "error")
 SCENARIOS = {
@@ -80,6 +82,8 @@ SCENARIOS = {
     "claude": ("plain", "rich", "error"),
     "openai": CHAT_SCENARIOS,
     "litellm": CHAT_SCENARIOS,
+    "opencode_acp": wink_acp.SCENARIOS,
+    "gemini_acp": wink_acp.SCENARIOS,
 }
 GROUPS = {"agentic": ("codex", "claude"), "chat": ("openai", "litellm")}
 CHAT_SERVER_URL = "FAKE_CHAT_BASE_URL"
@@ -114,6 +118,8 @@ def _accepts(cls: Any, field: str) -> bool:
 def build_prompt(adapter: str, scenario: str) -> Any:
     if adapter == "codex" and os.environ.get(REAL_CODEX_CLI):
         task = prompt_for(scenario)  # selects the scripted model's scenario
+    elif adapter in wink_acp.ADAPTERS:
+        task = wink_acp.prompt_text(scenario)
     else:
         task = f"Scenario {scenario}: call the echo tool with the text 'hi', then reply."
     return codex_agent.build_prompt(f"{adapter}-{scenario}", task)
@@ -208,6 +214,7 @@ ADAPTERS: dict[str, Callable[[Path, Path, str, RunContext], Any | None]] = {
     "claude": claude_adapter,
     "openai": openai_adapter,
     "litellm": litellm_adapter,
+    **wink_acp.ADAPTERS,
 }
 
 
