@@ -67,7 +67,9 @@ def gemini_acp_adapter(scratch: Path, cwd: Path, scenario: str, context: Any) ->
     home = scratch / "home"
     home.mkdir()
     environment = gemini_offline.offline_environment(model, home)
-    environment.update(TMPDIR=str(scratch), PWD=str(cwd))
+    # Gemini CLI relaunches itself in a child node process and exits: weakincentives would then
+    # wait for ever on the agent it started (measured with 0.61.0). This keeps it one process.
+    environment.update(TMPDIR=str(scratch), PWD=str(cwd), GEMINI_CLI_NO_RELAUNCH="true")
     config = _client_config(module, "ACPClientConfig", os.environ[GEMINI_CLI], GEMINI_ARGS, environment, cwd)
     return module.ACPAdapter(client_config=config)
 
