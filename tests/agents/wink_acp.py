@@ -36,12 +36,16 @@ GEMINI_ARGS = ("--acp", "--approval-mode", "yolo")
 STARTUP_TIMEOUT_S = 60.0
 
 
-def _clean_start(cli: str, arguments: tuple[str, ...], environment: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+def _clean_start(
+    cli: str, arguments: tuple[str, ...], environment: Mapping[str, str]
+) -> tuple[str, tuple[str, ...]]:
     """`agent_bin`, `agent_args` that start `cli` with `environment` and nothing else."""
     return "/usr/bin/env", ("-i", *(f"{key}={value}" for key, value in environment.items()), cli, *arguments)
 
 
-def _client_config(module: Any, cls: str, cli: str, arguments: tuple[str, ...], env: dict[str, str], cwd: Path) -> Any:
+def _client_config(
+    module: Any, cls: str, cli: str, arguments: tuple[str, ...], env: dict[str, str], cwd: Path
+) -> Any:
     agent_bin, agent_args = _clean_start(cli, arguments, env)
     return getattr(module, cls)(
         agent_bin=agent_bin, agent_args=agent_args, cwd=str(cwd), startup_timeout_s=STARTUP_TIMEOUT_S
@@ -56,7 +60,9 @@ def opencode_acp_adapter(scratch: Path, cwd: Path, scenario: str, context: Any) 
     home.mkdir()
     environment = opencode_offline.offline_environment(model, home, cwd)
     environment["TMPDIR"] = str(scratch)
-    config = _client_config(module, "OpenCodeACPClientConfig", os.environ[OPENCODE_CLI], ("acp",), environment, cwd)
+    config = _client_config(
+        module, "OpenCodeACPClientConfig", os.environ[OPENCODE_CLI], ("acp",), environment, cwd
+    )
     return module.OpenCodeACPAdapter(client_config=config)
 
 

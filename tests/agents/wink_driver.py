@@ -54,12 +54,12 @@ HERE = Path(__file__).resolve().parent
 FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
 MODEL_SERVERS = FAKE_AGENTS.parent / "model_servers"
 sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS), str(MODEL_SERVERS), str(HERE)]
+import wink_acp  # noqa: E402
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import APP_SERVER_SCENARIOS, MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 from fake_chat_server import ScriptedChatServer  # noqa: E402
 
 import codex_agent  # noqa: E402  (the demo's prompt with the WINK tool `echo`, and its launcher)
-import wink_acp  # noqa: E402
 from codex_agent import write_launcher  # noqa: E402
 
 REAL_CLAUDE_CLI = "WINK_DRIVER_CLAUDE_CLI"
@@ -85,7 +85,7 @@ SCENARIOS = {
     "opencode_acp": wink_acp.SCENARIOS,
     "gemini_acp": wink_acp.SCENARIOS,
 }
-GROUPS = {"agentic": ("codex", "claude"), "chat": ("openai", "litellm")}
+GROUPS = {"agentic": ("codex", "claude"), "chat": ("openai", "litellm"), "acp": tuple(wink_acp.ADAPTERS)}
 CHAT_SERVER_URL = "FAKE_CHAT_BASE_URL"
 # Per-scenario limits: the adapter's own deadline, then a hard stop for the process.
 DEADLINE_S = 30.0

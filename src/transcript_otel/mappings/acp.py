@@ -64,7 +64,11 @@ def _quota(response: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _quota_model(quota: Mapping[str, Any]) -> str | None:
     """The one model `model_usage` names, else None (Gemini CLI names each step's)."""
     steps = quota.get("model_usage")
-    names = {step.get("model") for step in steps if isinstance(step, Mapping)} if isinstance(steps, list) else set()
+    names = (
+        {step.get("model") for step in steps if isinstance(step, Mapping)}
+        if isinstance(steps, list)
+        else set()
+    )
     (name,) = names if len(names) == 1 else (None,)
     return name if isinstance(name, str) and name else None
 
@@ -81,7 +85,11 @@ def prompt_usage(response: Any) -> MappedEntry | None:
         token_count = quota.get("token_count") if quota is not None else None
         if quota is None or not isinstance(token_count, Mapping):
             return None
-        counts = {key: value for key in ("input_tokens", "output_tokens") if (value := _count(token_count, key)) is not None}
+        counts = {
+            key: value
+            for key in ("input_tokens", "output_tokens")
+            if (value := _count(token_count, key)) is not None
+        }
         detail = {"usage": counts, "provider_usage": dict(quota)}
         model = _quota_model(quota)
         if model is not None:

@@ -80,7 +80,8 @@ async def _prompt(
 def _agent(run: AgentRun, answer: Any) -> tuple[()]:
     """`initialize`'s answer: the agent's `agentInfo.name` may tell the provider."""
     info = _as_json(answer).get("agentInfo")
-    provider = AGENT_PROVIDERS.get(info.get("name")) if isinstance(info, Mapping) else None
+    name = info.get("name") if isinstance(info, Mapping) else None
+    provider = AGENT_PROVIDERS.get(name) if isinstance(name, str) else None
     if provider is not None:
         run.set_provider(provider)
     return ()
@@ -107,7 +108,11 @@ def _session_model(run: AgentRun, answer: Any) -> tuple[()]:
 
 def _noting(describe: Callable[[AgentRun, Any], tuple[()]]) -> Callable[..., Any]:
     async def call(
-        run: AgentRun, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        run: AgentRun,
+        wrapped: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> Any:
         answer = await wrapped(*args, **kwargs)
         run.record_later(describe, answer)
