@@ -23,7 +23,7 @@ from wink_harness import REPO, WinkRun, attributes, run_driver
 
 sys.path[:0] = [str(REPO / "tests" / "agents"), str(REPO / "examples" / "model_servers")]
 
-from opencode_offline import COST
+from opencode_offline import COST  # noqa: E402
 
 pytestmark = pytest.mark.wink
 

@@ -6,8 +6,8 @@ environment `opencode_offline.py`/`gemini_offline.py` make (throwaway HOME and X
 OpenCode's config-folder guard files, `PWD`, `TMPDIR`). weakincentives starts the agent with
 its own environment plus `ACPClientConfig.env`, so the agent is started through `env -i` with
 the offline environment alone: nothing of the driver's (its OTLP endpoint, our settings) leaks
-in. WINK never sends `authenticate`: Gemini CLI takes its API key from the environment, as its
-settings (`security.auth.selectedType: gemini-api-key`) select.
+in. WINK never sends `authenticate`: Gemini CLI's `session/new` authenticates by itself, as
+its settings (`security.auth.selectedType: gemini-api-key`) select (docs/harnesses.md).
 """
 
 from __future__ import annotations

@@ -19,11 +19,10 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from transcript_otel.instrumentation._calls import argument
 from transcript_otel.instrumentation._patching import Patch, Wrapper
 from transcript_otel.instrumentation.span_tree.agent_run import AgentRun, TurnPolicy
 from transcript_otel.instrumentation.weakincentives._runs import AdapterSpec, evaluate_wrapper, nested_model
-from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, in_run_async, observing
+from transcript_otel.instrumentation.weakincentives._state import WinkInstrumentation, in_run_async
 from transcript_otel.mappings._entry import MappedEntry
 from transcript_otel.mappings.acp import ACPMapper, prompt_usage
 
@@ -44,6 +43,9 @@ SPEC: Final = AdapterSpec(
 
 # `gen_ai.provider.name` of agents whose model provider their name tells.
 AGENT_PROVIDERS: Final = {"gemini-cli": "gcp.gemini"}
+
+# agent-client-protocol's model of a `usage_update` notification.
+USAGE_UPDATE_CLASS: Final = "UsageUpdate"
 
 # Connections that sent a prompt already: their next prompt is a new turn.
 _prompted: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -121,11 +123,21 @@ def _noting(describe: Callable[[AgentRun, Any], tuple[()]]) -> Callable[..., Any
     return call
 
 
-def _session_update(run: AgentRun, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Every update passes here: only `usage_update`s (the bridge drops them) are kept."""
-    update = argument(args, kwargs, "update", 1)
-    if type(update).__name__ == "UsageUpdate":
-        run.record_later(_usage_update, update)
+def _session_update(state: WinkInstrumentation) -> Wrapper:
+    """`ACPClient.session_update(session_id, update)`: every update passes here, so only its
+    type is looked at; a `usage_update` (the bridge drops it) is kept, mapped on the writer."""
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        update = args[1] if len(args) > 1 else kwargs.get("update")
+        if type(update).__name__ == USAGE_UPDATE_CLASS:
+            run = state.run()
+            if run is not None:
+                run.record_later(_usage_update, update)
+        return wrapped(*args, **kwargs)
+
+    return wrapper
 
 
 def _flushed(state: WinkInstrumentation) -> Wrapper:
@@ -149,6 +161,6 @@ def patches(state: WinkInstrumentation) -> list[Patch]:
         Patch(CONNECTION_MODULE, f"{CONNECTION}.initialize", in_run_async(state, _noting(_agent))),
         Patch(CONNECTION_MODULE, f"{CONNECTION}.new_session", in_run_async(state, _noting(_session_model))),
         Patch(CONNECTION_MODULE, f"{CONNECTION}.prompt", in_run_async(state, _prompt)),
-        Patch(CLIENT_MODULE, "ACPClient.session_update", observing(state, "session update", _session_update)),
+        Patch(CLIENT_MODULE, "ACPClient.session_update", _session_update(state)),
         Patch(BRIDGE_MODULE, "ACPTranscriptBridge.flush", _flushed(state)),
     ]
