@@ -115,7 +115,7 @@ def test_entries_are_weakincentives_own_plus_the_usage_the_agent_reported(
     the agent reported (which weakincentives drops); a valid transcript."""
     run, prompt = acp_runs[case], _prompt(agent)
     entries = run.entries(prompt)
-    check_invariants(entries)
+    assert check_invariants(run.mirror[prompt]) == []
     assert {e["adapter"] for e in entries} == {ADAPTER_NAMES[agent]}
     native = [(e["entry_type"], e.get("detail")) for e in run.native[prompt]]
     assert [(e["entry_type"], e["detail"]) for e in entries if not _ours(e)] == native

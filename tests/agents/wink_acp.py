@@ -12,6 +12,7 @@ its settings (`security.auth.selectedType: gemini-api-key`) select (docs/harness
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from typing import Any
 import chat_scenarios
 import gemini_offline
 import opencode_offline
+from scripted_http import ModelServer
 
 OPENCODE_CLI = "WINK_DRIVER_OPENCODE_CLI"
 GEMINI_CLI = "WINK_DRIVER_GEMINI_CLI"
@@ -28,10 +30,14 @@ MODULES = {
     "opencode_acp": "weakincentives.adapters.opencode_acp",
     "gemini_acp": "weakincentives.adapters.acp",
 }
+# Per agent: its client config and adapter classes, the variable naming its CLI, its arguments.
+AGENTS = {
+    "opencode_acp": ("OpenCodeACPClientConfig", "OpenCodeACPAdapter", OPENCODE_CLI, ("acp",)),
+    # `gemini --acp` asks before running a shell command in its default mode; weakincentives'
+    # answer to `session/request_permission` fails (docs/harnesses.md), so YOLO mode.
+    "gemini_acp": ("ACPClientConfig", "ACPAdapter", GEMINI_CLI, ("--acp", "--approval-mode", "yolo")),
+}
 SCENARIOS = ("shell",)
-# `gemini --acp` asks before running a shell command in its default mode; weakincentives'
-# answer to `session/request_permission` fails (see docs/harnesses.md), so run it in YOLO mode.
-GEMINI_ARGS = ("--acp", "--approval-mode", "yolo")
 # OpenCode starts in a few seconds; Gemini CLI loads more.
 STARTUP_TIMEOUT_S = 60.0
 
@@ -43,46 +49,35 @@ def _clean_start(
     return "/usr/bin/env", ("-i", *(f"{key}={value}" for key, value in environment.items()), cli, *arguments)
 
 
-def _client_config(
-    module: Any, cls: str, cli: str, arguments: tuple[str, ...], env: dict[str, str], cwd: Path
-) -> Any:
-    agent_bin, agent_args = _clean_start(cli, arguments, env)
-    return getattr(module, cls)(
-        agent_bin=agent_bin, agent_args=agent_args, cwd=str(cwd), startup_timeout_s=STARTUP_TIMEOUT_S
-    )
-
-
-def opencode_acp_adapter(scratch: Path, cwd: Path, scenario: str, context: Any) -> Any | None:
-    module = importlib.import_module(MODULES["opencode_acp"])
-    model = context.stack.enter_context(opencode_offline.model_server(scenario, scratch))
-    context.served = model.served
-    home = scratch / "home"
-    home.mkdir()
-    environment = opencode_offline.offline_environment(model, home, cwd)
-    environment["TMPDIR"] = str(scratch)
-    config = _client_config(
-        module, "OpenCodeACPClientConfig", os.environ[OPENCODE_CLI], ("acp",), environment, cwd
-    )
-    return module.OpenCodeACPAdapter(client_config=config)
-
-
-def gemini_acp_adapter(scratch: Path, cwd: Path, scenario: str, context: Any) -> Any | None:
-    module = importlib.import_module(MODULES["gemini_acp"])
-    model = context.stack.enter_context(gemini_offline.model_server(scenario, scratch))
-    context.served = model.served
-    home = scratch / "home"
-    home.mkdir()
-    environment = gemini_offline.offline_environment(model, home)
+def _environment(agent: str, model: ModelServer, home: Path, cwd: Path) -> dict[str, str]:
+    if agent == "opencode_acp":
+        return opencode_offline.offline_environment(model, home, cwd)
     # Gemini CLI relaunches itself in a child node process and exits: weakincentives would then
     # wait for ever on the agent it started (measured with 0.61.0). This keeps it one process.
-    environment.update(TMPDIR=str(scratch), PWD=str(cwd), GEMINI_CLI_NO_RELAUNCH="true")
-    config = _client_config(module, "ACPClientConfig", os.environ[GEMINI_CLI], GEMINI_ARGS, environment, cwd)
-    return module.ACPAdapter(client_config=config)
+    environment = gemini_offline.offline_environment(model, home)
+    return {**environment, "PWD": str(cwd), "GEMINI_CLI_NO_RELAUNCH": "true"}
+
+
+def acp_adapter(agent: str, scratch: Path, cwd: Path, scenario: str, context: Any) -> Any:
+    """`agent`'s adapter on its real CLI, whose scripted model serves `scenario` (held open by
+    `context`, which gets what it served)."""
+    config_class, adapter_class, cli_variable, arguments = AGENTS[agent]
+    offline = opencode_offline if agent == "opencode_acp" else gemini_offline
+    model = context.stack.enter_context(offline.model_server(scenario, scratch))
+    context.served = model.served
+    home = scratch / "home"
+    home.mkdir()
+    environment = {**_environment(agent, model, home, cwd), "TMPDIR": str(scratch)}
+    agent_bin, agent_args = _clean_start(os.environ[cli_variable], arguments, environment)
+    module = importlib.import_module(MODULES[agent])
+    config = getattr(module, config_class)(
+        agent_bin=agent_bin, agent_args=agent_args, cwd=str(cwd), startup_timeout_s=STARTUP_TIMEOUT_S
+    )
+    return getattr(module, adapter_class)(client_config=config)
 
 
 ADAPTERS: dict[str, Callable[[Path, Path, str, Any], Any | None]] = {
-    "opencode_acp": opencode_acp_adapter,
-    "gemini_acp": gemini_acp_adapter,
+    agent: functools.partial(acp_adapter, agent) for agent in AGENTS
 }
 
 

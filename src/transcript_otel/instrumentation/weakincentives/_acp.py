@@ -29,8 +29,8 @@ from transcript_otel.mappings.acp import ACPMapper, prompt_usage
 ADAPTER_MODULE: Final = "weakincentives.adapters.acp.adapter"
 CLIENT_MODULE: Final = "weakincentives.adapters.acp.client"
 BRIDGE_MODULE: Final = "weakincentives.adapters.acp._transcript"
-CONNECTION_MODULE: Final = "acp.client.connection"
-CONNECTION: Final = "ClientSideConnection"
+# agent-client-protocol's, the same for both versions.
+CONNECTION: Final = "acp.client.connection", "ClientSideConnection"
 
 # OpenCodeACPAdapter inherits `evaluate`; `_adapter_name()` tells them apart. The prompt is
 # the first thing a turn says, as with Codex.
@@ -109,13 +109,9 @@ def _session_model(run: AgentRun, answer: Any) -> tuple[()]:
 
 
 def _noting(describe: Callable[[AgentRun, Any], tuple[()]]) -> Callable[..., Any]:
-    async def call(
-        run: AgentRun,
-        wrapped: Callable[..., Any],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
+    """A hook that makes the request, then has `describe` read its answer on the writer."""
+
+    async def call(run: AgentRun, wrapped: Callable[..., Any], _: Any, args: Any, kwargs: Any) -> Any:
         answer = await wrapped(*args, **kwargs)
         run.record_later(describe, answer)
         return answer
@@ -156,11 +152,12 @@ def _flushed(state: WinkInstrumentation) -> Wrapper:
 
 
 def patches(state: WinkInstrumentation) -> list[Patch]:
+    module, connection = CONNECTION
     return [
         Patch(ADAPTER_MODULE, "ACPAdapter.evaluate", evaluate_wrapper(state, SPEC)),
-        Patch(CONNECTION_MODULE, f"{CONNECTION}.initialize", in_run_async(state, _noting(_agent))),
-        Patch(CONNECTION_MODULE, f"{CONNECTION}.new_session", in_run_async(state, _noting(_session_model))),
-        Patch(CONNECTION_MODULE, f"{CONNECTION}.prompt", in_run_async(state, _prompt)),
+        Patch(module, f"{connection}.initialize", in_run_async(state, _noting(_agent))),
+        Patch(module, f"{connection}.new_session", in_run_async(state, _noting(_session_model))),
+        Patch(module, f"{connection}.prompt", in_run_async(state, _prompt)),
         Patch(CLIENT_MODULE, "ACPClient.session_update", _session_update(state)),
         Patch(BRIDGE_MODULE, "ACPTranscriptBridge.flush", _flushed(state)),
     ]
