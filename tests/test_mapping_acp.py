@@ -22,10 +22,11 @@ from opencode_offline import COST  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "acp"
 STEPS = SCENARIOS["shell"]["scripted-shell"]  # the two model calls of the `shell` scenario
+(THOUGHT,) = SCENARIOS["thinking"]["scripted-thinking"]  # one call that thinks, then answers
 
 
-def _fixture(agent: str) -> dict[str, Any]:
-    recorded: dict[str, Any] = json.loads((FIXTURES / f"{agent}-shell.json").read_text())
+def _fixture(agent: str, scenario: str = "shell") -> dict[str, Any]:
+    recorded: dict[str, Any] = json.loads((FIXTURES / f"{agent}-{scenario}.json").read_text())
     return recorded
 
 
@@ -116,6 +117,41 @@ def test_gemini_reports_its_turns_calls_summed_in_its_meta_quota() -> None:
 
 def test_gemini_sends_no_usage_update() -> None:
     assert _usage_updates("gemini_acp") == []
+
+
+def test_opencode_reports_thought_tokens_apart_and_they_are_output() -> None:
+    """OpenCode's `outputTokens` leaves the reasoning out (`thoughtTokens`), as its `totalTokens`
+    (their sum with the input and cache reads) shows; the model served them as one count."""
+    answer = _fixture("opencode_acp", "thinking")["answers"]["prompt"]
+    assert answer["usage"]["thoughtTokens"] == THOUGHT.reasoning_tokens
+    entry = prompt_usage(answer)
+    assert entry is not None
+    assert entry.detail["usage"] == {
+        "input_tokens": THOUGHT.prompt_tokens,
+        "output_tokens": THOUGHT.output_tokens + THOUGHT.reasoning_tokens,
+        "cached_input_tokens": THOUGHT.cached_tokens,
+        "reasoning_tokens": THOUGHT.reasoning_tokens,
+    }
+
+
+def test_gemini_reports_no_thought_tokens_and_names_the_model_of_a_single_call() -> None:
+    answer = _fixture("gemini_acp", "thinking")["answers"]["prompt"]
+    entry = prompt_usage(answer)
+    assert entry is not None
+    assert entry.detail["usage"] == {
+        "input_tokens": THOUGHT.prompt_tokens,
+        "output_tokens": THOUGHT.output_tokens,  # the 30 thought tokens are in no count
+    }
+    assert entry.detail["model"] == "gemini-3.8-flash"
+
+
+@pytest.mark.parametrize("agent", ["opencode_acp", "gemini_acp"])
+def test_both_agents_stream_their_thoughts(agent: str) -> None:
+    """As `agent_thought_chunk`s (weakincentives' bridge folds them into one `thinking`)."""
+    updates = _fixture(agent, "thinking")["updates"]
+    thoughts = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_thought_chunk"]
+    assert thoughts
+    assert "That is Pari" in "".join(thoughts)
 
 
 def test_acp_usage_counts_every_kind_apart_so_the_prompt_is_their_sum() -> None:

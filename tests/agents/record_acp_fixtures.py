@@ -4,7 +4,8 @@
 
 Runs `OpenCodeACPAdapter` on `opencode acp` and `ACPAdapter` on `gemini --acp` (the installed
 CLIs, `make agents`) through `evaluate()`, offline as `wink_acp.py` starts them, on the
-scripted model's `shell` scenario, and writes `<agent>-shell.json` per agent: the answers to
+scripted model's `shell` (a command, then the answer) and `thinking` (a thought, then the
+answer) scenarios, and writes `<agent>-<scenario>.json` for each: the answers to
 `initialize`, `session/new` and `session/prompt` and every `session/update` (as JSON, the way
 the agent sent them; `available_commands_update` left out: long, and nothing reads it).
 Nothing of transcript-otel is loaded. What the model served is `chat_scenarios.SCENARIOS`.
@@ -16,6 +17,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib
+import itertools
 import json
 import os
 import sys
@@ -38,7 +40,7 @@ CLIS = {
 }
 ANSWERS = ("initialize", "new_session", "prompt")
 SKIPPED_UPDATE = "available_commands_update"
-SCENARIO = "shell"
+SCENARIOS = ("shell", "thinking")
 
 
 @dataclasses.dataclass
@@ -84,18 +86,18 @@ def _listen() -> None:
     client.session_update = session_update
 
 
-def record(agent: str, work: Path) -> dict[str, Any]:
+def record(agent: str, scenario: str, work: Path) -> dict[str, Any]:
     session = importlib.import_module("weakincentives.runtime").Session
 
     _recording.clear()
-    _recording.update(agent=agent, scenario=SCENARIO, answers={}, updates=[])
+    _recording.update(agent=agent, scenario=scenario, answers={}, updates=[])
     context = Context(contextlib.ExitStack())
     with context.stack:
         scratch = Path(tempfile.mkdtemp(prefix=f"{agent}-", dir=work))
         cwd = scratch / "workspace"
         cwd.mkdir()
-        adapter = wink_acp.acp_adapter(agent, scratch, cwd, SCENARIO, context)
-        prompt = codex_agent.build_prompt(f"{agent}-{SCENARIO}", wink_acp.prompt_text(SCENARIO))
+        adapter = wink_acp.acp_adapter(agent, scratch, cwd, scenario, context)
+        prompt = codex_agent.build_prompt(f"{agent}-{scenario}", wink_acp.prompt_text(scenario))
         adapter.evaluate(prompt, session=session())
     return dict(_recording)
 
@@ -112,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     _listen()
     with tempfile.TemporaryDirectory(prefix="record-acp-") as tmp:
-        for agent in wink_acp.AGENTS:
-            recorded = record(agent, Path(tmp))
-            path = args.out / f"{agent}-{SCENARIO}.json"
+        for agent, scenario in itertools.product(wink_acp.AGENTS, SCENARIOS):
+            recorded = record(agent, scenario, Path(tmp))
+            path = args.out / f"{agent}-{scenario}.json"
             path.write_text(json.dumps(recorded, indent=1) + "\n")
             print(f"{path}: {len(recorded['updates'])} updates", file=sys.stderr)
     return 0
