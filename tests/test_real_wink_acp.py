@@ -4,7 +4,8 @@ scripted models, through `evaluate()` in the `shell` scenario (the agent runs a 
 answers).
 
 Two driver processes, each running both agents once: weakincentives 0.26 calling
-`configure()`, 0.27 under `opentelemetry-instrument`. Without the CLIs (`make agents`) these
+`configure()`, 0.27 under `opentelemetry-instrument`, which also runs OpenCode's `continued`
+scenario (its continuation loop sends a second prompt). Without the CLIs (`make agents`) these
 tests skip, or fail where the Makefile requires them (tests/requirements_switch.py).
 """
 
@@ -31,6 +32,8 @@ OPENCODE = REPO / ".agents" / "opencode" / "node_modules" / ".bin" / "opencode"
 GEMINI = REPO / ".agents" / "gemini-cli" / "node_modules" / ".bin" / "gemini"
 # (weakincentives version, under `opentelemetry-instrument`)
 CASES = (("0.26.0", False), ("0.27.0", True))
+# The scenarios each case runs (0.26 has no continuation loop).
+CASE_SCENARIOS = {CASES[0]: "shell", CASES[1]: "shell,continued"}
 AGENTS = ("opencode_acp", "gemini_acp")
 ADAPTER_NAMES = {"opencode_acp": "opencode_acp", "gemini_acp": "acp"}
 # What the model the agent selected is called by it, and who provides it.
@@ -55,7 +58,7 @@ def acp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool],
             run = run_driver(
                 version,
                 tmp_path_factory.mktemp(f"wink-acp-{version}"),
-                ("--configure", "--adapter", "acp"),
+                ("--configure", "--adapter", "acp", "--scenarios", CASE_SCENARIOS[key]),
                 zero_code=zero_code,
                 extra_env=environment,
             )
@@ -134,6 +137,29 @@ def _usage(span: Any) -> dict[str, Any]:
     return {k: v for k, v in attributes(span).items() if k.startswith("gen_ai.usage.")}
 
 
+def _opencode_cost(calls: list[dict[str, Any]]) -> float:
+    """What OpenCode charges for `calls` (chat completions usage) at `opencode_offline.COST`."""
+    cost: float = sum(
+        (
+            (u["prompt_tokens"] - u["prompt_tokens_details"]["cached_tokens"]) * COST["input"]
+            + u["completion_tokens"] * COST["output"]
+            + u["prompt_tokens_details"]["cached_tokens"] * COST["cache_read"]
+        )
+        / 1e6
+        for u in calls
+    )
+    return cost
+
+
+def _tokens(usage: dict[str, Any]) -> dict[str, int]:
+    """A chat completions usage as the `chat` span counts it."""
+    return {
+        "gen_ai.usage.input_tokens": usage["prompt_tokens"],
+        "gen_ai.usage.output_tokens": usage["completion_tokens"],
+        "gen_ai.usage.cache_read.input_tokens": usage["prompt_tokens_details"]["cached_tokens"],
+    }
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}{'-zero-code' if c[1] else ''}")
 def test_opencode_tokens_are_its_last_step_and_its_cost_the_sessions(
     acp_runs: dict[tuple[str, bool], WinkRun], case: tuple[str, bool]
@@ -146,21 +172,8 @@ def test_opencode_tokens_are_its_last_step_and_its_cost_the_sessions(
     assert len(steps) == 2
     last = steps[-1]
     chat = _span_named(run, prompt, "chat scripted-chat")
-    cost = sum(
-        (
-            (u["prompt_tokens"] - u["prompt_tokens_details"]["cached_tokens"]) * COST["input"]
-            + u["completion_tokens"] * COST["output"]
-            + u["prompt_tokens_details"]["cached_tokens"] * COST["cache_read"]
-        )
-        / 1e6
-        for u in steps
-    )
-    assert _usage(chat) == {
-        "gen_ai.usage.input_tokens": last["prompt_tokens"],
-        "gen_ai.usage.output_tokens": last["completion_tokens"],
-        "gen_ai.usage.cache_read.input_tokens": last["prompt_tokens_details"]["cached_tokens"],
-        "gen_ai.usage.cost": pytest.approx(cost),
-    }
+    cost = _opencode_cost(steps)
+    assert _usage(chat) == {**_tokens(last), "gen_ai.usage.cost": pytest.approx(cost)}
     root = attributes(run.root_span(prompt))
     assert root["transcript.usage.input_tokens"] == last["prompt_tokens"]
     assert root["transcript.usage.cost_usd"] == pytest.approx(cost)
@@ -180,3 +193,28 @@ def test_gemini_tokens_are_its_turns_model_calls(
         "gen_ai.usage.input_tokens": sum(u["promptTokenCount"] for u in steps),
         "gen_ai.usage.output_tokens": sum(u["candidatesTokenCount"] for u in steps),
     }
+
+
+def test_a_continuation_prompt_is_a_turn_of_its_own(acp_runs: dict[tuple[str, bool], WinkRun]) -> None:
+    """0.27's continuation loop: the task completion checker's feedback is a second
+    `session/prompt`, a second `chat` span with the usage its answer reported (its one model
+    call); the run's cost is the session's (every call). The continuation has no `user_message`
+    of its own (weakincentives emits none), and the bridge folds its answer into the previous
+    one's `assistant_message` (it flushes text only when another kind of update comes)."""
+    run, prompt = acp_runs[CASES[1]], "opencode_acp-continued"
+    assert run.results[prompt]["ok"], run.results[prompt]
+    calls = [s["usage"] for s in run.results[prompt]["served"] if s.get("kind") == "turn"]
+    assert len(calls) == 3  # the command, the answer; the answer again
+    root = run.root_span(prompt)
+    first, second = [s for s in run.children(root) if s.name == "chat scripted-chat"]
+    assert [s.name for s in run.children(first) if s.name.startswith("execute_tool")] == ["execute_tool bash"]
+    assert run.children(second) == []
+    assert {k: v for k, v in _usage(first).items() if k != "gen_ai.usage.cost"} == _tokens(calls[1])
+    assert {k: v for k, v in _usage(second).items() if k != "gen_ai.usage.cost"} == _tokens(calls[2])
+    assert attributes(root)["transcript.usage.cost_usd"] == pytest.approx(_opencode_cost(calls))
+    native = [e["entry_type"] for e in run.native[prompt]]
+    assert native == ["user_message", "assistant_message", "tool_use", "tool_result", "assistant_message"]
+    assert run.native[prompt][-1]["detail"]["text"] == ANSWER * 2
+    last = [e for e in run.entries(prompt) if e["entry_type"] == "assistant_message"][-1]
+    assert last["span_id"] == second.span_id.hex()
+    assert check_invariants(run.mirror[prompt]) == []

@@ -37,7 +37,11 @@ AGENTS = {
     # answer to `session/request_permission` fails (docs/harnesses.md), so YOLO mode.
     "gemini_acp": ("ACPClientConfig", "ACPAdapter", GEMINI_CLI, ("--acp", "--approval-mode", "yolo")),
 }
-SCENARIOS = ("shell",)
+# `continued`: `shell`, then, as the prompt's task completion checker asks once (0.27's
+# continuation loop; 0.26 has none), a second `session/prompt` in the same session.
+SCENARIOS = {"opencode_acp": ("shell", "continued"), "gemini_acp": ("shell",)}
+CONTINUED = "continued"
+FEEDBACK = "scripted-shell: count the lines of data.txt once more."
 # OpenCode starts in a few seconds; Gemini CLI loads more.
 STARTUP_TIMEOUT_S = 60.0
 
@@ -63,7 +67,7 @@ def acp_adapter(agent: str, scratch: Path, cwd: Path, scenario: str, context: An
     `context`, which gets what it served)."""
     config_class, adapter_class, cli_variable, arguments = AGENTS[agent]
     offline = opencode_offline if agent == "opencode_acp" else gemini_offline
-    model = context.stack.enter_context(offline.model_server(scenario, scratch))
+    model = context.stack.enter_context(offline.model_server(model_scenario(scenario), scratch))
     context.served = model.served
     home = scratch / "home"
     home.mkdir()
@@ -81,6 +85,31 @@ ADAPTERS: dict[str, Callable[[Path, Path, str, Any], Any | None]] = {
 }
 
 
+def model_scenario(scenario: str) -> str:
+    """The scripted model's scenario a run serves (`continued` is `shell` asked twice: the
+    model answers a step past its last with the last)."""
+    return "shell" if scenario == CONTINUED else scenario
+
+
 def prompt_text(scenario: str) -> str:
     """The text that selects the scripted model's conversation."""
-    return chat_scenarios.prompt_for(scenario)
+    return chat_scenarios.prompt_for(model_scenario(scenario))
+
+
+class AsksOnce:
+    """A weakincentives task completion checker: not done the first time (its feedback is the
+    next prompt), done after."""
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def check(self, context: Any) -> Any:
+        result = importlib.import_module("weakincentives.prompt.task_completion").TaskCompletionResult
+        if self.asked:
+            return result(complete=True)
+        self.asked = True
+        return result(complete=False, feedback=FEEDBACK)
+
+
+def task_completion_checker(scenario: str) -> AsksOnce | None:
+    return AsksOnce() if scenario == CONTINUED else None

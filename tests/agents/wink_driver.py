@@ -82,8 +82,7 @@ SCENARIOS = {
     "claude": ("plain", "rich", "error"),
     "openai": CHAT_SCENARIOS,
     "litellm": CHAT_SCENARIOS,
-    "opencode_acp": wink_acp.SCENARIOS,
-    "gemini_acp": wink_acp.SCENARIOS,
+    **wink_acp.SCENARIOS,
 }
 GROUPS = {"agentic": ("codex", "claude"), "chat": ("openai", "litellm"), "acp": tuple(wink_acp.ADAPTERS)}
 CHAT_SERVER_URL = "FAKE_CHAT_BASE_URL"
@@ -119,7 +118,8 @@ def build_prompt(adapter: str, scenario: str) -> Any:
     if adapter == "codex" and os.environ.get(REAL_CODEX_CLI):
         task = prompt_for(scenario)  # selects the scripted model's scenario
     elif adapter in wink_acp.ADAPTERS:
-        task = wink_acp.prompt_text(scenario)
+        checker = wink_acp.task_completion_checker(scenario)
+        return codex_agent.build_prompt(f"{adapter}-{scenario}", wink_acp.prompt_text(scenario), checker)
     else:
         task = f"Scenario {scenario}: call the echo tool with the text 'hi', then reply."
     return codex_agent.build_prompt(f"{adapter}-{scenario}", task)
