@@ -56,8 +56,8 @@ def _clean_start(
 def _environment(agent: str, model: ModelServer, home: Path, cwd: Path) -> dict[str, str]:
     if agent == "opencode_acp":
         return opencode_offline.offline_environment(model, home, cwd)
-    # Gemini CLI relaunches itself in a child node process and exits: weakincentives would then
-    # wait for ever on the agent it started (measured with 0.61.0). This keeps it one process.
+    # Gemini CLI 0.61.0 relaunches itself in a child node process, and the process
+    # weakincentives started exits: runs hung after the answer (docs/harnesses.md). One process.
     environment = gemini_offline.offline_environment(model, home)
     return {**environment, "PWD": str(cwd), "GEMINI_CLI_NO_RELAUNCH": "true"}
 
