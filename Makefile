@@ -101,14 +101,15 @@ $(OPENCODE_CLI): Makefile
 ## agents: install the real agent CLIs the tests and the demo run (pinned npm versions, under .agents/)
 agents: $(CLAUDE_CODE_CLI) $(CODEX_CLI) $(GEMINI_CLI) $(OPENCODE_CLI)
 
-## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, claude_sdk/, codex/, a run)
-fixtures: agents $(TEST_VENV)/.installed
+## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, claude_sdk/, codex/, acp/, a run)
+fixtures: agents $(TEST_VENV)/.installed wink-envs
 	$(TEST_VENV)/bin/python tests/agents/record_claude_fixtures.py
 	$(TEST_VENV)/bin/python tests/agents/record_sdk_stdout.py
 	$(TEST_VENV)/bin/python tests/agents/record_sdk_run.py
 	$(TEST_VENV)/bin/python tests/agents/record_codex_fixtures.py
 	$(TEST_VENV)/bin/python tests/agents/record_wink_run.py
 	$(TEST_VENV)/bin/python tests/agents/record_wink_run.py --scenario fatal_500
+	.venvs/wink-0.27.0/bin/python tests/agents/record_acp_fixtures.py
 
 ## demo: set up a Python 3.13 environment and run two real agents, instrumented: a weakincentives
 ## Codex agent and a claude-agent-sdk agent on the real Claude Code CLI with parallel subagents

@@ -53,8 +53,9 @@ class EchoResult:
         return self.text
 
 
-def build_prompt(name: str, task: str) -> Any:
-    """A prompt `demo:<name>` whose one section offers the WINK tool `echo`."""
+def build_prompt(name: str, task: str, task_completion_checker: Any = None) -> Any:
+    """A prompt `demo:<name>` whose one section offers the WINK tool `echo` (and, where given,
+    whose `task_completion_checker` (weakincentives 0.26+) may send the agent on)."""
     from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate, Tool, ToolResult
 
     def echo(params: EchoParams, *, context: Any) -> Any:
@@ -69,7 +70,8 @@ def build_prompt(name: str, task: str) -> Any:
         template=task,
         tools=(echo_tool,),
     )
-    return Prompt(PromptTemplate(ns="demo", key=name, name=name, sections=(section,)))
+    checking = {} if task_completion_checker is None else {"task_completion_checker": task_completion_checker}
+    return Prompt(PromptTemplate(ns="demo", key=name, name=name, sections=(section,), **checking))
 
 
 def write_launcher(directory: Path, name: str, script: Path) -> str:

@@ -1,10 +1,11 @@
 """The agent pays nothing: a guard that counts our work on the agent's thread, never its time.
 
 For each way users run an agent (weakincentives' Codex and Claude adapters at both ends of
-their range, claude-agent-sdk's `query()` and `ClaudeSDKClient` on the real Claude Code CLI),
-`tests/agents/agent_calls.py` runs one instrumented evaluation and counts the Python calls
-transcript-otel makes on the agent's thread per native event (a line of the Codex app-server,
-a message of the CLI). A count more than 10 % over the budget in `agent_call_budget.json`
+their range, its OpenCode ACP adapter on the real `opencode acp`, claude-agent-sdk's `query()`
+and `ClaudeSDKClient` on the real Claude Code CLI), `tests/agents/agent_calls.py` runs one
+instrumented evaluation and counts the Python calls transcript-otel makes on the agent's
+thread per native event (a line of the Codex app-server, a message of the CLI, an ACP session
+update). A count more than 10 % over the budget in `agent_call_budget.json`
 fails, naming the path, the count, the budget and our busiest functions: more work per event
 on the agent's thread must be a decision (a new budget), never an accident.
 
@@ -39,6 +40,7 @@ CASES = (
     ("wink-codex", "0.27.0"),
     ("wink-claude", "0.25.0"),
     ("wink-claude", "0.27.0"),
+    ("wink-acp", "0.27.0"),
     ("sdk-query", "0.27.0"),
     ("sdk-client", "0.27.0"),
 )
@@ -53,6 +55,13 @@ def _count(path: str, version: str, tmp_path: Path) -> dict[str, Any]:
         from requirements_switch import require
 
         require(cli_path(), "the real Claude Code CLI is not installed (`make agents`)")
+    if path == "wink-acp":
+        from agent_calls import INSTALLED_OPENCODE_CLI
+
+        from requirements_switch import require
+
+        opencode = INSTALLED_OPENCODE_CLI if INSTALLED_OPENCODE_CLI.exists() else None
+        require(opencode, "the real OpenCode CLI is not installed (`make agents`)")
     out = tmp_path / "calls.json"
     finished = subprocess.run(
         [str(wink_python(version)), str(TESTS / "agents" / "agent_calls.py"), path, "--out", str(out)],

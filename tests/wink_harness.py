@@ -34,6 +34,7 @@ DRIVER = REPO / "tests" / "agents" / "wink_driver.py"
 NATIVE_TRANSCRIPT = "native-transcript.jsonl"
 VERSIONS = ("0.24.0", "0.25.0", "0.26.0", "0.27.0")
 CODEX_VERSIONS = VERSIONS[1:]  # the Codex adapter first shipped in 0.25
+ACP_VERSIONS = VERSIONS[2:]  # the ACP and OpenCode ACP adapters: 0.26 and 0.27
 # The OpenAI and LiteLLM adapters: both ends of their range (removed in 0.25).
 CHAT_VERSIONS = ("0.18.0", "0.24.0")
 ALL_VERSIONS = tuple(sorted({*VERSIONS, *CHAT_VERSIONS}))
@@ -58,10 +59,17 @@ def python313() -> str:
 
 def requirements(version: str) -> list[str]:
     extras = ["claude-agent-sdk"] if version in VERSIONS else []
+    if version in ACP_VERSIONS:
+        extras.append("acp")  # agent-client-protocol: the ACP and OpenCode ACP adapters
     if version == "0.27.0":
         extras.append("wink")  # fastapi, uvicorn, markdown-it-py: `wink debug` (tests/test_export_bundle.py)
     # litellm's `completion()` imports `mcp`, which litellm does not declare.
     undeclared = ["mcp"] if version in CHAT_VERSIONS else []
+    if version in ACP_VERSIONS:
+        # weakincentives asks for `mcp>=1.26`; mcp 2 removed the `Server.list_tools()` decorator
+        # its MCP tool server (`adapters/acp/_mcp_http.py`) is built with.
+        # agent-client-protocol 0.9 renamed `FileSystemCapability`, which its handshake imports.
+        undeclared += ["mcp<2", "agent-client-protocol<0.9"]
     if version in CHAT_VERSIONS:
         extras += ["openai", "litellm"]
     # `[otlp-grpc]`: the pipeline tests send over gRPC too.

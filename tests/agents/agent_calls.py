@@ -18,6 +18,9 @@ Paths (each a way users run their agents; see `PATHS`):
   `examples/fake_agents/fake_claude.py` (scenario `rich`; weakincentives 0.25 reads no
   entries from the real CLI, see tests/test_real_claude_code.py); an event is a message
   claude-agent-sdk parses;
+* `wink-acp`: weakincentives' `OpenCodeACPAdapter.evaluate()` on the real `opencode acp`
+  against the scripted model (scenario `shell`, `tests/agents/wink_acp.py`); an event is a
+  session update the ACP client receives;
 * `sdk-query`, `sdk-client`: claude-agent-sdk's `query()` and `ClaudeSDKClient` on the real
   Claude Code CLI against the scripted model (scenario `tools`); an event is a message
   claude-agent-sdk parses.
@@ -49,13 +52,18 @@ HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent.parent / "examples"
 sys.path[:0] = [str(HERE), str(EXAMPLES), str(EXAMPLES / "fake_agents"), str(EXAMPLES / "model_servers")]
 
-PATHS: Final = ("wink-codex", "wink-claude", "sdk-query", "sdk-client")
+PATHS: Final = ("wink-codex", "wink-claude", "wink-acp", "sdk-query", "sdk-client")
 # The functions whose calls are the native events: a line the Codex client reads, a message
 # claude-agent-sdk parses.
 CODEX_EVENT: Final = "CodexAppServerClient._try_parse"
 CLAUDE_EVENT: Final = "parse_message"
+ACP_EVENT: Final = "ACPClient.session_update"
+EVENTS: Final = {"wink-codex": CODEX_EVENT, "wink-acp": ACP_EVENT}
 INSTALLED_CLAUDE_CLI: Final = (
     HERE.parent.parent / ".agents" / "claude-code" / "node_modules" / ".bin" / "claude"
+)
+INSTALLED_OPENCODE_CLI: Final = (
+    HERE.parent.parent / ".agents" / "opencode" / "node_modules" / ".bin" / "opencode"
 )
 
 
@@ -206,16 +214,26 @@ def _wink_codex(work: Path) -> Callable[[], object]:
     return evaluate
 
 
-def _wink_claude(work: Path) -> Callable[[], object]:
+def _wink_driven(work: Path, adapter: str, scenario: str) -> Callable[[], object]:
+    """One `wink_driver` scenario of `adapter`, evaluated each time."""
     import wink_driver
 
     def evaluate() -> object:
-        record = wink_driver.run_one("claude", "rich", work, "counted")
+        record = wink_driver.run_one(adapter, scenario, work, "counted")
         if not record["ok"]:
-            raise RuntimeError(f"the weakincentives Claude run failed: {record['error']}")
+            raise RuntimeError(f"the weakincentives {adapter} run failed: {record['error']}")
         return record
 
     return evaluate
+
+
+def _wink_acp(work: Path) -> Callable[[], object]:
+    import wink_acp
+
+    if not INSTALLED_OPENCODE_CLI.exists():
+        raise RuntimeError(f"OpenCode is not installed at {INSTALLED_OPENCODE_CLI} (`make agents`)")
+    os.environ[wink_acp.OPENCODE_CLI] = str(INSTALLED_OPENCODE_CLI)
+    return _wink_driven(work, "opencode_acp", "shell")
 
 
 def _sdk(work: Path, client: bool) -> Callable[[], object]:
@@ -284,13 +302,15 @@ def main(argv: list[str] | None = None) -> int:
         if path == "wink-codex":
             evaluate = _wink_codex(work)
         elif path == "wink-claude":
-            evaluate = _wink_claude(work)
+            evaluate = _wink_driven(work, "claude", "rich")
+        elif path == "wink-acp":
+            evaluate = _wink_acp(work)
         else:
             evaluate = _sdk(work, client=path == "sdk-client")
         evaluate()  # warm-up: imports, patches and first-use setup are not per event
         transcript_otel.flush(30.0)
         before = _mirrored_entries(work / "runs")
-        counter = CallCounter(_package_folder(), CODEX_EVENT if path == "wink-codex" else CLAUDE_EVENT)
+        counter = CallCounter(_package_folder(), EVENTS.get(path, CLAUDE_EVENT))
         with counter.counting():
             evaluate()
         transcript_otel.flush(30.0)

@@ -53,7 +53,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 FAKE_AGENTS = HERE.parent.parent / "examples" / "fake_agents"
 MODEL_SERVERS = FAKE_AGENTS.parent / "model_servers"
-sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS), str(MODEL_SERVERS)]
+sys.path[:0] = [str(FAKE_AGENTS.parent), str(FAKE_AGENTS), str(MODEL_SERVERS), str(HERE)]
+import wink_acp  # noqa: E402
 from codex_offline import model_server, offline_environment, write_codex_home  # noqa: E402
 from codex_scenarios import APP_SERVER_SCENARIOS, MODEL, UNKNOWN_MODEL, prompt_for  # noqa: E402
 from fake_chat_server import ScriptedChatServer  # noqa: E402
@@ -73,6 +74,7 @@ MODULES = {
     "claude": "weakincentives.adapters.claude_agent_sdk",
     "openai": "weakincentives.adapters.openai",  # 0.18 to 0.24
     "litellm": "weakincentives.adapters.litellm",  # 0.18 to 0.24
+    **wink_acp.MODULES,  # 0.26+, on the real `opencode acp` and `gemini --acp`
 }
 CHAT_SCENARIOS = ("text", "tool", "parallel", "error")
 SCENARIOS = {
@@ -80,8 +82,9 @@ SCENARIOS = {
     "claude": ("plain", "rich", "error"),
     "openai": CHAT_SCENARIOS,
     "litellm": CHAT_SCENARIOS,
+    **wink_acp.SCENARIOS,
 }
-GROUPS = {"agentic": ("codex", "claude"), "chat": ("openai", "litellm")}
+GROUPS = {"agentic": ("codex", "claude"), "chat": ("openai", "litellm"), "acp": tuple(wink_acp.ADAPTERS)}
 CHAT_SERVER_URL = "FAKE_CHAT_BASE_URL"
 # Per-scenario limits: the adapter's own deadline, then a hard stop for the process.
 DEADLINE_S = 30.0
@@ -114,6 +117,9 @@ def _accepts(cls: Any, field: str) -> bool:
 def build_prompt(adapter: str, scenario: str) -> Any:
     if adapter == "codex" and os.environ.get(REAL_CODEX_CLI):
         task = prompt_for(scenario)  # selects the scripted model's scenario
+    elif adapter in wink_acp.ADAPTERS:
+        checker = wink_acp.task_completion_checker(scenario)
+        return codex_agent.build_prompt(f"{adapter}-{scenario}", wink_acp.prompt_text(scenario), checker)
     else:
         task = f"Scenario {scenario}: call the echo tool with the text 'hi', then reply."
     return codex_agent.build_prompt(f"{adapter}-{scenario}", task)
@@ -208,6 +214,7 @@ ADAPTERS: dict[str, Callable[[Path, Path, str, RunContext], Any | None]] = {
     "claude": claude_adapter,
     "openai": openai_adapter,
     "litellm": litellm_adapter,
+    **wink_acp.ADAPTERS,
 }
 
 

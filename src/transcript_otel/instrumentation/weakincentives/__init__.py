@@ -53,6 +53,9 @@ class WeakincentivesInstrumentor(PatchingInstrumentor):
         "weakincentives.adapters.claude_agent_sdk._transcript_collector",
         "weakincentives.adapters.claude_agent_sdk._sdk_options",
         "weakincentives.adapters.acp.adapter",  # _acp
+        "weakincentives.adapters.acp.client",
+        "weakincentives.adapters.acp._transcript",
+        "acp.client.connection",
         "weakincentives.adapters.openai",  # _chat
         "weakincentives.adapters.litellm",
         "weakincentives.adapters.inner_loop",
