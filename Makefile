@@ -101,12 +101,14 @@ $(OPENCODE_CLI): Makefile
 ## agents: install the real agent CLIs the tests and the demo run (pinned npm versions, under .agents/)
 agents: $(CLAUDE_CODE_CLI) $(CODEX_CLI) $(GEMINI_CLI) $(OPENCODE_CLI)
 
-## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, claude_sdk/, codex/, acp/, a run)
+## fixtures: record the real CLIs' output again (tests/fixtures/claude_code/, claude_sdk/, codex/, acp/,
+## line_streams/{gemini,opencode}/, sessions/{gemini,opencode}/, a run)
 fixtures: agents $(TEST_VENV)/.installed wink-envs
 	$(TEST_VENV)/bin/python tests/agents/record_claude_fixtures.py
 	$(TEST_VENV)/bin/python tests/agents/record_sdk_stdout.py
 	$(TEST_VENV)/bin/python tests/agents/record_sdk_run.py
 	$(TEST_VENV)/bin/python tests/agents/record_codex_fixtures.py
+	$(TEST_VENV)/bin/python tests/agents/record_gemini_opencode_fixtures.py
 	$(TEST_VENV)/bin/python tests/agents/record_wink_run.py
 	$(TEST_VENV)/bin/python tests/agents/record_wink_run.py --scenario fatal_500
 	.venvs/wink-0.27.0/bin/python tests/agents/record_acp_fixtures.py

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from test_session_formats import NOT_A_SESSION
 from transcript_otel import check_invariants, read_records
 from transcript_otel.capture.defaults import pipeline_from_environment
 from transcript_otel.capture.pipeline import TranscriptPipeline
@@ -716,7 +717,7 @@ def test_bad_paths_and_empty_sessions_are_said(tmp_path: Path) -> None:
     said = _cli("import", str(empty), "--jsonl-dir", str(tmp_path / "runs"), env=env)
     assert said.returncode == 2  # not a session: refused as a bad path is
     assert said.stderr == (  # the path once
-        f"transcript-otel import: {empty}: an empty file, not a session log Claude Code or Codex wrote\n"
+        f"transcript-otel import: {empty}: an empty file, {NOT_A_SESSION}\n"
     )
 
 

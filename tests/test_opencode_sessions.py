@@ -197,7 +197,7 @@ def test_an_sqlite_file_that_is_not_opencodes_is_no_session(tmp_path: Path) -> N
     with closing(sqlite3.connect(other)) as connection:
         connection.execute("CREATE TABLE session (id TEXT)")
         connection.commit()
-    with pytest.raises(NotASessionError, match="an SQLite database, not a session log"):
+    with pytest.raises(NotASessionError, match="an SQLite database, not a session "):
         list(find_sessions([other]))
 
 

@@ -28,7 +28,7 @@ from session_fixtures import SESSIONS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CLI = [sys.executable, "-m", "transcript_otel.cli"]
-NOT_A_SESSION = "not a session log Claude Code or Codex wrote"
+NOT_A_SESSION = "not a session Claude Code, Codex, Gemini CLI or OpenCode wrote"
 
 ROLLOUTS = sorted((SESSIONS / "codex").rglob("rollout-*.jsonl"))
 CLAUDE_LOGS = sorted(path for path in (SESSIONS / "claude_code").rglob("*.jsonl") if ".claude" in path.parts)

@@ -57,7 +57,7 @@ class SessionKind(StrEnum):
 
 
 class NotASessionError(ValueError):
-    """A file named on its own is not a session log Claude Code or Codex wrote: what it is."""
+    """A file named on its own is not a session one of the CLIs wrote: what it is."""
 
     def __init__(self, path: Path, found: Format) -> None:
         super().__init__(not_a_session(path, found))

@@ -1,4 +1,5 @@
-"""What a file is, told from its first lines: a session log Claude Code or Codex wrote, or what else.
+"""What a file is, told from its first lines: a session a CLI wrote (Claude Code, Codex, Gemini CLI,
+OpenCode), or what else.
 
 A file's name says nothing certain (a rollout attached to a bug report, a session copied under
 another name, a saved stdout named like a log), so `import` and `watch` ask its content:
@@ -85,7 +86,7 @@ def not_a_session(path: Path, found: Format) -> str:
     shown = visible_name(path)  # a folder's name may hold escape sequences or newlines
     if found is Format.UNREADABLE:
         return f"{shown}: {found.value}, so not known to be a session log"
-    return f"{shown}: {found.value}, not a session log Claude Code or Codex wrote"
+    return f"{shown}: {found.value}, not a session Claude Code, Codex, Gemini CLI or OpenCode wrote"
 
 
 def read_head(path: Path) -> tuple[bytes, bool]:
