@@ -1,4 +1,4 @@
-"""`transcript-otel import`: the session logs Claude Code and Codex wrote, as runs in the mirror."""
+"""`transcript-otel import`: the sessions the agent CLIs kept, as runs in the mirror."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ from transcript_otel.sessions.recorded_spans import sampler_needs_the_sdk
 from transcript_otel.sinks.jsonl_files import default_directory
 
 _DESCRIPTION: Final = (
-    "Import the sessions Claude Code and Codex logged themselves (no wrapper needed): each "
-    "becomes one run in the local JSONL mirror, with the times, tokens and models the files "
+    "Import the sessions Claude Code, Codex, Gemini CLI and OpenCode kept themselves (no wrapper "
+    "needed): each becomes one run in the local JSONL mirror, with the times, tokens and models the files "
     "recorded, subagents as their own sources and spans, and ids derived from the session, so "
     "importing again replaces the run instead of adding a second. When an OTLP endpoint is set "
     "(--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) each run is also sent there, as `replay` sends it "
@@ -76,7 +76,7 @@ _EPILOG: Final = """examples:
 def add_import(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "import",
-        help="import the session logs Claude Code and Codex wrote",
+        help="import the sessions Claude Code, Codex, Gemini CLI and OpenCode kept",
         description=textwrap.fill(_DESCRIPTION, _WIDTH),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

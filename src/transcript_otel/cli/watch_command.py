@@ -1,4 +1,4 @@
-"""`transcript-otel watch`: the sessions Claude Code and Codex write, exported as they are written."""
+"""`transcript-otel watch`: the sessions the agent CLIs keep, exported as they are written."""
 
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from transcript_otel.sessions.watch_state import WatchState
 
 _DESCRIPTION: Final = (
-    "Follow the sessions Claude Code and Codex write (no wrapper needed) and export each line "
-    "as it is written, as a live run would: to the local JSONL mirror (--jsonl-dir, else "
-    "$TRANSCRIPT_OTEL_JSONL_DIR, else {mirror}), where `transcript-otel show last` reads it, "
+    "Follow the sessions Claude Code, Codex, Gemini CLI and OpenCode write (no wrapper needed) "
+    "and export each line as it is written, as a live run would: to the local JSONL mirror "
+    "(--jsonl-dir, else $TRANSCRIPT_OTEL_JSONL_DIR, else {mirror}), where `transcript-otel show "
+    "last` reads it, "
     "and, when an OTLP endpoint is set (--endpoint or OTEL_EXPORTER_OTLP_ENDPOINT), to that "
     "backend too. Each session it starts following is said on stderr. At its first start the "
     "watch takes sessions up from their end (`transcript-otel import` reads their past); later "
@@ -45,7 +46,7 @@ _TRACER_NAME: Final = "transcript_otel.sessions"
 def add_watch(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "watch",
-        help="export the sessions Claude Code and Codex write, live",
+        help="export the sessions Claude Code, Codex, Gemini CLI and OpenCode write, live",
         description=textwrap.fill(
             _DESCRIPTION.format(mirror=default_directory()),
             88,
