@@ -220,14 +220,18 @@ def installed_files(distribution: str) -> set[str] | None:
 
 
 def missing_modules(instrumentor: type[PatchingInstrumentor]) -> list[str]:
-    """The patched modules that the installed distribution's files lack ([] when it lists none)."""
+    """The patched modules of the installed distribution's packages that its files lack ([] when
+    it lists none). A module of another distribution it uses (weakincentives' ACP adapters talk
+    through agent-client-protocol's `acp`) is not the distribution's to lack."""
     files = installed_files(instrumentor.library)
     if files is None:
         return []
+    packages = {file.partition("/")[0] for file in files}
     return [
         module
         for module in instrumentor.patched_modules
-        if not {f"{module.replace('.', '/')}.py", f"{module.replace('.', '/')}/__init__.py"} & files
+        if module.partition(".")[0] in packages
+        and not {f"{module.replace('.', '/')}.py", f"{module.replace('.', '/')}/__init__.py"} & files
     ]
 
 
