@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -192,28 +193,21 @@ class Adapter:
     priced_as: tuple[str, dict[str, float]] | None = None
 
 
-def claude_missing() -> str | None:
-    if claude_code.cli_path() is None:
-        return f"the real Claude Code CLI is not installed (`make agents`, or {claude_code.CLI_VARIABLE})"
-    return None
+def cli_missing(cli: ModuleType, name: str) -> Callable[[], str | None]:
+    """Why the real CLI of a tests/agents module (`cli_path`, `CLI_VARIABLE`) cannot run here."""
+
+    def needs() -> str | None:
+        if cli.cli_path() is None:
+            return f"the real {name} CLI is not installed (`make agents`, or {cli.CLI_VARIABLE})"
+        return None
+
+    return needs
 
 
-def codex_missing() -> str | None:
-    if codex_cli.cli_path() is None:
-        return f"the real Codex CLI is not installed (`make agents`, or {codex_cli.CLI_VARIABLE})"
-    return None
-
-
-def gemini_missing() -> str | None:
-    if gemini_cli.cli_path() is None:
-        return f"the real Gemini CLI is not installed (`make agents`, or {gemini_cli.CLI_VARIABLE})"
-    return None
-
-
-def opencode_missing() -> str | None:
-    if opencode_cli.cli_path() is None:
-        return f"the real OpenCode CLI is not installed (`make agents`, or {opencode_cli.CLI_VARIABLE})"
-    return None
+claude_missing = cli_missing(claude_code, "Claude Code")
+codex_missing = cli_missing(codex_cli, "Codex")
+gemini_missing = cli_missing(gemini_cli, "Gemini")
+opencode_missing = cli_missing(opencode_cli, "OpenCode")
 
 
 def claude_sdk_missing() -> str | None:

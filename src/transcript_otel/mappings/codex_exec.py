@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from transcript_otel.mappings._entry import MappedEntry, line_entries, typed_event
+from transcript_otel.mappings._entry import MappedEntry, typed_event
 from transcript_otel.model.entries import EntryType
 
 TOOL_ITEMS: Final = {
@@ -126,7 +126,13 @@ class CodexExecAdapter:
         if not line.strip():
             return []
         event = typed_event(line, "a codex exec event")
-        return [event] if isinstance(event, MappedEntry) else line_entries(line, self._event(event))
+        if isinstance(event, MappedEntry):
+            return [event]
+        # `line_entries` inlined: one call less per line on `run`'s capturing thread.
+        return [
+            MappedEntry(entry_type.value, detail, line if index == 0 else None)
+            for index, (entry_type, detail) in enumerate(self._event(event))
+        ]
 
     def flush(self) -> list[MappedEntry]:
         return []
