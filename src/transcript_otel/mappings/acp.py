@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from transcript_otel.mappings._entry import MappedEntry
+from transcript_otel.mappings._split_usage import conventions_usage
 from transcript_otel.model.entries import EntryType, RawJson
 
 _TOKEN_USAGE: Final = EntryType.TOKEN_USAGE.value
@@ -37,22 +38,14 @@ def _count(container: Mapping[str, Any], key: str) -> int | None:
 def _acp_counts(usage: Mapping[str, Any]) -> dict[str, int]:
     """ACP's `Usage`: every kind counted apart (OpenCode: `inputTokens` leaves the cache reads
     out, `totalTokens` is the sum), so the whole prompt is input plus cache reads and writes."""
-    fresh, output = _count(usage, "inputTokens"), _count(usage, "outputTokens")
-    cache_read, cache_write = _count(usage, "cachedReadTokens"), _count(usage, "cachedWriteTokens")
-    thought = _count(usage, "thoughtTokens")
-    counts: dict[str, int] = {}
-    if fresh is not None:
-        counts["input_tokens"] = fresh + (cache_read or 0) + (cache_write or 0)
-    if output is not None:
-        counts["output_tokens"] = output + (thought or 0)
-    for key, value in (
-        ("cached_input_tokens", cache_read),
-        ("cache_write_input_tokens", cache_write),
-        ("reasoning_tokens", thought),
-    ):
-        if value is not None:
-            counts[key] = value
-    return counts
+    return conventions_usage(
+        _count(usage, "inputTokens"),
+        _count(usage, "outputTokens"),
+        _count(usage, "cachedReadTokens"),
+        _count(usage, "cachedWriteTokens"),
+        _count(usage, "thoughtTokens"),
+        reasoning_key="reasoning_tokens",
+    )
 
 
 def _quota(response: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -32,7 +32,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from transcript_otel.genai.lookup import mapping_or_empty
 from transcript_otel.mappings._entry import MappedEntry, line_entries, typed_event
+from transcript_otel.mappings._split_usage import conventions_usage
 from transcript_otel.model.entries import EntryType
 
 NAME: Final = "opencode-json"
@@ -53,11 +55,6 @@ def is_opencode_event(value: Any) -> bool:
     )
 
 
-def _mapping(container: Any, key: str) -> dict[str, Any]:
-    value = container.get(key) if isinstance(container, Mapping) else None
-    return value if isinstance(value, dict) else {}
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -67,28 +64,20 @@ def step_usage(tokens: Any) -> dict[str, int]:
     `input` leaves out what the cache gave and took (`cache.read`, `cache.write`) and its
     `output` the reasoning: the prompt the model got is their sum, its output with reasoning."""
     counts = tokens if isinstance(tokens, dict) else {}
-    cache = _mapping(counts, "cache")
-    said_input, said_output = _int(counts.get("input")), _int(counts.get("output"))
-    read, write, reasoning = _int(cache.get("read")), _int(cache.get("write")), _int(counts.get("reasoning"))
-    usage: dict[str, int] = {}
-    if said_input is not None:
-        usage["input_tokens"] = said_input + (read or 0) + (write or 0)
-    if said_output is not None:
-        usage["output_tokens"] = said_output + (reasoning or 0)
-    for name, count in (
-        ("cached_input_tokens", read),
-        ("cache_write_input_tokens", write),
-        ("reasoning_output_tokens", reasoning),
-    ):
-        if count is not None:
-            usage[name] = count
-    return usage
+    cache = mapping_or_empty(counts, "cache")
+    return conventions_usage(
+        _int(counts.get("input")),
+        _int(counts.get("output")),
+        _int(cache.get("read")),
+        _int(cache.get("write")),
+        _int(counts.get("reasoning")),
+    )
 
 
 def _state_failed(state: Mapping[str, Any]) -> bool:
     """Whether a tool part's `state` says its call failed: not `completed`, or a command that
     exited with another status than 0."""
-    exit_code = _int(_mapping(state, "metadata").get("exit"))
+    exit_code = _int(mapping_or_empty(state, "metadata").get("exit"))
     return state.get("status") != "completed" or (exit_code is not None and exit_code != 0)
 
 
@@ -128,12 +117,12 @@ def _time_ns(timestamp: Any) -> int | None:
 
 def _entries(event: dict[str, Any]) -> list[tuple[EntryType, dict[str, Any]]]:
     kind = event["type"]
-    part = _mapping(event, "part")
+    part = mapping_or_empty(event, "part")
     if kind == "step_start" and part:
         return [(EntryType.SYSTEM_EVENT, {"event": event, "subtype": "turn_started"})]
     if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
         return [(_TEXT_PARTS[kind], {"event": event, "text": part["text"]})]
-    if kind == "tool_use" and isinstance(part.get("callID"), str) and _mapping(part, "state"):
+    if kind == "tool_use" and isinstance(part.get("callID"), str) and mapping_or_empty(part, "state"):
         return _tool(event, part)
     if kind == "step_finish" and part:
         detail: dict[str, Any] = {"event": event, "usage": step_usage(part.get("tokens"))}
@@ -148,8 +137,8 @@ def _entries(event: dict[str, Any]) -> list[tuple[EntryType, dict[str, Any]]]:
     return [(EntryType.UNKNOWN, {"event": event})]
 
 
-def _tool(event: dict[str, Any], part: dict[str, Any]) -> list[tuple[EntryType, dict[str, Any]]]:
-    state = _mapping(part, "state")
+def _tool(event: dict[str, Any], part: Mapping[str, Any]) -> list[tuple[EntryType, dict[str, Any]]]:
+    state = mapping_or_empty(part, "state")
     call: dict[str, Any] = {"event": event, "tool_use_id": part["callID"]}
     if isinstance(part.get("tool"), str):
         call["tool_name"] = part["tool"]
@@ -158,7 +147,7 @@ def _tool(event: dict[str, Any], part: dict[str, Any]) -> list[tuple[EntryType, 
     output = state.get("output")
     result["status"] = state.get("status")
     result["output"] = output if isinstance(output, str) else state.get("error")
-    exit_code = _int(_mapping(state, "metadata").get("exit"))
+    exit_code = _int(mapping_or_empty(state, "metadata").get("exit"))
     if exit_code is not None:
         result["exit_code"] = exit_code
     result["is_error"] = _state_failed(state)
@@ -168,8 +157,8 @@ def _tool(event: dict[str, Any], part: dict[str, Any]) -> list[tuple[EntryType, 
 def _error(event: dict[str, Any]) -> dict[str, Any]:
     """OpenCode's error (`{name, data: {message, statusCode, ...}}`) as an exception: its name
     is the error's class (`APIError`), the message the API's."""
-    error = _mapping(event, "error")
-    data = _mapping(error, "data")
+    error = mapping_or_empty(event, "error")
+    data = mapping_or_empty(error, "data")
     name = error.get("name")
     message = data.get("message")
     detail: dict[str, Any] = {
