@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chat_scenarios import RATE_LIMIT_RETRY_AFTER_S, SCENARIOS, Call, Step, conversation
-from scripted_http import AnswerLog, JsonObj, ScriptedHandler, http_server, main, pieces
+from scripted_http import JsonObj, ScriptedHandler, ScriptedModel, http_server, main, pieces
 
 SHELL_TOOL = "run_shell_command"
 THOUGHT_SIGNATURE = "c2NyaXB0ZWQgdGhvdWdodCBzaWduYXR1cmU="
@@ -173,12 +173,6 @@ def _http_error(status: int) -> tuple[JsonObj, dict[str, str]]:
         }
     message = f"Internal error encountered (scripted {status})."
     return {"error": {"code": status, "message": message, "status": "INTERNAL"}}, {}
-
-
-class ScriptedModel:
-    def __init__(self, scenario: str, log_path: Path | None) -> None:
-        self.scenario = scenario
-        self.answers = AnswerLog(log_path)
 
 
 def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:

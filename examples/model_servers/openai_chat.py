@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chat_scenarios import RATE_LIMIT_RETRY_AFTER_S, SCENARIOS, Call, Step, conversation
-from scripted_http import AnswerLog, JsonObj, ScriptedHandler, http_server, main, pieces
+from scripted_http import JsonObj, ScriptedHandler, ScriptedModel, http_server, main, pieces
 
 SHELL_TOOL = "bash"
 TITLE = Step("Scripted task", prompt_tokens=300, output_tokens=3)
@@ -175,12 +175,6 @@ def _http_error(status: int) -> tuple[JsonObj, dict[str, str]]:
         return {"error": error}, {"retry-after": str(RATE_LIMIT_RETRY_AFTER_S)}
     message = f"The server had an error while processing your request (scripted {status})."
     return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}, {}
-
-
-class ScriptedModel:
-    def __init__(self, scenario: str, log_path: Path | None) -> None:
-        self.scenario = scenario
-        self.answers = AnswerLog(log_path)
 
 
 def handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:

@@ -55,6 +55,15 @@ class AnswerLog:
             log.write(json.dumps(record) + "\n")
 
 
+class ScriptedModel:
+    """A scenario's server state: the scenario, and the answers it served (a stateless API's
+    server: the conversation is in each request)."""
+
+    def __init__(self, scenario: str, log_path: Path | None) -> None:
+        self.scenario = scenario
+        self.answers = AnswerLog(log_path)
+
+
 class ScriptedHandler(BaseHTTPRequestHandler):
     """HTTP/1.1 replies of a scripted model: JSON bodies and event streams; quiet."""
 
